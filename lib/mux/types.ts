@@ -7,11 +7,14 @@ import type { ProxyHeader } from '../proxy-protocol/header.js';
 
 /** What detection found the client speaking. */
 export type DetectedProtocol =
-  | 'tls' // a TLS ClientHello (possibly after a Postgres SSLRequest: see `postgresSslRequest`)
+  | 'tls' // a TLS ClientHello
   | 'ssh'
   | 'http1'
   | 'h2'
-  | 'postgres' // plaintext Postgres StartupMessage or CancelRequest
+  // Any Postgres client: a plaintext StartupMessage or CancelRequest, or an SSLRequest that
+  // gate-mux answered 'S' followed by a TLS ClientHello (then `postgresSslRequest` is true and
+  // SNI/ALPN are known, so routes may add TLS conditions).
+  | 'postgres'
   | 'silent'; // the client sent nothing before the listener's silence timeout (server speaks first)
 
 export interface Endpoint {
@@ -97,7 +100,10 @@ export interface RouteMatch {
   alpn?: string | string[];
   /** ALPN prefixes, e.g. `gate-mysql-` for versioned MySQL ALPN. */
   alpnPrefix?: string | string[];
-  /** Detected protocols. A route without any TLS condition and without `protocol` matches nothing. */
+  /**
+   * Detected protocols. Without it, a route with SNI/ALPN conditions means ['tls', 'postgres'];
+   * a route needs at least one condition.
+   */
   protocol?: DetectedProtocol | DetectedProtocol[];
 }
 

@@ -1,0 +1,87 @@
+import { connect, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { ErrorCodes, GateError } from '../errors.js';
+import { encodeProxyHeaderV1, encodeProxyHeaderV2 } from '../proxy-protocol/header.js';
+import { splice } from '../mux/splice.js';
+import type { ForwardHandler, UpstreamAddress } from '../mux/types.js';
+import type { HandlerContext } from './context.js';
+
+const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
+/** Postgres SSLRequest: int32 length 8, int32 code 80877103 (PostgreSQL protocol §55.2.10). */
+const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
+
+function dialError(err: NodeJS.ErrnoException, to: UpstreamAddress): GateError {
+  const where = `${to.host}:${to.port}`;
+  if (err.code === 'ECONNREFUSED') return new GateError(ErrorCodes.DIAL_REFUSED, `upstream ${where} refused the connection`, { cause: err });
+  return new GateError(ErrorCodes.DIAL_FAILED, `dialing upstream ${where} failed: ${err.code ?? err.message}`, { cause: err });
+}
+
+/**
+ * Raw passthrough to an upstream. The client socket is paused with its peeked bytes unshifted,
+ * so they reach the upstream first, in order, once the pipe starts.
+ */
+export function runForward(client: Duplex, handler: ForwardHandler, ctx: HandlerContext): void {
+  const to = typeof handler.to === 'function' ? handler.to(ctx.info) : handler.to;
+  const upstream = connect({ host: to.host, port: to.port, allowHalfOpen: true, noDelay: true });
+  ctx.adopt(upstream);
+  const dialTimeoutMs = handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
+  const timer = setTimeout(() => {
+    ctx.fail(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${to.host}:${to.port} did not accept within ${dialTimeoutMs} ms`));
+  }, dialTimeoutMs);
+  const onDialError = (err: NodeJS.ErrnoException): void => {
+    clearTimeout(timer);
+    ctx.fail(dialError(err, to));
+  };
+  upstream.once('error', onDialError);
+  upstream.once('close', () => clearTimeout(timer));
+  upstream.once('connect', () => {
+    clearTimeout(timer);
+    upstream.removeListener('error', onDialError);
+    // The PROXY header goes out on connect, before any client byte (caddy-l4 #212: servers that
+    // speak first must learn the client address before they greet).
+    if (handler.sendProxyHeader) upstream.write(proxyHeaderFor(handler.sendProxyHeader, ctx));
+    const join = (): void =>
+      splice(client, upstream, (err) => {
+        if (err) ctx.fail(streamError(err, upstream.errored === err ? `upstream ${to.host}:${to.port}` : 'client'));
+      });
+    if (ctx.info.postgresSslRequest) replaySslRequest(upstream, ctx, join);
+    else join();
+  });
+}
+
+function streamError(err: NodeJS.ErrnoException, side: string): GateError {
+  if (err instanceof GateError) return err;
+  const code = side === 'client' ? ErrorCodes.CLIENT_RESET : ErrorCodes.UPSTREAM_RESET;
+  return new GateError(code, `${side} connection failed: ${err.code ?? err.message}`, { cause: err });
+}
+
+function proxyHeaderFor(version: 'v1' | 'v2', ctx: HandlerContext): Buffer {
+  const { remote, local } = ctx.info;
+  const family = (e: { family: string }): 'IPv4' | 'IPv6' => (e.family === 'IPv6' ? 'IPv6' : 'IPv4');
+  const source = { address: remote.address, port: remote.port, family: family(remote) };
+  const destination = { address: local.address, port: local.port, family: family(local) };
+  return version === 'v1' ? encodeProxyHeaderV1(source, destination) : encodeProxyHeaderV2(source, destination);
+}
+
+/**
+ * gate-mux answered the client's SSLRequest itself, so a TLS-passthrough upstream (a Postgres
+ * server) has not seen it yet: send it and take its one-byte answer before splicing the TLS.
+ */
+function replaySslRequest(upstream: Socket, ctx: HandlerContext, then: () => void): void {
+  upstream.write(SSL_REQUEST);
+  const onData = (chunk: Buffer): void => {
+    upstream.removeListener('data', onData);
+    upstream.pause();
+    if (chunk[0] !== 0x53 /* 'S' */) {
+      ctx.fail(new GateError(ErrorCodes.HANDLER_FAILED, `upstream declined TLS after SSLRequest (answered 0x${(chunk[0] ?? 0).toString(16)})`));
+      return;
+    }
+    if (chunk.length > 1) {
+      // Bytes after 'S' before our TLS started would be injected into the session (CVE-2021-23222).
+      ctx.fail(new GateError(ErrorCodes.HANDLER_FAILED, 'upstream sent unexpected bytes after its SSLRequest answer'));
+      return;
+    }
+    then();
+  };
+  upstream.on('data', onData);
+}

@@ -1,0 +1,35 @@
+import type { Duplex } from 'node:stream';
+import { ErrorCodes, GateError } from '../errors.js';
+import type { Handler } from '../mux/types.js';
+import type { HandlerContext } from './context.js';
+import { runForward } from './forward.js';
+import { runTerminate } from './terminate.js';
+
+/** Runs a route's handler on a detected connection (and, for terminate, its inner handler). */
+export function runHandler(socket: Duplex, handler: Handler, ctx: HandlerContext): void {
+  switch (handler.kind) {
+    case 'forward':
+      runForward(socket, handler, ctx);
+      return;
+    case 'terminate':
+      runTerminate(socket, handler, ctx, (tlsSocket) => runHandler(tlsSocket, handler.inner, ctx));
+      return;
+    case 'serve':
+      // http, https, http2 and tls servers all take foreign sockets through 'connection'; the
+      // peeked bytes are still in the socket's buffer and are read first.
+      socket.resume();
+      handler.server.emit('connection', socket);
+      return;
+    case 'custom': {
+      const fail = (err: unknown): void =>
+        ctx.fail(new GateError(ErrorCodes.HANDLER_FAILED, `custom handler failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err }));
+      try {
+        const result = handler.handle(socket as Parameters<typeof handler.handle>[0], ctx.info);
+        if (result && typeof (result as Promise<void>).then === 'function') (result as Promise<void>).catch(fail);
+      } catch (err) {
+        fail(err);
+      }
+      return;
+    }
+  }
+}

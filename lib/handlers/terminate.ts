@@ -1,0 +1,91 @@
+import { createSecureContext, TLSSocket, type SecureContext, type SecureContextOptions } from 'node:tls';
+import type { Duplex } from 'node:stream';
+import { ErrorCodes, GateError } from '../errors.js';
+import type { TerminateHandler } from '../mux/types.js';
+import type { HandlerContext } from './context.js';
+
+const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/**
+ * The secure contexts of one terminate handler, built once (building a context parses keys and
+ * certificates: far too slow per connection) and chosen per SNI: exact name, then the longest
+ * `*.suffix`, then the handler's default.
+ */
+export class CertificateSelector {
+  readonly defaultContext: SecureContext;
+  private readonly exact = new Map<string, SecureContext>();
+  private readonly wildcards: Array<[suffix: string, context: SecureContext]> = [];
+
+  constructor(tls: TerminateHandler['tls']) {
+    const { sniCertificates, alpnProtocols: _a, requestCert: _r, rejectUnauthorized: _u, handshakeTimeoutMs: _h, ...base } = tls;
+    this.defaultContext = createSecureContext(base);
+    for (const [name, options] of Object.entries(sniCertificates ?? {})) {
+      const context = createSecureContext({ ...base, ...options } as SecureContextOptions);
+      const lower = name.toLowerCase();
+      if (lower.startsWith('*.')) this.wildcards.push([lower.slice(1), context]);
+      else this.exact.set(lower, context);
+    }
+    this.wildcards.sort((a, b) => b[0].length - a[0].length);
+  }
+
+  select(servername: string | undefined): SecureContext {
+    if (!servername) return this.defaultContext;
+    const lower = servername.toLowerCase();
+    const hit = this.exact.get(lower);
+    if (hit) return hit;
+    for (const [suffix, context] of this.wildcards) if (lower.endsWith(suffix)) return context;
+    return this.defaultContext;
+  }
+}
+
+const selectors = new WeakMap<TerminateHandler, CertificateSelector>();
+
+function selectorFor(handler: TerminateHandler): CertificateSelector {
+  let selector = selectors.get(handler);
+  if (!selector) {
+    selector = new CertificateSelector(handler.tls);
+    selectors.set(handler, selector);
+  }
+  return selector;
+}
+
+/**
+ * Ends TLS here and hands the cleartext TLSSocket to `next`. The peeked ClientHello bytes sit in
+ * the socket's read buffer; TLSSocket feeds them to OpenSSL on its first read.
+ */
+export function runTerminate(client: Duplex, handler: TerminateHandler, ctx: HandlerContext, next: (socket: TLSSocket) => void): void {
+  const selector = selectorFor(handler);
+  const { tls } = handler;
+  const tlsSocket = new TLSSocket(client, {
+    isServer: true,
+    secureContext: selector.select(ctx.info.sni),
+    SNICallback: (servername, cb) => cb(null, selector.select(servername)),
+    ...(tls.alpnProtocols ? { ALPNProtocols: tls.alpnProtocols } : {}),
+    requestCert: tls.requestCert ?? false,
+    rejectUnauthorized: tls.rejectUnauthorized ?? true,
+  });
+  ctx.adopt(tlsSocket);
+  const timeoutMs = tls.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
+  const timer = setTimeout(() => {
+    ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE_TIMEOUT, `TLS handshake not finished within ${timeoutMs} ms`));
+  }, timeoutMs);
+  const onHandshakeError = (err: Error): void => {
+    clearTimeout(timer);
+    ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE, `TLS handshake failed: ${err.message}`, { cause: err }));
+  };
+  tlsSocket.once('error', onHandshakeError);
+  tlsSocket.once('close', () => clearTimeout(timer));
+  tlsSocket.once('secure', () => {
+    clearTimeout(timer);
+    tlsSocket.removeListener('error', onHandshakeError);
+    // A TLSSocket built by hand does not enforce rejectUnauthorized the way tls.Server does:
+    // OpenSSL only asked for the certificate; the verdict is ours to act on.
+    if (tls.requestCert && (tls.rejectUnauthorized ?? true) && !tlsSocket.authorized) {
+      ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE, `client certificate rejected: ${String(tlsSocket.authorizationError)}`));
+      return;
+    }
+    const negotiated = tlsSocket.alpnProtocol;
+    ctx.info.negotiatedAlpn = typeof negotiated === 'string' ? negotiated : undefined;
+    next(tlsSocket);
+  });
+}

@@ -1,0 +1,41 @@
+// Public API of gate-mux. Everything a proxy or an agent needs is exported from here.
+export { ErrorCodes, GateError, isGateError, type ErrorCode } from './errors.js';
+export { silentLogger, type Logger } from './log.js';
+
+// Core multiplexer
+export { Multiplexer, DEFAULT_MAX_HELLO_BYTES } from './mux/multiplexer.js';
+export { RouteTable, type RouteQuery } from './mux/route-table.js';
+export type { StatsSnapshot, RouteCounters } from './mux/stats.js';
+export type {
+  ConnectionInfo,
+  CustomHandler,
+  DetectedProtocol,
+  Endpoint,
+  ForwardHandler,
+  Handler,
+  ListenOptions,
+  MultiplexerOptions,
+  Route,
+  RouteMatch,
+  ServeHandler,
+  TerminateHandler,
+  UpstreamAddress,
+} from './mux/types.js';
+export { forward, terminate, serve, custom, parseHostPort } from './handlers/builders.js';
+
+// Pure parsers
+export { parseClientHello, ClientHelloError, type ClientHello, type ClientHelloResult } from './tls/client-hello.js';
+export { tlsAlertRecord } from './tls/alert.js';
+export { sniffGreeting, type GreetingProtocol, type GreetingResult } from './sniff/greeting.js';
+export {
+  parseProxyHeader,
+  encodeProxyHeaderV1,
+  encodeProxyHeaderV2,
+  ProxyHeaderError,
+  type ProxyHeader,
+  type ProxyAddress,
+} from './proxy-protocol/header.js';
+
+// Development certificates
+export { CertificateAuthority, type KeyPair, type IssueOptions } from './pki/certificate-authority.js';
+export { devCertificates, type DevCertificates } from './pki/dev-certificates.js';

@@ -1,0 +1,276 @@
+import { BlockList, createServer, isIPv6, type AddressInfo, type Server, type Socket } from 'node:net';
+import { ErrorCodes, GateError } from '../errors.js';
+import { componentLogger, type Logger } from '../log.js';
+import { runHandler } from '../handlers/run.js';
+import { tlsAlertRecord } from '../tls/alert.js';
+import { Connection } from './connection.js';
+import { Alert, Detector, type Detected } from './detector.js';
+import { RouteTable } from './route-table.js';
+import { Stats, type StatsSnapshot } from './stats.js';
+import type { ListenOptions, MultiplexerOptions, Route } from './types.js';
+
+const DEFAULT_DETECT_TIMEOUT_MS = 10_000;
+const DEFAULT_SILENT_AFTER_MS = 3_000;
+const DEFAULT_CLOSE_GRACE_MS = 10_000;
+export const DEFAULT_MAX_HELLO_BYTES = 16_384;
+
+interface Listener {
+  server: Server;
+  options: ListenOptions;
+}
+
+/** Builds a BlockList of trusted PROXY-header sources from CIDRs and single addresses. */
+function trustList(cidrs: readonly string[]): BlockList {
+  const list = new BlockList();
+  for (const entry of cidrs) {
+    const [address = '', bits] = entry.split('/');
+    const type = isIPv6(address) ? 'ipv6' : 'ipv4';
+    if (bits === undefined) list.addAddress(address, type);
+    else list.addSubnet(address, Number(bits), type);
+  }
+  return list;
+}
+
+/**
+ * One or more listeners that peek at each connection's first bytes (PROXY header, TLS
+ * ClientHello, plaintext greeting), choose a route and hand the connection to its handler.
+ */
+export class Multiplexer {
+  private table: RouteTable;
+  private readonly logger: Logger;
+  private readonly counters = new Stats();
+  private readonly listeners: Listener[] = [];
+  private readonly connections = new Set<Connection>();
+  private readonly trusted: BlockList | undefined;
+  private nextId = 1;
+  private closing: Promise<void> | undefined;
+  private drained: (() => void) | undefined;
+
+  readonly detectTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly maxConnections: number;
+  readonly maxHelloBytes: number;
+
+  constructor(options: MultiplexerOptions) {
+    this.table = new RouteTable(options.routes);
+    this.logger = componentLogger(options.logger, 'mux');
+    this.detectTimeoutMs = options.detectTimeoutMs ?? DEFAULT_DETECT_TIMEOUT_MS;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? 0;
+    this.maxConnections = options.maxConnections ?? 0;
+    this.maxHelloBytes = options.maxHelloBytes ?? DEFAULT_MAX_HELLO_BYTES;
+    const pp = options.proxyProtocol ?? { mode: 'off' };
+    this.trusted = pp.mode === 'on' ? trustList(pp.trusted) : undefined;
+  }
+
+  /** Replaces the routes: new connections follow them at once, established ones are untouched. */
+  setRoutes(routes: Route[]): void {
+    this.table = new RouteTable(routes);
+  }
+
+  get routes(): Route[] {
+    return this.table.routes;
+  }
+
+  /** Starts a listener; may be called several times for several addresses. */
+  async listen(options: ListenOptions): Promise<AddressInfo> {
+    if (this.closing) throw new GateError(ErrorCodes.SHUTDOWN, 'multiplexer is closed');
+    if (options.silentRoute !== undefined && !this.table.get(options.silentRoute)) {
+      throw new GateError(ErrorCodes.CONFIG_INVALID, `silentRoute '${options.silentRoute}' is not a route`);
+    }
+    // allowHalfOpen: each direction ends on its own; noDelay: we relay, Nagle only adds latency.
+    const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.accept(socket, options));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ host: options.host ?? '127.0.0.1', port: options.port, backlog: options.backlog ?? 511 }, () => {
+        server.removeListener('error', reject);
+        resolve();
+      });
+    });
+    server.on('error', (err) => this.logger.error({ err }, 'listener error'));
+    this.listeners.push({ server, options });
+    const address = server.address() as AddressInfo;
+    this.logger.info({ address: address.address, port: address.port }, 'listening');
+    return address;
+  }
+
+  /** Addresses of every listener. */
+  addresses(): AddressInfo[] {
+    return this.listeners.map((l) => l.server.address() as AddressInfo);
+  }
+
+  stats(): StatsSnapshot {
+    return this.counters.snapshot();
+  }
+
+  /** Open connections right now (detecting or routed). */
+  get openConnections(): number {
+    return this.connections.size;
+  }
+
+  /**
+   * Stops accepting, lets open connections finish for `graceMs`, then destroys what is left.
+   * Resolves when every listener, connection and timer is gone.
+   */
+  close(options: { graceMs?: number } = {}): Promise<void> {
+    if (this.closing) return this.closing;
+    const graceMs = options.graceMs ?? DEFAULT_CLOSE_GRACE_MS;
+    const listenersClosed = Promise.all(this.listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve()))));
+    const drained = new Promise<void>((resolve) => {
+      this.drained = resolve;
+      if (this.connections.size === 0) resolve();
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const forced = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        for (const conn of this.connections) conn.fail(new GateError(ErrorCodes.SHUTDOWN, 'shutdown grace period over'));
+        resolve();
+      }, graceMs);
+    });
+    this.closing = Promise.all([listenersClosed, Promise.race([drained, forced.then(() => drained)])]).then(() => {
+      clearTimeout(timer);
+    });
+    return this.closing;
+  }
+
+  private reject(socket: Socket, error: GateError): void {
+    this.counters.rejected++;
+    this.counters.failure(error.code);
+    this.logger.info({ remote: socket.remoteAddress, code: error.code }, error.message);
+    socket.destroy();
+  }
+
+  private accept(socket: Socket, listener: ListenOptions): void {
+    this.counters.accepted++;
+    socket.on('error', () => {}); // reported through the connection once adopted; never crash
+    if (this.closing) return this.reject(socket, new GateError(ErrorCodes.SHUTDOWN, 'shutting down'));
+    if (this.maxConnections > 0 && this.connections.size >= this.maxConnections) {
+      return this.reject(socket, new GateError(ErrorCodes.TOO_MANY_CONNECTIONS, `over ${this.maxConnections} open connections`));
+    }
+    if (this.trusted && !this.trusted.check(socket.remoteAddress ?? '', socket.remoteFamily === 'IPv6' ? 'ipv6' : 'ipv4')) {
+      return this.reject(socket, new GateError(ErrorCodes.PROXY_HEADER_REFUSED, 'source not trusted to send PROXY headers'));
+    }
+    const conn = new Connection(this.nextId++, socket, this.logger, (c) => this.finished(c));
+    this.connections.add(conn);
+    this.counters.open++;
+    this.detect(conn, listener);
+  }
+
+  private detect(conn: Connection, listener: ListenOptions): void {
+    const { socket } = conn;
+    const detector = new Detector({ maxHelloBytes: this.maxHelloBytes, proxyHeader: this.trusted ? 'required' : 'refused' });
+    const silentRoute = listener.silentRoute;
+    const silentAfterMs = listener.silentAfterMs ?? DEFAULT_SILENT_AFTER_MS;
+    let sawBytes = false;
+    const stop = (): void => {
+      clearTimeout(deadline);
+      clearTimeout(silence);
+      socket.removeListener('data', onData);
+      socket.removeListener('close', stop);
+    };
+    const fail = (error: GateError, alert?: number): void => {
+      stop();
+      conn.error = error;
+      if (alert !== undefined && !socket.destroyed) {
+        socket.write(tlsAlertRecord(alert));
+        socket.destroySoon();
+      } else {
+        socket.destroy();
+      }
+    };
+    const onData = (chunk: Buffer): void => {
+      sawBytes = true;
+      clearTimeout(silence);
+      const step = detector.feed(chunk);
+      if ('reply' in step && step.reply) socket.write(step.reply);
+      if (step.status === 'need') return;
+      if (step.status === 'failed') return fail(step.error, step.alert);
+      stop();
+      this.route(conn, step.detected);
+    };
+    const deadline = setTimeout(() => {
+      fail(new GateError(ErrorCodes.DETECT_TIMEOUT, `no routing decision within ${this.detectTimeoutMs} ms (${detector.held} bytes held)`));
+    }, this.detectTimeoutMs);
+    let silence: NodeJS.Timeout | undefined;
+    if (silentRoute !== undefined) {
+      const goSilent = (): void => {
+        if (sawBytes) return;
+        stop();
+        this.route(conn, { protocol: 'silent', hello: undefined, proxyHeader: undefined, postgresSslRequest: false, rest: Buffer.alloc(0) }, silentRoute);
+      };
+      if (silentAfterMs <= 0) {
+        // Server-speaks-first port: hand over at once, the client will not talk first.
+        setImmediate(goSilent);
+      } else silence = setTimeout(goSilent, silentAfterMs);
+    }
+    socket.on('data', onData);
+    socket.once('close', stop);
+  }
+
+  private route(conn: Connection, detected: Detected, routeName?: string): void {
+    const { socket, info } = conn;
+    socket.pause();
+    if (detected.rest.length > 0) socket.unshift(detected.rest);
+    info.protocol = detected.protocol;
+    info.postgresSslRequest = detected.postgresSslRequest;
+    if (detected.hello) {
+      info.sni = detected.hello.sni;
+      info.alpn = detected.hello.alpn;
+      info.helloBytes = detected.hello.handshakeLength;
+      this.counters.helloSize(detected.hello.handshakeLength);
+    }
+    if (detected.proxyHeader) {
+      info.proxyHeader = detected.proxyHeader;
+      const { source, destination } = detected.proxyHeader;
+      if (source) info.remote = { address: source.address, port: source.port, family: source.family };
+      if (destination) info.local = { address: destination.address, port: destination.port, family: destination.family };
+    }
+    this.counters.protocol(detected.protocol);
+    const route = routeName !== undefined ? this.table.get(routeName) : this.table.select(info);
+    if (!route) {
+      const error = new GateError(ErrorCodes.NO_ROUTE, `no route for ${describe(info)}`);
+      conn.error = error;
+      if (detected.hello) {
+        // Fail closed with a TLS alert rather than a bare reset (DESIGN §2).
+        socket.write(tlsAlertRecord(info.alpn.length > 0 ? Alert.noApplicationProtocol : Alert.unrecognizedName));
+        socket.destroySoon();
+      } else socket.destroy();
+      return;
+    }
+    info.route = route.name;
+    conn.routed = true;
+    const counters = this.counters.route(route.name);
+    counters.connections++;
+    counters.open++;
+    if (this.idleTimeoutMs > 0) {
+      socket.setTimeout(this.idleTimeoutMs, () => conn.fail(new GateError(ErrorCodes.IDLE_TIMEOUT, `idle for ${this.idleTimeoutMs} ms`)));
+    }
+    runHandler(socket, route.handler, conn);
+  }
+
+  private finished(conn: Connection): void {
+    this.connections.delete(conn);
+    this.counters.open--;
+    const { info, socket, error } = conn;
+    const bytesIn = socket.bytesRead;
+    const bytesOut = socket.bytesWritten;
+    if (conn.routed) {
+      const counters = this.counters.route(info.route);
+      counters.open--;
+      counters.bytesIn += bytesIn;
+      counters.bytesOut += bytesOut;
+      if (error) counters.errors++;
+    }
+    if (error) {
+      this.counters.failure(error.code);
+      this.logger.warn(
+        { conn: info.id, remote: info.remote.address, route: info.route || undefined, protocol: info.protocol, sni: info.sni, code: error.code, bytesIn, bytesOut },
+        error.message,
+      );
+    }
+    if (this.closing && this.connections.size === 0) this.drained?.();
+  }
+}
+
+function describe(info: { protocol: string; sni: string | undefined; alpn: string[] }): string {
+  return info.protocol === 'tls' ? `TLS sni=${info.sni ?? '(none)'} alpn=[${info.alpn.join(',')}]` : info.protocol;
+}

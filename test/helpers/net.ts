@@ -1,0 +1,103 @@
+import { once } from 'node:events';
+import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
+import { connect as tlsConnect, createServer as createTlsServer, type TLSSocket, type ConnectionOptions } from 'node:tls';
+import { spawn } from 'node:child_process';
+import { devCertificates } from '../../lib/pki/dev-certificates.js';
+
+export async function listening(server: Server, host = '127.0.0.1'): Promise<number> {
+  server.listen(0, host);
+  await once(server, 'listening');
+  return (server.address() as AddressInfo).port;
+}
+
+export function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+/** A plain TCP upstream that greets with `tag\n`, then echoes; half-open so tests see FIN order. */
+export async function startTaggedTcpServer(tag: string): Promise<{ port: number; server: Server; sockets: Set<Socket> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer({ allowHalfOpen: true }, (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    socket.write(`${tag}\n`);
+    socket.pipe(socket);
+  });
+  return { port: await listening(server), server, sockets };
+}
+
+/** A TLS upstream (dev certificate) that answers `tag sni=.. alpn=..\n` then echoes. */
+export async function startTaggedTlsServer(tag: string, alpn: string[] = ['h2', 'http/1.1', 'gate-bench', 'gate-postgres', 'gate-reversetunnel']): Promise<{ port: number; server: Server }> {
+  const { server: pair } = devCertificates();
+  const server = createTlsServer({ ...pair, ALPNProtocols: alpn }, (socket) => {
+    socket.on('error', () => {});
+    socket.write(`${tag} sni=${socket.servername || '-'} alpn=${socket.alpnProtocol || '-'}\n`);
+    socket.pipe(socket);
+  });
+  return { port: await listening(server), server };
+}
+
+/** Reads from a stream until `predicate(text)` holds or the stream ends. */
+export async function readUntil(stream: NodeJS.ReadableStream, predicate: (text: string) => boolean): Promise<string> {
+  let text = '';
+  for await (const chunk of stream) {
+    text += chunk.toString();
+    if (predicate(text)) return text;
+  }
+  return text;
+}
+
+export async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  let text = '';
+  for await (const chunk of stream) text += chunk.toString();
+  return text;
+}
+
+/** TLS client trusting the dev CA. Resolves on secureConnect, rejects on error. */
+export async function tlsClient(port: number, options: ConnectionOptions = {}): Promise<TLSSocket> {
+  const socket = tlsConnect({ host: '127.0.0.1', port, ca: devCertificates().ca.cert, ...options });
+  await Promise.race([
+    once(socket, 'secureConnect'),
+    once(socket, 'error').then(([err]) => Promise.reject(err)),
+  ]);
+  return socket;
+}
+
+export async function tcpClient(port: number, host = '127.0.0.1'): Promise<Socket> {
+  const socket = connect({ host, port, allowHalfOpen: true });
+  await once(socket, 'connect');
+  return socket;
+}
+
+/** Runs a command, resolving with exit code and output (stdin closed unless `input` given). */
+export function run(cmd: string, args: string[], options: { input?: string; timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'], env: options.env ?? process.env });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 20_000);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    if (options.input !== undefined) child.stdin.end(options.input);
+    else child.stdin.end();
+  });
+}
+
+/** Counts live libuv handles of the kinds that would keep a process alive after close(). */
+export function liveHandles(): { sockets: number; servers: number; timers: number } {
+  const info = process.getActiveResourcesInfo();
+  return {
+    sockets: info.filter((r) => r === 'TCPSocketWrap' || r === 'TLSWrap').length,
+    servers: info.filter((r) => r === 'TCPServerWrap').length,
+    timers: info.filter((r) => r === 'Timeout').length,
+  };
+}
