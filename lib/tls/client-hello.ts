@@ -192,8 +192,9 @@ export function parseClientHello(buf: Uint8Array, options?: ParseClientHelloOpti
   return { status: 'done', hello };
 }
 
+/** Every caller passes at least 1: each branch still misses a byte of the current record. */
 function need(bytes: number): ClientHelloResult {
-  return { status: 'need', bytes: bytes > 0 ? bytes : 1 };
+  return { status: 'need', bytes };
 }
 
 function checkRecordType(type: number, recordsBefore: number): void {
