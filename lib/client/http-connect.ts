@@ -20,11 +20,14 @@ export function connectRequest(host: string, port: number, proxy: ProxyConfig): 
 function statusError(status: number, reason: string, proxy: ProxyConfig, authority: string): ProxyError {
   let code: ErrorCode = ErrorCodes.PROXY_STATUS;
   let what = `refused CONNECT to ${authority} with ${status} ${reason}`.trimEnd();
-  if (status === 407) {
+  // 407 is the proxy's own authentication (RFC 9110 §15.5.8). tinyproxy 1.11 answers 407 when
+  // credentials are missing but 401 when they are wrong; an origin cannot answer a CONNECT
+  // before the tunnel exists, so a 401 here is the proxy refusing our credentials too.
+  if (status === 407 || status === 401) {
     code = ErrorCodes.PROXY_AUTH_REQUIRED;
     what = proxy.username === undefined
-      ? `requires authentication (407): put user:password in the proxy URL`
-      : `rejected the credentials of user ${JSON.stringify(proxy.username)} (407)`;
+      ? `requires authentication (${status}): put user:password in the proxy URL`
+      : `rejected the credentials of user ${JSON.stringify(proxy.username)} (${status})`;
   } else if (status === 403) {
     code = ErrorCodes.PROXY_FORBIDDEN;
     what = `forbids CONNECT to ${authority} (403 ${reason})`.replace(/ \)$/, ')');

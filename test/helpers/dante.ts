@@ -22,7 +22,7 @@ export interface RunningSocksProxy extends RunningProxy {
  * root: without it the test is skipped with a message.
  */
 export async function startDante(
-  t: PeerTest & { skip(message: string): unknown },
+  t: PeerTest,
   options: { auth?: { password: string } } = {},
 ): Promise<RunningSocksProxy | undefined> {
   const binary = requirePeer(t, 'danted', 'dante-server');
@@ -33,7 +33,7 @@ export async function startDante(
     const chpasswd = findBinary('chpasswd');
     const userdel = findBinary('userdel');
     if (userInfo().uid !== 0 || !useradd || !chpasswd || !userdel) {
-      t.skip('dante username auth needs root to create a throwaway system user');
+      t.skip('dante username auth needs root to create a throwaway system user', () => {});
       return undefined;
     }
     const name = `gmx${randomBytes(4).toString('hex')}`;
