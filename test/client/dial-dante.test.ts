@@ -7,6 +7,7 @@ import { dialTls } from '../../lib/client/dial-tls.js';
 import { parseProxyUrl } from '../../lib/client/proxy-config.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startDante } from '../helpers/dante.js';
+import { freePort } from '../helpers/daemon.js';
 import { startEchoServer, startTlsEchoServer } from '../helpers/echo-servers.js';
 
 function read(socket: Socket, n: number): Promise<string> {
@@ -39,6 +40,10 @@ t.test('SOCKS5 through dante without auth: socks5h sends the name, socks5 resolv
     t.equal(await read(socket, 4), 'echo');
     socket.destroy();
   }
+  const socks = parseProxyUrl(`socks5h://${proxy.host}:${proxy.port}`);
+  await t.rejects(dial('127.0.0.3:443', { proxy: socks }), { code: 'GATE_ERR_PROXY_FORBIDDEN', status: 2, message: /NotAllowed/ });
+  const closed = await freePort('127.0.0.1');
+  await t.rejects(dial(`127.0.0.1:${closed}`, { proxy: socks }), { code: 'GATE_ERR_PROXY_STATUS', status: 5, message: /ConnectionRefused/ });
   const server = await startTlsEchoServer(t, { alpn: ['gate-redis'] });
   const tls = await dialTls(server.address, {
     proxy: parseProxyUrl(`socks5h://${proxy.host}:${proxy.port}`),

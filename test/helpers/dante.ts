@@ -19,7 +19,8 @@ export interface RunningSocksProxy extends RunningProxy {
  * `socksmethod: username` checks RFC 1929 credentials against the system's passwd/shadow, so
  * with `auth` this creates a throwaway account (`useradd -M -s /usr/sbin/nologin`, password set
  * with chpasswd; `password` may hold any character) and removes it in teardown. That needs
- * root: without it the test is skipped with a message.
+ * root: without it the test is skipped with a message. Connections to 127.0.0.3 are blocked by
+ * rule (reply 2, "not allowed by ruleset").
  */
 export async function startDante(
   t: PeerTest,
@@ -63,6 +64,8 @@ export async function startDante(
       'clientmethod: none',
       ...(userInfo().uid === 0 ? ['user.privileged: root', 'user.unprivileged: nobody'] : []),
       'client pass { from: 127.0.0.0/8 to: 0.0.0.0/0 }',
+      // 127.0.0.3 is off limits, so tests can see a SOCKS5 "not allowed by ruleset" reply.
+      'socks block { from: 0.0.0.0/0 to: 127.0.0.3/32 }',
       'socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 }',
       '',
     ].join('\n'),

@@ -76,7 +76,8 @@ export async function startSquid(t: PeerTest, options: { users?: Record<string, 
     args: ['-N', '-f', join(dir, 'squid.conf')],
     host,
     port,
-    killAfterMs: 2500,
+    // shutdown_lifetime 0 still lingers ~1.5 s on SIGTERM; its helpers exit on stdin EOF anyway.
+    killAfterMs: 300,
   });
   return { host, port, url: `http://${host}:${port}`, output: daemon.output };
 }
