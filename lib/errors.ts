@@ -29,6 +29,10 @@ export const ErrorCodes = {
   HANDLER_FAILED: 'GATE_ERR_HANDLER_FAILED',
   // configuration
   CONFIG_INVALID: 'GATE_ERR_CONFIG_INVALID',
+  // web endpoints: version channels
+  CHANNEL_NAME_INVALID: 'GATE_ERR_CHANNEL_NAME_INVALID',
+  CHANNEL_NOT_FOUND: 'GATE_ERR_CHANNEL_NOT_FOUND',
+  CHANNEL_UPSTREAM: 'GATE_ERR_CHANNEL_UPSTREAM',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes] | `GATE_ERR_${string}`;
