@@ -29,18 +29,20 @@ export interface ParseConfigOptions {
   source?: string;
 }
 
-/** Line of the node at `path`, or of its key when the value has no position (e.g. `key:` with nothing). */
+/** Line of the key at `path` (or, for a list item, of the item), so a problem points where it is written. */
 function lineOf(doc: Document, counter: LineCounter, path: PathSegment[]): number | undefined {
-  const node = path.length === 0 ? doc.contents : doc.getIn(path, true);
   let offset: number | undefined;
-  if (isNode(node) && node.range) offset = node.range[0];
-  if (offset === undefined && path.length > 0) {
+  const last = path[path.length - 1];
+  if (typeof last === 'string') {
     const parent = path.length === 1 ? doc.contents : doc.getIn(path.slice(0, -1), true);
     if (isMap(parent)) {
-      const last = path[path.length - 1];
-      const pair = parent.items.find((item) => isScalar(item.key) && String(item.key.value) === String(last));
+      const pair = parent.items.find((item) => isScalar(item.key) && String(item.key.value) === last);
       if (pair && isNode(pair.key) && pair.key.range) offset = pair.key.range[0];
     }
+  }
+  if (offset === undefined) {
+    const node = path.length === 0 ? doc.contents : doc.getIn(path, true);
+    if (isNode(node) && node.range) offset = node.range[0];
   }
   return offset === undefined ? undefined : counter.linePos(offset).line;
 }
@@ -60,7 +62,7 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Loa
       source,
       doc.errors.map((err) => ({
         path: '(YAML syntax)',
-        line: err.linePos?.[0]?.line,
+        line: counter.linePos(err.pos[0]).line,
         message: err.message.split('\n')[0] ?? err.message,
       })),
     );

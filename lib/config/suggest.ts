@@ -15,7 +15,7 @@ export function editDistance(a: string, b: string): number {
 /**
  * The known key closest to an unknown one, when it is close enough to be a likely typo: at most a
  * third of the key's length in edits (and at most 3), so `web_listen_adr` suggests `web_listen_addr`
- * but `colour` suggests nothing.
+ * but `colour` suggests nothing; a prefix either way (`mongo` → `mongodb`) also counts.
  */
 export function nearestKey(unknown: string, known: readonly string[]): string | undefined {
   const lowered = unknown.toLowerCase().replaceAll('-', '_');
@@ -29,5 +29,8 @@ export function nearestKey(unknown: string, known: readonly string[]): string | 
     }
   }
   const limit = Math.min(3, Math.max(1, Math.floor(unknown.length / 3)));
-  return bestDistance <= limit ? best : undefined;
+  if (bestDistance <= limit) return best;
+  // A shortened or extended key (`mongo` for `mongodb`) is a typo too, however many letters it drops.
+  if (lowered.length >= 3) return known.find((k) => k.startsWith(lowered) || lowered.startsWith(k));
+  return undefined;
 }

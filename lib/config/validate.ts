@@ -153,6 +153,7 @@ class Checker {
 
   duration(value: unknown, path: PathSegment[], fallback: number): number {
     if (value === undefined) return fallback;
+    if (value === 0) return 0; // a bare 0 needs no unit
     const ms = typeof value === 'string' ? parseDuration(value) : undefined;
     if (ms === undefined) {
       this.fail(path, `expected a duration such as 10s, 500ms or 1m30s, got ${describe(value)}`);
