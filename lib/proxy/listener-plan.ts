@@ -30,7 +30,12 @@ export type RouteTransport =
   /** TLS bytes go to the upstream untouched (Kubernetes, peering: the upstream holds the certificate). */
   | 'tls-passthrough'
   /** No TLS: the plaintext stream is forwarded (or served, for web) as it arrived. */
-  | 'plaintext';
+  | 'plaintext'
+  /**
+   * Detected protocol `postgres`: TLS to terminate when `ConnectionInfo.postgresSslRequest` (the
+   * multiplexer answered the SSLRequest 'S'), else a plaintext StartupMessage/CancelRequest.
+   */
+  | 'tls-if-sslrequest';
 
 /**
  * Stream framing after TLS. `ping`: uint32 big-endian length + payload, zero length a keep-alive
@@ -47,12 +52,6 @@ export interface RouteSpec {
   framing: RouteFraming;
   /** Where to send the traffic; undefined for web, which the proxy serves itself. */
   upstream: HostPort | undefined;
-  /**
-   * Only for TLS that followed a Postgres SSLRequest (`ConnectionInfo.postgresSslRequest`). RouteMatch
-   * has no such condition yet, so the caller must check it (or order this route before web's TLS
-   * default): libpq before 17 sends no ALPN after its SSLRequest and would otherwise reach web.
-   */
-  afterPostgresSslRequest?: true;
 }
 
 export interface ListenerSpec {
@@ -62,7 +61,11 @@ export interface ListenerSpec {
   configKey: string;
   host: string;
   port: number;
-  /** Highest priority first; a multiplexer applies its own precedence (exact SNI, wildcard, ALPN, default). */
+  /**
+   * In declaration order, which is the multiplexer's last tie-break (after SNI tier and the client's
+   * ALPN preference): exact ALPN routes come before prefix ones. Names are unique per listener, not
+   * across listeners: one Multiplexer (route table) per listener.
+   */
   routes: RouteSpec[];
   /** Route taken when the client sends nothing for `silentAfterMs` (server-speaks-first protocols). */
   silentRoute?: string;
@@ -88,11 +91,16 @@ export const SSH_PORT_SILENT_AFTER_MS = 500;
 
 type Alternative = Omit<RouteSpec, 'upstream' | 'protocol'>;
 
-/** How each protocol is recognised on a port shared with others (TLS routing), highest priority first. */
+/**
+ * How each protocol is recognised on a port shared with others (TLS routing), in declaration order.
+ * TLS conditions carry `protocol: 'tls'` except Postgres's: the route table lets an SNI/ALPN route
+ * also match TLS that followed a Postgres SSLRequest (detected protocol `postgres`), which only the
+ * Postgres routes should take.
+ */
 function sharedPortAlternatives(protocol: ProxyProtocolName, withPlaintext: boolean): Alternative[] {
   const tls = (name: string, match: RouteMatch, framing: RouteFraming = 'raw'): Alternative => ({
     name,
-    match,
+    match: { ...match, protocol: 'tls' },
     transport: 'tls-terminate',
     framing,
   });
@@ -109,35 +117,35 @@ function sharedPortAlternatives(protocol: ProxyProtocolName, withPlaintext: bool
         ...(withPlaintext ? [plain('web-plaintext', { protocol: ['http1', 'h2'] })] : []),
         // The TLS protocol default: no ALPN, or only ALPNs no route claims. The web server's own ALPN
         // list then refuses unknown ones with no_application_protocol (RFC 7301 §3.2).
-        tls('web-default-tls', { protocol: 'tls' }),
+        tls('web-default-tls', {}),
       ];
     case 'ssh':
-      return [
-        tls('ssh-tls', { alpn: ALPN_SSH }),
-        ...(withPlaintext ? [plain('ssh', { protocol: 'ssh' })] : []),
-      ];
+      return [tls('ssh-tls', { alpn: ALPN_SSH }), ...(withPlaintext ? [plain('ssh', { protocol: 'ssh' })] : [])];
     case 'tunnel':
       return [tls('tunnel', { alpn: ALPN_REVERSE_TUNNEL })];
     case 'kube':
       return [
-        { name: 'kube', match: { sniPrefix: SNI_KUBE_PREFIX }, transport: 'tls-passthrough', framing: 'raw' },
-        { name: 'kube-local', match: { sni: SNI_KUBE_LOCAL }, transport: 'tls-passthrough', framing: 'raw' },
+        { name: 'kube', match: { sniPrefix: SNI_KUBE_PREFIX, protocol: 'tls' }, transport: 'tls-passthrough', framing: 'raw' },
+        { name: 'kube-local', match: { sni: SNI_KUBE_LOCAL, protocol: 'tls' }, transport: 'tls-passthrough', framing: 'raw' },
       ];
     case 'postgres':
       return [
-        tls('postgres', { alpn: [ALPN_POSTGRES, ALPN_POSTGRES_DIRECT] }),
-        tls('postgres-ping', { alpn: pingAlpn(ALPN_POSTGRES) }, 'ping'),
+        // No `protocol`: the route table reads ALPN routes as ['tls', 'postgres'], so PG17 libpq's
+        // SSLRequest + ALPN `postgresql` and direct SSL both land here; the caller terminates TLS.
+        { name: 'postgres', match: { alpn: [ALPN_POSTGRES, ALPN_POSTGRES_DIRECT] }, transport: 'tls-terminate', framing: 'raw' },
+        { name: 'postgres-ping', match: { alpn: pingAlpn(ALPN_POSTGRES) }, transport: 'tls-terminate', framing: 'ping' },
         ...(withPlaintext
           ? [
-              { ...tls('postgres-sslrequest', { protocol: 'tls' }), afterPostgresSslRequest: true as const },
-              plain('postgres-plaintext', { protocol: 'postgres' }),
+              // Any other Postgres client: SSLRequest then TLS without ALPN (libpq before 17), or plaintext.
+              { name: 'postgres-startup', match: { protocol: 'postgres' }, transport: 'tls-if-sslrequest', framing: 'raw' } satisfies Alternative,
             ]
           : []),
       ];
     case 'mysql':
       return [
         tls('mysql', { alpn: ALPN_MYSQL }),
-        // Exact ALPN before the prefix: `gate-mysql-ping` also starts with `gate-mysql-`.
+        // Declared before the prefix route: `gate-mysql-ping` also starts with `gate-mysql-`, and on
+        // an ALPN tie the route table keeps the first declared.
         tls('mysql-ping', { alpn: pingAlpn(ALPN_MYSQL) }, 'ping'),
         tls('mysql-versioned', { alpnPrefix: ALPN_MYSQL_VERSION_PREFIX }, 'per-alpn'),
       ];
@@ -185,9 +193,10 @@ function ownPortAlternatives(protocol: UpstreamProtocol): { routes: Alternative[
     case 'postgres':
       return {
         routes: [
-          // TLS after an SSLRequest (which the multiplexer answers 'S') or PG17 direct SSL.
+          // SSLRequest (answered 'S' by the multiplexer) then TLS, or a plaintext StartupMessage.
+          { name: 'postgres', match: { protocol: 'postgres' }, transport: 'tls-if-sslrequest', framing: 'per-alpn' },
+          // PostgreSQL 17 direct SSL (`sslnegotiation=direct`): a ClientHello straight away.
           terminate('postgres-tls'),
-          { name: 'postgres-plaintext', match: { protocol: 'postgres' }, transport: 'plaintext', framing: 'raw' },
         ],
       };
     case 'mysql':

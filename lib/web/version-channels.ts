@@ -79,10 +79,18 @@ export class VersionChannels {
     for (const [name, channel] of Object.entries(options.channels)) {
       const problem = channelNameProblem(name);
       if (problem) throw new GateError(ErrorCodes.CONFIG_INVALID, `channel "${name}": ${problem}`);
-      if (channel.kind === 'forward' && !this.fetchText) {
-        throw new GateError(ErrorCodes.CONFIG_INVALID, `channel "${name}" forwards to ${redact(channel.url)} but no fetchText was given`);
+      if (channel.kind === 'forward') {
+        if (!this.fetchText) {
+          throw new GateError(ErrorCodes.CONFIG_INVALID, `channel "${name}" forwards to ${redact(channel.url)} but no fetchText was given`);
+        }
+        this.channels.set(name, channel);
+      } else {
+        const version = normalizeVersion(channel.version);
+        if (version === undefined) {
+          throw new GateError(ErrorCodes.CONFIG_INVALID, `channel "${name}": "${channel.version}" is not a semantic version`);
+        }
+        this.channels.set(name, { kind: 'static', version });
       }
-      this.channels.set(name, channel);
     }
   }
 

@@ -1,5 +1,7 @@
 import t from 'tap';
 import { parseConfig } from '../../lib/config/load.js';
+import { RouteTable, type RouteQuery } from '../../lib/mux/route-table.js';
+import type { DetectedProtocol } from '../../lib/mux/types.js';
 import { planListeners, routeMatchFor, routeMatchesFor, SSH_PORT_SILENT_AFTER_MS, type ListenerSpec } from '../../lib/proxy/listener-plan.js';
 
 const ALL_UPSTREAMS = `  upstreams:
@@ -31,7 +33,7 @@ t.test('multiplex: one listener on the web address carries every protocol', asyn
   t.same(new Set(names).size, names.length, 'route names are unique');
   for (const expected of [
     'web', 'web-plaintext', 'web-default-tls', 'ssh', 'ssh-tls', 'tunnel', 'kube', 'kube-local',
-    'postgres', 'postgres-ping', 'postgres-sslrequest', 'postgres-plaintext',
+    'postgres', 'postgres-ping', 'postgres-startup',
     'mysql', 'mysql-ping', 'mysql-versioned', 'mongodb', 'mongodb-ping', 'redis', 'redis-ping',
   ]) {
     t.ok(names.includes(expected), `has ${expected}`);
@@ -40,17 +42,17 @@ t.test('multiplex: one listener on the web address carries every protocol', asyn
   t.ok(names.indexOf('mysql-ping') < names.indexOf('mysql-versioned'), 'exact ALPN before the prefix');
 
   const route = (name: string) => routes.find((r) => r.name === name);
-  t.match(route('web'), { protocol: 'web', match: { alpn: ['http/1.1', 'h2', 'acme-tls/1'] }, transport: 'tls-terminate', upstream: undefined });
+  t.match(route('web'), { protocol: 'web', match: { alpn: ['http/1.1', 'h2', 'acme-tls/1'], protocol: 'tls' }, transport: 'tls-terminate', upstream: undefined });
+  t.same(route('web-default-tls')?.match, { protocol: 'tls' });
   t.match(route('web-plaintext'), { match: { protocol: ['http1', 'h2'] }, transport: 'plaintext' });
   t.match(route('ssh'), { match: { protocol: 'ssh' }, transport: 'plaintext', upstream: { host: '127.0.0.1', port: 22 } });
   t.match(route('ssh-tls'), { match: { alpn: 'gate-proxy-ssh' }, transport: 'tls-terminate' });
   t.match(route('tunnel'), { match: { alpn: 'gate-reversetunnel' }, upstream: { port: 4024 } });
-  t.match(route('kube'), { match: { sniPrefix: 'kube-gate-proxy-alpn.' }, transport: 'tls-passthrough', upstream: { port: 6443 } });
+  t.match(route('kube'), { match: { sniPrefix: 'kube-gate-proxy-alpn.', protocol: 'tls' }, transport: 'tls-passthrough', upstream: { port: 6443 } });
   t.match(route('kube-local'), { match: { sni: 'kube.gate.cluster.local' }, transport: 'tls-passthrough' });
-  t.match(route('postgres'), { match: { alpn: ['gate-postgres', 'postgresql'] }, framing: 'raw' });
+  t.same(route('postgres')?.match, { alpn: ['gate-postgres', 'postgresql'] }, 'no protocol: TLS after SSLRequest too');
   t.match(route('postgres-ping'), { match: { alpn: 'gate-postgres-ping' }, framing: 'ping' });
-  t.match(route('postgres-sslrequest'), { match: { protocol: 'tls' }, afterPostgresSslRequest: true, transport: 'tls-terminate' });
-  t.match(route('postgres-plaintext'), { match: { protocol: 'postgres' }, transport: 'plaintext' });
+  t.match(route('postgres-startup'), { match: { protocol: 'postgres' }, transport: 'tls-if-sslrequest' });
   t.match(route('mysql'), { match: { alpn: 'gate-mysql' }, upstream: { port: 3306 } });
   t.match(route('mysql-versioned'), { match: { alpnPrefix: 'gate-mysql-' }, framing: 'per-alpn' });
   t.match(route('mongodb-ping'), { match: { alpn: 'gate-mongodb-ping' }, framing: 'ping', upstream: { port: 27017 } });
@@ -60,7 +62,7 @@ t.test('multiplex: one listener on the web address carries every protocol', asyn
 t.test('multiplex: a protocol without upstream has no route (fails closed)', async (t) => {
   const { config } = parseConfig('proxy_service:\n  upstreams: {postgres: 127.0.0.1:5432}\n');
   const names = planListeners(config).listeners[0]?.routes.map((r) => r.name) ?? [];
-  t.same(names.filter((n) => !n.startsWith('web')), ['postgres', 'postgres-ping', 'postgres-sslrequest', 'postgres-plaintext']);
+  t.same(names.filter((n) => !n.startsWith('web')), ['postgres', 'postgres-ping', 'postgres-startup']);
 });
 
 t.test('separate: each protocol on its legacy port, web still routes TLS by ALPN', async (t) => {
@@ -87,7 +89,7 @@ t.test('separate: each protocol on its legacy port, web still routes TLS by ALPN
   for (const name of ['ssh-tls', 'tunnel', 'kube', 'postgres', 'postgres-ping', 'mysql', 'mysql-versioned', 'mongodb', 'redis']) {
     t.ok(webNames.includes(name), `web port routes ${name} by TLS`);
   }
-  for (const name of ['ssh', 'postgres-sslrequest', 'postgres-plaintext']) {
+  for (const name of ['ssh', 'postgres-startup']) {
     t.notOk(webNames.includes(name), `no plaintext ${name} on the web port`);
   }
 
@@ -106,8 +108,8 @@ t.test('separate: each protocol on its legacy port, web still routes TLS by ALPN
   t.same(
     postgres.routes.map((r) => [r.name, r.match, r.transport]),
     [
+      ['postgres', { protocol: 'postgres' }, 'tls-if-sslrequest'],
       ['postgres-tls', { protocol: 'tls' }, 'tls-terminate'],
-      ['postgres-plaintext', { protocol: 'postgres' }, 'plaintext'],
     ],
   );
   t.equal(postgres.silentRoute, undefined);
@@ -144,16 +146,80 @@ t.test('peering has its own port in both modes', async (t) => {
 });
 
 t.test('routeMatchFor gives the primary TLS recognition', async (t) => {
-  t.same(routeMatchFor('web'), { alpn: ['http/1.1', 'h2', 'acme-tls/1'] });
-  t.same(routeMatchFor('ssh'), { alpn: 'gate-proxy-ssh' });
-  t.same(routeMatchFor('tunnel'), { alpn: 'gate-reversetunnel' });
-  t.same(routeMatchFor('kube'), { sniPrefix: 'kube-gate-proxy-alpn.' });
+  t.same(routeMatchFor('web'), { alpn: ['http/1.1', 'h2', 'acme-tls/1'], protocol: 'tls' });
+  t.same(routeMatchFor('ssh'), { alpn: 'gate-proxy-ssh', protocol: 'tls' });
+  t.same(routeMatchFor('tunnel'), { alpn: 'gate-reversetunnel', protocol: 'tls' });
+  t.same(routeMatchFor('kube'), { sniPrefix: 'kube-gate-proxy-alpn.', protocol: 'tls' });
   t.same(routeMatchFor('postgres'), { alpn: ['gate-postgres', 'postgresql'] });
-  t.same(routeMatchFor('mysql'), { alpn: 'gate-mysql' });
-  t.same(routeMatchFor('mongodb'), { alpn: 'gate-mongodb' });
-  t.same(routeMatchFor('redis'), { alpn: 'gate-redis' });
+  t.same(routeMatchFor('mysql'), { alpn: 'gate-mysql', protocol: 'tls' });
+  t.same(routeMatchFor('mongodb'), { alpn: 'gate-mongodb', protocol: 'tls' });
+  t.same(routeMatchFor('redis'), { alpn: 'gate-redis', protocol: 'tls' });
   t.same(routeMatchFor('peer'), { protocol: 'tls' });
-  t.same(routeMatchesFor('mysql'), [{ alpn: 'gate-mysql' }, { alpn: 'gate-mysql-ping' }, { alpnPrefix: 'gate-mysql-' }]);
-  t.same(routeMatchesFor('ssh', { plaintext: false }), [{ alpn: 'gate-proxy-ssh' }]);
-  t.same(routeMatchesFor('ssh'), [{ alpn: 'gate-proxy-ssh' }, { protocol: 'ssh' }]);
+  t.same(routeMatchesFor('mysql'), [
+    { alpn: 'gate-mysql', protocol: 'tls' },
+    { alpn: 'gate-mysql-ping', protocol: 'tls' },
+    { alpnPrefix: 'gate-mysql-', protocol: 'tls' },
+  ]);
+  t.same(routeMatchesFor('ssh', { plaintext: false }), [{ alpn: 'gate-proxy-ssh', protocol: 'tls' }]);
+  t.same(routeMatchesFor('ssh'), [{ alpn: 'gate-proxy-ssh', protocol: 'tls' }, { protocol: 'ssh' }]);
+});
+
+/** The plan's routes loaded into the real route table, to check what each client would reach. */
+function table(listener: ListenerSpec): (protocol: DetectedProtocol, alpn?: string[], sni?: string) => string | undefined {
+  const routes = new RouteTable(listener.routes.map((r) => ({ name: r.name, match: r.match, handler: { kind: 'custom' as const, handle: () => {} } })));
+  return (protocol, alpn = [], sni) => routes.select({ protocol, alpn, sni } satisfies RouteQuery)?.name;
+}
+
+t.test('multiplex: what the route table picks for each client', async (t) => {
+  const { config } = parseConfig(`proxy_service:\n${ALL_UPSTREAMS}`);
+  const [shared] = planListeners(config).listeners;
+  if (!shared) throw new Error('no listener');
+  const pick = table(shared);
+  const cases: Array<[DetectedProtocol, string[], string | undefined, string | undefined]> = [
+    ['tls', ['h2', 'http/1.1'], 'gate.example.com', 'web'],
+    ['tls', [], 'gate.example.com', 'web-default-tls'],
+    ['tls', ['unknown/1'], undefined, 'web-default-tls'],
+    ['tls', ['acme-tls/1'], 'gate.example.com', 'web'],
+    ['http1', [], undefined, 'web-plaintext'],
+    ['h2', [], undefined, 'web-plaintext'],
+    ['ssh', [], undefined, 'ssh'],
+    ['tls', ['gate-proxy-ssh'], 'gate.example.com', 'ssh-tls'],
+    ['tls', ['gate-reversetunnel'], undefined, 'tunnel'],
+    ['tls', ['h2', 'http/1.1'], 'kube-gate-proxy-alpn.gate.example.com', 'kube'],
+    ['tls', [], 'kube.gate.cluster.local', 'kube-local'],
+    ['tls', ['gate-postgres'], undefined, 'postgres'],
+    ['tls', ['postgresql'], undefined, 'postgres'],
+    ['postgres', ['postgresql'], undefined, 'postgres'],
+    ['postgres', [], undefined, 'postgres-startup'],
+    ['postgres', ['http/1.1'], undefined, 'postgres-startup'],
+    ['tls', ['gate-postgres-ping', 'gate-postgres'], undefined, 'postgres-ping'],
+    ['tls', ['gate-mysql'], undefined, 'mysql'],
+    ['tls', ['gate-mysql-ping'], undefined, 'mysql-ping'],
+    ['tls', ['gate-mysql-OC4wLjM2'], undefined, 'mysql-versioned'],
+    ['tls', ['gate-mongodb-ping'], undefined, 'mongodb-ping'],
+    ['tls', ['gate-redis'], undefined, 'redis'],
+    ['silent', [], undefined, undefined],
+  ];
+  for (const [protocol, alpn, sni, expected] of cases) {
+    t.equal(pick(protocol, alpn, sni), expected, `${protocol} ${alpn.join(',') || '-'} ${sni ?? '-'}`);
+  }
+});
+
+t.test("separate: what each port's route table picks", async (t) => {
+  const { config } = parseConfig(`auth_service: {proxy_listener_mode: separate}\nproxy_service:\n${ALL_UPSTREAMS}`);
+  const { listeners } = planListeners(config);
+  const web = table(byName(listeners, 'web'));
+  t.equal(web('ssh'), undefined, 'no plaintext SSH on the web port');
+  t.equal(web('postgres'), undefined, 'no plaintext Postgres on the web port');
+  t.equal(web('tls', ['gate-postgres']), 'postgres', 'Postgres by ALPN still on the web port');
+  t.equal(web('http1'), 'web-plaintext');
+  const pg = table(byName(listeners, 'postgres'));
+  t.equal(pg('postgres'), 'postgres');
+  t.equal(pg('postgres', ['postgresql']), 'postgres');
+  t.equal(pg('tls', ['postgresql']), 'postgres-tls', 'direct SSL');
+  t.equal(pg('ssh'), undefined);
+  const mysql = table(byName(listeners, 'mysql'));
+  t.equal(mysql('silent'), 'mysql');
+  const kube = table(byName(listeners, 'kube'));
+  t.equal(kube('tls', ['h2'], 'anything.example.com'), 'kube');
 });
