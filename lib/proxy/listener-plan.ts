@@ -213,7 +213,7 @@ function ownPortAlternatives(protocol: UpstreamProtocol): { routes: Alternative[
   }
 }
 
-/** The route specs recognising `protocol` on a shared (TLS routing) port, highest priority first. */
+/** The matches recognising `protocol` on a shared (TLS routing) port, in declaration order. */
 export function routeMatchesFor(protocol: ProxyProtocolName, options: { plaintext?: boolean } = {}): RouteMatch[] {
   if (protocol === 'peer') return [{ protocol: 'tls' }];
   return sharedPortAlternatives(protocol, options.plaintext ?? true).map((a) => a.match);
@@ -252,7 +252,8 @@ export function planListeners(config: GateConfig): ListenerPlan {
       sharedRoutes.push({ ...alternative, protocol, upstream });
     }
   }
-  // Routes on the shared port are matched most specific first; keep the TLS default last.
+  // The route table ranks by SNI tier and ALPN preference; declaration order only breaks ties.
+  // The TLS default goes last so the list reads in the order a client is matched.
   sharedRoutes.sort((a, b) => Number(a.name === 'web-default-tls') - Number(b.name === 'web-default-tls'));
 
   const listeners: ListenerSpec[] = [
