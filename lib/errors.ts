@@ -44,6 +44,10 @@ export const ErrorCodes = {
   FETCH_TIMEOUT: 'GATE_ERR_FETCH_TIMEOUT',
   FETCH_TOO_LARGE: 'GATE_ERR_FETCH_TOO_LARGE',
   FETCH_FAILED: 'GATE_ERR_FETCH_FAILED',
+  // web endpoints: version channels
+  CHANNEL_NAME_INVALID: 'GATE_ERR_CHANNEL_NAME_INVALID',
+  CHANNEL_NOT_FOUND: 'GATE_ERR_CHANNEL_NOT_FOUND',
+  CHANNEL_UPSTREAM: 'GATE_ERR_CHANNEL_UPSTREAM',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes] | `GATE_ERR_${string}`;
