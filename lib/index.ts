@@ -45,3 +45,30 @@ export { devCertificates, type DevCertificates } from './pki/dev-certificates.js
 // Stream framing of the -ping ALPN variants
 export { PingFrameDecoder, frameHeader, PING_FRAME } from './framing/ping-frames.js';
 export { PingFramedStream, DEFAULT_PING_INTERVAL_MS } from './framing/ping-stream.js';
+
+// Client side: environment proxies, dialers, HTTP agent, local proxy
+export * from './client/index.js';
+
+// The proxy front door: configuration, listener plan, web endpoints
+export * from './config/index.js';
+export * from './proxy/index.js';
+export { GateProxy, type GateProxyOptions } from './proxy/gate-proxy.js';
+export { loadProxyCertificates, type ProxyCertificates } from './proxy/certificates.js';
+export { routeFor, type WebServers } from './proxy/route-handlers.js';
+export {
+  buildPing,
+  VersionChannels,
+  DEFAULT_CHANNEL,
+  parseChannelPath,
+  CHANNEL_PATH_PREFIX,
+  createWebRoutes,
+  PING_PATH,
+  WebErrorCodes,
+  type PingResponse,
+  type FetchText,
+  type FetchTextResult as ChannelFetchResult,
+  type VersionChannelsOptions,
+  type ChannelPath,
+  type WebRequestHandler,
+  type WebRoutesOptions,
+} from './web/index.js';

@@ -5,7 +5,7 @@ import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward, serve, terminate, custom } from '../../lib/handlers/builders.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { requirePeer } from '../helpers/peers.js';
-import { closeServer, readUntil, run, startTaggedTcpServer, startTaggedTlsServer, tcpClient, tlsClient } from '../helpers/net.js';
+import { closeServer, readUntil, run, startTaggedTcpServer, startTaggedTlsServer, tcpClient, tlsClient, until } from '../helpers/net.js';
 
 // Two TLS upstreams (passthrough: the client's TLS ends at them), an HTTPS web handler served
 // in-process, plaintext SSH to a TCP upstream, and a silent route for server-speaks-first clients.
@@ -153,4 +153,25 @@ t.test('stats count routes, protocols and failures', async (t) => {
   t.ok(stats.byProtocol.tls! > 0 && stats.byProtocol.ssh! > 0 && stats.byProtocol.silent! > 0);
   t.ok((stats.failures.GATE_ERR_NO_ROUTE ?? 0) >= 2, 'no-route failures counted');
   t.ok(stats.helloBytes.count > 0 && stats.helloBytes.max >= stats.helloBytes.sum / stats.helloBytes.count);
+});
+
+t.test('terminated TLS half-closes through to the upstream and every connection is released', async (t) => {
+  const mux2 = new Multiplexer({
+    routes: [{ name: 'ssh-tls', match: { alpn: 'gate-proxy-ssh' }, handler: terminate(serverPair, forward({ host: '127.0.0.1', port: sshUp.port })) }],
+  });
+  const { port: port2 } = await mux2.listen({ port: 0 });
+  const socket = await tlsClient(port2, { servername: 'localhost', ALPNProtocols: ['gate-proxy-ssh'] });
+  socket.end('SSH-2.0-then-fin\r\n');
+  let got = '';
+  socket.on('data', (d) => (got += d));
+  await once(socket, 'end');
+  t.equal(got, 'SSH-2.0-upstream\nSSH-2.0-then-fin\r\n', 'the echo of bytes sent before our FIN still arrived');
+  await until(() => mux2.openConnections === 0, 'the connection to be released');
+  t.equal(mux2.stats().byRoute['ssh-tls']!.errors, 0, 'closed cleanly');
+  await mux2.close({ graceMs: 50 });
+});
+
+t.test('after every client above has gone, no connection is left open', async (t) => {
+  await until(() => mux.openConnections === 0, 'connections to be released');
+  t.equal(mux.stats().open, 0);
 });
