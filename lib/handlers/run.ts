@@ -1,7 +1,5 @@
 import type { Duplex } from 'node:stream';
-import { Server as HttpServer } from 'node:http';
 import { Socket } from 'node:net';
-import { Server as TlsServer } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Handler } from '../mux/types.js';
 import type { HandlerContext } from './context.js';
@@ -19,15 +17,13 @@ export function runHandler(socket: Duplex, handler: Handler, ctx: HandlerContext
       return;
     case 'serve':
       // http, https, http2 and tls servers all take foreign sockets through 'connection'; the
-      // peeked bytes are still in the socket's buffer. TLS and HTTP/2 servers read them from there
-      // themselves (TLSSocket and Http2Session drain `readableLength` on start); node:http only
-      // listens for 'data', so it needs the paused socket resumed, after it has attached.
+      // peeked bytes are still in the socket's buffer, where TLSSocket and Http2Session drain
+      // them on start and node:http's 'data' listener receives them first.
       // Servers own their connection's lifecycle and do not half-close: with allowHalfOpen left
       // on (the listener sets it for passthrough), a TLS server's socket never closes after the
       // client's FIN (seen with HTTP/2 sessions), so the connection would outlive its client.
       if (socket instanceof Socket) socket.allowHalfOpen = false;
       handler.server.emit('connection', socket);
-      if (handler.server instanceof HttpServer && !(handler.server instanceof TlsServer)) socket.resume();
       return;
     case 'wrap': {
       const wrapped = handler.wrap(socket, ctx.info);

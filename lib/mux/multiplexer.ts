@@ -208,7 +208,11 @@ export class Multiplexer {
 
   private route(conn: Connection, detected: Detected, routeName?: string): void {
     const { socket, info } = conn;
+    // Stop the 'data' flow at once (the stream's flow loop would otherwise emit the bytes we are
+    // about to unshift to no listener), then reset it to "no consumer yet", as on a fresh socket:
+    // a handler's first on('data') or pipe() starts it, and until then bytes wait in the buffer.
     socket.pause();
+    (socket as { readableFlowing: boolean | null }).readableFlowing = null;
     if (detected.rest.length > 0) socket.unshift(detected.rest);
     info.protocol = detected.protocol;
     info.postgresSslRequest = detected.postgresSslRequest;
