@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { MongoClient } from 'mongodb';
+import { MongoClient, type MongoClientOptions } from 'mongodb';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { localProxyTo } from '../helpers/clients.js';
 import { startMongoStandIn } from '../helpers/mongo-standin.js';
@@ -24,9 +24,19 @@ const upstreams = { mongodb: `${standIn.host}:${standIn.port}` };
 const mux = await startGateProxy(t, { mode: 'multiplex', upstreams });
 const separate = await startGateProxy(t, { mode: 'separate', upstreams });
 
-/** Connects through a local proxy port, pings, inserts a random document and finds it again. */
-async function roundTrip(t: Test, port: number): Promise<void> {
-  const client = new MongoClient(`mongodb://127.0.0.1:${port}/?directConnection=true`, { serverSelectionTimeoutMS: 15_000, connectTimeoutMS: 15_000 });
+/**
+ * Connects (through a local proxy port, or with `tls` options straight to the proxy), pings,
+ * inserts a random document and finds it again.
+ */
+async function roundTrip(t: Test, port: number, tls?: MongoClientOptions): Promise<void> {
+  const host = tls ? 'localhost' : '127.0.0.1';
+  const client = new MongoClient(`mongodb://${host}:${port}/?directConnection=true`, {
+    serverSelectionTimeoutMS: 15_000,
+    connectTimeoutMS: 15_000,
+    // Only IPv4 loopback is listened on; `localhost` (the certificate's name) may resolve to ::1 first.
+    family: 4,
+    ...tls,
+  });
   t.teardown(() => client.close(true));
   await client.connect();
   const ping = await client.db('admin').command({ ping: 1 });
@@ -48,6 +58,12 @@ t.test('multiplexed port through the local proxy: gate-mongodb', async (t) => {
   t.ok(seen.includes('ping') && seen.includes('insert') && seen.includes('find'), `commands seen: ${seen.join(', ')}`);
   t.notOk(seen.some((c) => c.startsWith('error')), 'every message parsed');
   t.ok(mux.route('multiplex', 'mongodb').connections >= 1, 'taken by the gate-mongodb route');
+});
+
+t.test('multiplexed port, no local proxy: the driver\'s own TLS with ALPNProtocols [gate-mongodb]', async (t) => {
+  const before = mux.route('multiplex', 'mongodb').connections;
+  await roundTrip(t, mux.port('multiplex'), { tls: true, ca: mux.ca, ALPNProtocols: ['gate-mongodb'] });
+  t.ok(mux.route('multiplex', 'mongodb').connections > before, 'taken by the gate-mongodb route');
 });
 
 t.test('multiplexed port: gate-mongodb-ping (framed by the proxy and the local proxy)', async (t) => {
