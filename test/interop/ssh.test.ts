@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js';
+import { startGateProxy } from '../helpers/gate-proxy.js';
 import { describeResult, localProxyTo, runClient } from '../helpers/clients.js';
 import { requirePeer } from '../helpers/peers.js';
 import { prng } from '../helpers/prng.js';
