@@ -1,6 +1,8 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
-import type { TLSSocket } from 'node:tls';
+import type { Duplex } from 'node:stream';
+import { PingFramedStream } from '../framing/ping-stream.js';
 import { componentLogger, type Logger } from '../log.js';
+import { isPingAlpn } from '../proxy/alpn.js';
 import { dialTls } from './dial-tls.js';
 import type { ProxyConfig } from './proxy-config.js';
 
@@ -9,7 +11,11 @@ export interface LocalProxyOptions {
   listen: { host: string; port: number };
   /** The multiplexer, `host:port`. */
   target: string;
-  /** ALPN of the protocol carried (e.g. `gate-postgres`); the server must select one of these. */
+  /**
+   * ALPN of the protocol carried (e.g. `gate-postgres`); the server must select one of these. When
+   * it selects a `-ping` variant (`gate-redis-ping`), the tunnel speaks its framing (uint32
+   * length + payload, empty frames as keep-alives) so the stock client still sees a plain stream.
+   */
   alpn: string[];
   serverName?: string;
   ca?: string | Buffer | Array<string | Buffer>;
@@ -39,7 +45,7 @@ export interface LocalProxy {
  */
 export async function startLocalProxy(options: LocalProxyOptions): Promise<LocalProxy> {
   const log = componentLogger(options.logger, 'local-proxy');
-  const open = new Set<Socket>();
+  const open = new Set<Duplex>();
   const pending = new Set<AbortController>();
   let nextId = 1;
 
@@ -85,7 +91,8 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
           return;
         }
         log.debug({ id, via: via?.display ?? 'direct', alpn }, 'tunnel open');
-        tunnel(id, client, upstream, open, logOnce);
+        // The proxy frames a `-ping` ALPN's stream (DESIGN §3); unwrap it here, as it does there.
+        tunnel(id, client, isPingAlpn(alpn) ? new PingFramedStream(upstream) : upstream, open, logOnce);
       },
       (err: Error) => {
         pending.delete(abort);
@@ -119,8 +126,8 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
 function tunnel(
   id: number,
   client: Socket,
-  upstream: TLSSocket,
-  open: Set<Socket>,
+  upstream: Duplex,
+  open: Set<Duplex>,
   logOnce: (err: Error, what: string, extra?: Record<string, unknown>) => void,
 ): void {
   open.add(upstream);

@@ -35,16 +35,35 @@ export interface Daemon {
   output(): string;
 }
 
+export interface DaemonSpec {
+  command: string;
+  args: string[];
+  host: string;
+  port: number;
+  readyTimeoutMs?: number;
+  killAfterMs?: number;
+  cwd?: string;
+  /** Run as this user/group (a root test starting a server that refuses root, e.g. PostgreSQL). */
+  uid?: number;
+  gid?: number;
+  env?: NodeJS.ProcessEnv;
+  /** Signal for a quick stop (default SIGTERM; PostgreSQL's "fast shutdown" is SIGINT). */
+  stopSignal?: NodeJS.Signals;
+}
+
 /**
  * Spawns a daemon in the foreground, waits until `host:port` accepts a connection (or the child
  * exits, or `readyTimeoutMs` passes: then throws with its output), and registers a teardown that
- * sends SIGTERM, then SIGKILL if it has not exited within `killAfterMs`.
+ * sends `stopSignal` (SIGTERM), then SIGKILL if it has not exited within `killAfterMs`.
  */
-export async function startDaemon(
-  t: Teardownable,
-  spec: { command: string; args: string[]; host: string; port: number; readyTimeoutMs?: number; killAfterMs?: number; cwd?: string },
-): Promise<Daemon> {
-  const child = spawn(spec.command, spec.args, { stdio: ['ignore', 'pipe', 'pipe'], ...(spec.cwd ? { cwd: spec.cwd } : {}) });
+export async function startDaemon(t: Teardownable, spec: DaemonSpec): Promise<Daemon> {
+  const child = spawn(spec.command, spec.args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(spec.cwd ? { cwd: spec.cwd } : {}),
+    ...(spec.uid !== undefined ? { uid: spec.uid } : {}),
+    ...(spec.gid !== undefined ? { gid: spec.gid } : {}),
+    ...(spec.env ? { env: spec.env } : {}),
+  });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
@@ -57,7 +76,7 @@ export async function startDaemon(
   );
   t.teardown(async () => {
     if (exited) return;
-    child.kill('SIGTERM');
+    child.kill(spec.stopSignal ?? 'SIGTERM');
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([exit, new Promise<void>((resolve) => (timer = setTimeout(resolve, spec.killAfterMs ?? 3000)))]);
     clearTimeout(timer);
