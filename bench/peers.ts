@@ -17,6 +17,8 @@ export interface PeerContext {
   cpus: string | undefined;
   /** Extra environment for the gate-mux router (WORKERS, CLUSTER_SCHEDULING). */
   env?: Record<string, string>;
+  /** Extra node flags for the gate-mux router (e.g. --cpu-prof). */
+  nodeArgs?: string[];
 }
 
 export interface RunningPeer {
@@ -61,7 +63,8 @@ function nodePeer(name: string, script: string, withEnv: boolean): Peer {
         UPSTREAM_B_PORT: String(ctx.upstreamB),
         ...(withEnv ? ctx.env : {}),
       };
-      return startProcess(name, ctx, process.execPath, [join(ctx.distDir, 'bench', script)], env);
+      const nodeArgs = withEnv ? (ctx.nodeArgs ?? []) : [];
+      return startProcess(name, ctx, process.execPath, [...nodeArgs, join(ctx.distDir, 'bench', script)], env);
     },
   };
 }

@@ -60,6 +60,8 @@ export function descendants(pid: number): number[] {
 export interface ProcSample {
   /** utime + stime of the tree, in seconds. */
   cpuSeconds: number;
+  /** The stime part: the kernel's share (on loopback it includes TCP delivery to the peer). */
+  systemSeconds: number;
   /** VmRSS of the tree, KiB. */
   rssKiB: number;
   /** Open file descriptors of the tree. */
@@ -71,12 +73,16 @@ export interface ProcSample {
 export function sample(pid: number): ProcSample {
   const pids = [pid, ...descendants(pid)];
   let ticks = 0;
+  let systemTicks = 0;
   let rssKiB = 0;
   let fds = 0;
   for (const p of pids) {
     const fields = statFields(p);
     // stat fields 14 (utime) and 15 (stime): indexes 11 and 12 after the comm field.
-    if (fields) ticks += Number(fields[11]) + Number(fields[12]);
+    if (fields) {
+      ticks += Number(fields[11]) + Number(fields[12]);
+      systemTicks += Number(fields[12]);
+    }
     const status = read(`/proc/${p}/status`);
     const m = status && /^VmRSS:\s+(\d+) kB/m.exec(status);
     if (m) rssKiB += Number(m[1]);
@@ -86,5 +92,5 @@ export function sample(pid: number): ProcSample {
       // gone
     }
   }
-  return { cpuSeconds: ticks / clockTicks(), rssKiB, fds, pids };
+  return { cpuSeconds: ticks / clockTicks(), systemSeconds: systemTicks / clockTicks(), rssKiB, fds, pids };
 }

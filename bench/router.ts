@@ -35,7 +35,11 @@ async function start(): Promise<void> {
 if (workers > 1) {
   const scheduling = process.env.CLUSTER_SCHEDULING === 'round-robin' ? 'round-robin' : 'shared';
   const role = await runWorkers({ workers, start, scheduling });
-  if (role.role === 'primary') await role.stopped;
+  if (role.role === 'primary') {
+    process.stdout.write(`router listening on 127.0.0.1:${listenPort} with ${workers} workers\n`);
+    await role.stopped;
+  }
 } else {
   await start();
+  process.stdout.write(`router listening on 127.0.0.1:${listenPort}\n`);
 }

@@ -7,6 +7,7 @@
 //   npm run bench -- --quick            smoke run (< 1 minute)
 //   npm run bench -- --only bulk,rate   some workloads (bulk, rate, idle, parser, workers)
 //   npm run bench -- --peers gate-mux,nginx --rounds 5
+//   npm run bench -- --profile /tmp/prof  gate-mux runs with --cpu-prof (see bench/profile-summary.ts)
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -26,8 +27,16 @@ const repoDir = resolve(distDir, '..');
 
 // ---------------------------------------------------------------- options
 
-function parseArgs(argv: string[]): { quick: boolean; only: Set<Workload>; rounds: number | undefined; peers: string[] | undefined; keep: boolean } {
+function parseArgs(argv: string[]): {
+  quick: boolean;
+  only: Set<Workload>;
+  rounds: number | undefined;
+  peers: string[] | undefined;
+  keep: boolean;
+  profile: string | undefined;
+} {
   let quick = false;
+  let profile: string | undefined;
   let keep = false;
   let only = new Set<Workload>(WORKLOADS);
   let rounds: number | undefined;
@@ -46,13 +55,14 @@ function parseArgs(argv: string[]): { quick: boolean; only: Set<Workload>; round
       for (const n of names) if (!(WORKLOADS as readonly string[]).includes(n)) throw new Error(`unknown workload ${n} (${WORKLOADS.join(', ')})`);
       only = new Set(names as Workload[]);
     } else if (arg.startsWith('--rounds')) rounds = Math.max(1, Math.min(20, Number(value()) || 1));
+    else if (arg.startsWith('--profile')) profile = resolve(value());
     else if (arg.startsWith('--peers')) peers = value().split(',').map((s) => s.trim());
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep]\n');
+      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${arg}`);
   }
-  return { quick, only, rounds, peers, keep };
+  return { quick, only, rounds, peers, keep, profile };
 }
 
 const args = parseArgs(process.argv.slice(2));
@@ -73,6 +83,7 @@ const twoCores = cpus().length >= 2;
 const ROUTER_CPUS = twoCores ? '1' : undefined;
 const CLIENT_CPUS = twoCores ? '0' : undefined;
 
+const profiling: Pick<PeerContext, 'nodeArgs'> = args.profile ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', args.profile] } : {};
 const dir = mkdtempSync(join(tmpdir(), 'gate-mux-bench-'));
 const cert: BenchCert = makeBenchCert(dir);
 const peers = allPeers().filter((p) => !args.peers || args.peers.includes(p.name));
@@ -184,7 +195,7 @@ async function bulk(): Promise<void> {
   try {
     for (let round = 1; round <= config.rounds; round++) {
       for (const peer of rotate(runnable, round - 1)) {
-        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS };
+        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
         await withPeer('bulk', round, peer, ctx, async (running, m) => {
           const before = running.pid ? sample(running.pid) : undefined;
           const load = await runLoad<{ bytes: number; mbPerSecond: number; complete: boolean; misrouted: number }>(
@@ -199,9 +210,10 @@ async function bulk(): Promise<void> {
             m.after = after;
             m.cpuSeconds = after.cpuSeconds - before.cpuSeconds;
             m.derived.cpuSecondsPerGB = m.cpuSeconds / (load.bytes / 1e9);
+            m.derived.systemSecondsPerGB = (after.systemSeconds - before.systemSeconds) / (load.bytes / 1e9);
             m.derived.rssMiB = after.rssKiB / 1024;
           }
-          log(`bulk r${round} ${peer.name}: ${fmt(load.mbPerSecond)} MB/s${m.cpuSeconds !== undefined ? `, ${fmt(m.derived.cpuSecondsPerGB, 2)} CPU s/GB` : ''}`);
+          log(`bulk r${round} ${peer.name}: ${fmt(load.mbPerSecond)} MB/s${m.cpuSeconds !== undefined ? `, ${fmt(m.derived.cpuSecondsPerGB, 2)} CPU s/GB (sys ${fmt(m.derived.systemSecondsPerGB, 2)})` : ''}`);
         });
       }
     }
@@ -232,6 +244,7 @@ async function measureRate(running: RunningPeer, m: Measurement, durationMs: num
     m.after = after;
     m.cpuSeconds = after.cpuSeconds - before.cpuSeconds;
     m.derived.cpuMicrosPerConnection = (m.cpuSeconds * 1e6) / Math.max(1, load.connections);
+    m.derived.systemMicrosPerConnection = ((after.systemSeconds - before.systemSeconds) * 1e6) / Math.max(1, load.connections);
   }
   return load;
 }
@@ -241,12 +254,12 @@ async function rate(): Promise<void> {
   try {
     for (let round = 1; round <= config.rounds; round++) {
       for (const peer of rotate(runnable, round - 1)) {
-        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS };
+        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
         await withPeer('rate', round, peer, ctx, async (running, m) => {
           const load = await measureRate(running, m, config.rateMs, CLIENT_CPUS);
           log(
             `rate r${round} ${peer.name}: ${fmt(load.perSecond)} conn/s, ttfb p50 ${fmt(load.ttfbP50Ms, 2)} ms` +
-              `${m.derived.cpuMicrosPerConnection !== undefined ? `, ${fmt(m.derived.cpuMicrosPerConnection)} µs/conn` : ''}` +
+              `${m.derived.cpuMicrosPerConnection !== undefined ? `, ${fmt(m.derived.cpuMicrosPerConnection)} µs/conn (sys ${fmt(m.derived.systemMicrosPerConnection)})` : ''}` +
               `${load.failed ? `, ${load.failed} failed` : ''}${load.misrouted ? `, ${load.misrouted} misrouted` : ''}`,
           );
         });
@@ -262,7 +275,7 @@ async function idle(): Promise<void> {
   try {
     for (let round = 1; round <= config.idleRounds; round++) {
       for (const peer of rotate(runnable.filter((p) => p.name !== 'direct'), round - 1)) {
-        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS };
+        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
         await withPeer('idle', round, peer, ctx, async (running, m) => {
           const pid = running.pid!;
           await sleep(300);
