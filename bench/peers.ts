@@ -50,7 +50,7 @@ async function startProcess(name: string, ctx: PeerContext, command: string, arg
   return { port, pid: child.pid, stop: () => stopChild(child) };
 }
 
-function nodePeer(name: string, script: string, withEnv: boolean): Peer {
+function nodePeer(name: string, script: string, withEnv: boolean, scriptPath?: string): Peer {
   return {
     name,
     missing: undefined,
@@ -64,7 +64,7 @@ function nodePeer(name: string, script: string, withEnv: boolean): Peer {
         ...(withEnv ? ctx.env : {}),
       };
       const nodeArgs = withEnv ? (ctx.nodeArgs ?? []) : [];
-      return startProcess(name, ctx, process.execPath, [...nodeArgs, join(ctx.distDir, 'bench', script)], env);
+      return startProcess(name, ctx, process.execPath, [...nodeArgs, scriptPath ?? join(ctx.distDir, 'bench', script)], env);
     },
   };
 }
@@ -173,7 +173,17 @@ const directPeer: Peer = {
   start: async (ctx) => ({ port: ctx.upstreamA, pid: undefined, stop: async () => {} }),
 };
 
-/** Every peer in report order. */
-export function allPeers(): Peer[] {
-  return [directPeer, nodePeer('gate-mux', 'router.js', true), nodePeer('node-baseline', 'baseline-router.js', false), haproxyPeer(), nginxPeer()];
+/**
+ * Every peer in report order. `compare` adds another build of the bench router (a saved
+ * dist/bench/router.js) as peer "gate-mux-ref", to A/B a change within one run.
+ */
+export function allPeers(compare?: string): Peer[] {
+  return [
+    directPeer,
+    nodePeer('gate-mux', 'router.js', true),
+    ...(compare ? [nodePeer('gate-mux-ref', 'router.js', true, compare)] : []),
+    nodePeer('node-baseline', 'baseline-router.js', false),
+    haproxyPeer(),
+    nginxPeer(),
+  ];
 }

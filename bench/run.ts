@@ -8,6 +8,7 @@
 //   npm run bench -- --only bulk,rate   some workloads (bulk, rate, idle, parser, workers)
 //   npm run bench -- --peers gate-mux,nginx --rounds 5
 //   npm run bench -- --profile /tmp/prof  gate-mux runs with --cpu-prof (see bench/profile-summary.ts)
+//   npm run bench -- --compare /tmp/before/dist/bench/router.js   A/B against a saved build
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -34,8 +35,10 @@ function parseArgs(argv: string[]): {
   peers: string[] | undefined;
   keep: boolean;
   profile: string | undefined;
+  compare: string | undefined;
 } {
   let quick = false;
+  let compare: string | undefined;
   let profile: string | undefined;
   let keep = false;
   let only = new Set<Workload>(WORKLOADS);
@@ -56,13 +59,14 @@ function parseArgs(argv: string[]): {
       only = new Set(names as Workload[]);
     } else if (arg.startsWith('--rounds')) rounds = Math.max(1, Math.min(20, Number(value()) || 1));
     else if (arg.startsWith('--profile')) profile = resolve(value());
+    else if (arg.startsWith('--compare')) compare = resolve(value());
     else if (arg.startsWith('--peers')) peers = value().split(',').map((s) => s.trim());
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR]\n');
+      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${arg}`);
   }
-  return { quick, only, rounds, peers, keep, profile };
+  return { quick, only, rounds, peers, keep, profile, compare };
 }
 
 const args = parseArgs(process.argv.slice(2));
@@ -86,7 +90,7 @@ const CLIENT_CPUS = twoCores ? '0' : undefined;
 const profiling: Pick<PeerContext, 'nodeArgs'> = args.profile ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', args.profile] } : {};
 const dir = mkdtempSync(join(tmpdir(), 'gate-mux-bench-'));
 const cert: BenchCert = makeBenchCert(dir);
-const peers = allPeers().filter((p) => !args.peers || args.peers.includes(p.name));
+const peers = allPeers(args.compare).filter((p) => !args.peers || args.peers.includes(p.name));
 const runnable = peers.filter((p) => !p.missing);
 const log = (message: string): void => void process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 
