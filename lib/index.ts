@@ -18,11 +18,13 @@ export type {
   MultiplexerOptions,
   Route,
   RouteMatch,
+  SelectHandler,
+  WrapHandler,
   ServeHandler,
   TerminateHandler,
   UpstreamAddress,
 } from './mux/types.js';
-export { forward, terminate, serve, custom, parseHostPort } from './handlers/builders.js';
+export { forward, terminate, serve, custom, select, wrap, parseHostPort } from './handlers/builders.js';
 
 // Pure parsers
 export { parseClientHello, ClientHelloError, type ClientHello, type ClientHelloResult } from './tls/client-hello.js';
@@ -40,3 +42,7 @@ export {
 // Development certificates
 export { CertificateAuthority, type KeyPair, type IssueOptions } from './pki/certificate-authority.js';
 export { devCertificates, type DevCertificates } from './pki/dev-certificates.js';
+
+// Stream framing of the -ping ALPN variants
+export { PingFrameDecoder, frameHeader, PING_FRAME } from './framing/ping-frames.js';
+export { PingFramedStream, DEFAULT_PING_INTERVAL_MS } from './framing/ping-stream.js';

@@ -2,6 +2,8 @@ import type {
   CustomHandler,
   ForwardHandler,
   Handler,
+  SelectHandler,
+  WrapHandler,
   ServeHandler,
   TerminateHandler,
   UpstreamAddress,
@@ -28,6 +30,16 @@ export function serve(server: ServeHandler['server']): ServeHandler {
 /** User code receives the socket (peeked bytes unread) and the connection info. */
 export function custom(handle: CustomHandler['handle']): CustomHandler {
   return { kind: 'custom', handle };
+}
+
+/** Chooses the handler per connection from its info. */
+export function select(choose: SelectHandler['choose']): SelectHandler {
+  return { kind: 'select', choose };
+}
+
+/** Runs `inner` on the stream `wrap` returns (e.g. a ping-framed view of the TLS stream). */
+export function wrap(wrapper: WrapHandler['wrap'], inner: Handler): WrapHandler {
+  return { kind: 'wrap', wrap: wrapper, inner };
 }
 
 /** Parses `host:port` or `[v6]:port`. */

@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
 import { encodeProxyHeaderV1, encodeProxyHeaderV2 } from '../proxy-protocol/header.js';
@@ -44,7 +45,9 @@ export function runForward(client: Duplex, handler: ForwardHandler, ctx: Handler
       splice(client, upstream, (err) => {
         if (err) ctx.fail(streamError(err, upstream.errored === err ? `upstream ${to.host}:${to.port}` : 'client'));
       });
-    if (ctx.info.postgresSslRequest) replaySslRequest(upstream, ctx, join);
+    // Only raw TLS passing through needs the SSLRequest replayed; after `terminate` the upstream
+    // gets the cleartext StartupMessage as a plain Postgres connection.
+    if (ctx.info.postgresSslRequest && !(client instanceof TLSSocket)) replaySslRequest(upstream, ctx, join);
     else join();
   });
 }

@@ -1,4 +1,6 @@
 import type { Duplex } from 'node:stream';
+import { Server as HttpServer } from 'node:http';
+import { Server as TlsServer } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Handler } from '../mux/types.js';
 import type { HandlerContext } from './context.js';
@@ -16,9 +18,20 @@ export function runHandler(socket: Duplex, handler: Handler, ctx: HandlerContext
       return;
     case 'serve':
       // http, https, http2 and tls servers all take foreign sockets through 'connection'; the
-      // peeked bytes are still in the socket's buffer and are read first.
-      socket.resume();
+      // peeked bytes are still in the socket's buffer. TLS and HTTP/2 servers read them from there
+      // themselves (TLSSocket and Http2Session drain `readableLength` on start); node:http only
+      // listens for 'data', so it needs the paused socket resumed, after it has attached.
       handler.server.emit('connection', socket);
+      if (handler.server instanceof HttpServer && !(handler.server instanceof TlsServer)) socket.resume();
+      return;
+    case 'wrap': {
+      const wrapped = handler.wrap(socket, ctx.info);
+      ctx.adopt(wrapped);
+      runHandler(wrapped, handler.inner, ctx);
+      return;
+    }
+    case 'select':
+      runHandler(socket, handler.choose(ctx.info), ctx);
       return;
     case 'custom': {
       const fail = (err: unknown): void =>

@@ -1,4 +1,4 @@
-import { createSecureContext, TLSSocket, type SecureContext, type SecureContextOptions } from 'node:tls';
+import { createSecureContext, TLSSocket, type SecureContext, type SecureContextOptions, type TLSSocketOptions } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { TerminateHandler } from '../mux/types.js';
@@ -17,7 +17,7 @@ export class CertificateSelector {
   private readonly wildcards: Array<[suffix: string, context: SecureContext]> = [];
 
   constructor(tls: TerminateHandler['tls']) {
-    const { sniCertificates, alpnProtocols: _a, requestCert: _r, rejectUnauthorized: _u, handshakeTimeoutMs: _h, ...base } = tls;
+    const { sniCertificates, alpnProtocols: _a, selectAlpn: _s, requestCert: _r, rejectUnauthorized: _u, handshakeTimeoutMs: _h, ...base } = tls;
     this.defaultContext = createSecureContext(base);
     for (const [name, options] of Object.entries(sniCertificates ?? {})) {
       const context = createSecureContext({ ...base, ...options } as SecureContextOptions);
@@ -36,6 +36,12 @@ export class CertificateSelector {
     for (const [suffix, context] of this.wildcards) if (lower.endsWith(suffix)) return context;
     return this.defaultContext;
   }
+}
+
+function alpnOptions(tls: TerminateHandler['tls'], ctx: HandlerContext): Pick<TLSSocketOptions, 'ALPNProtocols' | 'ALPNCallback'> {
+  const { selectAlpn } = tls;
+  if (selectAlpn) return { ALPNCallback: ({ protocols }) => selectAlpn(protocols, ctx.info) };
+  return tls.alpnProtocols ? { ALPNProtocols: tls.alpnProtocols } : {};
 }
 
 const selectors = new WeakMap<TerminateHandler, CertificateSelector>();
@@ -60,7 +66,7 @@ export function runTerminate(client: Duplex, handler: TerminateHandler, ctx: Han
     isServer: true,
     secureContext: selector.select(ctx.info.sni),
     SNICallback: (servername, cb) => cb(null, selector.select(servername)),
-    ...(tls.alpnProtocols ? { ALPNProtocols: tls.alpnProtocols } : {}),
+    ...alpnOptions(tls, ctx),
     requestCert: tls.requestCert ?? false,
     rejectUnauthorized: tls.rejectUnauthorized ?? true,
   });

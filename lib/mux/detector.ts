@@ -1,17 +1,10 @@
 import { ErrorCodes, GateError } from '../errors.js';
 import { parseClientHello, ClientHelloError, type ClientHello } from '../tls/client-hello.js';
+import { TlsAlert } from '../tls/alert.js';
 import { sniffGreeting } from '../sniff/greeting.js';
 import { parseProxyHeader, ProxyHeaderError, type ProxyHeader } from '../proxy-protocol/header.js';
 import type { DetectedProtocol } from './types.js';
 
-/** TLS alert descriptions (RFC 8446 §6) the multiplexer sends when it refuses a TLS client. */
-export const Alert = {
-  handshakeFailure: 40,
-  decodeError: 50,
-  internalError: 80,
-  unrecognizedName: 112,
-  noApplicationProtocol: 120,
-} as const;
 
 export interface Detected {
   protocol: DetectedProtocol;
@@ -36,7 +29,12 @@ export interface DetectorOptions {
 const EMPTY = Buffer.alloc(0);
 const ANSWER_SSL_YES = Buffer.from('S');
 const ANSWER_GSSENC_NO = Buffer.from('N');
-/** Record headers allowed beyond the handshake cap: 1-byte-record hellos are legal but bounded. */
+/**
+ * Record headers allowed beyond the handshake cap. A hello split into tiny records is legal
+ * (some clients do it; 1-byte records cost 5 header bytes each), so the bound on bytes held
+ * during detection is the handshake cap plus this slack: a ~2 KB post-quantum hello still fits
+ * in 1-byte records, and no client can make us hold more than cap + slack.
+ */
 const RECORD_SLACK_BYTES = 4096;
 
 /**
@@ -63,7 +61,7 @@ export class Detector {
   feed(chunk: Buffer): DetectStep {
     this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
     if (this.buf.length > this.maxHeld) {
-      return this.fail(new GateError(ErrorCodes.HELLO_TOO_LARGE, `more than ${this.maxHeld} bytes before a routing decision`), this.phase === 'hello' ? Alert.decodeError : undefined);
+      return this.fail(new GateError(ErrorCodes.HELLO_TOO_LARGE, `more than ${this.maxHeld} bytes before a routing decision`), this.phase === 'hello' ? TlsAlert.decodeError : undefined);
     }
     let reply: Buffer | undefined;
     for (;;) {
@@ -180,7 +178,7 @@ export class Detector {
       if (result.status === 'need') return { status: 'need' };
       return this.done(this.postgresSslRequest ? 'postgres' : 'tls', result.hello);
     } catch (err) {
-      if (err instanceof ClientHelloError) return this.fail(err, Alert.decodeError);
+      if (err instanceof ClientHelloError) return this.fail(err, TlsAlert.decodeError);
       throw err;
     }
   }

@@ -2,9 +2,9 @@ import { BlockList, createServer, isIPv6, type AddressInfo, type Server, type So
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import { runHandler } from '../handlers/run.js';
-import { tlsAlertRecord } from '../tls/alert.js';
+import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
 import { Connection } from './connection.js';
-import { Alert, Detector, type Detected } from './detector.js';
+import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
 import { Stats, type StatsSnapshot } from './stats.js';
 import type { ListenOptions, MultiplexerOptions, Route } from './types.js';
@@ -231,7 +231,7 @@ export class Multiplexer {
       conn.error = error;
       if (detected.hello) {
         // Fail closed with a TLS alert rather than a bare reset (DESIGN §2).
-        socket.write(tlsAlertRecord(info.alpn.length > 0 ? Alert.noApplicationProtocol : Alert.unrecognizedName));
+        socket.write(tlsAlertRecord(info.alpn.length > 0 ? TlsAlert.noApplicationProtocol : TlsAlert.unrecognizedName));
         socket.destroySoon();
       } else socket.destroy();
       return;

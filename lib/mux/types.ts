@@ -51,7 +51,20 @@ export interface UpstreamAddress {
   port: number;
 }
 
-export type Handler = ForwardHandler | TerminateHandler | ServeHandler | CustomHandler;
+export type Handler = ForwardHandler | TerminateHandler | ServeHandler | CustomHandler | SelectHandler | WrapHandler;
+
+/** Passes the connection through a stream adapter (framing, accounting) before `inner`. */
+export interface WrapHandler {
+  kind: 'wrap';
+  wrap: (socket: import('node:stream').Duplex, info: ConnectionInfo) => import('node:stream').Duplex;
+  inner: Handler;
+}
+
+/** Picks the handler per connection (e.g. terminate TLS only when a Postgres SSLRequest came first). */
+export interface SelectHandler {
+  kind: 'select';
+  choose: (info: ConnectionInfo) => Handler;
+}
 
 export interface ForwardHandler {
   kind: 'forward';
@@ -70,6 +83,11 @@ export interface TerminateHandler {
     sniCertificates?: Record<string, SecureContextOptions>;
     /** Server-side ALPN preference; the first one the client also offers is selected. */
     alpnProtocols?: string[];
+    /**
+     * Chooses the ALPN from the client's list instead (e.g. a versioned `gate-mysql-<v>`); return
+     * undefined to refuse with no_application_protocol. Takes precedence over `alpnProtocols`.
+     */
+    selectAlpn?: (offered: string[], info: ConnectionInfo) => string | undefined;
     requestCert?: boolean;
     rejectUnauthorized?: boolean;
     /** Milliseconds for the TLS handshake (default 10 s). */

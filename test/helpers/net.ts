@@ -38,14 +38,39 @@ export async function startTaggedTlsServer(tag: string, alpn: string[] = ['h2', 
   return { port: await listening(server), server };
 }
 
-/** Reads from a stream until `predicate(text)` holds or the stream ends. */
-export async function readUntil(stream: NodeJS.ReadableStream, predicate: (text: string) => boolean): Promise<string> {
-  let text = '';
-  for await (const chunk of stream) {
-    text += chunk.toString();
-    if (predicate(text)) return text;
-  }
-  return text;
+/**
+ * Reads from a stream until `predicate(text)` holds or the stream ends, leaving the stream open
+ * (a `for await` loop would destroy it on early return). Rejects on a stream error.
+ */
+export function readUntil(stream: NodeJS.ReadableStream, predicate: (text: string) => boolean): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    const cleanup = (): void => {
+      stream.removeListener('data', onData);
+      stream.removeListener('end', onEnd);
+      stream.removeListener('error', onError);
+    };
+    const onData = (chunk: Buffer | string): void => {
+      text += chunk.toString();
+      if (predicate(text)) {
+        cleanup();
+        stream.pause();
+        resolve(text);
+      }
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(text);
+    };
+    const onError = (err: Error): void => {
+      cleanup();
+      reject(err);
+    };
+    stream.on('data', onData);
+    stream.once('end', onEnd);
+    stream.once('error', onError);
+    stream.resume();
+  });
 }
 
 export async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
@@ -64,19 +89,31 @@ export async function tlsClient(port: number, options: ConnectionOptions = {}): 
   return socket;
 }
 
-export async function tcpClient(port: number, host = '127.0.0.1'): Promise<Socket> {
-  const socket = connect({ host, port, allowHalfOpen: true });
+/** Plain TCP client. `allowHalfOpen` keeps our side writable after the peer's FIN (default off). */
+export async function tcpClient(port: number, options: { host?: string; allowHalfOpen?: boolean } = {}): Promise<Socket> {
+  const socket = connect({ host: options.host ?? '127.0.0.1', port, allowHalfOpen: options.allowHalfOpen ?? false });
   await once(socket, 'connect');
   return socket;
 }
 
 /** Runs a command, resolving with exit code and output (stdin closed unless `input` given). */
-export function run(cmd: string, args: string[], options: { input?: string; timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export interface RunOptions {
+  input?: string;
+  /** Keep stdin open until stdout satisfies this (for clients that quit at stdin EOF). */
+  closeStdinWhen?: (stdout: string) => boolean;
+  timeoutMs?: number;
+  env?: NodeJS.ProcessEnv;
+}
+
+export function run(cmd: string, args: string[], options: RunOptions = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'], env: options.env ?? process.env });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
+    child.stdout.on('data', (d) => {
+      stdout += d;
+      if (options.closeStdinWhen?.(stdout)) child.stdin.end();
+    });
     child.stderr.on('data', (d) => (stderr += d));
     const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 20_000);
     child.on('error', (err) => {
@@ -87,8 +124,9 @@ export function run(cmd: string, args: string[], options: { input?: string; time
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
-    if (options.input !== undefined) child.stdin.end(options.input);
-    else child.stdin.end();
+    child.stdin.on('error', () => {}); // the child may exit before reading its input
+    if (options.input !== undefined) child.stdin.write(options.input);
+    if (!options.closeStdinWhen) child.stdin.end();
   });
 }
 
@@ -100,4 +138,16 @@ export function liveHandles(): { sockets: number; servers: number; timers: numbe
     servers: info.filter((r) => r === 'TCPServerWrap').length,
     timers: info.filter((r) => r === 'Timeout').length,
   };
+}
+
+/**
+ * Waits (polling, bounded) until `condition` holds: the server side of a connection notices a
+ * close a moment after the client does, so counters are read once they have settled.
+ */
+export async function until(condition: () => boolean, what = 'condition', limitMs = 5000): Promise<void> {
+  const start = Date.now();
+  while (!condition()) {
+    if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
 }

@@ -2,7 +2,7 @@ import t from 'tap';
 import { once } from 'node:events';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward } from '../../lib/handlers/builders.js';
-import { closeServer, liveHandles, readUntil, startTaggedTcpServer, tcpClient, tlsClient, startTaggedTlsServer } from '../helpers/net.js';
+import { closeServer, liveHandles, until, readUntil, startTaggedTcpServer, tcpClient, tlsClient, startTaggedTlsServer } from '../helpers/net.js';
 
 const echo = await startTaggedTcpServer('ECHO');
 const tlsUp = await startTaggedTlsServer('T');
@@ -32,6 +32,7 @@ t.test('a client that never decides is closed at the detection deadline', async 
     const socket = await tcpClient(port);
     socket.write(Buffer.from([0x16, 0x03, 0x01, 0x01])); // a TLS record header, then nothing
     await once(socket, 'close');
+    await until(() => mux.openConnections === 0, 'connections to settle');
     t.equal(mux.stats().failures.GATE_ERR_DETECT_TIMEOUT, 1);
     t.equal(mux.openConnections, 0);
   });
@@ -45,6 +46,7 @@ t.test('a malformed ClientHello gets a decode_error alert and is never routed', 
     const chunks: Buffer[] = [];
     socket.on('data', (d: Buffer) => chunks.push(d));
     await once(socket, 'close');
+    await until(() => mux.openConnections === 0, 'connections to settle');
     t.same([...Buffer.concat(chunks)], [21, 3, 3, 0, 2, 2, 50], 'fatal decode_error alert');
     t.notOk(mux.stats().byRoute['any-tls'], 'catch-all route never used');
     t.equal(mux.stats().failures.GATE_ERR_HELLO_MALFORMED, 1);
@@ -56,6 +58,7 @@ t.test('unknown first bytes are closed with GATE_ERR_UNKNOWN_PROTOCOL', async (t
     const socket = await tcpClient(port);
     socket.write('\x00\x01garbage that is no protocol\r\n');
     await once(socket, 'close');
+    await until(() => mux.openConnections === 0, 'connections to settle');
     t.equal(mux.stats().failures.GATE_ERR_UNKNOWN_PROTOCOL, 1);
   });
 });
@@ -65,6 +68,7 @@ t.test('a PROXY header is refused when PROXY protocol is off', async (t) => {
     const socket = await tcpClient(port);
     socket.write('PROXY TCP4 192.0.2.1 192.0.2.2 1000 443\r\nSSH-2.0-x\r\n');
     await once(socket, 'close');
+    await until(() => mux.openConnections === 0, 'connections to settle');
     t.equal(mux.stats().failures.GATE_ERR_PROXY_HEADER_REFUSED, 1);
     t.notOk(mux.stats().byRoute.ssh);
   });
@@ -76,6 +80,7 @@ t.test('max connections: the one over the limit is closed at once, the others ar
     const b = await tcpClient(port);
     const c = await tcpClient(port);
     await once(c, 'close');
+    await until(() => mux.stats().rejected === 1, 'the rejection to be counted');
     t.equal(mux.stats().rejected, 1);
     t.equal(mux.stats().failures.GATE_ERR_TOO_MANY_CONNECTIONS, 1);
     a.write('SSH-2.0-a\r\n');
@@ -91,6 +96,7 @@ t.test('idle timeout closes a routed connection that carries nothing', async (t)
     socket.write('SSH-2.0-idle\r\n');
     await readUntil(socket, (s) => s.includes('SSH-2.0-idle'));
     await once(socket, 'close');
+    await until(() => mux.openConnections === 0, 'connections to settle');
     t.equal(mux.stats().failures.GATE_ERR_IDLE_TIMEOUT, 1);
   });
 });
@@ -109,7 +115,7 @@ t.test('the upstream half-closes first; the client can still send and receive th
   await once(upstream, 'listening');
   const mux = new Multiplexer({ routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: (upstream.address() as { port: number }).port }) }] });
   const { port } = await mux.listen({ port: 0 });
-  const socket = await tcpClient(port);
+  const socket = await tcpClient(port, { allowHalfOpen: true });
   socket.write('SSH-2.0-late\r\n');
   t.equal(await readUntil(socket, () => false), 'bye\n', 'client saw the upstream FIN');
   socket.end('after upstream FIN');
@@ -120,7 +126,6 @@ t.test('the upstream half-closes first; the client can still send and receive th
 });
 
 t.test('close(): stops accepting, destroys what is left after the grace period, leaks nothing', async (t) => {
-  const before = liveHandles();
   const mux = new Multiplexer({ routes });
   const { port } = await mux.listen({ port: 0 });
   const routed = await tcpClient(port);
@@ -140,10 +145,11 @@ t.test('close(): stops accepting, destroys what is left after the grace period, 
   t.equal(mux.openConnections, 0);
   t.equal(mux.stats().failures.GATE_ERR_SHUTDOWN, 3, 'each leftover connection ended with SHUTDOWN');
   await new Promise((r) => setImmediate(r));
+  // What remains is this file's two upstream servers; earlier tests' sockets are gone by now too.
+  await until(() => liveHandles().sockets === 0, 'sockets to close');
   const after = liveHandles();
-  t.equal(after.servers, before.servers, 'listener gone');
-  t.equal(after.sockets, before.sockets, 'no socket left');
-  t.equal(after.timers, before.timers, 'no timer left');
+  t.equal(after.servers, 2, 'the multiplexer listener is gone (only the test upstreams remain)');
+  t.equal(after.timers, 0, 'no timer left');
 });
 
 t.test('close() resolves early when connections finish within the grace period', async (t) => {

@@ -1,0 +1,171 @@
+import { lookup } from 'node:dns/promises';
+import { connect as netConnect, isIP, type Socket } from 'node:net';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
+import { ErrorCodes, GateError } from '../errors.js';
+import { componentLogger, type Logger } from '../log.js';
+import { DEFAULT_MAX_CONNECT_HEADER_BYTES } from './connect-response.js';
+import { withDeadline } from './deadline.js';
+import { httpConnect } from './http-connect.js';
+import type { ProxyConfig } from './proxy-config.js';
+import { ProxyError } from './proxy-error.js';
+import { proxyForTarget } from './resolve-proxy.js';
+import { socksConnect } from './socks-connect.js';
+import { formatHostPort, parseTarget } from './target.js';
+
+export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
+
+export interface DialOptions {
+  /** Environment to take HTTPS_PROXY / HTTP_PROXY / NO_PROXY from (default `process.env`). */
+  env?: NodeJS.ProcessEnv;
+  /** Override the environment: a proxy to use, or `null` to dial directly. */
+  proxy?: ProxyConfig | null;
+  /** One deadline for the whole dial: TCP connect, TLS to the proxy, CONNECT/SOCKS handshake. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  logger?: Logger;
+  /** TLS options for an `https://` proxy (its CA, client certificate...). SNI defaults to the proxy host. */
+  proxyTls?: ConnectionOptions;
+  /** Cap on the CONNECT response header (default 16 KiB). */
+  maxProxyHeaderBytes?: number;
+  /** Keep the writable side open after the peer ends (for tunnels that half-close). Default false. */
+  allowHalfOpen?: boolean;
+}
+
+export interface DialResult {
+  /** Connected to the target: a TCP socket, or one tunnelled through the proxy. */
+  socket: Socket;
+  /** The proxy the connection went through, or undefined when direct. */
+  via: ProxyConfig | undefined;
+}
+
+/** Waits for 'connect' (or `readyEvent`), rejecting with whatever error the socket emits first. */
+function connected(socket: Socket, readyEvent: 'connect' | 'secureConnect'): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onReady = (): void => {
+      socket.removeListener('error', onError);
+      resolve();
+    };
+    const onError = (err: Error): void => {
+      socket.removeListener(readyEvent, onReady);
+      reject(err);
+    };
+    socket.once(readyEvent, onReady);
+    socket.once('error', onError);
+  });
+}
+
+function errnoCode(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
+}
+
+/**
+ * Connects to `target` (`host:port`, `[v6]:port` or an http(s) URL) directly or through the
+ * proxy the environment (or `options.proxy`) gives: HTTP CONNECT over plain TCP or TLS to an
+ * `https://` proxy, or SOCKS5 (`socks5h`: the proxy resolves the name; `socks5`: we resolve it
+ * first). Errors are GateErrors: GATE_ERR_DIAL_TIMEOUT, GATE_ERR_DIAL_ABORTED,
+ * GATE_ERR_DIAL_REFUSED / GATE_ERR_DIAL_FAILED (direct), GATE_ERR_PROXY_UNREACHABLE and the
+ * ProxyError codes (through a proxy). On timeout or abort every socket opened is destroyed and
+ * no timer stays behind.
+ */
+export async function dial(target: string, options: DialOptions = {}): Promise<DialResult> {
+  const { host, port } = parseTarget(target);
+  const via = options.proxy === undefined ? proxyForTarget(target, options.env ?? process.env) : (options.proxy ?? undefined);
+  const log = componentLogger(options.logger, 'dialer');
+  const timeoutMs = options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
+  const authority = formatHostPort(host, port);
+  const route = via ? `${authority} via ${via.display}` : `${authority} (direct)`;
+  log.debug({ target: authority, via: via?.display ?? 'direct' }, 'dialling');
+
+  const socket = await withDeadline<Socket>(
+    async (track) => {
+      if (!via) return dialDirect(host, port, options, track);
+      return dialViaProxy(host, port, via, options, timeoutMs, track);
+    },
+    {
+      timeoutMs,
+      signal: options.signal,
+      timeoutError: () =>
+        via
+          ? new ProxyError(ErrorCodes.DIAL_TIMEOUT, `dial ${route} timed out after ${timeoutMs} ms`, { proxy: via.display })
+          : new GateError(ErrorCodes.DIAL_TIMEOUT, `dial ${route} timed out after ${timeoutMs} ms`),
+      abortError: (reason) => new GateError(ErrorCodes.DIAL_ABORTED, `dial ${route} aborted`, { cause: reason }),
+      discard: (late) => late.destroy(),
+    },
+  );
+  log.debug({ target: authority, via: via?.display ?? 'direct' }, 'connected');
+  return { socket, via };
+}
+
+async function dialDirect(host: string, port: number, options: DialOptions, track: (s: Socket) => void): Promise<Socket> {
+  const socket = netConnect({ host, port, allowHalfOpen: options.allowHalfOpen ?? false });
+  track(socket);
+  try {
+    await connected(socket, 'connect');
+  } catch (err) {
+    socket.destroy();
+    const code = errnoCode(err);
+    const authority = formatHostPort(host, port);
+    if (code === 'ECONNREFUSED') {
+      throw new GateError(ErrorCodes.DIAL_REFUSED, `dial ${authority} (direct): connection refused`, { cause: err });
+    }
+    throw new GateError(ErrorCodes.DIAL_FAILED, `dial ${authority} (direct) failed: ${(err as Error).message}`, { cause: err });
+  }
+  return socket;
+}
+
+async function dialViaProxy(
+  host: string,
+  port: number,
+  proxy: ProxyConfig,
+  options: DialOptions,
+  timeoutMs: number,
+  track: (s: Socket) => void,
+): Promise<Socket> {
+  // socks5 (not socks5h) means "resolve locally": the proxy gets an IP.
+  let destination = host;
+  if (proxy.scheme === 'socks5' && isIP(host) === 0) {
+    try {
+      destination = (await lookup(host)).address;
+    } catch (err) {
+      throw new GateError(ErrorCodes.DIAL_FAILED, `cannot resolve ${host} for socks5 proxy ${proxy.display}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+  const raw = netConnect({ host: proxy.host, port: proxy.port, allowHalfOpen: options.allowHalfOpen ?? false });
+  track(raw);
+  try {
+    await connected(raw, 'connect');
+  } catch (err) {
+    raw.destroy();
+    throw new ProxyError(ErrorCodes.PROXY_UNREACHABLE, `proxy ${proxy.display} (from ${proxy.source}) unreachable: ${(err as Error).message}`, {
+      proxy: proxy.display,
+      cause: err,
+    });
+  }
+  let socket: Socket = raw;
+  if (proxy.scheme === 'https') {
+    const secure = tlsConnect({
+      ...options.proxyTls,
+      socket: raw,
+      servername: options.proxyTls?.servername ?? (isIP(proxy.host) === 0 ? proxy.host : undefined),
+    });
+    track(secure);
+    try {
+      await connected(secure, 'secureConnect');
+    } catch (err) {
+      secure.destroy();
+      throw new ProxyError(ErrorCodes.TLS_HANDSHAKE, `TLS to proxy ${proxy.display} failed: ${(err as Error).message}`, {
+        proxy: proxy.display,
+        cause: err,
+      });
+    }
+    socket = secure;
+  }
+  if (proxy.scheme === 'socks5' || proxy.scheme === 'socks5h') {
+    await socksConnect(socket, destination, port, proxy, timeoutMs);
+  } else {
+    await httpConnect(socket, host, port, proxy, options.maxProxyHeaderBytes ?? DEFAULT_MAX_CONNECT_HEADER_BYTES);
+  }
+  return socket;
+}

@@ -1,0 +1,145 @@
+import { createServer, type AddressInfo, type Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { componentLogger, type Logger } from '../log.js';
+import { dialTls } from './dial-tls.js';
+import type { ProxyConfig } from './proxy-config.js';
+
+export interface LocalProxyOptions {
+  /** Where stock clients connect (plain TCP). Port 0 picks a free one. */
+  listen: { host: string; port: number };
+  /** The multiplexer, `host:port`. */
+  target: string;
+  /** ALPN of the protocol carried (e.g. `gate-postgres`); the server must select one of these. */
+  alpn: string[];
+  serverName?: string;
+  ca?: string | Buffer | Array<string | Buffer>;
+  /** Skip certificate verification (development only). */
+  insecure?: boolean;
+  cert?: string | Buffer;
+  key?: string | Buffer;
+  env?: NodeJS.ProcessEnv;
+  /** Override the environment proxy (null: direct). */
+  proxy?: ProxyConfig | null;
+  dialTimeoutMs?: number;
+  logger?: Logger;
+}
+
+export interface LocalProxy {
+  address(): AddressInfo;
+  /** Stops accepting, destroys open tunnels and pending dials; resolves when the listener is closed. */
+  close(): Promise<void>;
+}
+
+/**
+ * A plain-TCP listener that carries each accepted connection to the multiplexer inside TLS with
+ * the protocol's ALPN, through the environment proxy (the way `tsh proxy db` lets psql reach a
+ * database through the one port). Each direction is piped on its own: pipe() pauses a fast
+ * writer for a slow reader, and one side's end only ends the other's writable side (half-close);
+ * an error on either side destroys both and is logged once with the byte counts.
+ */
+export async function startLocalProxy(options: LocalProxyOptions): Promise<LocalProxy> {
+  const log = componentLogger(options.logger, 'local-proxy');
+  const open = new Set<Socket>();
+  const pending = new Set<AbortController>();
+  let nextId = 1;
+
+  const server = createServer({ allowHalfOpen: true, pauseOnConnect: true }, (client) => {
+    const id = nextId++;
+    open.add(client);
+    const abort = new AbortController();
+    pending.add(abort);
+    let logged = false;
+    const logOnce = (err: Error, what: string, extra: Record<string, unknown> = {}): void => {
+      if (logged) return;
+      logged = true;
+      log.warn({ id, err, code: (err as { code?: unknown }).code, ...extra }, what);
+    };
+    // Until the tunnel exists, a client error or close just cancels the dial.
+    const onEarlyError = (err: Error): void => logOnce(err, 'client failed before the tunnel was up');
+    const onEarlyClose = (): void => abort.abort(new Error('client closed'));
+    client.on('error', onEarlyError);
+    client.once('close', onEarlyClose);
+    client.once('close', () => open.delete(client));
+
+    dialTls(options.target, {
+      alpn: options.alpn,
+      requireAlpn: true,
+      ...(options.serverName === undefined ? {} : { serverName: options.serverName }),
+      ...(options.ca === undefined ? {} : { ca: options.ca }),
+      ...(options.cert === undefined ? {} : { cert: options.cert }),
+      ...(options.key === undefined ? {} : { key: options.key }),
+      rejectUnauthorized: !options.insecure,
+      ...(options.env === undefined ? {} : { env: options.env }),
+      ...(options.proxy === undefined ? {} : { proxy: options.proxy }),
+      ...(options.dialTimeoutMs === undefined ? {} : { timeoutMs: options.dialTimeoutMs }),
+      ...(options.logger === undefined ? {} : { logger: options.logger }),
+      allowHalfOpen: true,
+      signal: abort.signal,
+    }).then(
+      ({ socket: upstream, via, alpn }) => {
+        pending.delete(abort);
+        client.removeListener('error', onEarlyError);
+        client.removeListener('close', onEarlyClose);
+        if (client.destroyed) {
+          upstream.destroy();
+          return;
+        }
+        log.debug({ id, via: via?.display ?? 'direct', alpn }, 'tunnel open');
+        tunnel(id, client, upstream, open, logOnce);
+      },
+      (err: Error) => {
+        pending.delete(abort);
+        if (!abort.signal.aborted) logOnce(err, 'tunnel dial failed');
+        client.destroy();
+      },
+    );
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.listen.port, options.listen.host, () => {
+      server.removeListener('error', reject);
+      resolve();
+    });
+  });
+  server.on('error', (err) => log.error({ err }, 'listener error'));
+  log.info({ listen: server.address(), target: options.target, alpn: options.alpn }, 'local proxy listening');
+
+  return {
+    address: () => server.address() as AddressInfo,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const abort of pending) abort.abort(new Error('local proxy closing'));
+        for (const socket of open) socket.destroy();
+      }),
+  };
+}
+
+function tunnel(
+  id: number,
+  client: Socket,
+  upstream: TLSSocket,
+  open: Set<Socket>,
+  logOnce: (err: Error, what: string, extra?: Record<string, unknown>) => void,
+): void {
+  open.add(upstream);
+  upstream.once('close', () => open.delete(upstream));
+  let up = 0;
+  let down = 0;
+  client.on('data', (chunk: Buffer) => (up += chunk.length));
+  upstream.on('data', (chunk: Buffer) => (down += chunk.length));
+  const onError = (side: string) => (err: Error) => {
+    logOnce(err, `tunnel ${side} failed`, { bytesUp: up, bytesDown: down });
+    client.destroy();
+    upstream.destroy();
+  };
+  client.on('error', onError('client'));
+  upstream.on('error', onError('upstream'));
+  // Once both directions have ended, or either side is gone, tear down the other.
+  client.once('close', () => upstream.destroy());
+  upstream.once('close', () => client.destroy());
+  client.pipe(upstream);
+  upstream.pipe(client);
+  client.resume();
+}

@@ -1,0 +1,33 @@
+import { readProxyEnv, type EnvValue } from './env-proxy.js';
+import { isLoopbackHost, noProxyMatches, parseNoProxy } from './no-proxy.js';
+import { parseProxyUrl, type ProxyConfig } from './proxy-config.js';
+import { parseTarget } from './target.js';
+
+/**
+ * The proxy to use for `target` (`host:port`, `[v6]:port` or an http(s) URL) under `env`, or
+ * undefined to dial directly. This one answer drives raw dials, TLS dials and the HTTP agent, so
+ * they agree on every NO_PROXY entry.
+ *
+ * Which variable applies:
+ * - a raw `host:port` dial (reverse tunnel, local proxy): HTTPS_PROXY, else HTTP_PROXY — what
+ *   the platform's Go code does by asking httpproxy for an https:// then an http:// URL;
+ * - an `https://` URL: HTTPS_PROXY only; an `http://` URL: HTTP_PROXY only (httpproxy
+ *   proxyForURL picks by the request's scheme and never falls back).
+ *
+ * A malformed proxy value throws GATE_ERR_PROXY_ENV_INVALID whatever the target, so a typo shows
+ * up on the first dial instead of only on the dials NO_PROXY happens not to cover.
+ * GATE_ERR_TARGET_INVALID when the target does not parse.
+ */
+export function proxyForTarget(target: string, env: NodeJS.ProcessEnv = process.env): ProxyConfig | undefined {
+  const { host, port, scheme } = parseTarget(target);
+  const vars = readProxyEnv(env);
+  let chosen: EnvValue | undefined;
+  if (scheme === 'https') chosen = vars.httpsProxy;
+  else if (scheme === 'http') chosen = vars.httpProxy;
+  else chosen = vars.httpsProxy ?? vars.httpProxy;
+  if (!chosen) return undefined;
+  const proxy = parseProxyUrl(chosen.value, chosen.name);
+  if (isLoopbackHost(host)) return undefined;
+  if (noProxyMatches(parseNoProxy(vars.noProxy?.value), host, port)) return undefined;
+  return proxy;
+}

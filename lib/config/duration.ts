@@ -1,0 +1,18 @@
+/** Units the platform's configuration files use (Go's `time.ParseDuration`, without µs/ns). */
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/**
+ * Milliseconds for a duration such as `10s`, `500ms`, `1m30s` or `0`, the Go-style spelling the
+ * platform's files use; undefined when the text is not one. Fractions are allowed (`1.5s`) and
+ * rounded to whole milliseconds.
+ */
+export function parseDuration(text: string): number | undefined {
+  const trimmed = text.trim();
+  if (trimmed === '0') return 0;
+  if (!/^(?:[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h))+$/.test(trimmed)) return undefined;
+  let total = 0;
+  for (const part of trimmed.matchAll(/([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)/g)) {
+    total += Number(part[1]) * (UNIT_MS[part[2] ?? ''] ?? Number.NaN);
+  }
+  return Number.isFinite(total) ? Math.round(total) : undefined;
+}

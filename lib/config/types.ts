@@ -1,0 +1,70 @@
+import type { HostPort } from './address.js';
+import type { ChannelConfig } from './channel.js';
+
+/**
+ * `multiplex`: one port (web_listen_addr) serves every protocol, routed by TLS SNI/ALPN or plaintext
+ * greeting ("TLS routing"). `separate`: each protocol also gets its own legacy port.
+ */
+export type ListenerMode = 'multiplex' | 'separate';
+
+/** Protocols the proxy hands to an upstream (everything but web, which it serves itself). */
+export const UPSTREAM_PROTOCOLS = ['ssh', 'tunnel', 'kube', 'postgres', 'mysql', 'mongodb', 'redis', 'peer'] as const;
+export type UpstreamProtocol = (typeof UPSTREAM_PROTOCOLS)[number];
+
+/** Every route the proxy knows (DESIGN §3). */
+export type ProxyProtocolName = 'web' | UpstreamProtocol;
+
+export interface KeyPairFiles {
+  certFile: string;
+  keyFile: string;
+}
+
+export interface ProxyServiceConfig {
+  /** The web port; in multiplex mode the one port for everything. Default `0.0.0.0:3080`. */
+  webListenAddr: HostPort;
+  /** Addresses clients use to reach the proxy (first one is advertised). Port defaults to the web port. */
+  publicAddrs: HostPort[];
+  sshPublicAddrs: HostPort[];
+  tunnelPublicAddrs: HostPort[];
+  kubePublicAddrs: HostPort[];
+  postgresPublicAddrs: HostPort[];
+  mysqlPublicAddrs: HostPort[];
+  /**
+   * Per-protocol listen addresses as written in the file (`listen_addr` is SSH's). Only used in
+   * separate mode (peer in both); `listenAddressFor` applies the legacy defaults.
+   */
+  listenAddrs: Partial<Record<UpstreamProtocol, HostPort>>;
+  httpsKeypairs: KeyPairFiles[];
+  /** `on`: every connection must start with a PROXY header from a trusted network. */
+  proxyProtocol: 'on' | 'off';
+  /** CIDRs a PROXY header is accepted from when `proxyProtocol` is `on` (default: everywhere). */
+  proxyProtocolTrustedNetworks: string[];
+  /** Configured channels by name; `default` is added by the version-channel registry when absent. */
+  automaticUpgradesChannels: Record<string, ChannelConfig>;
+  /** Where each protocol's traffic goes. A protocol without an upstream is not routed at all. */
+  upstreams: Partial<Record<UpstreamProtocol, HostPort>>;
+  /** Deadline for detecting a connection's protocol, PROXY header included. Default 10 s. */
+  detectTimeoutMs: number;
+  /** Idle timeout for routed connections; 0 is none (the default). */
+  idleTimeoutMs: number;
+  /** Open connections allowed at once; 0 is unlimited (the default). */
+  maxConnections: number;
+}
+
+export interface GateConfig {
+  /** The file (or label) the configuration came from, for messages. */
+  source: string;
+  /** The top-level `version`, when given (only `v3` is accepted). */
+  version: string | undefined;
+  /** Where the proxy keeps state such as its development CA; as written (relative to the working directory). */
+  dataDir: string | undefined;
+  /** From `auth_service.proxy_listener_mode`. */
+  listenerMode: ListenerMode;
+  proxy: ProxyServiceConfig;
+}
+
+export interface LoadedConfig {
+  config: GateConfig;
+  /** Things that are allowed but probably not meant, each naming its key path. */
+  warnings: string[];
+}

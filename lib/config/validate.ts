@@ -1,0 +1,416 @@
+import { formatAddress, isCidr, isWildcardHost, parseAddress, type HostPort, type ParseAddressOptions } from './address.js';
+import { channelNameProblem, normalizeVersion, type ChannelConfig } from './channel.js';
+import { parseDuration } from './duration.js';
+import { LEGACY_PORTS, LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor } from './listen-addresses.js';
+import { nearestKey } from './suggest.js';
+import {
+  UPSTREAM_PROTOCOLS,
+  type GateConfig,
+  type KeyPairFiles,
+  type ListenerMode,
+  type ProxyServiceConfig,
+  type UpstreamProtocol,
+} from './types.js';
+
+/**
+ * Hand-written validation of the parsed YAML value. Every problem is recorded with its key path and
+ * what was expected; all problems are collected (not just the first) so one edit fixes a file.
+ */
+
+export type PathSegment = string | number;
+
+export interface ConfigIssue {
+  path: PathSegment[];
+  message: string;
+}
+
+export interface ValidationResult {
+  /** Present only when there are no issues. */
+  config: GateConfig | undefined;
+  issues: ConfigIssue[];
+  warnings: ConfigIssue[];
+}
+
+const TOP_KEYS = ['version', 'data_dir', 'auth_service', 'proxy_service'] as const;
+const AUTH_KEYS = ['proxy_listener_mode'] as const;
+const PUBLIC_ADDR_KEYS = [
+  'public_addr',
+  'ssh_public_addr',
+  'tunnel_public_addr',
+  'kube_public_addr',
+  'postgres_public_addr',
+  'mysql_public_addr',
+] as const;
+const PROXY_KEYS = [
+  'web_listen_addr',
+  ...PUBLIC_ADDR_KEYS,
+  ...Object.values(LISTEN_ADDR_KEYS),
+  'https_keypairs',
+  'proxy_protocol',
+  'proxy_protocol_trusted_networks',
+  'automatic_upgrades_channels',
+  'upstreams',
+  'detect_timeout',
+  'idle_timeout',
+  'max_connections',
+] as const;
+const KEYPAIR_KEYS = ['cert_file', 'key_file'] as const;
+const CHANNEL_KEYS = ['static_version', 'forward_url'] as const;
+
+/** Which section each key belongs to, to point at the right place when one is misplaced. */
+const SECTION_OF: Record<string, string> = {
+  ...Object.fromEntries(AUTH_KEYS.map((k) => [k, 'auth_service'])),
+  ...Object.fromEntries(PROXY_KEYS.map((k) => [k, 'proxy_service'])),
+  ...Object.fromEntries(TOP_KEYS.map((k) => [k, 'the top level'])),
+};
+
+const DEFAULT_WEB_LISTEN = '0.0.0.0:3080';
+const DEFAULT_DETECT_TIMEOUT_MS = 10_000;
+
+export function formatPath(path: readonly PathSegment[]): string {
+  let out = '';
+  for (const segment of path) {
+    if (typeof segment === 'number') out += `[${segment}]`;
+    else if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(segment)) out += out ? `.${segment}` : segment;
+    else out += `[${JSON.stringify(segment)}]`;
+  }
+  return out || '(top level)';
+}
+
+function describe(value: unknown): string {
+  if (value === null || value === undefined) return 'an empty value';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'object') return 'a mapping';
+  if (typeof value === 'string') return `"${value.length > 60 ? `${value.slice(0, 57)}...` : value}"`;
+  return `${typeof value} ${String(value)}`;
+}
+
+function isPlainMap(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+class Checker {
+  readonly issues: ConfigIssue[] = [];
+  readonly warnings: ConfigIssue[] = [];
+
+  fail(path: PathSegment[], message: string): undefined {
+    this.issues.push({ path, message });
+    return undefined;
+  }
+
+  warn(path: PathSegment[], message: string): void {
+    this.warnings.push({ path, message });
+  }
+
+  /** A section: absent or empty (`auth_service:`) reads as an empty mapping. */
+  section(value: unknown, path: PathSegment[]): Record<string, unknown> | undefined {
+    if (value === undefined || value === null) return {};
+    if (isPlainMap(value)) return value;
+    return this.fail(path, `expected a mapping, got ${describe(value)}`);
+  }
+
+  /** Unknown keys are errors; a near miss or a key from another section gets a hint. */
+  keys(map: Record<string, unknown>, known: readonly string[], path: PathSegment[]): void {
+    for (const key of Object.keys(map)) {
+      if (known.includes(key)) continue;
+      const home = SECTION_OF[key];
+      const near = nearestKey(key, known);
+      if (home !== undefined) this.fail([...path, key], `unknown key here (it belongs under ${home})`);
+      else if (near !== undefined) this.fail([...path, key], `unknown key (did you mean "${near}"?)`);
+      else this.fail([...path, key], `unknown key; expected one of: ${known.join(', ')}`);
+    }
+  }
+
+  string(value: unknown, path: PathSegment[], expected: string): string | undefined {
+    if (typeof value === 'string' && value.trim() !== '') return value.trim();
+    return this.fail(path, `expected ${expected}, got ${describe(value)}`);
+  }
+
+  address(value: unknown, path: PathSegment[], expected: string, options: ParseAddressOptions): HostPort | undefined {
+    if (typeof value !== 'string') return this.fail(path, `expected ${expected}, got ${describe(value)}`);
+    const result = parseAddress(value, options);
+    if (!result.ok) return this.fail(path, `expected ${expected}: ${result.reason}`);
+    return result.address;
+  }
+
+  /** A public address: one string or a list of strings. */
+  addressList(value: unknown, path: PathSegment[], defaultPort: number): HostPort[] {
+    if (value === undefined) return [];
+    const expected = 'a host name or IP with an optional port, or a list of them';
+    const items = typeof value === 'string' ? [value] : value;
+    if (!Array.isArray(items)) {
+      this.fail(path, `expected ${expected}, got ${describe(value)}`);
+      return [];
+    }
+    const out: HostPort[] = [];
+    items.forEach((item, index) => {
+      const itemPath = typeof value === 'string' ? path : [...path, index];
+      const address = this.address(item, itemPath, 'host[:port]', { defaultPort });
+      if (address) out.push(address);
+    });
+    return out;
+  }
+
+  duration(value: unknown, path: PathSegment[], fallback: number): number {
+    if (value === undefined) return fallback;
+    if (value === 0) return 0; // a bare 0 needs no unit
+    const ms = typeof value === 'string' ? parseDuration(value) : undefined;
+    if (ms === undefined) {
+      this.fail(path, `expected a duration such as 10s, 500ms or 1m30s, got ${describe(value)}`);
+      return fallback;
+    }
+    return ms;
+  }
+}
+
+function readListenerMode(c: Checker, auth: Record<string, unknown>): ListenerMode {
+  const value = auth.proxy_listener_mode;
+  if (value === undefined) return 'multiplex';
+  if (value === 'multiplex' || value === 'separate') return value;
+  c.fail(['auth_service', 'proxy_listener_mode'], `expected "multiplex" or "separate", got ${describe(value)}`);
+  return 'multiplex';
+}
+
+function readKeypairs(c: Checker, value: unknown): KeyPairFiles[] {
+  const path = ['proxy_service', 'https_keypairs'];
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    c.fail(path, `expected a list of {cert_file, key_file}, got ${describe(value)}`);
+    return [];
+  }
+  const out: KeyPairFiles[] = [];
+  value.forEach((item, index) => {
+    const itemPath = [...path, index];
+    if (!isPlainMap(item)) {
+      c.fail(itemPath, `expected a mapping with cert_file and key_file, got ${describe(item)}`);
+      return;
+    }
+    c.keys(item, KEYPAIR_KEYS, itemPath);
+    const certFile = c.string(item.cert_file, [...itemPath, 'cert_file'], 'a certificate file path');
+    const keyFile = c.string(item.key_file, [...itemPath, 'key_file'], 'a private key file path');
+    if (certFile !== undefined && keyFile !== undefined) out.push({ certFile, keyFile });
+  });
+  return out;
+}
+
+function readProxyProtocol(c: Checker, value: unknown): 'on' | 'off' {
+  // YAML 1.1 readers turn a bare `on`/`off` into booleans; accept both spellings.
+  if (value === undefined || value === 'off' || value === false) return 'off';
+  if (value === 'on' || value === true) return 'on';
+  c.fail(['proxy_service', 'proxy_protocol'], `expected "on" or "off", got ${describe(value)}`);
+  return 'off';
+}
+
+function readTrustedNetworks(c: Checker, value: unknown): string[] {
+  const path = ['proxy_service', 'proxy_protocol_trusted_networks'];
+  // Default: every source, as the platform's `proxy_protocol: on` (the port is meant to be reachable
+  // only through the load balancer that adds the header).
+  if (value === undefined) return ['0.0.0.0/0', '::/0'];
+  if (!Array.isArray(value)) {
+    c.fail(path, `expected a list of CIDRs such as 10.0.0.0/8, got ${describe(value)}`);
+    return [];
+  }
+  const out: string[] = [];
+  value.forEach((item, index) => {
+    if (typeof item === 'string' && isCidr(item.trim())) out.push(item.trim());
+    else c.fail([...path, index], `expected a CIDR such as 10.0.0.0/8 or an IP, got ${describe(item)}`);
+  });
+  return out;
+}
+
+function readChannels(c: Checker, value: unknown): Record<string, ChannelConfig> {
+  const path = ['proxy_service', 'automatic_upgrades_channels'];
+  const out: Record<string, ChannelConfig> = {};
+  if (value === undefined) return out;
+  if (!isPlainMap(value)) {
+    c.fail(path, `expected a mapping of channel name to {static_version} or {forward_url}, got ${describe(value)}`);
+    return out;
+  }
+  for (const [name, channel] of Object.entries(value)) {
+    const channelPath = [...path, name];
+    const nameProblem = channelNameProblem(name);
+    if (nameProblem) {
+      c.fail(channelPath, `bad channel name: ${nameProblem}`);
+      continue;
+    }
+    if (!isPlainMap(channel)) {
+      c.fail(channelPath, `expected a mapping with static_version or forward_url, got ${describe(channel)}`);
+      continue;
+    }
+    c.keys(channel, CHANNEL_KEYS, channelPath);
+    const hasStatic = channel.static_version !== undefined;
+    const hasForward = channel.forward_url !== undefined;
+    if (hasStatic === hasForward) {
+      c.fail(channelPath, `expected exactly one of static_version or forward_url, got ${hasStatic ? 'both' : 'neither'}`);
+      continue;
+    }
+    if (hasStatic) {
+      const raw = channel.static_version;
+      const version = typeof raw === 'string' ? normalizeVersion(raw) : undefined;
+      if (version === undefined) {
+        c.fail([...channelPath, 'static_version'], `expected a semantic version such as v1.2.3, got ${describe(raw)}`);
+      } else {
+        out[name] = { kind: 'static', version };
+      }
+    } else {
+      const url = readForwardUrl(c, channel.forward_url, [...channelPath, 'forward_url']);
+      if (url !== undefined) out[name] = { kind: 'forward', url };
+    }
+  }
+  return out;
+}
+
+function readForwardUrl(c: Checker, raw: unknown, path: PathSegment[]): string | undefined {
+  const expected = 'an http:// or https:// URL without query or fragment';
+  if (typeof raw !== 'string') return c.fail(path, `expected ${expected}, got ${describe(raw)}`);
+  let url: URL;
+  try {
+    url = new URL(raw.trim());
+  } catch {
+    return c.fail(path, `expected ${expected}, got ${describe(raw)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    return c.fail(path, `expected ${expected}, got scheme "${url.protocol}"`);
+  }
+  // `/version` is appended to the path (as the platform does), which a query or fragment would break.
+  if (url.search !== '' || url.hash !== '') return c.fail(path, `expected ${expected}, got ${describe(raw)}`);
+  return url.href.replace(/\/+$/, '');
+}
+
+function readUpstreams(c: Checker, value: unknown): Partial<Record<UpstreamProtocol, HostPort>> {
+  const path = ['proxy_service', 'upstreams'];
+  const out: Partial<Record<UpstreamProtocol, HostPort>> = {};
+  const map = c.section(value, path);
+  if (!map) return out;
+  c.keys(map, UPSTREAM_PROTOCOLS, path);
+  for (const protocol of UPSTREAM_PROTOCOLS) {
+    if (map[protocol] === undefined) continue;
+    const address = c.address(map[protocol], [...path, protocol], 'host:port or [IPv6]:port', {});
+    if (address) out[protocol] = address;
+  }
+  return out;
+}
+
+function readMaxConnections(c: Checker, value: unknown): number {
+  if (value === undefined) return 0;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value;
+  c.fail(['proxy_service', 'max_connections'], `expected a whole number >= 0 (0: unlimited), got ${describe(value)}`);
+  return 0;
+}
+
+/** Two listeners collide when they share a port and their hosts overlap (equal, or one a wildcard). */
+function overlaps(a: HostPort, b: HostPort): boolean {
+  if (a.port === 0 || b.port === 0 || a.port !== b.port) return false;
+  return a.host === b.host || isWildcardHost(a.host) || isWildcardHost(b.host);
+}
+
+function checkListeners(c: Checker, config: GateConfig): void {
+  const proxy = config.proxy;
+  for (const protocol of UPSTREAM_PROTOCOLS) {
+    const key = LISTEN_ADDR_KEYS[protocol];
+    if (proxy.listenAddrs[protocol] === undefined) continue;
+    if (!hasOwnPort(protocol, config)) {
+      c.warn(
+        ['proxy_service', key],
+        `ignored in multiplex mode: ${protocol} is served on web_listen_addr (set auth_service.proxy_listener_mode: separate to use it)`,
+      );
+    } else if (proxy.upstreams[protocol] === undefined) {
+      c.warn(['proxy_service', key], `ignored: proxy_service.upstreams.${protocol} is not set, so ${protocol} is off`);
+    }
+  }
+  // Each own-port listener against the web one and against each other.
+  const taken: Array<{ key: string; address: HostPort }> = [
+    { key: 'web_listen_addr', address: proxy.webListenAddr },
+  ];
+  for (const protocol of UPSTREAM_PROTOCOLS) {
+    if (!hasOwnPort(protocol, config)) continue;
+    const address = listenAddressFor(config, protocol);
+    if (!address) continue;
+    const key = LISTEN_ADDR_KEYS[protocol];
+    const clash = taken.find((other) => overlaps(other.address, address));
+    if (clash) {
+      const implicit = proxy.listenAddrs[protocol] === undefined ? ' (its default)' : '';
+      c.fail(
+        ['proxy_service', key],
+        `expected an address of its own, but ${formatAddress(address)}${implicit} is also proxy_service.${clash.key}`,
+      );
+    } else {
+      taken.push({ key, address });
+    }
+  }
+}
+
+/** Validates a parsed configuration document. `raw` is the YAML value (undefined for an empty file). */
+export function validateConfig(raw: unknown, source: string): ValidationResult {
+  const c = new Checker();
+  const top = c.section(raw, []);
+  if (!top) return { config: undefined, issues: c.issues, warnings: c.warnings };
+  c.keys(top, TOP_KEYS, []);
+
+  let version: string | undefined;
+  if (top.version !== undefined) {
+    // Only the platform's current file format is read; older ones default differently.
+    if (top.version === 'v3') version = 'v3';
+    else c.fail(['version'], `expected "v3" (the only file version gate reads), got ${describe(top.version)}`);
+  }
+  const dataDir = top.data_dir === undefined ? undefined : c.string(top.data_dir, ['data_dir'], 'a directory path');
+
+  const auth = c.section(top.auth_service, ['auth_service']) ?? {};
+  c.keys(auth, AUTH_KEYS, ['auth_service']);
+  const listenerMode = readListenerMode(c, auth);
+
+  const p = c.section(top.proxy_service, ['proxy_service']) ?? {};
+  c.keys(p, PROXY_KEYS, ['proxy_service']);
+  const at = (key: string): PathSegment[] => ['proxy_service', key];
+
+  const listenExpected = 'host:port, [IPv6]:port or :port';
+  const listenOptions: ParseAddressOptions = { defaultHost: '0.0.0.0', allowZeroPort: true };
+  const webListenAddr =
+    c.address(p.web_listen_addr ?? DEFAULT_WEB_LISTEN, at('web_listen_addr'), listenExpected, listenOptions) ??
+    { host: '0.0.0.0', port: LEGACY_PORTS.web };
+
+  const listenAddrs: Partial<Record<UpstreamProtocol, HostPort>> = {};
+  for (const protocol of UPSTREAM_PROTOCOLS) {
+    const key = LISTEN_ADDR_KEYS[protocol];
+    if (p[key] === undefined) continue;
+    const address = c.address(p[key], at(key), listenExpected, listenOptions);
+    if (address) listenAddrs[protocol] = address;
+  }
+
+  // A public address without a port means the port that protocol is served on: the web port when
+  // multiplexed, its legacy port otherwise.
+  const webPort = webListenAddr.port === 0 ? LEGACY_PORTS.web : webListenAddr.port;
+  const publicPort = (protocol: UpstreamProtocol): number =>
+    listenerMode === 'multiplex' ? webPort : LEGACY_PORTS[protocol];
+
+  const proxy: ProxyServiceConfig = {
+    webListenAddr,
+    publicAddrs: c.addressList(p.public_addr, at('public_addr'), webPort),
+    sshPublicAddrs: c.addressList(p.ssh_public_addr, at('ssh_public_addr'), publicPort('ssh')),
+    tunnelPublicAddrs: c.addressList(p.tunnel_public_addr, at('tunnel_public_addr'), publicPort('tunnel')),
+    kubePublicAddrs: c.addressList(p.kube_public_addr, at('kube_public_addr'), publicPort('kube')),
+    postgresPublicAddrs: c.addressList(p.postgres_public_addr, at('postgres_public_addr'), publicPort('postgres')),
+    mysqlPublicAddrs: c.addressList(p.mysql_public_addr, at('mysql_public_addr'), publicPort('mysql')),
+    listenAddrs,
+    httpsKeypairs: readKeypairs(c, p.https_keypairs),
+    proxyProtocol: readProxyProtocol(c, p.proxy_protocol),
+    proxyProtocolTrustedNetworks: readTrustedNetworks(c, p.proxy_protocol_trusted_networks),
+    automaticUpgradesChannels: readChannels(c, p.automatic_upgrades_channels),
+    upstreams: readUpstreams(c, p.upstreams),
+    detectTimeoutMs: c.duration(p.detect_timeout, at('detect_timeout'), DEFAULT_DETECT_TIMEOUT_MS),
+    idleTimeoutMs: c.duration(p.idle_timeout, at('idle_timeout'), 0),
+    maxConnections: readMaxConnections(c, p.max_connections),
+  };
+  if (proxy.detectTimeoutMs === 0) c.fail(at('detect_timeout'), 'expected a duration above 0 (detection must be bounded)');
+
+  if (proxy.publicAddrs.length > 1) {
+    c.warn(
+      at('public_addr'),
+      `${proxy.publicAddrs.length} addresses given; clients are sent to the first (${formatAddress(proxy.publicAddrs[0] as HostPort)}), which must be reachable by all of them`,
+    );
+  }
+
+  const config: GateConfig = { source, version, dataDir, listenerMode, proxy };
+  if (c.issues.length === 0) checkListeners(c, config);
+  return { config: c.issues.length === 0 ? config : undefined, issues: c.issues, warnings: c.warnings };
+}

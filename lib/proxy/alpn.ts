@@ -1,0 +1,61 @@
+/**
+ * The protocol contract's names (DESIGN §3): ALPN protocol IDs and SNI markers clients use to say
+ * which service they want on the shared port. Pure constants and string helpers.
+ */
+
+/** Web: HTTP/1.1, HTTP/2 and ACME TLS-ALPN-01 challenges (RFC 8737 §6.2) all go to the web server. */
+export const ALPN_WEB = ['http/1.1', 'h2', 'acme-tls/1'] as const;
+/** SSH carried inside TLS. */
+export const ALPN_SSH = 'gate-proxy-ssh';
+export const ALPN_REVERSE_TUNNEL = 'gate-reversetunnel';
+export const ALPN_POSTGRES = 'gate-postgres';
+/** PostgreSQL 17 direct SSL negotiation (`sslnegotiation=direct`) requires this ALPN. */
+export const ALPN_POSTGRES_DIRECT = 'postgresql';
+export const ALPN_MYSQL = 'gate-mysql';
+/** `gate-mysql-<base64 server version>`: the client asks for a given MySQL server version string. */
+export const ALPN_MYSQL_VERSION_PREFIX = 'gate-mysql-';
+export const ALPN_MONGODB = 'gate-mongodb';
+export const ALPN_REDIS = 'gate-redis';
+
+/** Kubernetes clients mark the SNI with this prefix; their TLS is passed through, not terminated. */
+export const SNI_KUBE_PREFIX = 'kube-gate-proxy-alpn.';
+/** The proxy's own Kubernetes server name. */
+export const SNI_KUBE_LOCAL = 'kube.gate.cluster.local';
+
+/**
+ * `-ping` variants: the stream is framed as uint32 big-endian length + payload, a zero length being a
+ * keep-alive ping, so idle database connections survive load balancers' idle timeouts.
+ */
+export const PING_SUFFIX = '-ping';
+
+export function pingAlpn(alpn: string): string {
+  return `${alpn}${PING_SUFFIX}`;
+}
+
+/** True when a negotiated ALPN asks for the ping framing. */
+export function isPingAlpn(alpn: string | undefined): boolean {
+  return alpn !== undefined && alpn.endsWith(PING_SUFFIX);
+}
+
+/**
+ * The MySQL server version a `gate-mysql-<base64>` ALPN asks for (its `-ping` suffix, if any, set
+ * aside), or undefined for plain `gate-mysql`, the ping variant, or a suffix that is not canonical
+ * base64 of printable ASCII.
+ */
+export function mysqlVersionFromAlpn(alpn: string): string | undefined {
+  if (!alpn.startsWith(ALPN_MYSQL_VERSION_PREFIX)) return undefined;
+  let encoded = alpn.slice(ALPN_MYSQL_VERSION_PREFIX.length);
+  if (encoded === 'ping') return undefined;
+  if (encoded.endsWith(PING_SUFFIX)) encoded = encoded.slice(0, -PING_SUFFIX.length);
+  if (encoded === '' || !/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) return undefined;
+  const decoded = Buffer.from(encoded, 'base64');
+  // Canonical only: re-encoding must give the same text (Buffer.from ignores stray bits).
+  if (decoded.toString('base64').replace(/=+$/, '') !== encoded.replace(/=+$/, '')) return undefined;
+  const version = decoded.toString('latin1');
+  return /^[\x20-\x7e]+$/.test(version) ? version : undefined;
+}
+
+/** The ALPN a client sends to ask for a MySQL server version (inverse of `mysqlVersionFromAlpn`). */
+export function mysqlVersionAlpn(version: string): string {
+  return `${ALPN_MYSQL_VERSION_PREFIX}${Buffer.from(version, 'latin1').toString('base64')}`;
+}

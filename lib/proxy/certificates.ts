@@ -1,0 +1,87 @@
+import { X509Certificate } from 'node:crypto';
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
+import { join } from 'node:path';
+import type { SecureContextOptions } from 'node:tls';
+import { ErrorCodes, GateError } from '../errors.js';
+import { CertificateAuthority, type KeyPair } from '../pki/certificate-authority.js';
+import type { GateConfig } from '../config/types.js';
+
+/** The certificates the proxy terminates TLS with. */
+export interface ProxyCertificates {
+  /** Default key pair (the first of https_keypairs, or the one issued by the dev CA). */
+  default: KeyPair;
+  /** Further key pairs by the DNS names in their subjectAltName, for SNI selection. */
+  bySni: Record<string, SecureContextOptions>;
+  /** The development CA's certificate file, when the proxy made its own certificates. */
+  caFile: string | undefined;
+}
+
+async function readKeyPair(certFile: string, keyFile: string): Promise<KeyPair> {
+  try {
+    return { cert: await readFile(certFile, 'utf8'), key: await readFile(keyFile, 'utf8') };
+  } catch (err) {
+    throw new GateError(ErrorCodes.CONFIG_INVALID, `proxy_service.https_keypairs: cannot read ${certFile} / ${keyFile}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** DNS names of a certificate's subjectAltName (lower case), for SNI selection. */
+function dnsNames(cert: string): string[] {
+  const san = new X509Certificate(cert).subjectAltName ?? '';
+  return san
+    .split(', ')
+    .filter((entry) => entry.startsWith('DNS:'))
+    .map((entry) => entry.slice(4).toLowerCase());
+}
+
+async function exists(path: string): Promise<boolean> {
+  return readFile(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/**
+ * The dev CA lives in `dataDir` and is made once, so clients that trust it keep working across
+ * restarts; the server certificate is issued anew at each start for the names the configuration
+ * uses (public and listen addresses), which may have changed.
+ */
+async function devCertificates(config: GateConfig, dataDir: string): Promise<ProxyCertificates> {
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  const caFile = join(dataDir, 'ca.pem');
+  const caKeyFile = join(dataDir, 'ca-key.pem');
+  let ca: CertificateAuthority;
+  if ((await exists(caFile)) && (await exists(caKeyFile))) {
+    ca = CertificateAuthority.fromPem(await readKeyPair(caFile, caKeyFile));
+  } else {
+    ca = CertificateAuthority.create('gate-mux proxy development CA');
+    await writeFile(caKeyFile, ca.key, { mode: 0o600 });
+    await writeFile(caFile, ca.cert);
+  }
+  const p = config.proxy;
+  const hosts = new Set(['localhost', 'kube.gate.cluster.local', '127.0.0.1', '::1']);
+  for (const address of [p.webListenAddr, ...p.publicAddrs, ...p.sshPublicAddrs, ...p.tunnelPublicAddrs, ...p.postgresPublicAddrs, ...p.mysqlPublicAddrs]) {
+    if (address.host && address.host !== '0.0.0.0' && address.host !== '::') hosts.add(address.host.toLowerCase());
+  }
+  const names = [...hosts];
+  const server = ca.issue({
+    commonName: names.find((h) => isIP(h) === 0) ?? 'localhost',
+    dnsNames: names.filter((h) => isIP(h) === 0),
+    ipAddresses: names.filter((h) => isIP(h) !== 0),
+    usage: 'server',
+  });
+  await writeFile(join(dataDir, 'server-key.pem'), server.key, { mode: 0o600 });
+  await writeFile(join(dataDir, 'server.pem'), server.cert);
+  await chmod(caKeyFile, 0o600);
+  return { default: server, bySni: {}, caFile };
+}
+
+/** https_keypairs when configured, else the development CA's certificates in `data_dir`. */
+export async function loadProxyCertificates(config: GateConfig, fallbackDataDir = '.data'): Promise<ProxyCertificates> {
+  const pairs = config.proxy.httpsKeypairs;
+  if (pairs.length === 0) return devCertificates(config, config.dataDir ?? fallbackDataDir);
+  const loaded = await Promise.all(pairs.map((p) => readKeyPair(p.certFile, p.keyFile)));
+  const bySni: Record<string, SecureContextOptions> = {};
+  for (const pair of loaded.slice(1)) for (const name of dnsNames(pair.cert)) bySni[name] ??= pair;
+  return { default: loaded[0]!, bySni, caFile: undefined };
+}

@@ -1,0 +1,2 @@
+export * from './alpn.js';
+export * from './listener-plan.js';

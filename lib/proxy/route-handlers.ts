@@ -1,0 +1,82 @@
+import type { Server } from 'node:net';
+import { forward, select, serve, terminate, wrap } from '../handlers/builders.js';
+import { PingFramedStream } from '../framing/ping-stream.js';
+import type { Handler, Route, RouteMatch, TerminateHandler } from '../mux/types.js';
+import { isPingAlpn } from './alpn.js';
+import type { ProxyCertificates } from './certificates.js';
+import type { RouteSpec } from './listener-plan.js';
+
+/** The servers the proxy answers web traffic with itself. */
+export interface WebServers {
+  /** Terminates TLS itself (h2 and http/1.1 by ALPN). */
+  secure: Server;
+  /** Plaintext HTTP/1.x. */
+  http1: Server;
+  /** Plaintext HTTP/2 with prior knowledge (h2c preface). */
+  h2c: Server;
+}
+
+function list(value: string | string[] | undefined): string[] {
+  return value === undefined ? [] : Array.isArray(value) ? value : [value];
+}
+
+/**
+ * The ALPN a terminating route answers with: the client's most preferred protocol that the
+ * route's match accepts (a versioned `gate-mysql-<v>` included), so the client sees the
+ * protocol it asked for, and refuses (no_application_protocol) when there is none.
+ */
+function alpnChooser(match: RouteMatch): TerminateHandler['tls']['selectAlpn'] {
+  const exact = new Set(list(match.alpn));
+  const prefixes = list(match.alpnPrefix);
+  if (exact.size === 0 && prefixes.length === 0) return (offered) => offered[0]; // any: a database port
+  return (offered) => offered.find((p) => exact.has(p) || prefixes.some((prefix) => p.startsWith(prefix)));
+}
+
+function framed(spec: RouteSpec, inner: Handler): Handler {
+  const pingWrap = wrap((socket) => new PingFramedStream(socket), inner);
+  switch (spec.framing) {
+    case 'raw':
+      return inner;
+    case 'ping':
+      return pingWrap;
+    case 'per-alpn':
+      return select((info) => (isPingAlpn(info.negotiatedAlpn) ? pingWrap : inner));
+  }
+}
+
+/** Turns one planned route into a multiplexer route with its handler. */
+export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: WebServers): Route {
+  const tls = (match: RouteMatch): TerminateHandler['tls'] => ({
+    ...certificates.default,
+    sniCertificates: certificates.bySni,
+    selectAlpn: alpnChooser(match),
+  });
+  const upstream = spec.upstream && forward({ host: spec.upstream.host, port: spec.upstream.port });
+  let handler: Handler;
+  if (spec.protocol === 'web') {
+    handler =
+      spec.transport === 'plaintext'
+        ? select((info) => serve(info.protocol === 'h2' ? web.h2c : web.http1))
+        : serve(web.secure);
+  } else if (!upstream) {
+    throw new TypeError(`route ${spec.name} has no upstream`);
+  } else {
+    switch (spec.transport) {
+      case 'tls-passthrough':
+      case 'plaintext':
+        handler = upstream;
+        break;
+      case 'tls-terminate':
+        handler = terminate(tls(spec.match), framed(spec, upstream));
+        break;
+      case 'tls-if-sslrequest': {
+        // After an SSLRequest the client starts TLS (answered 'S'); a plaintext StartupMessage or
+        // CancelRequest goes to the upstream as it is.
+        const terminated = terminate(tls({}), framed(spec, upstream));
+        handler = select((info) => (info.postgresSslRequest ? terminated : upstream));
+        break;
+      }
+    }
+  }
+  return { name: spec.name, match: spec.match, handler };
+}

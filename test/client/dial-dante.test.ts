@@ -1,0 +1,78 @@
+// Real peer: danted (apt-get install dante-server), started on 127.0.0.2 by the test. The
+// authenticated case creates (and removes) a throwaway system user, so it needs root.
+import t from 'tap';
+import type { Socket } from 'node:net';
+import { dial } from '../../lib/client/dial.js';
+import { dialTls } from '../../lib/client/dial-tls.js';
+import { parseProxyUrl } from '../../lib/client/proxy-config.js';
+import { devCertificates } from '../../lib/pki/dev-certificates.js';
+import { startDante } from '../helpers/dante.js';
+import { freePort } from '../helpers/daemon.js';
+import { startEchoServer, startTlsEchoServer } from '../helpers/echo-servers.js';
+
+function read(socket: Socket, n: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let got = '';
+    const onData = (d: Buffer): void => {
+      got += d.toString();
+      if (got.length >= n) {
+        socket.removeListener('data', onData);
+        resolve(got);
+      }
+    };
+    socket.on('data', onData);
+    socket.once('error', reject);
+  });
+}
+
+t.test('SOCKS5 through dante without auth: socks5h sends the name, socks5 resolves locally', async (t) => {
+  const proxy = await startDante(t);
+  if (!proxy) return;
+  const echo = await startEchoServer(t, { greeting: 'GREETING' });
+  for (const scheme of ['socks5h', 'socks5'] as const) {
+    // `localhost` resolves from /etc/hosts on both sides: no DNS query leaves the machine.
+    const { socket, via } = await dial(`localhost:${echo.port}`, { proxy: parseProxyUrl(`${scheme}://${proxy.host}:${proxy.port}`) });
+    t.equal(via?.scheme, scheme);
+    // Consumer attached a turn later: the greeting that came with the SOCKS reply must still be there.
+    await new Promise((resolve) => setImmediate(resolve));
+    t.equal(await read(socket, 8), 'GREETING', `${scheme}: server-first bytes kept`);
+    socket.write('echo');
+    t.equal(await read(socket, 4), 'echo');
+    socket.destroy();
+  }
+  const socks = parseProxyUrl(`socks5h://${proxy.host}:${proxy.port}`);
+  await t.rejects(dial('127.0.0.3:443', { proxy: socks }), { code: 'GATE_ERR_PROXY_FORBIDDEN', status: 2, message: /NotAllowed/ });
+  const closed = await freePort('127.0.0.1');
+  await t.rejects(dial(`127.0.0.1:${closed}`, { proxy: socks }), { code: 'GATE_ERR_PROXY_STATUS', status: 5, message: /ConnectionRefused/ });
+  const server = await startTlsEchoServer(t, { alpn: ['gate-redis'] });
+  const tls = await dialTls(server.address, {
+    proxy: parseProxyUrl(`socks5h://${proxy.host}:${proxy.port}`),
+    alpn: ['gate-redis'],
+    requireAlpn: true,
+    serverName: 'localhost',
+    ca: devCertificates().ca.cert,
+  });
+  t.equal(tls.alpn, 'gate-redis');
+  tls.socket.destroy();
+});
+
+t.test('SOCKS5 username/password through dante (system user, password needing percent-encoding)', async (t) => {
+  const password = 'p@ss:w/rd %#x';
+  const proxy = await startDante(t, { auth: { password } });
+  if (!proxy || !proxy.user) return;
+  const echo = await startEchoServer(t);
+  const base = `${proxy.host}:${proxy.port}`;
+  await t.rejects(dial(echo.address, { proxy: parseProxyUrl(`socks5://${base}`) }), { code: 'GATE_ERR_PROXY_AUTH_REQUIRED', message: /requires SOCKS5 authentication/ });
+  const wrong = await dial(echo.address, { proxy: parseProxyUrl(`socks5://${proxy.user.name}:not-it@${base}`) }).then(
+    () => undefined,
+    (e: unknown) => e as Error,
+  );
+  t.match(wrong, { code: 'GATE_ERR_PROXY_AUTH_REQUIRED' });
+  t.notMatch(wrong?.message, /not-it/);
+  const { socket } = await dial(echo.address, {
+    proxy: parseProxyUrl(`socks5h://${proxy.user.name}:${encodeURIComponent(password)}@${base}`),
+  });
+  socket.write('authed');
+  t.equal(await read(socket, 6), 'authed');
+  socket.destroy();
+});
