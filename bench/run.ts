@@ -9,6 +9,7 @@
 //   npm run bench -- --peers gate-mux,nginx --rounds 5
 //   npm run bench -- --profile /tmp/prof  gate-mux runs with --cpu-prof (see bench/profile-summary.ts)
 //   npm run bench -- --compare /tmp/before/dist/bench/router.js   A/B against a saved build
+//   npm run bench -- --node-args '--max-semi-space-size=2'      node flags for the gate-mux routers
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -36,7 +37,9 @@ function parseArgs(argv: string[]): {
   keep: boolean;
   profile: string | undefined;
   compare: string | undefined;
+  nodeArgs: string[];
 } {
+  const nodeArgs: string[] = [];
   let quick = false;
   let compare: string | undefined;
   let profile: string | undefined;
@@ -60,13 +63,14 @@ function parseArgs(argv: string[]): {
     } else if (arg.startsWith('--rounds')) rounds = Math.max(1, Math.min(20, Number(value()) || 1));
     else if (arg.startsWith('--profile')) profile = resolve(value());
     else if (arg.startsWith('--compare')) compare = resolve(value());
+    else if (arg.startsWith('--node-args')) nodeArgs.push(...value().split(' ').filter(Boolean));
     else if (arg.startsWith('--peers')) peers = value().split(',').map((s) => s.trim());
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js]\n');
+      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js] [--node-args "--flag ..."]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${arg}`);
   }
-  return { quick, only, rounds, peers, keep, profile, compare };
+  return { quick, only, rounds, peers, keep, profile, compare, nodeArgs };
 }
 
 const args = parseArgs(process.argv.slice(2));
@@ -74,20 +78,24 @@ const quick = args.quick;
 const config = {
   rounds: args.rounds ?? (quick ? 1 : 3),
   bulkBytes: quick ? 256 * 2 ** 20 : 2 ** 30,
-  rateMs: quick ? 1500 : 4000,
+  rateMs: quick ? 1200 : 4000,
   rateConcurrency: 64,
-  idleCount: quick ? 1000 : 5000,
+  idleCount: quick ? 500 : 5000,
   idleRounds: args.rounds ?? (quick ? 1 : 2),
   parserMs: quick ? 150 : 700,
   workersBulkBytes: quick ? 128 * 2 ** 20 : 512 * 2 ** 20,
   workersRateMs: quick ? 1500 : 3000,
   workersRounds: args.rounds ?? (quick ? 1 : 2),
 };
+/** Half-second polls for memory and descriptors to come back after the idle connections close. */
+const RETURN_POLLS = quick ? 4 : 10;
 const twoCores = cpus().length >= 2;
 const ROUTER_CPUS = twoCores ? '1' : undefined;
 const CLIENT_CPUS = twoCores ? '0' : undefined;
 
-const profiling: Pick<PeerContext, 'nodeArgs'> = args.profile ? { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', args.profile] } : {};
+const profiling: Pick<PeerContext, 'nodeArgs'> = {
+  nodeArgs: [...args.nodeArgs, ...(args.profile ? ['--cpu-prof', '--cpu-prof-dir', args.profile] : [])],
+};
 const dir = mkdtempSync(join(tmpdir(), 'gate-mux-bench-'));
 const cert: BenchCert = makeBenchCert(dir);
 const peers = allPeers(args.compare).filter((p) => !args.peers || args.peers.includes(p.name));
@@ -302,7 +310,7 @@ async function idle(): Promise<void> {
             const closedAt = Date.now();
             let after = sample(pid);
             const growth = open.rssKiB - before.rssKiB;
-            for (let i = 0; i < 16; i++) {
+            for (let i = 0; i < RETURN_POLLS; i++) {
               if (after.fds <= before.fds && after.rssKiB - before.rssKiB <= 0.1 * growth) break;
               await sleep(500);
               after = sample(pid);
