@@ -4,6 +4,7 @@ export { silentLogger, type Logger } from './log.js';
 
 // Core multiplexer
 export { Multiplexer, DEFAULT_MAX_HELLO_BYTES } from './mux/multiplexer.js';
+export { runWorkers, type RunWorkersOptions, type WorkerPool, type WorkerRole } from './mux/cluster.js';
 export { RouteTable, type RouteQuery } from './mux/route-table.js';
 export type { StatsSnapshot, RouteCounters } from './mux/stats.js';
 export type {

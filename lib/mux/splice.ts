@@ -1,7 +1,22 @@
 import type { Duplex } from 'node:stream';
 
 /**
- * Joins two duplex streams: each direction is piped with backpressure (a slow reader pauses the
+ * Copies `src` into `dst` with backpressure: a `write` that returns false pauses `src` until
+ * `dst` drains; `src`'s end becomes `dst`'s FIN. Leaner than `pipe()`: two listeners per
+ * direction instead of pipe's seven, and no unpipe bookkeeping (measured in BENCHMARKS.md).
+ */
+function relay(src: Duplex, dst: Duplex): void {
+  src.on('data', (chunk: Buffer) => {
+    if (!dst.write(chunk)) src.pause();
+  });
+  dst.on('drain', () => src.resume());
+  src.once('end', () => dst.end());
+  // A source paused for detection (bytes unshifted) starts flowing only when told to.
+  src.resume();
+}
+
+/**
+ * Joins two duplex streams: each direction is relayed with backpressure (a slow reader pauses the
  * other side's reads) and ends on its own, so a client's FIN reaches the upstream while the
  * upstream's answer keeps flowing back (half-close). Both sockets must allow half-open.
  *
@@ -24,6 +39,6 @@ export function splice(a: Duplex, b: Duplex, onClose: (error: Error | undefined)
   b.on('error', onError);
   a.once('close', closeHandler(a, b));
   b.once('close', closeHandler(b, a));
-  a.pipe(b);
-  b.pipe(a);
+  relay(a, b);
+  relay(b, a);
 }

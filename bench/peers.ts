@@ -1,0 +1,189 @@
+// The routers the bench compares, each started fresh for a measurement with the same routing rule
+// (SNI bench.local + ALPN gate-bench -> A, anything else -> B) and one worker: gate-mux, the plain
+// Node peek+pipe baseline, HAProxy and nginx stream (when installed), and "direct" (no router).
+import { existsSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { findBinary } from '../test/helpers/peers.js';
+import { freePort, spawnPinned, stopChild, waitForPort } from './spawn.js';
+
+export interface PeerContext {
+  dir: string;
+  distDir: string;
+  upstreamA: number;
+  upstreamB: number;
+  /** taskset list for the router, undefined for unpinned. */
+  cpus: string | undefined;
+  /** Extra environment for the gate-mux router (WORKERS, CLUSTER_SCHEDULING). */
+  env?: Record<string, string>;
+  /** Extra node flags for the gate-mux router (e.g. --cpu-prof). */
+  nodeArgs?: string[];
+}
+
+export interface RunningPeer {
+  port: number;
+  /** Root of the router's process tree; undefined for direct. */
+  pid: number | undefined;
+  stop(): Promise<void>;
+}
+
+export interface Peer {
+  name: string;
+  /** Why it cannot run here (e.g. "not installed: apt-get install haproxy"), or undefined. */
+  missing: string | undefined;
+  version: string | undefined;
+  start(ctx: PeerContext): Promise<RunningPeer>;
+}
+
+let serial = 0;
+
+async function startProcess(name: string, ctx: PeerContext, command: string, args: string[], env: Record<string, string> = {}): Promise<RunningPeer> {
+  const port = Number(env.LISTEN_PORT) || (await freePort());
+  const child: ChildProcess = spawnPinned(command, args, { cpus: ctx.cpus, env: { ...env, LISTEN_PORT: String(port) }, log: join(ctx.dir, `${name}.log`) });
+  try {
+    await waitForPort(port, child);
+  } catch (err) {
+    await stopChild(child);
+    throw new Error(`${name} did not start (see ${join(ctx.dir, `${name}.log`)}): ${(err as Error).message}`);
+  }
+  return { port, pid: child.pid, stop: () => stopChild(child) };
+}
+
+function nodePeer(name: string, script: string, withEnv: boolean, scriptPath?: string): Peer {
+  return {
+    name,
+    missing: undefined,
+    version: process.version,
+    start: async (ctx) => {
+      const port = await freePort();
+      const env: Record<string, string> = {
+        LISTEN_PORT: String(port),
+        UPSTREAM_A_PORT: String(ctx.upstreamA),
+        UPSTREAM_B_PORT: String(ctx.upstreamB),
+        ...(withEnv ? ctx.env : {}),
+      };
+      const nodeArgs = withEnv ? (ctx.nodeArgs ?? []) : [];
+      return startProcess(name, ctx, process.execPath, [...nodeArgs, scriptPath ?? join(ctx.distDir, 'bench', script)], env);
+    },
+  };
+}
+
+function firstLine(command: string, args: string[]): string | undefined {
+  try {
+    const out = execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return out.split('\n')[0]?.trim();
+  } catch (err) {
+    // nginx -v prints to stderr
+    const stderr = (err as { stderr?: string }).stderr;
+    return stderr?.split('\n')[0]?.trim();
+  }
+}
+
+function haproxyPeer(): Peer {
+  const binary = findBinary('haproxy');
+  return {
+    name: 'haproxy',
+    missing: binary ? undefined : 'not installed: apt-get install haproxy',
+    version: binary ? firstLine(binary, ['-v'])?.replace(/ - https.*/, '') : undefined,
+    start: async (ctx) => {
+      const port = await freePort();
+      const cfg = join(ctx.dir, `haproxy-${++serial}.cfg`);
+      writeFileSync(
+        cfg,
+        `global
+  nbthread 1
+  maxconn 8000
+defaults
+  mode tcp
+  timeout connect 5s
+  timeout client 300s
+  timeout server 300s
+frontend bench
+  bind 127.0.0.1:${port}
+  # Wait for the ClientHello, then route on it (ssl_preread's counterpart).
+  tcp-request inspect-delay 5s
+  tcp-request content accept if { req.ssl_hello_type 1 }
+  use_backend a if { req.ssl_sni -i bench.local } { req.ssl_alpn gate-bench }
+  default_backend b
+backend a
+  server a 127.0.0.1:${ctx.upstreamA}
+backend b
+  server b 127.0.0.1:${ctx.upstreamB}
+`,
+      );
+      return startProcess('haproxy', ctx, binary!, ['-db', '-f', cfg], { LISTEN_PORT: String(port) });
+    },
+  };
+}
+
+const NGINX_STREAM_MODULE = '/usr/lib/nginx/modules/ngx_stream_module.so';
+
+function nginxPeer(): Peer {
+  const binary = findBinary('nginx');
+  const missing = !binary
+    ? 'not installed: apt-get install nginx libnginx-mod-stream'
+    : !existsSync(NGINX_STREAM_MODULE)
+      ? 'stream module missing: apt-get install libnginx-mod-stream'
+      : undefined;
+  return {
+    name: 'nginx',
+    missing,
+    version: binary ? firstLine(binary, ['-v'])?.replace(/^nginx version: /, '') : undefined,
+    start: async (ctx) => {
+      const port = await freePort();
+      const id = ++serial;
+      const conf = join(ctx.dir, `nginx-${id}.conf`);
+      writeFileSync(
+        conf,
+        `load_module ${NGINX_STREAM_MODULE};
+worker_processes 1;
+worker_rlimit_nofile 19000;
+pid ${join(ctx.dir, `nginx-${id}.pid`)};
+error_log ${join(ctx.dir, 'nginx-error.log')} warn;
+events { worker_connections 12000; }
+stream {
+  # ALPN list is comma-separated: gate-bench anywhere in it, with SNI bench.local.
+  map "$ssl_preread_server_name|$ssl_preread_alpn_protocols" $bench_upstream {
+    "~*^bench\\.local\\|(.*,)?gate-bench(,.*)?$" a;
+    default b;
+  }
+  upstream a { server 127.0.0.1:${ctx.upstreamA}; }
+  upstream b { server 127.0.0.1:${ctx.upstreamB}; }
+  server {
+    listen 127.0.0.1:${port} backlog=4096;
+    ssl_preread on;
+    proxy_pass $bench_upstream;
+    proxy_timeout 300s;
+  }
+}
+`,
+      );
+      return startProcess('nginx', ctx, binary!, ['-g', 'daemon off;', '-c', conf, '-p', ctx.dir, '-e', join(ctx.dir, 'nginx-error.log')], {
+        LISTEN_PORT: String(port),
+      });
+    },
+  };
+}
+
+const directPeer: Peer = {
+  name: 'direct',
+  missing: undefined,
+  version: undefined,
+  start: async (ctx) => ({ port: ctx.upstreamA, pid: undefined, stop: async () => {} }),
+};
+
+/**
+ * Every peer in report order. `compare` adds another build of the bench router (a saved
+ * dist/bench/router.js) as peer "gate-mux-ref", to A/B a change within one run.
+ */
+export function allPeers(compare?: string): Peer[] {
+  return [
+    directPeer,
+    nodePeer('gate-mux', 'router.js', true),
+    ...(compare ? [nodePeer('gate-mux-ref', 'router.js', true, compare)] : []),
+    nodePeer('node-baseline', 'baseline-router.js', false),
+    haproxyPeer(),
+    nginxPeer(),
+  ];
+}

@@ -1,0 +1,45 @@
+// The gate-mux bench router: a runnable peer for any harness. Raw TLS passthrough through the
+// library's public API: SNI bench.local with ALPN gate-bench in the client's list goes to upstream
+// A, everything else to upstream B. Listens on 127.0.0.1:LISTEN_PORT in the foreground until
+// SIGTERM. WORKERS=n (n > 1) runs n worker processes on the one listener (node:cluster);
+// CLUSTER_SCHEDULING=round-robin makes the primary hand out connections instead of the kernel.
+import { Multiplexer, forward, runWorkers } from '../lib/index.js';
+
+function port(name: string): number {
+  const value = Number(process.env[name]);
+  if (!Number.isInteger(value) || value <= 0 || value > 65535) {
+    process.stderr.write(`router: set ${name} to a TCP port (got '${process.env[name] ?? ''}')\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const listenPort = port('LISTEN_PORT');
+const upstreamA = { host: '127.0.0.1', port: port('UPSTREAM_A_PORT') };
+const upstreamB = { host: '127.0.0.1', port: port('UPSTREAM_B_PORT') };
+const workers = Number(process.env.WORKERS ?? 1) || 1;
+
+async function start(): Promise<void> {
+  const mux = new Multiplexer({
+    routes: [
+      { name: 'bench', match: { sni: 'bench.local', alpn: 'gate-bench' }, handler: forward(upstreamA) },
+      { name: 'other', match: { protocol: ['tls', 'postgres', 'http1', 'h2', 'ssh'] }, handler: forward(upstreamB) },
+    ],
+  });
+  await mux.listen({ host: '127.0.0.1', port: listenPort, backlog: 4096 });
+  process.once('SIGTERM', () => {
+    void mux.close({ graceMs: 1000 }).then(() => process.exit(0));
+  });
+}
+
+if (workers > 1) {
+  const scheduling = process.env.CLUSTER_SCHEDULING === 'round-robin' ? 'round-robin' : 'shared';
+  const role = await runWorkers({ workers, start, scheduling });
+  if (role.role === 'primary') {
+    process.stdout.write(`router listening on 127.0.0.1:${listenPort} with ${workers} workers\n`);
+    await role.stopped;
+  }
+} else {
+  await start();
+  process.stdout.write(`router listening on 127.0.0.1:${listenPort}\n`);
+}

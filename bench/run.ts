@@ -1,0 +1,581 @@
+// `npm run bench`: gate-mux side by side with the direct path, a plain Node peek+pipe router,
+// HAProxy and nginx stream, on this machine, in one run. Router pinned to one core, clients and
+// upstreams to the other (DESIGN §6); peers interleaved round by round; router CPU, memory and
+// descriptors read from /proc. Writes bench/results/<stamp>.{json,md} and latest.{json,md}.
+//
+//   npm run bench                       full run (< 10 minutes)
+//   npm run bench -- --quick            smoke run (< 1 minute)
+//   npm run bench -- --only bulk,rate   some workloads (bulk, rate, idle, parser, workers)
+//   npm run bench -- --peers gate-mux,nginx --rounds 5
+//   npm run bench -- --profile /tmp/prof  gate-mux runs with --cpu-prof (see bench/profile-summary.ts)
+//   npm run bench -- --compare /tmp/before/dist/bench/router.js   A/B against a saved build
+//   npm run bench -- --node-args '--max-semi-space-size=2'      node flags for the gate-mux routers
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, release, tmpdir, totalmem } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { makeBenchCert, type BenchCert } from './certs.js';
+import { allPeers, type Peer, type PeerContext, type RunningPeer } from './peers.js';
+import { sample, type ProcSample } from './proc.js';
+import { JsonLines, spawnPinned, stopChild } from './spawn.js';
+import { fmt, markdownTable, median, ratio } from './stats.js';
+
+const WORKLOADS = ['bulk', 'rate', 'idle', 'parser', 'workers'] as const;
+type Workload = (typeof WORKLOADS)[number];
+
+const distDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const repoDir = resolve(distDir, '..');
+
+// ---------------------------------------------------------------- options
+
+function parseArgs(argv: string[]): {
+  quick: boolean;
+  only: Set<Workload>;
+  rounds: number | undefined;
+  peers: string[] | undefined;
+  keep: boolean;
+  profile: string | undefined;
+  compare: string | undefined;
+  nodeArgs: string[];
+} {
+  const nodeArgs: string[] = [];
+  let quick = false;
+  let compare: string | undefined;
+  let profile: string | undefined;
+  let keep = false;
+  let only = new Set<Workload>(WORKLOADS);
+  let rounds: number | undefined;
+  let peers: string[] | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const value = (): string => {
+      const v = arg.includes('=') ? arg.slice(arg.indexOf('=') + 1) : argv[++i];
+      if (v === undefined) throw new Error(`${arg} needs a value`);
+      return v;
+    };
+    if (arg === '--quick') quick = true;
+    else if (arg === '--keep') keep = true;
+    else if (arg.startsWith('--only')) {
+      const names = value().split(',').map((s) => s.trim());
+      for (const n of names) if (!(WORKLOADS as readonly string[]).includes(n)) throw new Error(`unknown workload ${n} (${WORKLOADS.join(', ')})`);
+      only = new Set(names as Workload[]);
+    } else if (arg.startsWith('--rounds')) rounds = Math.max(1, Math.min(20, Number(value()) || 1));
+    else if (arg.startsWith('--profile')) profile = resolve(value());
+    else if (arg.startsWith('--compare')) compare = resolve(value());
+    else if (arg.startsWith('--node-args')) nodeArgs.push(...value().split(' ').filter(Boolean));
+    else if (arg.startsWith('--peers')) peers = value().split(',').map((s) => s.trim());
+    else if (arg === '--help' || arg === '-h') {
+      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js] [--node-args "--flag ..."]\n');
+      process.exit(0);
+    } else throw new Error(`unknown option ${arg}`);
+  }
+  return { quick, only, rounds, peers, keep, profile, compare, nodeArgs };
+}
+
+const args = parseArgs(process.argv.slice(2));
+const quick = args.quick;
+const config = {
+  rounds: args.rounds ?? (quick ? 1 : 3),
+  bulkBytes: quick ? 256 * 2 ** 20 : 2 ** 30,
+  rateMs: quick ? 1200 : 4000,
+  rateConcurrency: 64,
+  idleCount: quick ? 500 : 5000,
+  idleRounds: args.rounds ?? (quick ? 1 : 2),
+  parserMs: quick ? 150 : 700,
+  workersBulkBytes: quick ? 128 * 2 ** 20 : 512 * 2 ** 20,
+  workersRateMs: quick ? 1500 : 3000,
+  workersRounds: args.rounds ?? (quick ? 1 : 2),
+};
+/** Half-second polls for memory and descriptors to come back after the idle connections close. */
+const RETURN_POLLS = quick ? 4 : 10;
+const twoCores = cpus().length >= 2;
+const ROUTER_CPUS = twoCores ? '1' : undefined;
+const CLIENT_CPUS = twoCores ? '0' : undefined;
+
+const profiling: Pick<PeerContext, 'nodeArgs'> = {
+  nodeArgs: [...args.nodeArgs, ...(args.profile ? ['--cpu-prof', '--cpu-prof-dir', args.profile] : [])],
+};
+const dir = mkdtempSync(join(tmpdir(), 'gate-mux-bench-'));
+const cert: BenchCert = makeBenchCert(dir);
+const peers = allPeers(args.compare).filter((p) => !args.peers || args.peers.includes(p.name));
+const runnable = peers.filter((p) => !p.missing);
+const log = (message: string): void => void process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+
+// ---------------------------------------------------------------- processes
+
+interface Upstreams {
+  portA: number;
+  portB: number;
+  stop(): Promise<void>;
+}
+
+async function startUpstreams(mode: string, env: Record<string, string> = {}, cpus = CLIENT_CPUS): Promise<Upstreams> {
+  const child = spawnPinned(process.execPath, [join(distDir, 'bench', 'upstream.js')], {
+    cpus,
+    env: { MODE: mode, TLS_KEY: cert.key, TLS_CERT: cert.cert, ...env },
+    log: join(dir, 'upstream.log'),
+    stdout: 'pipe',
+  });
+  const ports = await new JsonLines(child).next<{ portA: number; portB: number }>(15_000);
+  return { ...ports, stop: () => stopChild(child) };
+}
+
+/** Runs one load process to completion and returns its JSON answer. */
+async function runLoad<T>(mode: string, port: number, env: Record<string, string>, timeoutMs: number, cpus = CLIENT_CPUS): Promise<T> {
+  const child = spawnPinned(process.execPath, [join(distDir, 'bench', 'load.js')], {
+    cpus,
+    env: { LOAD_MODE: mode, PORT: String(port), HARD_TIMEOUT_MS: String(timeoutMs), ...env },
+    log: join(dir, 'load.log'),
+    stdout: 'pipe',
+  });
+  try {
+    const result = await new JsonLines(child).next<T & { error?: string }>(timeoutMs + 5000);
+    if (result.error) throw new Error(result.error);
+    return result;
+  } finally {
+    await stopChild(child);
+  }
+}
+
+interface CheckResult {
+  ok: boolean;
+  results: Array<{ sni: string; alpn: string[]; expect: string; got: string }>;
+}
+
+function describeCheck(check: CheckResult): string {
+  return check.results
+    .filter((r) => r.got !== r.expect)
+    .map((r) => `${r.sni}+[${r.alpn.join(',')}] went to ${r.got}, expected ${r.expect}`)
+    .join('; ');
+}
+
+// ---------------------------------------------------------------- measurements
+
+interface Measurement {
+  workload: Workload;
+  round: number;
+  peer: string;
+  variant?: string;
+  error?: string;
+  check?: CheckResult;
+  load?: Record<string, unknown>;
+  cpuSeconds?: number;
+  before?: ProcSample;
+  after?: ProcSample;
+  open?: ProcSample;
+  derived: Record<string, number>;
+}
+
+const measurements: Measurement[] = [];
+const checks = new Map<string, string>(); // peer -> first routing-check failure
+
+/** Starts `peer`, checks its routing, runs `body`, stops it; errors are recorded, not thrown. */
+async function withPeer(
+  workload: Workload,
+  round: number,
+  peer: Peer,
+  ctx: PeerContext,
+  body: (running: RunningPeer, m: Measurement) => Promise<void>,
+  variant?: string,
+): Promise<void> {
+  const m: Measurement = { workload, round, peer: peer.name, derived: {}, ...(variant ? { variant } : {}) };
+  measurements.push(m);
+  let running: RunningPeer | undefined;
+  try {
+    running = await peer.start(ctx);
+    if (peer.name !== 'direct') {
+      m.check = await runLoad<CheckResult>('check', running.port, {}, 30_000);
+      if (!m.check.ok && !checks.has(peer.name)) checks.set(peer.name, describeCheck(m.check));
+    }
+    await body(running, m);
+  } catch (err) {
+    m.error = (err as Error).message;
+    log(`${workload} ${peer.name}${variant ? ` ${variant}` : ''}: ${m.error}`);
+  } finally {
+    await running?.stop();
+  }
+}
+
+function rotate<T>(list: readonly T[], by: number): T[] {
+  const k = list.length === 0 ? 0 : by % list.length;
+  return [...list.slice(k), ...list.slice(0, k)];
+}
+
+async function bulk(): Promise<void> {
+  const up = await startUpstreams('bulk', { BULK_BYTES: String(config.bulkBytes) });
+  try {
+    for (let round = 1; round <= config.rounds; round++) {
+      for (const peer of rotate(runnable, round - 1)) {
+        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
+        await withPeer('bulk', round, peer, ctx, async (running, m) => {
+          const before = running.pid ? sample(running.pid) : undefined;
+          const load = await runLoad<{ bytes: number; mbPerSecond: number; complete: boolean; misrouted: number }>(
+            'bulk', running.port, { BULK_BYTES: String(config.bulkBytes), CONNS: '1' }, 120_000,
+          );
+          const after = running.pid ? sample(running.pid) : undefined;
+          m.load = load;
+          if (!load.complete) throw new Error(`bulk transfer incomplete (${load.bytes} bytes)`);
+          m.derived.mbPerSecond = load.mbPerSecond;
+          if (before && after) {
+            m.before = before;
+            m.after = after;
+            m.cpuSeconds = after.cpuSeconds - before.cpuSeconds;
+            m.derived.cpuSecondsPerGB = m.cpuSeconds / (load.bytes / 1e9);
+            m.derived.systemSecondsPerGB = (after.systemSeconds - before.systemSeconds) / (load.bytes / 1e9);
+            m.derived.rssMiB = after.rssKiB / 1024;
+          }
+          log(`bulk r${round} ${peer.name}: ${fmt(load.mbPerSecond)} MB/s${m.cpuSeconds !== undefined ? `, ${fmt(m.derived.cpuSecondsPerGB, 2)} CPU s/GB (sys ${fmt(m.derived.systemSecondsPerGB, 2)})` : ''}`);
+        });
+      }
+    }
+  } finally {
+    await up.stop();
+  }
+}
+
+interface RateLoad {
+  connections: number;
+  failed: number;
+  misrouted: number;
+  perSecond: number;
+  ttfbP50Ms: number;
+  ttfbP99Ms: number;
+}
+
+async function measureRate(running: RunningPeer, m: Measurement, durationMs: number, cpus: string | undefined): Promise<RateLoad> {
+  const before = running.pid ? sample(running.pid) : undefined;
+  const load = await runLoad<RateLoad>('rate', running.port, { CONCURRENCY: String(config.rateConcurrency), DURATION_MS: String(durationMs) }, durationMs + 30_000, cpus);
+  const after = running.pid ? sample(running.pid) : undefined;
+  m.load = load as unknown as Record<string, unknown>;
+  m.derived.perSecond = load.perSecond;
+  m.derived.ttfbP50Ms = load.ttfbP50Ms;
+  m.derived.ttfbP99Ms = load.ttfbP99Ms;
+  if (before && after) {
+    m.before = before;
+    m.after = after;
+    m.cpuSeconds = after.cpuSeconds - before.cpuSeconds;
+    m.derived.cpuMicrosPerConnection = (m.cpuSeconds * 1e6) / Math.max(1, load.connections);
+    m.derived.systemMicrosPerConnection = ((after.systemSeconds - before.systemSeconds) * 1e6) / Math.max(1, load.connections);
+  }
+  return load;
+}
+
+async function rate(): Promise<void> {
+  const up = await startUpstreams('rate');
+  try {
+    for (let round = 1; round <= config.rounds; round++) {
+      for (const peer of rotate(runnable, round - 1)) {
+        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
+        await withPeer('rate', round, peer, ctx, async (running, m) => {
+          const load = await measureRate(running, m, config.rateMs, CLIENT_CPUS);
+          log(
+            `rate r${round} ${peer.name}: ${fmt(load.perSecond)} conn/s, ttfb p50 ${fmt(load.ttfbP50Ms, 2)} ms` +
+              `${m.derived.cpuMicrosPerConnection !== undefined ? `, ${fmt(m.derived.cpuMicrosPerConnection)} µs/conn (sys ${fmt(m.derived.systemMicrosPerConnection)})` : ''}` +
+              `${load.failed ? `, ${load.failed} failed` : ''}${load.misrouted ? `, ${load.misrouted} misrouted` : ''}`,
+          );
+        });
+      }
+    }
+  } finally {
+    await up.stop();
+  }
+}
+
+async function idle(): Promise<void> {
+  const up = await startUpstreams('idle');
+  try {
+    for (let round = 1; round <= config.idleRounds; round++) {
+      for (const peer of rotate(runnable.filter((p) => p.name !== 'direct'), round - 1)) {
+        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
+        await withPeer('idle', round, peer, ctx, async (running, m) => {
+          const pid = running.pid!;
+          await sleep(300);
+          const before = sample(pid);
+          const child = spawnPinned(process.execPath, [join(distDir, 'bench', 'load.js')], {
+            cpus: CLIENT_CPUS,
+            env: { LOAD_MODE: 'idle', PORT: String(running.port), COUNT: String(config.idleCount), HARD_TIMEOUT_MS: '180000' },
+            log: join(dir, 'load.log'),
+            stdout: 'pipe',
+            stdin: 'pipe',
+          });
+          try {
+            const lines = new JsonLines(child);
+            const ready = await lines.next<{ established: number; failed: number }>(150_000);
+            await sleep(1000);
+            const open = sample(pid);
+            child.stdin?.write('close\n');
+            await lines.next(60_000);
+            // Give the router time to notice the closes and its allocator/GC time to give back.
+            const closedAt = Date.now();
+            let after = sample(pid);
+            const growth = open.rssKiB - before.rssKiB;
+            for (let i = 0; i < RETURN_POLLS; i++) {
+              if (after.fds <= before.fds && after.rssKiB - before.rssKiB <= 0.1 * growth) break;
+              await sleep(500);
+              after = sample(pid);
+            }
+            Object.assign(m, { before, open, after });
+            m.load = { ...ready, returnWaitMs: Date.now() - closedAt };
+            const n = Math.max(1, ready.established);
+            m.derived.rssKiBPerConnection = growth / n;
+            m.derived.fdsPerConnection = (open.fds - before.fds) / n;
+            m.derived.rssReturnedPct = growth > 0 ? (100 * (open.rssKiB - after.rssKiB)) / growth : 100;
+            m.derived.fdsLeftAfterClose = after.fds - before.fds;
+            m.derived.established = ready.established;
+            log(
+              `idle r${round} ${peer.name}: ${ready.established} open, ${fmt(m.derived.rssKiBPerConnection, 1)} KiB/conn, ` +
+                `${fmt(m.derived.rssReturnedPct)}% returned, fds left ${m.derived.fdsLeftAfterClose}`,
+            );
+          } finally {
+            await stopChild(child);
+          }
+        });
+      }
+    }
+  } finally {
+    await up.stop();
+  }
+}
+
+interface ParserRow {
+  name: string;
+  bytes: number;
+  records: number;
+  parsesPerSecond: number;
+  detectsPerSecond: number;
+  detectsTwoSegmentsPerSecond: number;
+}
+const parserRuns: ParserRow[][] = [];
+let parserError: string | undefined;
+
+async function parser(): Promise<void> {
+  for (let round = 1; round <= config.rounds; round++) {
+    const child = spawnPinned(process.execPath, [join(distDir, 'bench', 'parser.js')], {
+      cpus: ROUTER_CPUS,
+      env: { DURATION_MS: String(config.parserMs) },
+      log: join(dir, 'parser.log'),
+      stdout: 'pipe',
+    });
+    try {
+      const rows = await new JsonLines(child).next<ParserRow[]>(60_000);
+      parserRuns.push(rows);
+      log(`parser r${round}: ${rows.map((r) => `${r.name} ${fmt(r.parsesPerSecond)}/s`).join(', ')}`);
+    } catch (err) {
+      parserError = `${(err as Error).message} (see ${join(dir, 'parser.log')})`;
+      log(`parser: ${parserError}`);
+      return;
+    } finally {
+      await stopChild(child);
+    }
+  }
+}
+
+const WORKER_VARIANTS = [
+  { variant: '1 (single process)', env: {} as Record<string, string> },
+  { variant: '2 (cluster, shared socket)', env: { WORKERS: '2' } },
+  { variant: '2 (cluster, round-robin)', env: { WORKERS: '2', CLUSTER_SCHEDULING: 'round-robin' } },
+];
+
+async function workers(): Promise<void> {
+  const gate = runnable.find((p) => p.name === 'gate-mux');
+  if (!gate) return;
+  const variants = quick ? WORKER_VARIANTS.slice(0, 2) : WORKER_VARIANTS;
+  // Every process unpinned: the point is to let the router use both cores.
+  for (const [mode, env] of [
+    ['bulk', { BULK_BYTES: String(config.workersBulkBytes) }],
+    ['rate', {}],
+  ] as const) {
+    const up = await startUpstreams(mode, env, undefined);
+    try {
+      for (let round = 1; round <= config.workersRounds; round++) {
+        for (const v of rotate(variants, round - 1)) {
+          const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: undefined, env: v.env };
+          await withPeer('workers', round, gate, ctx, async (running, m) => {
+            m.derived.kind = mode === 'bulk' ? 0 : 1;
+            if (mode === 'bulk') {
+              const before = sample(running.pid!);
+              const load = await runLoad<{ bytes: number; mbPerSecond: number; complete: boolean }>(
+                'bulk', running.port, { BULK_BYTES: String(config.workersBulkBytes), CONNS: '2' }, 120_000, undefined,
+              );
+              const after = sample(running.pid!);
+              m.load = load;
+              m.cpuSeconds = after.cpuSeconds - before.cpuSeconds;
+              m.derived.mbPerSecond = load.mbPerSecond;
+              m.derived.cpuSecondsPerGB = m.cpuSeconds / (load.bytes / 1e9);
+              log(`workers bulk r${round} ${v.variant}: ${fmt(load.mbPerSecond)} MB/s, ${fmt(m.derived.cpuSecondsPerGB, 2)} CPU s/GB`);
+            } else {
+              const load = await measureRate(running, m, config.workersRateMs, undefined);
+              log(`workers rate r${round} ${v.variant}: ${fmt(load.perSecond)} conn/s, ${fmt(m.derived.cpuMicrosPerConnection)} µs/conn`);
+            }
+          }, v.variant);
+        }
+      }
+    } finally {
+      await up.stop();
+    }
+  }
+}
+
+// ---------------------------------------------------------------- report
+
+function medianOf(workload: Workload, peer: string, key: string, filter: (m: Measurement) => boolean = () => true): number | undefined {
+  const values = measurements.filter((m) => m.workload === workload && m.peer === peer && !m.error && filter(m)).map((m) => m.derived[key]);
+  const defined = values.filter((v): v is number => v !== undefined);
+  return defined.length ? median(defined) : undefined;
+}
+
+function rowsFor(workload: Workload, cells: (peer: Peer) => string[], include: (p: Peer) => boolean = () => true): string[][] {
+  return peers.filter(include).map((p) => {
+    if (p.missing) return [p.name, `not run: ${p.missing}`, ...cells(p).slice(1).map(() => '')];
+    const failed = measurements.filter((m) => m.workload === workload && m.peer === p.name && m.error);
+    const ok = measurements.some((m) => m.workload === workload && m.peer === p.name && !m.error);
+    if (!ok && failed.length) return [p.name, `failed: ${failed[0]!.error}`, ...cells(p).slice(1).map(() => '')];
+    return [p.name, ...cells(p)];
+  });
+}
+
+function report(startedAt: Date, seconds: number): string {
+  const out: string[] = [];
+  const cpu = cpus()[0]?.model ?? 'unknown CPU';
+  out.push(`# gate-mux benchmark`);
+  out.push('');
+  out.push(`- Date: ${startedAt.toISOString()}, ${fmt(seconds)} s`);
+  out.push(`- Machine: ${cpus().length} × ${cpu}, ${fmt(totalmem() / 2 ** 30, 1)} GiB RAM, Linux ${release()}, Node ${process.version}`);
+  out.push(`- Peers: ${peers.map((p) => `${p.name}${p.version ? ` (${p.version})` : ''}${p.missing ? ` — ${p.missing}` : ''}`).join(', ')}`);
+  out.push(`- Command: \`npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}\``);
+  out.push(
+    `- Layout: ${twoCores ? 'router pinned to CPU 1 (`taskset -c 1`), clients and upstreams to CPU 0' : 'one core: nothing pinned'}; ` +
+      `every router runs one worker; peers interleaved round by round; medians of ${config.rounds} rounds (idle: ${config.idleRounds}).`,
+  );
+  out.push(`- Router CPU = utime+stime of the router's process tree from /proc/<pid>/stat; RSS = VmRSS; fds = /proc/<pid>/fd.`);
+  const direct = (key: string, w: Workload): number | undefined => medianOf(w, 'direct', key);
+  const nginx = (key: string, w: Workload): number | undefined => medianOf(w, 'nginx', key);
+  if (checks.size) {
+    out.push('');
+    out.push(`**Routing check failures** (same rule for every peer; measured anyway): ${[...checks].map(([p, why]) => `${p}: ${why}`).join('; ')}`);
+  }
+
+  if (args.only.has('bulk')) {
+    out.push('', `## Bulk: one TLS connection through the router, upstream sends ${fmt(config.bulkBytes / 2 ** 20)} MiB`, '');
+    out.push(
+      markdownTable(
+        ['router', 'MB/s', '× direct', 'router CPU s/GB', 'CPU × nginx', 'router RSS MiB'],
+        rowsFor('bulk', (p) => {
+          const mb = medianOf('bulk', p.name, 'mbPerSecond');
+          const cpuGb = medianOf('bulk', p.name, 'cpuSecondsPerGB');
+          return [fmt(mb), ratio(mb, direct('mbPerSecond', 'bulk')), fmt(cpuGb, 2), ratio(cpuGb, nginx('cpuSecondsPerGB', 'bulk')), fmt(medianOf('bulk', p.name, 'rssMiB'), 1)];
+        }),
+      ),
+    );
+  }
+  if (args.only.has('rate')) {
+    out.push('', `## Connection rate: ${config.rateConcurrency} concurrent clients, full TLS 1.3 handshake (ECDSA P-256), 1 KiB response, close; ${fmt(config.rateMs / 1000, 1)} s per round`, '');
+    out.push(
+      markdownTable(
+        ['router', 'conn/s', '× direct', 'TTFB p50 ms', 'TTFB p99 ms', 'router CPU µs/conn', 'CPU × nginx'],
+        rowsFor('rate', (p) => {
+          const cps = medianOf('rate', p.name, 'perSecond');
+          const us = medianOf('rate', p.name, 'cpuMicrosPerConnection');
+          return [
+            fmt(cps),
+            ratio(cps, direct('perSecond', 'rate')),
+            fmt(medianOf('rate', p.name, 'ttfbP50Ms'), 2),
+            fmt(medianOf('rate', p.name, 'ttfbP99Ms'), 2),
+            fmt(us),
+            ratio(us, nginx('cpuMicrosPerConnection', 'rate')),
+          ];
+        }),
+      ),
+    );
+  }
+  if (args.only.has('idle')) {
+    out.push('', `## Idle: ${fmt(config.idleCount)} established TLS connections held open, then closed`, '');
+    out.push(
+      markdownTable(
+        ['router', 'RSS KiB/conn', 'fds/conn', 'RSS returned after close', 'fds left after close'],
+        rowsFor(
+          'idle',
+          (p) => [
+            fmt(medianOf('idle', p.name, 'rssKiBPerConnection'), 1),
+            fmt(medianOf('idle', p.name, 'fdsPerConnection'), 2),
+            `${fmt(medianOf('idle', p.name, 'rssReturnedPct'))} %`,
+            fmt(medianOf('idle', p.name, 'fdsLeftAfterClose')),
+          ],
+          (p) => p.name !== 'direct',
+        ),
+      ),
+    );
+  }
+  if (args.only.has('parser')) {
+    out.push('', `## Parser: ClientHellos per second on one core (median of ${parserRuns.length} rounds)`, '');
+    if (parserError) out.push(`failed: ${parserError}`);
+    else {
+      const names = parserRuns[0]?.map((r) => r.name) ?? [];
+      const rows = names.map((name) => {
+        const pick = (key: keyof ParserRow): number => median(parserRuns.map((run) => Number(run.find((r) => r.name === name)?.[key])));
+        const first = parserRuns[0]!.find((r) => r.name === name)!;
+        return [name, fmt(first.bytes), fmt(first.records), fmt(pick('parsesPerSecond')), fmt(pick('detectsPerSecond')), fmt(pick('detectsTwoSegmentsPerSecond'))];
+      });
+      out.push(markdownTable(['hello', 'bytes', 'records', 'parseClientHello/s', 'Detector/s (one read)', 'Detector/s (two TCP segments)'], rows));
+    }
+  }
+  if (args.only.has('workers')) {
+    out.push('', `## Workers: gate-mux on all cores (node:cluster), router and clients unpinned`, '');
+    const variants = quick ? WORKER_VARIANTS.slice(0, 2) : WORKER_VARIANTS;
+    const pick = (variant: string, kind: number, key: string): number | undefined =>
+      medianOf('workers', 'gate-mux', key, (m) => m.variant === variant && m.derived.kind === kind);
+    out.push(
+      markdownTable(
+        ['workers', `bulk MB/s (2 connections × ${fmt(config.workersBulkBytes / 2 ** 20)} MiB)`, 'router CPU s/GB', 'conn/s (64 clients)', 'router CPU µs/conn'],
+        variants.map((v) => [v.variant, fmt(pick(v.variant, 0, 'mbPerSecond')), fmt(pick(v.variant, 0, 'cpuSecondsPerGB'), 2), fmt(pick(v.variant, 1, 'perSecond')), fmt(pick(v.variant, 1, 'cpuMicrosPerConnection'))]),
+      ),
+    );
+    out.push('', 'On a 2-core machine the clients and upstreams compete with the workers for the same cores, so this shows the scaling trend, not a limit.');
+  }
+  const errors = measurements.filter((m) => m.error);
+  if (errors.length) {
+    out.push('', `## Errors`, '', ...errors.map((m) => `- ${m.workload} r${m.round} ${m.peer}${m.variant ? ` ${m.variant}` : ''}: ${m.error}`));
+  }
+  return `${out.join('\n')}\n`;
+}
+
+// ---------------------------------------------------------------- main
+
+const startedAt = new Date();
+log(`temp dir ${dir}; peers: ${peers.map((p) => (p.missing ? `${p.name} (${p.missing})` : p.name)).join(', ')}`);
+try {
+  if (args.only.has('parser')) await parser();
+  if (args.only.has('bulk')) await bulk();
+  if (args.only.has('rate')) await rate();
+  if (args.only.has('idle')) await idle();
+  if (args.only.has('workers')) await workers();
+} finally {
+  const seconds = (Date.now() - startedAt.getTime()) / 1000;
+  const markdown = report(startedAt, seconds);
+  const resultsDir = join(repoDir, 'bench', 'results');
+  mkdirSync(resultsDir, { recursive: true });
+  const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
+  const json = JSON.stringify(
+    {
+      startedAt: startedAt.toISOString(),
+      seconds,
+      argv: process.argv.slice(2),
+      config,
+      machine: { cpus: cpus().length, model: cpus()[0]?.model, totalMemBytes: totalmem(), kernel: release(), node: process.version },
+      peers: peers.map((p) => ({ name: p.name, version: p.version, missing: p.missing })),
+      routingCheckFailures: Object.fromEntries(checks),
+      parser: { runs: parserRuns, error: parserError },
+      measurements,
+    },
+    null,
+    2,
+  );
+  for (const name of [stamp, 'latest']) {
+    writeFileSync(join(resultsDir, `${name}.json`), json);
+    writeFileSync(join(resultsDir, `${name}.md`), markdown);
+  }
+  process.stdout.write(markdown);
+  log(`wrote ${join(resultsDir, `${stamp}.{json,md}`)} in ${fmt(seconds)} s`);
+  if (!args.keep) rmSync(dir, { recursive: true, force: true });
+}
