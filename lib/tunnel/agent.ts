@@ -207,9 +207,9 @@ class Agent extends EventEmitter implements TunnelAgent {
     }
     this.session = session;
     const current = session;
-    let reason = 'proxy closed the tunnel';
+    let reason: string | undefined;
     current.on('error', (err) => {
-      reason = err.message;
+      reason ??= err.message;
       this.log.debug({ err }, 'tunnel session error');
     });
     current.on('stream', (stream, headers) =>
@@ -237,7 +237,7 @@ class Agent extends EventEmitter implements TunnelAgent {
       intervalMs: o.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
       timeoutMs: o.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
       onTimeout: (why) => {
-        reason = why;
+        reason ??= `heartbeat: ${why}`;
         this.log.warn({ code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, `proxy heartbeat failed: ${why}`);
         current.destroy();
         socket.destroy();
@@ -250,10 +250,11 @@ class Agent extends EventEmitter implements TunnelAgent {
     const wasConnected = this.connected;
     this.connected = false;
     if (wasConnected) {
-      this.log.info({ reason }, 'tunnel down');
-      this.emit('disconnected', { reason });
+      const why = reason ?? 'proxy closed the tunnel';
+      this.log.info({ reason: why }, 'tunnel down');
+      this.emit('disconnected', { reason: why });
     } else if (!this.stopped) {
-      throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy spoke HTTP/2: ${reason}`);
+      throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy spoke HTTP/2: ${reason ?? 'closed'}`);
     }
   }
 }

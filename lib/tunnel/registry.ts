@@ -117,9 +117,9 @@ export class TunnelRegistry extends EventEmitter {
       this.log.info({ agent: name, remote, previous: previous.remote }, 'agent reconnected: the new session replaces the old');
       previous.session.close();
     }
-    let reason = 'agent closed the tunnel';
+    let reason: string | undefined;
     session.on('error', (err) => {
-      reason = err.message;
+      reason ??= err.message;
       this.log.debug({ agent: name, err }, 'agent session error');
     });
     session.once('connect', () => {
@@ -129,7 +129,7 @@ export class TunnelRegistry extends EventEmitter {
       intervalMs: this.options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
       timeoutMs: this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
       onTimeout: (why) => {
-        reason = `heartbeat: ${why}`;
+        reason ??= `heartbeat: ${why}`;
         this.log.warn({ agent: name, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, `agent heartbeat failed: ${why}`);
         session.destroy(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, `agent ${name}: ${why}`));
         socket.destroy();
@@ -140,8 +140,9 @@ export class TunnelRegistry extends EventEmitter {
       // A replaced session must not unregister its successor.
       if (this.sessions.get(name) === entry) {
         this.sessions.delete(name);
-        this.log.info({ agent: name, remote, reason }, 'agent disconnected');
-        this.emit('agent-disconnected', name, reason);
+        const why = reason ?? 'agent closed the tunnel';
+        this.log.info({ agent: name, remote, reason: why }, 'agent disconnected');
+        this.emit('agent-disconnected', name, why);
       }
       socket.destroy();
     });

@@ -2,7 +2,7 @@
 // through them. Postgres, tinyproxy and proxy restarts are in postgres-e2e.test.ts.
 import t from 'tap';
 import { once } from 'node:events';
-import { createServer, type Server, type Socket } from 'node:net';
+import { connect as connectTcp, createServer, type Server, type Socket } from 'node:net';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
@@ -166,4 +166,66 @@ t.test('identity: the certificate names the agent; a foreign CA is refused', asy
   t.equal(intruder.connected, false);
   t.same(proxy.registry.agents(), []);
   void server;
+});
+
+/** A TCP relay to `port` whose existing connections can be frozen: bytes stop, nothing closes (a NAT dropping a flow). */
+async function freezableRelay(t: Teardownable, port: number): Promise<{ port: number; freeze(): void }> {
+  const pairs = new Set<[Socket, Socket]>();
+  const relay = createServer((inbound) => {
+    const outbound = connectTcp(port, '127.0.0.1');
+    const pair: [Socket, Socket] = [inbound, outbound];
+    pairs.add(pair);
+    for (const s of pair) {
+      s.on('error', () => {});
+      s.once('close', () => {
+        pairs.delete(pair);
+        inbound.destroy();
+        outbound.destroy();
+      });
+    }
+    inbound.pipe(outbound);
+    outbound.pipe(inbound);
+  });
+  const relayPort = await listening(relay);
+  t.teardown(() => {
+    for (const pair of pairs) for (const s of pair) s.destroy();
+    return closeServer(relay);
+  });
+  return {
+    port: relayPort,
+    freeze: () => {
+      for (const [a, b] of pairs) {
+        a.unpipe(b);
+        b.unpipe(a);
+        a.pause();
+        b.pause();
+      }
+    },
+  };
+}
+
+t.test('heartbeats: a path that goes silent (no FIN) is torn down on both sides, and the agent comes back', async (t) => {
+  const echo = await taggedEcho(t, 'hb');
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'quiet', target: echo.address }], {
+    registry: { heartbeatIntervalMs: 200, heartbeatTimeoutMs: 1000 },
+  });
+  const relay = await freezableRelay(t, proxy.port);
+  const a = agent(t, relay.port, 'quiet', [echo.address], { heartbeatIntervalMs: 200, heartbeatTimeoutMs: 1000, stableAfterMs: 60_000 });
+  await a.waitConnected();
+  const { socket } = await greet(proxy.port, 'gate-redis');
+  const proxyNoticed = once(proxy.registry, 'agent-disconnected');
+  const agentNoticed = once(a, 'disconnected');
+  const back = once(a, 'connected');
+  relay.freeze();
+  const [name, reason] = (await proxyNoticed) as [string, string];
+  t.equal(name, 'quiet');
+  t.match(reason, /heartbeat/, 'the proxy says why');
+  t.match(((await agentNoticed) as [{ reason: string }])[0].reason, /heartbeat: no PING answer/, 'the agent noticed on its own');
+  await closed(socket);
+  await until(() => proxy.mux.stats().failures[ErrorCodes.AGENT_STREAM_FAILED] === 1, 'the stream failed with the clear code');
+  t.same(((await back) as [{ connections: number }])[0].connections, 2, 'reconnected through a fresh relay connection');
+  await proxy.registry.waitFor('quiet');
+  const again = await greet(proxy.port, 'gate-redis');
+  t.equal(again.line, 'hb');
+  again.socket.destroy();
 });
