@@ -45,3 +45,31 @@ export { devCertificates, type DevCertificates } from './pki/dev-certificates.js
 // Stream framing of the -ping ALPN variants
 export { PingFrameDecoder, frameHeader, PING_FRAME } from './framing/ping-frames.js';
 export { PingFramedStream, DEFAULT_PING_INTERVAL_MS } from './framing/ping-stream.js';
+
+// Reverse tunnels (agents dial out; the proxy opens streams through them)
+export {
+  startAgent,
+  TunnelRegistry,
+  viaTunnel,
+  tunnelEndpoint,
+  tunnelRoute,
+  parseTunnelUpstream,
+  type AgentOptions,
+  type TunnelAgent,
+  type AgentConnectedEvent,
+  type TunnelRegistryOptions,
+  type TunnelUpstream,
+} from './tunnel/index.js';
+
+// Automatic-update client (the updater beside each agent)
+export {
+  fetchTargetVersion,
+  compareVersions,
+  parseVersion,
+  parseMaintenanceConfig,
+  maintenanceWindow,
+  shouldUpgrade,
+  type MaintenanceConfig,
+  type UpgradeDecision,
+  type WindowState,
+} from './upgrade/index.js';
