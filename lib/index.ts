@@ -73,3 +73,31 @@ export {
   type WebRequestHandler,
   type WebRoutesOptions,
 } from './web/index.js';
+
+// Reverse tunnels (agents dial out; the proxy opens streams through them)
+export {
+  startAgent,
+  TunnelRegistry,
+  viaTunnel,
+  tunnelEndpoint,
+  tunnelRoute,
+  parseTunnelUpstream,
+  type AgentOptions,
+  type TunnelAgent,
+  type AgentConnectedEvent,
+  type TunnelRegistryOptions,
+  type TunnelUpstream,
+} from './tunnel/index.js';
+
+// Automatic-update client (the updater beside each agent)
+export {
+  fetchTargetVersion,
+  compareVersions,
+  parseVersion,
+  parseMaintenanceConfig,
+  maintenanceWindow,
+  shouldUpgrade,
+  type MaintenanceConfig,
+  type UpgradeDecision,
+  type WindowState,
+} from './upgrade/index.js';

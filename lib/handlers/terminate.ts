@@ -56,6 +56,19 @@ function selectorFor(handler: TerminateHandler): CertificateSelector {
 }
 
 /**
+ * Sets `authorized` / `authorizationError` from OpenSSL's verification of the client certificate,
+ * as Node's own tls.Server does in lib/_tls_wrap.js `onServerSocketSecure` (which only server-made
+ * sockets get: without this a valid certificate reads as unauthorized). `_handle.verifyError()` is
+ * the call Node itself makes there.
+ */
+function readPeerVerdict(socket: TLSSocket): void {
+  const handle = (socket as unknown as { _handle?: { verifyError?: () => Error | null } })._handle;
+  const error = handle?.verifyError ? handle.verifyError() : new Error('TLS handle gone');
+  socket.authorized = error === null;
+  if (error) socket.authorizationError = error;
+}
+
+/**
  * Ends TLS here and hands the cleartext TLSSocket to `next`. The peeked ClientHello bytes sit in
  * the socket's read buffer; TLSSocket feeds them to OpenSSL on its first read.
  */
@@ -85,9 +98,14 @@ export function runTerminate(client: Duplex, handler: TerminateHandler, ctx: Han
     clearTimeout(timer);
     tlsSocket.removeListener('error', onHandshakeError);
     // A TLSSocket built by hand does not enforce rejectUnauthorized the way tls.Server does:
-    // OpenSSL only asked for the certificate; the verdict is ours to act on.
+    // OpenSSL only asked for the certificate; the verdict is ours to read and act on.
+    if (tls.requestCert) readPeerVerdict(tlsSocket);
     if (tls.requestCert && (tls.rejectUnauthorized ?? true) && !tlsSocket.authorized) {
-      ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE, `client certificate rejected: ${String(tlsSocket.authorizationError)}`));
+      const error = new GateError(ErrorCodes.TLS_HANDSHAKE, `client certificate rejected: ${String(tlsSocket.authorizationError)}`);
+      // 'secure' is emitted from inside OpenSSL's SSL_read (TLSWrap::ClearOut): destroying the
+      // underlying socket from here frees the stream under it and Node 20.20 dies with SIGSEGV in
+      // ssl3_send_alert. Fail on the next turn of the loop, outside that call.
+      setImmediate(() => ctx.fail(error));
       return;
     }
     const negotiated = tlsSocket.alpnProtocol;

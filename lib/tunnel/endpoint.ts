@@ -1,0 +1,40 @@
+import { terminate } from '../handlers/builders.js';
+import type { Route, TerminateHandler } from '../mux/types.js';
+import { ALPN_REVERSE_TUNNEL } from '../proxy/alpn.js';
+import type { TunnelRegistry } from './registry.js';
+
+export interface TunnelEndpointTls {
+  /** The proxy's certificate and key for the tunnel route. */
+  cert: string | Buffer;
+  key: string | Buffer;
+  /** CA(s) whose client certificates identify agents. */
+  ca: string | Buffer | Array<string | Buffer>;
+  sniCertificates?: TerminateHandler['tls']['sniCertificates'];
+  handshakeTimeoutMs?: number;
+}
+
+/**
+ * The tunnel route's handler: TLS ends here with a required, verified client certificate (mutual
+ * TLS: the certificate is the agent's identity) and ALPN `gate-reversetunnel`, then the registry
+ * takes the socket.
+ */
+export function tunnelEndpoint(registry: TunnelRegistry, tls: TunnelEndpointTls): TerminateHandler {
+  return terminate(
+    {
+      cert: tls.cert,
+      key: tls.key,
+      ca: tls.ca,
+      ...(tls.sniCertificates ? { sniCertificates: tls.sniCertificates } : {}),
+      ...(tls.handshakeTimeoutMs === undefined ? {} : { handshakeTimeoutMs: tls.handshakeTimeoutMs }),
+      alpnProtocols: [ALPN_REVERSE_TUNNEL],
+      requestCert: true,
+      rejectUnauthorized: true,
+    },
+    registry.handler(),
+  );
+}
+
+/** The route for a multiplexer: ALPN `gate-reversetunnel` over TLS, to `tunnelEndpoint`. */
+export function tunnelRoute(registry: TunnelRegistry, tls: TunnelEndpointTls, name = 'tunnel'): Route {
+  return { name, match: { alpn: ALPN_REVERSE_TUNNEL, protocol: 'tls' }, handler: tunnelEndpoint(registry, tls) };
+}

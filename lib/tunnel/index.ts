@@ -1,0 +1,11 @@
+// Reverse tunnels: agents dial the proxy and hold one HTTP/2 session over TLS; the proxy opens a
+// CONNECT stream in it per client connection (client -> proxy -> agent -> resource).
+export { startAgent, type AgentOptions, type TunnelAgent, type AgentConnectedEvent } from './agent.js';
+export { TunnelRegistry, type TunnelRegistryOptions, type OpenStreamOptions } from './registry.js';
+export { viaTunnel, type ViaTunnelOptions } from './via-tunnel.js';
+export { tunnelEndpoint, tunnelRoute, type TunnelEndpointTls } from './endpoint.js';
+export { parseTunnelUpstream, isTunnelUpstream, type TunnelUpstream } from './tunnel-upstream.js';
+export { agentNameOf, isValidAgentName, commonNameOfSubject, type CertificateNames } from './agent-identity.js';
+export { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
+export { startHeartbeat, DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, type HeartbeatOptions } from './heartbeat.js';
+export { ERROR_CODE_HEADER, ERROR_MESSAGE_HEADER, statusForCode, readRefusal } from './connect-request.js';

@@ -1,0 +1,69 @@
+import { constants, type ClientHttp2Stream } from 'node:http2';
+import type { Duplex } from 'node:stream';
+import { ErrorCodes, GateError } from '../errors.js';
+import { splice } from '../mux/splice.js';
+import { h2ErrorName } from './connect-request.js';
+import type { CustomHandler } from '../mux/types.js';
+import type { TunnelRegistry } from './registry.js';
+
+export interface ViaTunnelOptions {
+  /** Milliseconds the agent has to reach the target (default: the registry's). */
+  openTimeoutMs?: number;
+}
+
+/**
+ * Fails the client connection with `error`: destroying the socket with it makes the multiplexer
+ * record the code and log the connection once, with its route and byte counts.
+ */
+function failClient(client: Duplex, error: GateError): void {
+  if (!client.destroyed) client.destroy(error);
+}
+
+/**
+ * A handler whose upstream is `target` (`host:port`) as seen from agent `agent`: the client
+ * connection is carried in one stream of that agent's tunnel. Put it where a `forward` would go
+ * (after `terminate` for a database route). The client is held paused while the agent dials; if
+ * the agent is not connected, refuses the target or cannot reach it, the client is closed with
+ * GATE_ERR_AGENT_NOT_CONNECTED / GATE_ERR_AGENT_TARGET_DENIED / GATE_ERR_AGENT_STREAM_FAILED.
+ * When the agent dies mid-stream the tunnel's streams are reset and each client is closed at once
+ * with GATE_ERR_AGENT_STREAM_FAILED (never left hanging).
+ */
+export function viaTunnel(registry: TunnelRegistry, agent: string, target: string, options: ViaTunnelOptions = {}): CustomHandler {
+  return {
+    kind: 'custom',
+    handle: async (client) => {
+      const abort = new AbortController();
+      const onEarlyClose = (): void => abort.abort(new Error('client closed'));
+      client.once('close', onEarlyClose);
+      let stream: ClientHttp2Stream;
+      try {
+        stream = await registry.open(agent, target, {
+          signal: abort.signal,
+          ...(options.openTimeoutMs === undefined ? {} : { timeoutMs: options.openTimeoutMs }),
+        });
+      } catch (err) {
+        if (!abort.signal.aborted) failClient(client, err as GateError);
+        return;
+      } finally {
+        client.removeListener('close', onEarlyClose);
+      }
+      if (client.destroyed) {
+        stream.close(constants.NGHTTP2_CANCEL);
+        return;
+      }
+      const session = registry.sessionOf(agent);
+      // Registered before splice's own 'close' listener, so the client is destroyed with the reason
+      // (and the multiplexer logs it) rather than silently by splice.
+      stream.once('close', () => {
+        const clean = stream.rstCode === constants.NGHTTP2_NO_ERROR && stream.readableEnded && stream.writableFinished;
+        if (clean || client.destroyed) return;
+        const why = session && !session.destroyed && !session.closed
+          ? `stream reset by the agent (${h2ErrorName(stream.rstCode)})`
+          : `agent ${agent} disconnected`;
+        failClient(client, new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${target} via agent ${agent}: ${why}`));
+      });
+      splice(client, stream, () => {});
+      client.resume();
+    },
+  };
+}

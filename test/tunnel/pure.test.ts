@@ -1,0 +1,53 @@
+import t from 'tap';
+import { ErrorCodes } from '../../lib/errors.js';
+import { agentNameOf, commonNameOfSubject } from '../../lib/tunnel/agent-identity.js';
+import { backoffDelay } from '../../lib/tunnel/backoff.js';
+import { headerSafe, readRefusal, refusalHeaders, statusForCode } from '../../lib/tunnel/connect-request.js';
+import { parseTunnelUpstream } from '../../lib/tunnel/tunnel-upstream.js';
+import { prng } from '../helpers/prng.js';
+
+t.test('backoff: full jitter under a doubling, capped ceiling', async (t) => {
+  const options = { initialMs: 100, maxMs: 1000 };
+  t.equal(backoffDelay(0, options, () => 0), 0, 'full jitter reaches 0');
+  t.equal(backoffDelay(0, options, () => 0.999999), 99);
+  t.equal(backoffDelay(1, options, () => 0.5), 100);
+  t.equal(backoffDelay(3, options, () => 0.999999), 799);
+  t.equal(backoffDelay(4, options, () => 0.999999), 999, 'capped at maxMs');
+  t.equal(backoffDelay(5000, options, () => 0.999999), 999, 'huge attempts stay finite');
+  const random = prng(7);
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const d = backoffDelay(attempt % 12, options, () => random.u32() / 0x100000000);
+    if (!(d >= 0 && d < Math.min(1000, 100 * 2 ** (attempt % 12)))) t.fail(`attempt ${attempt}: ${d}`);
+  }
+});
+
+t.test('agent identity: CN, else first DNS SAN; ambiguity and junk refused', async (t) => {
+  t.equal(agentNameOf({ commonName: 'db-agent', subjectAltName: 'DNS:other' }), 'db-agent');
+  t.equal(agentNameOf({ commonName: undefined, subjectAltName: 'IP Address:10.0.0.1, DNS:edge-7.site' }), 'edge-7.site');
+  t.throws(() => agentNameOf({ commonName: ['a', 'b'], subjectAltName: undefined }), { code: ErrorCodes.AGENT_IDENTITY });
+  t.throws(() => agentNameOf({ commonName: 'has space', subjectAltName: undefined }), { code: ErrorCodes.AGENT_IDENTITY });
+  t.throws(() => agentNameOf({ commonName: '', subjectAltName: 'IP Address:10.0.0.1' }), { code: ErrorCodes.AGENT_IDENTITY });
+  t.equal(commonNameOfSubject('O=gate\nCN=agent-1'), 'agent-1');
+  t.same(commonNameOfSubject('CN=a\nCN=b'), ['a', 'b']);
+  t.equal(commonNameOfSubject('O=gate'), undefined);
+});
+
+t.test('refusals: status per code, header-safe text, codes read back only when well-formed', async (t) => {
+  t.equal(statusForCode(ErrorCodes.AGENT_TARGET_DENIED), 403);
+  t.equal(statusForCode(ErrorCodes.DIAL_TIMEOUT), 504);
+  t.equal(statusForCode(ErrorCodes.DIAL_REFUSED), 502);
+  t.equal(headerSafe('bad\r\nInjected: 1\u00e9'), 'bad??Injected: 1?');
+  t.equal(headerSafe('x'.repeat(500)).length, 200);
+  const headers = refusalHeaders(ErrorCodes.DIAL_REFUSED, 'refused\n');
+  t.same(readRefusal({ ...headers, ':status': 502 } as never), { code: ErrorCodes.DIAL_REFUSED, message: 'refused?' });
+  t.same(readRefusal({ ':status': 500, 'gate-error-code': 'rm -rf' } as never), { code: undefined, message: 'HTTP 500' });
+});
+
+t.test('tunnel upstreams: tunnel:<agent>/<host:port>', async (t) => {
+  t.same(parseTunnelUpstream('tunnel:db-agent/127.0.0.1:5432'), { agent: 'db-agent', target: '127.0.0.1:5432' });
+  t.same(parseTunnelUpstream('tunnel:edge.1/[::1]:6379'), { agent: 'edge.1', target: '[::1]:6379' });
+  t.same(parseTunnelUpstream('tunnel:a/db.internal:5432'), { agent: 'a', target: 'db.internal:5432' });
+  for (const bad of ['127.0.0.1:5432', 'tunnel:127.0.0.1:5432', 'tunnel:/127.0.0.1:5432', 'tunnel:a b/h:1', 'tunnel:a/h', 'tunnel:a/h:99999', 'tunnel:a/https://h:1', 'tunnel:a/::1:5432']) {
+    t.throws(() => parseTunnelUpstream(bad), { code: ErrorCodes.CONFIG_INVALID }, bad);
+  }
+});

@@ -1,0 +1,231 @@
+// Reverse tunnels in one process: agents dial a Multiplexer's tunnel route; clients reach targets
+// through them. Postgres, tinyproxy and proxy restarts are in postgres-e2e.test.ts.
+import t from 'tap';
+import { once } from 'node:events';
+import { connect as connectTcp, createServer, type Server, type Socket } from 'node:net';
+import { devCertificates } from '../../lib/pki/dev-certificates.js';
+import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
+import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
+import { ErrorCodes } from '../../lib/errors.js';
+import { listening, closeServer, readUntil, tlsClient, until } from '../helpers/net.js';
+import type { Teardownable } from '../helpers/daemon.js';
+import { agentCertificate, startProxySide, type ProxySide } from '../helpers/tunnel-rig.js';
+
+const { ca, server } = devCertificates();
+
+/** An upstream that greets with `tag\n` and echoes; counts its open sockets. */
+async function taggedEcho(t: Teardownable, tag: string): Promise<{ address: string; sockets: Set<Socket>; server: Server }> {
+  const sockets = new Set<Socket>();
+  const srv = createServer({ allowHalfOpen: true }, (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    socket.write(`${tag}\n`);
+    socket.pipe(socket);
+  });
+  const port = await listening(srv);
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+    return closeServer(srv);
+  });
+  return { address: `127.0.0.1:${port}`, sockets, server: srv };
+}
+
+function agent(t: Teardownable, proxy: ProxySide | number, name: string, resources: string[], extra: Partial<AgentOptions> = {}): TunnelAgent {
+  const port = typeof proxy === 'number' ? proxy : proxy.port;
+  const a = startAgent({
+    proxy: `127.0.0.1:${port}`,
+    name,
+    ...agentCertificate(name),
+    ca: ca.cert,
+    serverName: 'localhost',
+    resources,
+    env: {},
+    backoff: { initialMs: 50, maxMs: 400 },
+    heartbeatIntervalMs: 1000,
+    heartbeatTimeoutMs: 5000,
+    ...extra,
+  });
+  t.teardown(() => a.stop());
+  return a;
+}
+
+async function proxySide(t: Teardownable, ...args: Parameters<typeof startProxySide>): Promise<ProxySide> {
+  const side = await startProxySide(...args);
+  t.teardown(() => side.close());
+  return side;
+}
+
+/** Connects with `alpn`, reads the greeting line. */
+async function greet(port: number, alpn: string): Promise<{ socket: Awaited<ReturnType<typeof tlsClient>>; line: string }> {
+  const socket = await tlsClient(port, { servername: 'localhost', ALPNProtocols: [alpn] });
+  const line = (await readUntil(socket, (s) => s.includes('\n'))).trim();
+  return { socket, line };
+}
+
+/** Waits for a socket to close; resolves with the error it was destroyed with, if any. */
+async function closed(socket: Socket): Promise<Error | undefined> {
+  let error: Error | undefined;
+  socket.on('error', (err) => (error ??= err));
+  if (!socket.destroyed) await once(socket, 'close');
+  return error;
+}
+
+t.test('an agent connects and carries a client to its target, both directions and half-close', async (t) => {
+  const echo = await taggedEcho(t, 'alpha');
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'agent-a', target: echo.address }]);
+  const a = agent(t, proxy, 'agent-a', [echo.address]);
+  const event = await a.waitConnected();
+  t.same(event, { via: 'direct', connections: 1 });
+  t.same(proxy.registry.agents(), ['agent-a']);
+
+  const { socket, line } = await greet(proxy.port, 'gate-redis');
+  t.equal(line, 'alpha');
+  const payload = Buffer.alloc(300_000, 7); // several HTTP/2 DATA frames and window updates
+  let received = 0;
+  socket.on('data', (d: Buffer) => (received += d.length));
+  socket.resume(); // readUntil left it paused
+  socket.end(payload); // our FIN travels as END_STREAM; the echo answers, then ends
+  await once(socket, 'end');
+  t.equal(received, payload.length, 'every echoed byte came back before the end');
+  await until(() => a.openStreams === 0 && echo.sockets.size === 0, 'target socket closed');
+  t.equal(proxy.mux.stats().failures[ErrorCodes.AGENT_STREAM_FAILED], undefined);
+});
+
+t.test('two agents at once, each reaching its own target; refusals carry their codes', async (t) => {
+  const one = await taggedEcho(t, 'one');
+  const two = await taggedEcho(t, 'two');
+  const proxy = await proxySide(t, [
+    { alpn: 'gate-redis', agent: 'agent-one', target: one.address },
+    { alpn: 'gate-mongodb', agent: 'agent-two', target: two.address },
+    { alpn: 'gate-mysql', agent: 'agent-one', target: two.address }, // not in agent-one's policy
+    { alpn: 'gate-proxy-ssh', agent: 'agent-absent', target: one.address },
+  ]);
+  const a = agent(t, proxy, 'agent-one', [one.address]);
+  const b = agent(t, proxy, 'agent-two', [two.address]);
+  await Promise.all([a.waitConnected(), b.waitConnected()]);
+  t.same(proxy.registry.agents().sort(), ['agent-one', 'agent-two']);
+
+  const [r1, r2] = await Promise.all([greet(proxy.port, 'gate-redis'), greet(proxy.port, 'gate-mongodb')]);
+  t.equal(r1.line, 'one');
+  t.equal(r2.line, 'two');
+  r1.socket.destroy();
+  r2.socket.destroy();
+
+  const denied = await tlsClient(proxy.port, { servername: 'localhost', ALPNProtocols: ['gate-mysql'] });
+  await closed(denied);
+  const absent = await tlsClient(proxy.port, { servername: 'localhost', ALPNProtocols: ['gate-proxy-ssh'] });
+  await closed(absent);
+  await until(() => Object.keys(proxy.mux.stats().failures).length === 2, 'both refusals recorded');
+  const failures = proxy.mux.stats().failures;
+  t.equal(failures[ErrorCodes.AGENT_TARGET_DENIED], 1, 'the agent refused a target outside its policy');
+  t.equal(failures[ErrorCodes.AGENT_NOT_CONNECTED], 1, 'no agent of that name');
+  t.equal(two.sockets.size, 0, 'the refused target was never dialled by agent-one');
+});
+
+t.test('a killed agent: its streams fail at once with GATE_ERR_AGENT_STREAM_FAILED, the other agent is untouched', async (t) => {
+  const one = await taggedEcho(t, 'one');
+  const two = await taggedEcho(t, 'two');
+  const proxy = await proxySide(t, [
+    { alpn: 'gate-redis', agent: 'doomed', target: one.address },
+    { alpn: 'gate-mongodb', agent: 'survivor', target: two.address },
+  ]);
+  const doomed = agent(t, proxy, 'doomed', [one.address]);
+  const survivor = agent(t, proxy, 'survivor', [two.address]);
+  await Promise.all([doomed.waitConnected(), survivor.waitConnected()]);
+  const streams = await Promise.all([greet(proxy.port, 'gate-redis'), greet(proxy.port, 'gate-redis'), greet(proxy.port, 'gate-mongodb')]);
+  const gone = once(proxy.registry, 'agent-disconnected');
+  await doomed.stop(); // the agent's process dies: its TCP connection closes under the session
+  t.same((await gone)[0], 'doomed');
+  // Both of the dead agent's clients are closed by the proxy, not left waiting for bytes.
+  await Promise.all([closed(streams[0]!.socket), closed(streams[1]!.socket)]);
+  const total = (): number => Object.values(proxy.mux.stats().failures).reduce((a, b) => a + b, 0);
+  await until(() => total() >= 2, 'both failures recorded');
+  t.same(proxy.mux.stats().failures, { [ErrorCodes.AGENT_STREAM_FAILED]: 2 }, 'each client closed with the clear code');
+  t.equal(one.sockets.size, 0, "the dead agent's target sockets are gone");
+
+  const other = streams[2]!.socket;
+  other.write('still here\n');
+  t.match(await readUntil(other, (s) => s.includes('still here')), /still here/, 'the other agent still carries its stream');
+  other.destroy();
+  t.same(proxy.registry.agents(), ['survivor']);
+
+  const after = await tlsClient(proxy.port, { servername: 'localhost', ALPNProtocols: ['gate-redis'] });
+  await closed(after);
+  await until(() => proxy.mux.stats().failures[ErrorCodes.AGENT_NOT_CONNECTED] === 1, 'new clients are refused');
+});
+
+t.test('identity: the certificate names the agent; a foreign CA is refused', async (t) => {
+  const proxy = await proxySide(t, []);
+  t.throws(() => startAgent({ proxy: `127.0.0.1:${proxy.port}`, name: 'someone-else', ...agentCertificate('agent-a'), ca: ca.cert }), {
+    code: ErrorCodes.AGENT_IDENTITY,
+  });
+  const foreign = CertificateAuthority.create('not the proxy CA').issue({ commonName: 'intruder', usage: 'client' });
+  const intruder = agent(t, proxy, 'intruder', [], { cert: foreign.cert, key: foreign.key });
+  await until(() => proxy.mux.stats().failures[ErrorCodes.TLS_HANDSHAKE] !== undefined, 'handshake refused', 10_000);
+  t.equal(intruder.connected, false);
+  t.same(proxy.registry.agents(), []);
+  void server;
+});
+
+/** A TCP relay to `port` whose existing connections can be frozen: bytes stop, nothing closes (a NAT dropping a flow). */
+async function freezableRelay(t: Teardownable, port: number): Promise<{ port: number; freeze(): void }> {
+  const pairs = new Set<[Socket, Socket]>();
+  const relay = createServer((inbound) => {
+    const outbound = connectTcp(port, '127.0.0.1');
+    const pair: [Socket, Socket] = [inbound, outbound];
+    pairs.add(pair);
+    for (const s of pair) {
+      s.on('error', () => {});
+      s.once('close', () => {
+        pairs.delete(pair);
+        inbound.destroy();
+        outbound.destroy();
+      });
+    }
+    inbound.pipe(outbound);
+    outbound.pipe(inbound);
+  });
+  const relayPort = await listening(relay);
+  t.teardown(() => {
+    for (const pair of pairs) for (const s of pair) s.destroy();
+    return closeServer(relay);
+  });
+  return {
+    port: relayPort,
+    freeze: () => {
+      for (const [a, b] of pairs) {
+        a.unpipe(b);
+        b.unpipe(a);
+        a.pause();
+        b.pause();
+      }
+    },
+  };
+}
+
+t.test('heartbeats: a path that goes silent (no FIN) is torn down on both sides, and the agent comes back', async (t) => {
+  const echo = await taggedEcho(t, 'hb');
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'quiet', target: echo.address }], {
+    registry: { heartbeatIntervalMs: 200, heartbeatTimeoutMs: 1000 },
+  });
+  const relay = await freezableRelay(t, proxy.port);
+  const a = agent(t, relay.port, 'quiet', [echo.address], { heartbeatIntervalMs: 200, heartbeatTimeoutMs: 1000, stableAfterMs: 60_000 });
+  await a.waitConnected();
+  const { socket } = await greet(proxy.port, 'gate-redis');
+  const proxyNoticed = once(proxy.registry, 'agent-disconnected');
+  const agentNoticed = once(a, 'disconnected');
+  const back = once(a, 'connected');
+  relay.freeze();
+  const [name, reason] = (await proxyNoticed) as [string, string];
+  t.equal(name, 'quiet');
+  t.match(reason, /heartbeat/, 'the proxy says why');
+  t.match(((await agentNoticed) as [{ reason: string }])[0].reason, /heartbeat: no PING answer/, 'the agent noticed on its own');
+  await closed(socket);
+  await until(() => proxy.mux.stats().failures[ErrorCodes.AGENT_STREAM_FAILED] === 1, 'the stream failed with the clear code');
+  t.same(((await back) as [{ connections: number }])[0].connections, 2, 'reconnected through a fresh relay connection');
+  await proxy.registry.waitFor('quiet');
+  const again = await greet(proxy.port, 'gate-redis');
+  t.equal(again.line, 'hb');
+  again.socket.destroy();
+});
