@@ -53,6 +53,11 @@ export class Detector {
     this.maxHeld = options.maxHelloBytes + RECORD_SLACK_BYTES;
   }
 
+  /** The PROXY header, as soon as it has been read (before the rest of detection is done). */
+  get acceptedProxyHeader(): ProxyHeader | undefined {
+    return this.proxyHeader;
+  }
+
   /** Bytes held so far (for the per-connection memory bound and logs). */
   get held(): number {
     return this.buf.length;

@@ -7,7 +7,8 @@ import { Connection } from './connection.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
 import { Stats, type StatsSnapshot } from './stats.js';
-import type { ListenOptions, MultiplexerOptions, Route } from './types.js';
+import type { ProxyHeader } from '../proxy-protocol/header.js';
+import type { ConnectionInfo, ListenOptions, MultiplexerOptions, Route } from './types.js';
 
 const DEFAULT_DETECT_TIMEOUT_MS = 10_000;
 const DEFAULT_SILENT_AFTER_MS = 3_000;
@@ -177,10 +178,18 @@ export class Multiplexer {
         socket.destroy();
       }
     };
+    let headerApplied = false;
     const onData = (chunk: Buffer): void => {
       sawBytes = true;
       clearTimeout(silence);
       const step = detector.feed(chunk);
+      const header = detector.acceptedProxyHeader;
+      if (header && !headerApplied) {
+        // The header's client is the connection's client from now on, also for a detection
+        // failure that follows (its log line must name the real client, not the load balancer).
+        headerApplied = true;
+        applyProxyHeader(conn.info, header);
+      }
       if ('reply' in step && step.reply) socket.write(step.reply);
       if (step.status === 'need') return;
       if (step.status === 'failed') return fail(step.error, step.alert);
@@ -218,12 +227,7 @@ export class Multiplexer {
       info.helloBytes = detected.hello.handshakeLength;
       this.counters.helloSize(detected.hello.handshakeLength);
     }
-    if (detected.proxyHeader) {
-      info.proxyHeader = detected.proxyHeader;
-      const { source, destination } = detected.proxyHeader;
-      if (source) info.remote = { address: source.address, port: source.port, family: source.family };
-      if (destination) info.local = { address: destination.address, port: destination.port, family: destination.family };
-    }
+    if (detected.proxyHeader) applyProxyHeader(info, detected.proxyHeader);
     this.counters.protocol(detected.protocol);
     const route = routeName !== undefined ? this.table.get(routeName) : this.table.select(info);
     if (!route) {
@@ -269,6 +273,17 @@ export class Multiplexer {
     }
     if (this.closing && this.connections.size === 0) this.drained?.();
   }
+}
+
+/**
+ * A PROXY header's endpoints replace the socket's. v2 LOCAL and v1 UNKNOWN / v2 AF_UNSPEC carry
+ * no addresses: the connection's own addresses stand (proxy-protocol.txt §2.2).
+ */
+function applyProxyHeader(info: ConnectionInfo, header: ProxyHeader): void {
+  info.proxyHeader = header;
+  const { source, destination } = header;
+  if (source) info.remote = { address: source.address, port: source.port, family: source.family };
+  if (destination) info.local = { address: destination.address, port: destination.port, family: destination.family };
 }
 
 function describe(info: { protocol: string; sni: string | undefined; alpn: string[] }): string {
