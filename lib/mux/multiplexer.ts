@@ -6,6 +6,7 @@ import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
 import { Connection } from './connection.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
+import { SourceLimiter } from './source-limit.js';
 import { Stats, type StatsSnapshot } from './stats.js';
 import type { ProxyHeader } from '../proxy-protocol/header.js';
 import type { ConnectionInfo, ListenOptions, MultiplexerOptions, Route } from './types.js';
@@ -43,6 +44,7 @@ export class Multiplexer {
   private readonly listeners: Listener[] = [];
   private readonly connections = new Set<Connection>();
   private readonly trusted: BlockList | undefined;
+  private readonly perSource: SourceLimiter;
   private nextId = 1;
   private closing: Promise<void> | undefined;
   private drained: (() => void) | undefined;
@@ -50,6 +52,7 @@ export class Multiplexer {
   readonly detectTimeoutMs: number;
   readonly idleTimeoutMs: number;
   readonly maxConnections: number;
+  readonly maxConnectionsPerSource: number;
   readonly maxHelloBytes: number;
 
   constructor(options: MultiplexerOptions) {
@@ -59,6 +62,8 @@ export class Multiplexer {
     this.idleTimeoutMs = options.idleTimeoutMs ?? 0;
     this.maxConnections = options.maxConnections ?? 0;
     this.maxHelloBytes = options.maxHelloBytes ?? DEFAULT_MAX_HELLO_BYTES;
+    this.maxConnectionsPerSource = options.maxConnectionsPerSource ?? 0;
+    this.perSource = new SourceLimiter(this.maxConnectionsPerSource);
     const pp = options.proxyProtocol ?? { mode: 'off' };
     this.trusted = pp.mode === 'on' ? trustList(pp.trusted) : undefined;
   }
@@ -150,6 +155,11 @@ export class Multiplexer {
     if (this.trusted && !this.trusted.check(socket.remoteAddress ?? '', socket.remoteFamily === 'IPv6' ? 'ipv6' : 'ipv4')) {
       return this.reject(socket, new GateError(ErrorCodes.PROXY_HEADER_REFUSED, 'source not trusted to send PROXY headers'));
     }
+    // Behind a PROXY-speaking load balancer every socket comes from the balancer: the client is
+    // only known once the header is read (detect), so it is counted there instead.
+    if (!this.trusted && !this.perSource.admit(socket, socket.remoteAddress ?? '')) {
+      return this.reject(socket, tooManyFromSource(socket.remoteAddress ?? '', this.maxConnectionsPerSource));
+    }
     const conn = new Connection(this.nextId++, socket, this.logger, (c) => this.finished(c));
     this.connections.add(conn);
     this.counters.open++;
@@ -189,6 +199,9 @@ export class Multiplexer {
         // failure that follows (its log line must name the real client, not the load balancer).
         headerApplied = true;
         applyProxyHeader(conn.info, header);
+        // v2 LOCAL / UNKNOWN name no client: the balancer's own connection counts as its own.
+        const source = header.source?.address ?? socket.remoteAddress ?? '';
+        if (!this.perSource.admit(socket, source)) return fail(tooManyFromSource(source, this.maxConnectionsPerSource));
       }
       if ('reply' in step && step.reply) socket.write(step.reply);
       if (step.status === 'need') return;
@@ -253,6 +266,7 @@ export class Multiplexer {
 
   private finished(conn: Connection): void {
     this.connections.delete(conn);
+    this.perSource.release(conn.socket);
     this.counters.open--;
     const { info, socket, error } = conn;
     const bytesIn = socket.bytesRead;
@@ -284,6 +298,10 @@ function applyProxyHeader(info: ConnectionInfo, header: ProxyHeader): void {
   const { source, destination } = header;
   if (source) info.remote = { address: source.address, port: source.port, family: source.family };
   if (destination) info.local = { address: destination.address, port: destination.port, family: destination.family };
+}
+
+function tooManyFromSource(address: string, max: number): GateError {
+  return new GateError(ErrorCodes.TOO_MANY_FROM_SOURCE, `over ${max} open connections from ${address}`);
 }
 
 function describe(info: { protocol: string; sni: string | undefined; alpn: string[] }): string {
