@@ -177,6 +177,7 @@ export class Multiplexer {
       clearTimeout(silence);
       socket.removeListener('data', onData);
       socket.removeListener('close', stop);
+      socket.removeListener('end', onEnd);
     };
     const fail = (error: GateError, alert?: number): void => {
       stop();
@@ -224,7 +225,14 @@ export class Multiplexer {
         setImmediate(goSilent);
       } else silence = setTimeout(goSilent, silentAfterMs);
     }
+    // The listener allows half-open sockets, so a client FIN alone does not close anything: a
+    // client that ends before detection is done can never complete it, and would otherwise hold
+    // its slot (and its per-source count) until the deadline.
+    const onEnd = (): void => {
+      fail(new GateError(ErrorCodes.CLIENT_CLOSED, `client ended the connection during detection (${detector.held} bytes held)`));
+    };
     socket.on('data', onData);
+    socket.once('end', onEnd);
     socket.once('close', stop);
   }
 
