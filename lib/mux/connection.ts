@@ -46,7 +46,11 @@ export class Connection implements HandlerContext {
     this.adopt(socket);
   }
 
-  adopt(stream: Duplex): void {
+  /**
+   * `side` names whose failure a bare stream error is ('upstream' for dialed sockets), so a
+   * reset is logged as GATE_ERR_UPSTREAM_RESET or GATE_ERR_CLIENT_RESET as it really was.
+   */
+  adopt(stream: Duplex, side: 'client' | 'upstream' = 'client'): void {
     if (this.streams.has(stream)) return;
     if (this.finished || stream.destroyed) {
       stream.destroy();
@@ -54,7 +58,7 @@ export class Connection implements HandlerContext {
     }
     this.streams.add(stream);
     // An error nobody else listens to must not crash the process; `fail` records the first one.
-    stream.on('error', (err) => this.recordError(err));
+    stream.on('error', (err) => this.recordError(err, side));
     stream.once('close', () => {
       this.streams.delete(stream);
       if (stream === this.socket) this.destroyAll(); // no client, nothing left to serve
@@ -72,13 +76,13 @@ export class Connection implements HandlerContext {
     for (const stream of this.streams) stream.destroy();
   }
 
-  private recordError(err: Error): void {
+  private recordError(err: Error, side: 'client' | 'upstream' = 'client'): void {
     if (this.error) return;
     this.error =
       err instanceof GateError
         ? err
         : new GateError(
-            this.routed ? ErrorCodes.CLIENT_RESET : ErrorCodes.CLIENT_CLOSED,
+            side === 'upstream' ? ErrorCodes.UPSTREAM_RESET : this.routed ? ErrorCodes.CLIENT_RESET : ErrorCodes.CLIENT_CLOSED,
             `connection failed: ${(err as NodeJS.ErrnoException).code ?? err.message}`,
             { cause: err },
           );
