@@ -70,7 +70,6 @@ export function runTerminate(client: Duplex, handler: TerminateHandler, ctx: Han
     requestCert: tls.requestCert ?? false,
     rejectUnauthorized: tls.rejectUnauthorized ?? true,
   });
-  ctx.adopt(tlsSocket);
   const timeoutMs = tls.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
   const timer = setTimeout(() => {
     ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE_TIMEOUT, `TLS handshake not finished within ${timeoutMs} ms`));
@@ -79,11 +78,23 @@ export function runTerminate(client: Duplex, handler: TerminateHandler, ctx: Han
     clearTimeout(timer);
     ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE, `TLS handshake failed: ${err.message}`, { cause: err }));
   };
+  // Before adopt(): the first listener's error is the one recorded, and a handshake failure must
+  // be logged as GATE_ERR_TLS_HANDSHAKE, not as a generic reset.
   tlsSocket.once('error', onHandshakeError);
+  ctx.adopt(tlsSocket);
   tlsSocket.once('close', () => clearTimeout(timer));
+  // The listener's sockets are half-open, so a client that gives up mid-handshake (e.g. it did
+  // not trust our certificate and closed) only ends its side: without this the connection would
+  // sit until the handshake timeout.
+  const onEarlyEnd = (): void => {
+    clearTimeout(timer);
+    ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE, 'client closed the connection during the TLS handshake'));
+  };
+  tlsSocket.once('end', onEarlyEnd);
   tlsSocket.once('secure', () => {
     clearTimeout(timer);
     tlsSocket.removeListener('error', onHandshakeError);
+    tlsSocket.removeListener('end', onEarlyEnd);
     // A TLSSocket built by hand does not enforce rejectUnauthorized the way tls.Server does:
     // OpenSSL only asked for the certificate; the verdict is ours to act on.
     if (tls.requestCert && (tls.rejectUnauthorized ?? true) && !tlsSocket.authorized) {
