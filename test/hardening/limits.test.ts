@@ -180,3 +180,15 @@ t.test('failures keep their own code: a failed TLS handshake is GATE_ERR_TLS_HAN
     t.same(await settled(mux), { GATE_ERR_TLS_HANDSHAKE: 1 });
   });
 });
+
+t.test('the held-bytes bound applies only while undecided: a greeting with 200 KB behind it is routed', async (t) => {
+  await withMux({}, async (port, mux) => {
+    const socket = await tcpClient(port);
+    const body = Buffer.alloc(200 * 1024, 'x');
+    socket.write(Buffer.concat([Buffer.from('SSH-2.0-pipelined\r\n'), body])); // one write, large first reads
+    const echoed = await readUntil(socket, (s) => s.length >= 'ECHO\n'.length + 19 + body.length);
+    t.equal(echoed.length, 'ECHO\n'.length + 19 + body.length, 'everything echoed');
+    socket.destroy();
+    t.same(await settled(mux), {}, 'no HELLO_TOO_LARGE');
+  });
+});
