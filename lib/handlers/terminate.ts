@@ -56,6 +56,22 @@ function selectorFor(handler: TerminateHandler): CertificateSelector {
 }
 
 /**
+ * Why the client's certificate is not acceptable, or undefined when it verified. tls.Server
+ * computes `authorized` in its own 'secure' listener (Node lib/_tls_wrap.js onServerSocketSecure,
+ * from the handle's verifyError()); a TLSSocket built by hand never does, so `authorized` stays
+ * false for every client. We ask the handle the same way, and fail closed if we cannot.
+ */
+function clientCertificateProblem(socket: TLSSocket): string | undefined {
+  const handle = (socket as unknown as { _handle?: { verifyError?: () => Error | null } })._handle;
+  if (typeof handle?.verifyError !== 'function') return 'cannot verify the client certificate (no TLS handle)';
+  const error = handle.verifyError();
+  if (error) return (error as NodeJS.ErrnoException).code ?? error.message;
+  const peer = socket.getPeerCertificate();
+  if (!peer || Object.keys(peer).length === 0) return 'no client certificate';
+  return undefined;
+}
+
+/**
  * Ends TLS here and hands the cleartext TLSSocket to `next`. The peeked ClientHello bytes sit in
  * the socket's read buffer; TLSSocket feeds them to OpenSSL on its first read.
  */
@@ -97,9 +113,14 @@ export function runTerminate(client: Duplex, handler: TerminateHandler, ctx: Han
     tlsSocket.removeListener('end', onEarlyEnd);
     // A TLSSocket built by hand does not enforce rejectUnauthorized the way tls.Server does:
     // OpenSSL only asked for the certificate; the verdict is ours to act on.
-    if (tls.requestCert && (tls.rejectUnauthorized ?? true) && !tlsSocket.authorized) {
-      ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE, `client certificate rejected: ${String(tlsSocket.authorizationError)}`));
-      return;
+    if (tls.requestCert) {
+      const problem = clientCertificateProblem(tlsSocket);
+      tlsSocket.authorized = problem === undefined;
+      if (problem !== undefined) tlsSocket.authorizationError = new Error(problem);
+      if (problem !== undefined && (tls.rejectUnauthorized ?? true)) {
+        ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE, `client certificate rejected: ${problem}`));
+        return;
+      }
     }
     const negotiated = tlsSocket.alpnProtocol;
     ctx.info.negotiatedAlpn = typeof negotiated === 'string' ? negotiated : undefined;
