@@ -7,7 +7,7 @@ export interface HandlerContext {
   readonly info: ConnectionInfo;
   readonly logger: Logger;
   /** Registers a stream belonging to this connection so shutdown and failures destroy it too. */
-  adopt(stream: Duplex): void;
+  adopt(stream: Duplex, side?: 'client' | 'upstream'): void;
   /** Ends the connection with an error: logged once with route, code and byte counts. */
   fail(error: Error): void;
 }

@@ -24,7 +24,6 @@ function dialError(err: NodeJS.ErrnoException, to: UpstreamAddress): GateError {
 export function runForward(client: Duplex, handler: ForwardHandler, ctx: HandlerContext): void {
   const to = typeof handler.to === 'function' ? handler.to(ctx.info) : handler.to;
   const upstream = connect({ host: to.host, port: to.port, allowHalfOpen: true, noDelay: true });
-  ctx.adopt(upstream);
   const dialTimeoutMs = handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
   const timer = setTimeout(() => {
     ctx.fail(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${to.host}:${to.port} did not accept within ${dialTimeoutMs} ms`));
@@ -33,7 +32,10 @@ export function runForward(client: Duplex, handler: ForwardHandler, ctx: Handler
     clearTimeout(timer);
     ctx.fail(dialError(err, to));
   };
+  // Before adopt(): listeners run in order, and the dial's own error (refused, unreachable) must
+  // be the one recorded, not a generic reset.
   upstream.once('error', onDialError);
+  ctx.adopt(upstream, 'upstream');
   upstream.once('close', () => clearTimeout(timer));
   upstream.once('connect', () => {
     clearTimeout(timer);

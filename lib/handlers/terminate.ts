@@ -56,16 +56,19 @@ function selectorFor(handler: TerminateHandler): CertificateSelector {
 }
 
 /**
- * Sets `authorized` / `authorizationError` from OpenSSL's verification of the client certificate,
- * as Node's own tls.Server does in lib/_tls_wrap.js `onServerSocketSecure` (which only server-made
- * sockets get: without this a valid certificate reads as unauthorized). `_handle.verifyError()` is
- * the call Node itself makes there.
+ * Why the client's certificate is not acceptable, or undefined when it verified. tls.Server
+ * computes `authorized` in its own 'secure' listener (Node lib/_tls_wrap.js onServerSocketSecure,
+ * from the handle's verifyError()); a TLSSocket built by hand never does, so `authorized` stays
+ * false for every client. We ask the handle the same way, and fail closed if we cannot.
  */
-function readPeerVerdict(socket: TLSSocket): void {
+function clientCertificateProblem(socket: TLSSocket): string | undefined {
   const handle = (socket as unknown as { _handle?: { verifyError?: () => Error | null } })._handle;
-  const error = handle?.verifyError ? handle.verifyError() : new Error('TLS handle gone');
-  socket.authorized = error === null;
-  if (error) socket.authorizationError = error;
+  if (typeof handle?.verifyError !== 'function') return 'cannot verify the client certificate (no TLS handle)';
+  const error = handle.verifyError();
+  if (error) return (error as NodeJS.ErrnoException).code ?? error.message;
+  const peer = socket.getPeerCertificate();
+  if (!peer || Object.keys(peer).length === 0) return 'no client certificate';
+  return undefined;
 }
 
 /**
@@ -83,7 +86,6 @@ export function runTerminate(client: Duplex, handler: TerminateHandler, ctx: Han
     requestCert: tls.requestCert ?? false,
     rejectUnauthorized: tls.rejectUnauthorized ?? true,
   });
-  ctx.adopt(tlsSocket);
   const timeoutMs = tls.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
   const timer = setTimeout(() => {
     ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE_TIMEOUT, `TLS handshake not finished within ${timeoutMs} ms`));
@@ -92,21 +94,38 @@ export function runTerminate(client: Duplex, handler: TerminateHandler, ctx: Han
     clearTimeout(timer);
     ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE, `TLS handshake failed: ${err.message}`, { cause: err }));
   };
+  // Before adopt(): the first listener's error is the one recorded, and a handshake failure must
+  // be logged as GATE_ERR_TLS_HANDSHAKE, not as a generic reset.
   tlsSocket.once('error', onHandshakeError);
+  ctx.adopt(tlsSocket);
   tlsSocket.once('close', () => clearTimeout(timer));
+  // The listener's sockets are half-open, so a client that gives up mid-handshake (e.g. it did
+  // not trust our certificate and closed) only ends its side: without this the connection would
+  // sit until the handshake timeout.
+  const onEarlyEnd = (): void => {
+    clearTimeout(timer);
+    ctx.fail(new GateError(ErrorCodes.TLS_HANDSHAKE, 'client closed the connection during the TLS handshake'));
+  };
+  tlsSocket.once('end', onEarlyEnd);
   tlsSocket.once('secure', () => {
     clearTimeout(timer);
     tlsSocket.removeListener('error', onHandshakeError);
+    tlsSocket.removeListener('end', onEarlyEnd);
     // A TLSSocket built by hand does not enforce rejectUnauthorized the way tls.Server does:
-    // OpenSSL only asked for the certificate; the verdict is ours to read and act on.
-    if (tls.requestCert) readPeerVerdict(tlsSocket);
-    if (tls.requestCert && (tls.rejectUnauthorized ?? true) && !tlsSocket.authorized) {
-      const error = new GateError(ErrorCodes.TLS_HANDSHAKE, `client certificate rejected: ${String(tlsSocket.authorizationError)}`);
-      // 'secure' is emitted from inside OpenSSL's SSL_read (TLSWrap::ClearOut): destroying the
-      // underlying socket from here frees the stream under it and Node 20.20 dies with SIGSEGV in
-      // ssl3_send_alert. Fail on the next turn of the loop, outside that call.
-      setImmediate(() => ctx.fail(error));
-      return;
+    // OpenSSL only asked for the certificate; the verdict is ours to act on.
+    if (tls.requestCert) {
+      const problem = clientCertificateProblem(tlsSocket);
+      tlsSocket.authorized = problem === undefined;
+      if (problem !== undefined) tlsSocket.authorizationError = new Error(problem);
+      if (problem !== undefined && (tls.rejectUnauthorized ?? true)) {
+        const error = new GateError(ErrorCodes.TLS_HANDSHAKE, `client certificate rejected: ${problem}`);
+        // 'secure' is emitted from inside OpenSSL's SSL_read (TLSWrap::ClearOut): destroying the
+        // streams from here has crashed Node 20.20 (SIGSEGV in ssl3_send_alert) unless the TLS
+        // socket goes before its raw socket (Connection.destroyAll does that). Failing on the next
+        // turn of the loop keeps us out of that call altogether.
+        setImmediate(() => ctx.fail(error));
+        return;
+      }
     }
     const negotiated = tlsSocket.alpnProtocol;
     ctx.info.negotiatedAlpn = typeof negotiated === 'string' ? negotiated : undefined;

@@ -46,7 +46,11 @@ export class Connection implements HandlerContext {
     this.adopt(socket);
   }
 
-  adopt(stream: Duplex): void {
+  /**
+   * `side` names whose failure a bare stream error is ('upstream' for dialed sockets), so a
+   * reset is logged as GATE_ERR_UPSTREAM_RESET or GATE_ERR_CLIENT_RESET as it really was.
+   */
+  adopt(stream: Duplex, side: 'client' | 'upstream' = 'client'): void {
     if (this.streams.has(stream)) return;
     if (this.finished || stream.destroyed) {
       stream.destroy();
@@ -54,7 +58,7 @@ export class Connection implements HandlerContext {
     }
     this.streams.add(stream);
     // An error nobody else listens to must not crash the process; `fail` records the first one.
-    stream.on('error', (err) => this.recordError(err));
+    stream.on('error', (err) => this.recordError(err, side));
     stream.once('close', () => {
       this.streams.delete(stream);
       if (stream === this.socket) this.destroyAll(); // no client, nothing left to serve
@@ -69,16 +73,19 @@ export class Connection implements HandlerContext {
 
   /** Destroys every stream of this connection (shutdown after grace, failures). */
   destroyAll(): void {
-    for (const stream of this.streams) stream.destroy();
+    // Newest first: a TLSSocket (or other wrapper) goes before the socket under it. Destroying
+    // the raw socket first from inside the TLSSocket's 'secure' event (an mTLS rejection)
+    // corrupts memory in Node 20.20 (SIGSEGV / "malloc(): unsorted double linked list corrupted").
+    for (const stream of [...this.streams].reverse()) stream.destroy();
   }
 
-  private recordError(err: Error): void {
+  private recordError(err: Error, side: 'client' | 'upstream' = 'client'): void {
     if (this.error) return;
     this.error =
       err instanceof GateError
         ? err
         : new GateError(
-            this.routed ? ErrorCodes.CLIENT_RESET : ErrorCodes.CLIENT_CLOSED,
+            side === 'upstream' ? ErrorCodes.UPSTREAM_RESET : this.routed ? ErrorCodes.CLIENT_RESET : ErrorCodes.CLIENT_CLOSED,
             `connection failed: ${(err as NodeJS.ErrnoException).code ?? err.message}`,
             { cause: err },
           );

@@ -53,6 +53,11 @@ export class Detector {
     this.maxHeld = options.maxHelloBytes + RECORD_SLACK_BYTES;
   }
 
+  /** The PROXY header, as soon as it has been read (before the rest of detection is done). */
+  get acceptedProxyHeader(): ProxyHeader | undefined {
+    return this.proxyHeader;
+  }
+
   /** Bytes held so far (for the per-connection memory bound and logs). */
   get held(): number {
     return this.buf.length;
@@ -60,13 +65,16 @@ export class Detector {
 
   feed(chunk: Buffer): DetectStep {
     this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
-    if (this.buf.length > this.maxHeld) {
-      return this.fail(new GateError(ErrorCodes.HELLO_TOO_LARGE, `more than ${this.maxHeld} bytes before a routing decision`), this.phase === 'hello' ? TlsAlert.decodeError : undefined);
-    }
     let reply: Buffer | undefined;
     for (;;) {
       const step = this.step();
       if (step === 'again') continue;
+      // The bound applies only while undecided: a client may pipeline its first request behind
+      // its greeting in one large segment ("SSH-2.0-x\r\n" + 200 KB), and that is decided by
+      // its first bytes. Undecided, we hold at most the cap plus one socket read.
+      if (step.status === 'need' && this.buf.length > this.maxHeld) {
+        return this.fail(new GateError(ErrorCodes.HELLO_TOO_LARGE, `more than ${this.maxHeld} bytes before a routing decision`), this.phase === 'hello' ? TlsAlert.decodeError : undefined);
+      }
       if (step.status === 'need' || step.status === 'done') {
         if ('reply' in step && step.reply) reply = step.reply;
         if (reply) return { ...step, reply };

@@ -6,8 +6,10 @@ import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
 import { Connection } from './connection.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
+import { SourceLimiter } from './source-limit.js';
 import { Stats, type StatsSnapshot } from './stats.js';
-import type { ListenOptions, MultiplexerOptions, Route } from './types.js';
+import type { ProxyHeader } from '../proxy-protocol/header.js';
+import type { ConnectionInfo, ListenOptions, MultiplexerOptions, Route } from './types.js';
 
 const DEFAULT_DETECT_TIMEOUT_MS = 10_000;
 const DEFAULT_SILENT_AFTER_MS = 3_000;
@@ -42,6 +44,7 @@ export class Multiplexer {
   private readonly listeners: Listener[] = [];
   private readonly connections = new Set<Connection>();
   private readonly trusted: BlockList | undefined;
+  private readonly perSource: SourceLimiter;
   private nextId = 1;
   private closing: Promise<void> | undefined;
   private drained: (() => void) | undefined;
@@ -49,6 +52,7 @@ export class Multiplexer {
   readonly detectTimeoutMs: number;
   readonly idleTimeoutMs: number;
   readonly maxConnections: number;
+  readonly maxConnectionsPerSource: number;
   readonly maxHelloBytes: number;
 
   constructor(options: MultiplexerOptions) {
@@ -58,6 +62,8 @@ export class Multiplexer {
     this.idleTimeoutMs = options.idleTimeoutMs ?? 0;
     this.maxConnections = options.maxConnections ?? 0;
     this.maxHelloBytes = options.maxHelloBytes ?? DEFAULT_MAX_HELLO_BYTES;
+    this.maxConnectionsPerSource = options.maxConnectionsPerSource ?? 0;
+    this.perSource = new SourceLimiter(this.maxConnectionsPerSource);
     const pp = options.proxyProtocol ?? { mode: 'off' };
     this.trusted = pp.mode === 'on' ? trustList(pp.trusted) : undefined;
   }
@@ -149,6 +155,11 @@ export class Multiplexer {
     if (this.trusted && !this.trusted.check(socket.remoteAddress ?? '', socket.remoteFamily === 'IPv6' ? 'ipv6' : 'ipv4')) {
       return this.reject(socket, new GateError(ErrorCodes.PROXY_HEADER_REFUSED, 'source not trusted to send PROXY headers'));
     }
+    // Behind a PROXY-speaking load balancer every socket comes from the balancer: the client is
+    // only known once the header is read (detect), so it is counted there instead.
+    if (!this.trusted && !this.perSource.admit(socket, socket.remoteAddress ?? '')) {
+      return this.reject(socket, tooManyFromSource(socket.remoteAddress ?? '', this.maxConnectionsPerSource));
+    }
     const conn = new Connection(this.nextId++, socket, this.logger, (c) => this.finished(c));
     this.connections.add(conn);
     this.counters.open++;
@@ -166,6 +177,7 @@ export class Multiplexer {
       clearTimeout(silence);
       socket.removeListener('data', onData);
       socket.removeListener('close', stop);
+      socket.removeListener('end', onEnd);
     };
     const fail = (error: GateError, alert?: number): void => {
       stop();
@@ -177,10 +189,21 @@ export class Multiplexer {
         socket.destroy();
       }
     };
+    let headerApplied = false;
     const onData = (chunk: Buffer): void => {
       sawBytes = true;
       clearTimeout(silence);
       const step = detector.feed(chunk);
+      const header = detector.acceptedProxyHeader;
+      if (header && !headerApplied) {
+        // The header's client is the connection's client from now on, also for a detection
+        // failure that follows (its log line must name the real client, not the load balancer).
+        headerApplied = true;
+        applyProxyHeader(conn.info, header);
+        // v2 LOCAL / UNKNOWN name no client: the balancer's own connection counts as its own.
+        const source = header.source?.address ?? socket.remoteAddress ?? '';
+        if (!this.perSource.admit(socket, source)) return fail(tooManyFromSource(source, this.maxConnectionsPerSource));
+      }
       if ('reply' in step && step.reply) socket.write(step.reply);
       if (step.status === 'need') return;
       if (step.status === 'failed') return fail(step.error, step.alert);
@@ -202,7 +225,14 @@ export class Multiplexer {
         setImmediate(goSilent);
       } else silence = setTimeout(goSilent, silentAfterMs);
     }
+    // The listener allows half-open sockets, so a client FIN alone does not close anything: a
+    // client that ends before detection is done can never complete it, and would otherwise hold
+    // its slot (and its per-source count) until the deadline.
+    const onEnd = (): void => {
+      fail(new GateError(ErrorCodes.CLIENT_CLOSED, `client ended the connection during detection (${detector.held} bytes held)`));
+    };
     socket.on('data', onData);
+    socket.once('end', onEnd);
     socket.once('close', stop);
   }
 
@@ -222,12 +252,7 @@ export class Multiplexer {
       info.helloBytes = detected.hello.handshakeLength;
       this.counters.helloSize(detected.hello.handshakeLength);
     }
-    if (detected.proxyHeader) {
-      info.proxyHeader = detected.proxyHeader;
-      const { source, destination } = detected.proxyHeader;
-      if (source) info.remote = { address: source.address, port: source.port, family: source.family };
-      if (destination) info.local = { address: destination.address, port: destination.port, family: destination.family };
-    }
+    if (detected.proxyHeader) applyProxyHeader(info, detected.proxyHeader);
     this.counters.protocol(detected.protocol);
     const route = routeName !== undefined ? this.table.get(routeName) : this.table.select(info);
     if (!route) {
@@ -253,6 +278,7 @@ export class Multiplexer {
 
   private finished(conn: Connection): void {
     this.connections.delete(conn);
+    this.perSource.release(conn.socket);
     this.counters.open--;
     const { info, socket, error } = conn;
     const bytesIn = socket.bytesRead;
@@ -273,6 +299,21 @@ export class Multiplexer {
     }
     if (this.closing && this.connections.size === 0) this.drained?.();
   }
+}
+
+/**
+ * A PROXY header's endpoints replace the socket's. v2 LOCAL and v1 UNKNOWN / v2 AF_UNSPEC carry
+ * no addresses: the connection's own addresses stand (proxy-protocol.txt §2.2).
+ */
+function applyProxyHeader(info: ConnectionInfo, header: ProxyHeader): void {
+  info.proxyHeader = header;
+  const { source, destination } = header;
+  if (source) info.remote = { address: source.address, port: source.port, family: source.family };
+  if (destination) info.local = { address: destination.address, port: destination.port, family: destination.family };
+}
+
+function tooManyFromSource(address: string, max: number): GateError {
+  return new GateError(ErrorCodes.TOO_MANY_FROM_SOURCE, `over ${max} open connections from ${address}`);
 }
 
 function describe(info: { protocol: string; sni: string | undefined; alpn: string[] }): string {

@@ -150,6 +150,13 @@ export interface MultiplexerOptions {
   idleTimeoutMs?: number;
   /** Maximum open connections; past it new ones are closed at once (default 0: unlimited). */
   maxConnections?: number;
+  /**
+   * Maximum open connections from one client address (default 0: unlimited); past it new ones
+   * are closed with GATE_ERR_TOO_MANY_FROM_SOURCE. With PROXY protocol on, the address is the
+   * header's source, counted as soon as the header is read (the load balancer's own address is
+   * never counted, except for v2 LOCAL / UNKNOWN headers, which name no client).
+   */
+  maxConnectionsPerSource?: number;
   /** ClientHello handshake cap (default 16384). */
   maxHelloBytes?: number;
   /** PROXY protocol: 'off' rejects headers; 'on' requires one from trusted networks (CIDRs). */
