@@ -31,11 +31,11 @@ const mux = new Multiplexer({
     { name: 'b', match: { alpn: 'gate-postgres' }, handler: forward({ host: '127.0.0.1', port: b }) },
   ],
 });
-await mux.listen({ host: '127.0.0.1', port });
-console.log(`routing on 127.0.0.1:${port}; try:
-  openssl s_client -connect 127.0.0.1:${port} -servername a.gate.test -quiet </dev/null      # -> A
-  openssl s_client -connect 127.0.0.1:${port} -alpn h2,gate-postgres -quiet </dev/null       # -> B
-  openssl s_client -connect 127.0.0.1:${port} -servername other.test </dev/null             # alert: unrecognized name`);
+const bound = await mux.listen({ host: '127.0.0.1', port });
+console.log(`routing on 127.0.0.1:${bound.port}; try:
+  openssl s_client -connect 127.0.0.1:${bound.port} -servername a.gate.test -quiet </dev/null      # -> A
+  openssl s_client -connect 127.0.0.1:${bound.port} -alpn h2,gate-postgres -quiet </dev/null       # -> B
+  openssl s_client -connect 127.0.0.1:${bound.port} -servername other.test </dev/null             # alert: unrecognized name`);
 process.once('SIGINT', () => {
   void mux.close({ graceMs: 1000 }).then(() => console.log('stats', JSON.stringify(mux.stats())));
 });
