@@ -201,11 +201,13 @@ function readProxyProtocol(c: Checker, value: unknown): 'on' | 'off' {
   return 'off';
 }
 
+const ANY_SOURCE = ['0.0.0.0/0', '::/0'];
+
 function readTrustedNetworks(c: Checker, value: unknown): string[] {
   const path = ['proxy_service', 'proxy_protocol_trusted_networks'];
   // Default: every source, as the platform's `proxy_protocol: on` (the port is meant to be reachable
   // only through the load balancer that adds the header).
-  if (value === undefined) return ['0.0.0.0/0', '::/0'];
+  if (value === undefined) return ANY_SOURCE;
   if (!Array.isArray(value)) {
     c.fail(path, `expected a list of CIDRs such as 10.0.0.0/8, got ${describe(value)}`);
     return [];
@@ -412,5 +414,13 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
 
   const config: GateConfig = { source, version, dataDir, listenerMode, proxy };
   if (c.issues.length === 0) checkListeners(c, config);
+  if (proxy.proxyProtocol === 'on' && p.proxy_protocol_trusted_networks === undefined) {
+    // Compatible with the platform, but on a port the internet reaches directly anyone could claim
+    // any client address: say so (SECURITY.md, "Operator caveat").
+    c.warn(
+      ['proxy_service', 'proxy_protocol_trusted_networks'],
+      'not set, so PROXY headers are accepted from every source; list the load balancers\' networks unless only they can reach this port',
+    );
+  }
   return { config: c.issues.length === 0 ? config : undefined, issues: c.issues, warnings: c.warnings };
 }

@@ -157,7 +157,10 @@ proxy_service:
       t.equal(c.proxy.detectTimeoutMs, 3000);
       t.equal(c.proxy.idleTimeoutMs, 90_000);
       t.equal(c.proxy.maxConnections, 10000);
-      t.equal(parseConfig('proxy_service: {proxy_protocol: true}').config.proxy.proxyProtocol, 'on');
+      const open = parseConfig('proxy_service: {proxy_protocol: true}');
+      t.equal(open.config.proxy.proxyProtocol, 'on');
+      t.same(open.config.proxy.proxyProtocolTrustedNetworks, ['0.0.0.0/0', '::/0'], 'unset: every source, as the platform');
+      t.match(open.warnings, [/proxy_service\.proxy_protocol_trusted_networks: not set, so PROXY headers are accepted from every source/]);
     },
   },
   {
