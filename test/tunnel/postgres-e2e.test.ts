@@ -11,7 +11,7 @@ import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
 import { findBinary } from '../helpers/peers.js';
 import { run } from '../helpers/net.js';
-import { startPostgres } from '../helpers/postgres-server.js';
+import { startPostgres } from '../helpers/postgres.js';
 import { startTinyproxy } from '../helpers/tinyproxy.js';
 import { agentCertificate, startProxySide, type ProxySide } from '../helpers/tunnel-rig.js';
 
