@@ -24,7 +24,7 @@ function dialError(err: NodeJS.ErrnoException, to: UpstreamAddress): GateError {
  */
 export function runForward(client: Duplex, handler: ForwardHandler, ctx: HandlerContext): void {
   const to = typeof handler.to === 'function' ? handler.to(ctx.info) : handler.to;
-  // The upstream's reads land in a buffer this connection owns (no Buffer per read): see splice.
+  // The upstream's reads land in buffers managed by ReadBuffer (no Buffer per read in bulk).
   const reader = new ReadBuffer();
   const upstream = connect({ host: to.host, port: to.port, allowHalfOpen: true, noDelay: true, onread: reader.onread });
   ctx.adopt(upstream);

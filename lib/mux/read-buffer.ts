@@ -1,37 +1,42 @@
 import type { OnReadOpts } from 'node:net';
 
 /**
- * Read sizes. A connection starts with a small buffer (a slice of Buffer's shared pool, so an idle
- * connection holds almost nothing) and moves up when a read fills it, so a bulk transfer soon
- * reads in large chunks: fewer syscalls and fewer trips into JavaScript per byte. After a read
- * that used little of a large buffer it drops back, so a connection that goes quiet after a
- * burst does not keep its large buffer.
+ * Every connection reads into one buffer shared by all of them, and the bytes are copied out
+ * before anyone else can read (JavaScript runs one read callback at a time): an idle connection
+ * holds no read buffer at all, and a small read costs one small copy, as Node's own per-read
+ * Buffer would. A read that fills the shared buffer marks a bulk transfer: the connection moves
+ * to a large buffer of its own and its reads are relayed without any copy (see splice's
+ * relayBuffered), with fewer syscalls and fewer trips into JavaScript per byte. A read that uses
+ * little of the large buffer moves it back, so a connection that goes quiet does not keep it.
  */
-const SMALL_BYTES = 2048;
-const LARGE_BYTES = 16 * 1024;
-const BULK_BYTES = 128 * 1024;
+const SHARED_BYTES = 64 * 1024;
+const OWN_BYTES = 128 * 1024;
+const SMALL_READ_BYTES = OWN_BYTES >>> 4;
 
-function nextSize(size: number, nread: number): number {
-  if (nread === size) return size === SMALL_BYTES ? LARGE_BYTES : BULK_BYTES;
-  if (size > SMALL_BYTES && nread <= size >>> 4) return SMALL_BYTES;
-  return size;
+let shared: Buffer | undefined;
+function sharedBuffer(): Buffer {
+  shared ??= Buffer.allocUnsafe(SHARED_BYTES);
+  return shared;
 }
 
 /**
- * Gets a socket's reads delivered straight from a buffer the connection owns (Node's `onread`
- * mode for `net.connect`), instead of one fresh Buffer per read pushed through the Readable
- * machinery. The `sink` receives a view of the bytes just read; it must be done with that view
- * when it returns true, or return false: reading stops (the socket is paused) until the sink's
- * owner resumes the socket, and the next read goes to a new buffer only if this one grew or
- * shrank, so the owner must not resume before it is done with the view.
- *
+ * Receives the bytes of one read. `reused`: the chunk is a view of this connection's own read
+ * buffer, which the next read overwrites; the sink must be done with it when it returns true, or
+ * return false: reading stops (the socket is paused) until the sink's owner resumes the socket,
+ * which it must not do before it is done with the chunk. Otherwise the chunk is the sink's.
+ */
+export type ReadSink = (chunk: Buffer, reused: boolean) => boolean;
+
+/**
+ * Gets a socket's reads delivered from buffers managed here (Node's `onread` mode of
+ * `net.connect`) instead of one fresh Buffer per read pushed through the Readable machinery.
  * Bytes that arrive before a sink is attached are held (reading stops) and handed to the sink
  * when it attaches.
  */
 export class ReadBuffer {
-  private buffer = Buffer.allocUnsafe(SMALL_BYTES);
-  private sink: ((chunk: Buffer) => boolean) | undefined;
-  private held = 0;
+  private buffer: Buffer = sharedBuffer();
+  private sink: ReadSink | undefined;
+  private held: Buffer | undefined;
   /** Pass as `onread` to `net.connect`. */
   readonly onread: OnReadOpts;
 
@@ -43,25 +48,29 @@ export class ReadBuffer {
   }
 
   /**
-   * Sets the consumer of the bytes read. Held bytes go to it at once; then reading is stopped,
-   * and the caller resumes the socket if this returns true (the sink is done with them).
+   * Sets the consumer of the bytes read. Held bytes go to it at once; reading was stopped for
+   * them, and the caller resumes the socket if this returns true.
    */
-  attach(sink: (chunk: Buffer) => boolean): boolean {
+  attach(sink: ReadSink): boolean {
     this.sink = sink;
-    if (this.held === 0) return true;
-    const chunk = this.buffer.subarray(0, this.held);
-    this.held = 0;
-    return sink(chunk);
+    const held = this.held;
+    if (held === undefined) return true;
+    this.held = undefined;
+    return sink(held, false);
   }
 
   private deliver(nread: number, buf: Buffer): boolean {
+    const own = buf !== shared;
+    // The buffer for the next read; this one may still be in use by the sink (then it paused).
+    if (!own) {
+      if (nread === buf.length) this.buffer = Buffer.allocUnsafe(OWN_BYTES);
+    } else if (nread <= SMALL_READ_BYTES) this.buffer = sharedBuffer();
+    const view = buf.subarray(0, nread);
     if (!this.sink) {
-      this.held = nread; // still in this.buffer, which stays the read buffer while reading is stopped
+      this.held = Buffer.from(view);
       return false;
     }
-    const size = nextSize(buf.length, nread);
-    // A new buffer for the next read: the sink may still be using this one (paused until done).
-    if (size !== buf.length) this.buffer = Buffer.allocUnsafe(size);
-    return this.sink(buf.subarray(0, nread));
+    if (!own) return this.sink(Buffer.from(view), false);
+    return this.sink(view, this.buffer === buf);
   }
 }

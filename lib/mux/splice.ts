@@ -1,6 +1,6 @@
 import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { ReadBuffer } from './read-buffer.js';
+import type { ReadBuffer, ReadSink } from './read-buffer.js';
 
 /**
  * Copies `src` into `dst` with backpressure: a `write` that returns false pauses `src` until
@@ -18,8 +18,8 @@ function relay(src: Duplex, dst: Duplex): void {
 }
 
 /**
- * Copies a socket read through a `ReadBuffer` into `dst` without copying the bytes in JavaScript:
- * `dst.write` gets a view of the read buffer. Node does not copy a write that the kernel did not
+ * Copies a socket read through a `ReadBuffer` into `dst`; in bulk, without copying the bytes in
+ * JavaScript: `dst.write` gets a view of the connection's read buffer. Node does not copy a write that the kernel did not
  * take at once; it keeps the view until the write completes (checked on Node 20: a partially
  * written buffer changed afterwards arrives changed). So after a write that is still queued
  * (`writableLength > 0`), reading stops until that write's callback, and only then may the read
@@ -39,10 +39,11 @@ function relayBuffered(reader: ReadBuffer, src: Socket, dst: Duplex): void {
       if (!src.destroyed) src.resume();
     }
   };
-  const sink = (view: Buffer): boolean => {
-    const ok = dst.write(zeroCopy ? view : Buffer.from(view), written);
+  const sink: ReadSink = (chunk, reused) => {
+    const inPlace = reused && zeroCopy;
+    const ok = dst.write(reused && !zeroCopy ? Buffer.from(chunk) : chunk, written);
     issued++;
-    if (zeroCopy ? dst.writableLength === 0 : ok) return true;
+    if (inPlace ? dst.writableLength === 0 : ok) return true;
     resumeAt = issued;
     return false;
   };
