@@ -50,7 +50,7 @@ async function startProcess(name: string, ctx: PeerContext, command: string, arg
   return { port, pid: child.pid, stop: () => stopChild(child) };
 }
 
-function nodePeer(name: string, script: string, withEnv: boolean, scriptPath?: string): Peer {
+function nodePeer(name: string, script: string, withEnv: boolean, scriptPath?: string, nodeArgs?: string[]): Peer {
   return {
     name,
     missing: undefined,
@@ -63,8 +63,8 @@ function nodePeer(name: string, script: string, withEnv: boolean, scriptPath?: s
         UPSTREAM_B_PORT: String(ctx.upstreamB),
         ...(withEnv ? ctx.env : {}),
       };
-      const nodeArgs = withEnv ? (ctx.nodeArgs ?? []) : [];
-      return startProcess(name, ctx, process.execPath, [...nodeArgs, scriptPath ?? join(ctx.distDir, 'bench', script)], env);
+      const args = withEnv ? (nodeArgs ?? ctx.nodeArgs ?? []) : [];
+      return startProcess(name, ctx, process.execPath, [...args, scriptPath ?? join(ctx.distDir, 'bench', script)], env);
     },
   };
 }
@@ -174,14 +174,15 @@ const directPeer: Peer = {
 };
 
 /**
- * Every peer in report order. `compare` adds another build of the bench router (a saved
- * dist/bench/router.js) as peer "gate-mux-ref", to A/B a change within one run.
+ * Every peer in report order. `compare` adds other builds of the bench router (saved
+ * dist/bench/router.js files) as peers "gate-mux-ref", "gate-mux-ref2", ..., to A/B changes within
+ * one run; `refNodeArgs` (when given) are their node flags instead of the gate-mux peer's.
  */
-export function allPeers(compare?: string): Peer[] {
+export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[] {
   return [
     directPeer,
     nodePeer('gate-mux', 'router.js', true),
-    ...(compare ? [nodePeer('gate-mux-ref', 'router.js', true, compare)] : []),
+    ...compare.map((path, i) => nodePeer(`gate-mux-ref${i === 0 ? '' : i + 1}`, 'router.js', true, path, refNodeArgs)),
     nodePeer('node-baseline', 'baseline-router.js', false),
     haproxyPeer(),
     nginxPeer(),

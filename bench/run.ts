@@ -8,7 +8,8 @@
 //   npm run bench -- --only bulk,rate   some workloads (bulk, rate, idle, parser, workers)
 //   npm run bench -- --peers gate-mux,nginx --rounds 5
 //   npm run bench -- --profile /tmp/prof  gate-mux runs with --cpu-prof (see bench/profile-summary.ts)
-//   npm run bench -- --compare /tmp/before/dist/bench/router.js   A/B against a saved build
+//   npm run bench -- --compare /tmp/before/dist/bench/router.js   A/B against a saved build (or several, comma-separated)
+//   npm run bench -- --compare dist/bench/router.js --ref-node-args '--max-semi-space-size=1'   A/B node flags
 //   npm run bench -- --node-args '--max-semi-space-size=2'      node flags for the gate-mux routers
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
@@ -36,12 +37,14 @@ function parseArgs(argv: string[]): {
   peers: string[] | undefined;
   keep: boolean;
   profile: string | undefined;
-  compare: string | undefined;
+  compare: string[];
   nodeArgs: string[];
+  refNodeArgs: string[] | undefined;
 } {
   const nodeArgs: string[] = [];
   let quick = false;
-  let compare: string | undefined;
+  let compare: string[] = [];
+  let refNodeArgs: string[] | undefined;
   let profile: string | undefined;
   let keep = false;
   let only = new Set<Workload>(WORKLOADS);
@@ -62,15 +65,16 @@ function parseArgs(argv: string[]): {
       only = new Set(names as Workload[]);
     } else if (arg.startsWith('--rounds')) rounds = Math.max(1, Math.min(20, Number(value()) || 1));
     else if (arg.startsWith('--profile')) profile = resolve(value());
-    else if (arg.startsWith('--compare')) compare = resolve(value());
+    else if (arg.startsWith('--compare')) compare = value().split(',').map((p) => resolve(p.trim()));
+    else if (arg.startsWith('--ref-node-args')) refNodeArgs = value().split(' ').filter(Boolean);
     else if (arg.startsWith('--node-args')) nodeArgs.push(...value().split(' ').filter(Boolean));
     else if (arg.startsWith('--peers')) peers = value().split(',').map((s) => s.trim());
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js] [--node-args "--flag ..."]\n');
+      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js[,...]] [--node-args "--flag ..."] [--ref-node-args "--flag ..."]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${arg}`);
   }
-  return { quick, only, rounds, peers, keep, profile, compare, nodeArgs };
+  return { quick, only, rounds, peers, keep, profile, compare, nodeArgs, refNodeArgs };
 }
 
 const args = parseArgs(process.argv.slice(2));
@@ -98,7 +102,7 @@ const profiling: Pick<PeerContext, 'nodeArgs'> = {
 };
 const dir = mkdtempSync(join(tmpdir(), 'gate-mux-bench-'));
 const cert: BenchCert = makeBenchCert(dir);
-const peers = allPeers(args.compare).filter((p) => !args.peers || args.peers.includes(p.name));
+const peers = allPeers(args.compare, args.refNodeArgs).filter((p) => !args.peers || args.peers.includes(p.name));
 const runnable = peers.filter((p) => !p.missing);
 const log = (message: string): void => void process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 
