@@ -98,12 +98,12 @@ const config = {
 };
 /**
  * Half-second polls for memory and descriptors to come back after the idle connections close.
- * V8 gives freed heap back in a memory-reducing GC once the process has gone quiet, about 8-13 s
+ * V8 gives freed heap back in a memory-reducing GC once the process has gone quiet, 8-20 s
  * after the last connections closed (its memory reducer waits --gc-memory-reducer-start-delay-ms,
- * 8 s by default), so the wait is long enough to see it; a router that returns at once is done
- * after the first poll.
+ * 8 s by default, then for the mutator to be idle), so the wait is long enough to see it; a
+ * router that returns at once is done after the first poll.
  */
-const RETURN_POLLS = quick ? 4 : 40;
+const RETURN_POLLS = quick ? 4 : 60;
 const twoCores = cpus().length >= 2;
 const ROUTER_CPUS = twoCores ? '1' : undefined;
 const CLIENT_CPUS = twoCores ? '0' : undefined;
