@@ -48,7 +48,11 @@ const server = createServer((client) => {
       upstream.pipe(client);
     });
     upstream.on('error', () => client.destroy());
-    upstream.on('close', () => client.destroy());
+    // Only a failed upstream takes the client down at once: after a clean end, pipe() ends the
+    // client once its queued bytes are written (destroying it here lost the tail of a transfer).
+    upstream.on('close', (hadError) => {
+      if (hadError) client.destroy();
+    });
     client.on('close', () => upstream.destroy());
   });
 });

@@ -8,7 +8,8 @@
 //   npm run bench -- --only bulk,rate   some workloads (bulk, rate, idle, parser, workers)
 //   npm run bench -- --peers gate-mux,nginx --rounds 5
 //   npm run bench -- --profile /tmp/prof  gate-mux runs with --cpu-prof (see bench/profile-summary.ts)
-//   npm run bench -- --compare /tmp/before/dist/bench/router.js   A/B against a saved build
+//   npm run bench -- --compare /tmp/before/dist/bench/router.js   A/B against a saved build (or several, comma-separated)
+//   npm run bench -- --compare dist/bench/router.js --ref-node-args '--max-semi-space-size=1'   A/B node flags
 //   npm run bench -- --node-args '--max-semi-space-size=2'      node flags for the gate-mux routers
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
@@ -36,14 +37,18 @@ function parseArgs(argv: string[]): {
   peers: string[] | undefined;
   keep: boolean;
   profile: string | undefined;
-  compare: string | undefined;
+  compare: string[];
   nodeArgs: string[];
+  refNodeArgs: string[] | undefined;
+  warmup: boolean;
 } {
   const nodeArgs: string[] = [];
   let quick = false;
-  let compare: string | undefined;
+  let compare: string[] = [];
+  let refNodeArgs: string[] | undefined;
   let profile: string | undefined;
   let keep = false;
+  let warmup = true;
   let only = new Set<Workload>(WORKLOADS);
   let rounds: number | undefined;
   let peers: string[] | undefined;
@@ -56,21 +61,23 @@ function parseArgs(argv: string[]): {
     };
     if (arg === '--quick') quick = true;
     else if (arg === '--keep') keep = true;
+    else if (arg === '--no-warmup') warmup = false;
     else if (arg.startsWith('--only')) {
       const names = value().split(',').map((s) => s.trim());
       for (const n of names) if (!(WORKLOADS as readonly string[]).includes(n)) throw new Error(`unknown workload ${n} (${WORKLOADS.join(', ')})`);
       only = new Set(names as Workload[]);
     } else if (arg.startsWith('--rounds')) rounds = Math.max(1, Math.min(20, Number(value()) || 1));
     else if (arg.startsWith('--profile')) profile = resolve(value());
-    else if (arg.startsWith('--compare')) compare = resolve(value());
+    else if (arg.startsWith('--compare')) compare = value().split(',').map((p) => resolve(p.trim()));
+    else if (arg.startsWith('--ref-node-args')) refNodeArgs = value().split(' ').filter(Boolean);
     else if (arg.startsWith('--node-args')) nodeArgs.push(...value().split(' ').filter(Boolean));
     else if (arg.startsWith('--peers')) peers = value().split(',').map((s) => s.trim());
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js] [--node-args "--flag ..."]\n');
+      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js[,...]] [--node-args "--flag ..."] [--ref-node-args "--flag ..."] [--no-warmup]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${arg}`);
   }
-  return { quick, only, rounds, peers, keep, profile, compare, nodeArgs };
+  return { quick, only, rounds, peers, keep, profile, compare, nodeArgs, refNodeArgs, warmup };
 }
 
 const args = parseArgs(process.argv.slice(2));
@@ -79,6 +86,8 @@ const config = {
   rounds: args.rounds ?? (quick ? 1 : 3),
   bulkBytes: quick ? 256 * 2 ** 20 : 2 ** 30,
   rateMs: quick ? 1200 : 4000,
+  /** Unmeasured connections before the measured rate round (every peer alike): steady state, not JIT warm-up. */
+  rateWarmupMs: args.warmup ? (quick ? 500 : 1500) : 0,
   rateConcurrency: 64,
   idleCount: quick ? 500 : 5000,
   idleRounds: args.rounds ?? (quick ? 1 : 2),
@@ -87,8 +96,14 @@ const config = {
   workersRateMs: quick ? 1500 : 3000,
   workersRounds: args.rounds ?? (quick ? 1 : 2),
 };
-/** Half-second polls for memory and descriptors to come back after the idle connections close. */
-const RETURN_POLLS = quick ? 4 : 10;
+/**
+ * Half-second polls for memory and descriptors to come back after the idle connections close.
+ * V8 gives freed heap back in a memory-reducing GC once the process has gone quiet, 8-20 s
+ * after the last connections closed (its memory reducer waits --gc-memory-reducer-start-delay-ms,
+ * 8 s by default, then for the mutator to be idle), so the wait is long enough to see it; a
+ * router that returns at once is done after the first poll.
+ */
+const RETURN_POLLS = quick ? 4 : 60;
 const twoCores = cpus().length >= 2;
 const ROUTER_CPUS = twoCores ? '1' : undefined;
 const CLIENT_CPUS = twoCores ? '0' : undefined;
@@ -98,7 +113,7 @@ const profiling: Pick<PeerContext, 'nodeArgs'> = {
 };
 const dir = mkdtempSync(join(tmpdir(), 'gate-mux-bench-'));
 const cert: BenchCert = makeBenchCert(dir);
-const peers = allPeers(args.compare).filter((p) => !args.peers || args.peers.includes(p.name));
+const peers = allPeers(args.compare, args.refNodeArgs).filter((p) => !args.peers || args.peers.includes(p.name));
 const runnable = peers.filter((p) => !p.missing);
 const log = (message: string): void => void process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 
@@ -268,6 +283,9 @@ async function rate(): Promise<void> {
       for (const peer of rotate(runnable, round - 1)) {
         const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
         await withPeer('rate', round, peer, ctx, async (running, m) => {
+          if (config.rateWarmupMs > 0) {
+            await runLoad('rate', running.port, { CONCURRENCY: String(config.rateConcurrency), DURATION_MS: String(config.rateWarmupMs) }, config.rateWarmupMs + 30_000);
+          }
           const load = await measureRate(running, m, config.rateMs, CLIENT_CPUS);
           log(
             `rate r${round} ${peer.name}: ${fmt(load.perSecond)} conn/s, ttfb p50 ${fmt(load.ttfbP50Ms, 2)} ms` +
@@ -310,10 +328,14 @@ async function idle(): Promise<void> {
             const closedAt = Date.now();
             let after = sample(pid);
             const growth = open.rssKiB - before.rssKiB;
+            // When the memory came back: the last poll that saw RSS drop by 5 % of the growth or more.
+            let returnedAt = closedAt;
             for (let i = 0; i < RETURN_POLLS; i++) {
               if (after.fds <= before.fds && after.rssKiB - before.rssKiB <= 0.1 * growth) break;
               await sleep(500);
-              after = sample(pid);
+              const next = sample(pid);
+              if (after.rssKiB - next.rssKiB >= 0.05 * growth) returnedAt = Date.now();
+              after = next;
             }
             Object.assign(m, { before, open, after });
             m.load = { ...ready, returnWaitMs: Date.now() - closedAt };
@@ -322,6 +344,7 @@ async function idle(): Promise<void> {
             m.derived.fdsPerConnection = (open.fds - before.fds) / n;
             m.derived.rssReturnedPct = growth > 0 ? (100 * (open.rssKiB - after.rssKiB)) / growth : 100;
             m.derived.fdsLeftAfterClose = after.fds - before.fds;
+            m.derived.returnSeconds = (returnedAt - closedAt) / 1000;
             m.derived.established = ready.established;
             log(
               `idle r${round} ${peer.name}: ${ready.established} open, ${fmt(m.derived.rssKiBPerConnection, 1)} KiB/conn, ` +
@@ -470,7 +493,7 @@ function report(startedAt: Date, seconds: number): string {
     );
   }
   if (args.only.has('rate')) {
-    out.push('', `## Connection rate: ${config.rateConcurrency} concurrent clients, full TLS 1.3 handshake (ECDSA P-256), 1 KiB response, close; ${fmt(config.rateMs / 1000, 1)} s per round`, '');
+    out.push('', `## Connection rate: ${config.rateConcurrency} concurrent clients, full TLS 1.3 handshake (ECDSA P-256), 1 KiB response, close; ${fmt(config.rateMs / 1000, 1)} s per round${config.rateWarmupMs > 0 ? ` after ${fmt(config.rateWarmupMs / 1000, 1)} s unmeasured warm-up` : ', no warm-up'}`, '');
     out.push(
       markdownTable(
         ['router', 'conn/s', '× direct', 'TTFB p50 ms', 'TTFB p99 ms', 'router CPU µs/conn', 'CPU × nginx'],
@@ -493,13 +516,14 @@ function report(startedAt: Date, seconds: number): string {
     out.push('', `## Idle: ${fmt(config.idleCount)} established TLS connections held open, then closed`, '');
     out.push(
       markdownTable(
-        ['router', 'RSS KiB/conn', 'fds/conn', 'RSS returned after close', 'fds left after close'],
+        ['router', 'RSS KiB/conn', 'fds/conn', 'RSS returned after close', 'within s', 'fds left after close'],
         rowsFor(
           'idle',
           (p) => [
             fmt(medianOf('idle', p.name, 'rssKiBPerConnection'), 1),
             fmt(medianOf('idle', p.name, 'fdsPerConnection'), 2),
             `${fmt(medianOf('idle', p.name, 'rssReturnedPct'))} %`,
+            fmt(medianOf('idle', p.name, 'returnSeconds'), 1),
             fmt(medianOf('idle', p.name, 'fdsLeftAfterClose')),
           ],
           (p) => p.name !== 'direct',

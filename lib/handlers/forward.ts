@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
 import { encodeProxyHeaderV1, encodeProxyHeaderV2 } from '../proxy-protocol/header.js';
 import { splice } from '../mux/splice.js';
+import { ReadBuffer } from '../mux/read-buffer.js';
 import type { ForwardHandler, UpstreamAddress } from '../mux/types.js';
 import type { HandlerContext } from './context.js';
 
@@ -23,7 +24,9 @@ function dialError(err: NodeJS.ErrnoException, to: UpstreamAddress): GateError {
  */
 export function runForward(client: Duplex, handler: ForwardHandler, ctx: HandlerContext): void {
   const to = typeof handler.to === 'function' ? handler.to(ctx.info) : handler.to;
-  const upstream = connect({ host: to.host, port: to.port, allowHalfOpen: true, noDelay: true });
+  // The upstream's reads land in buffers managed by ReadBuffer (no Buffer per read in bulk).
+  const reader = new ReadBuffer();
+  const upstream = connect({ host: to.host, port: to.port, allowHalfOpen: true, noDelay: true, onread: reader.onread });
   const dialTimeoutMs = handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
   const timer = setTimeout(() => {
     ctx.fail(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${to.host}:${to.port} did not accept within ${dialTimeoutMs} ms`));
@@ -44,12 +47,17 @@ export function runForward(client: Duplex, handler: ForwardHandler, ctx: Handler
     // speak first must learn the client address before they greet).
     if (handler.sendProxyHeader) upstream.write(proxyHeaderFor(handler.sendProxyHeader, ctx));
     const join = (): void =>
-      splice(client, upstream, (err) => {
-        if (err) ctx.fail(streamError(err, upstream.errored === err ? `upstream ${to.host}:${to.port}` : 'client'));
-      });
+      splice(
+        client,
+        upstream,
+        (err) => {
+          if (err) ctx.fail(streamError(err, upstream.errored === err ? `upstream ${to.host}:${to.port}` : 'client'));
+        },
+        reader,
+      );
     // Only raw TLS passing through needs the SSLRequest replayed; after `terminate` the upstream
     // gets the cleartext StartupMessage as a plain Postgres connection.
-    if (ctx.info.postgresSslRequest && !(client instanceof TLSSocket)) replaySslRequest(upstream, ctx, join);
+    if (ctx.info.postgresSslRequest && !(client instanceof TLSSocket)) replaySslRequest(upstream, reader, ctx, join);
     else join();
   });
 }
@@ -72,21 +80,22 @@ function proxyHeaderFor(version: 'v1' | 'v2', ctx: HandlerContext): Buffer {
  * gate-mux answered the client's SSLRequest itself, so a TLS-passthrough upstream (a Postgres
  * server) has not seen it yet: send it and take its one-byte answer before splicing the TLS.
  */
-function replaySslRequest(upstream: Socket, ctx: HandlerContext, then: () => void): void {
+function replaySslRequest(upstream: Socket, reader: ReadBuffer, ctx: HandlerContext, then: () => void): void {
   upstream.write(SSL_REQUEST);
-  const onData = (chunk: Buffer): void => {
-    upstream.removeListener('data', onData);
-    upstream.pause();
+  let answered = false;
+  reader.attach((chunk: Buffer): boolean => {
+    if (answered) return false; // held until the splice attaches its sink (not reached: it attaches at once)
+    answered = true;
     if (chunk[0] !== 0x53 /* 'S' */) {
       ctx.fail(new GateError(ErrorCodes.HANDLER_FAILED, `upstream declined TLS after SSLRequest (answered 0x${(chunk[0] ?? 0).toString(16)})`));
-      return;
+      return false;
     }
     if (chunk.length > 1) {
       // Bytes after 'S' before our TLS started would be injected into the session (CVE-2021-23222).
       ctx.fail(new GateError(ErrorCodes.HANDLER_FAILED, 'upstream sent unexpected bytes after its SSLRequest answer'));
-      return;
+      return false;
     }
     then();
-  };
-  upstream.on('data', onData);
+    return true;
+  });
 }

@@ -1,4 +1,6 @@
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { ReadBuffer, ReadSink } from './read-buffer.js';
 
 /**
  * Copies `src` into `dst` with backpressure: a `write` that returns false pauses `src` until
@@ -16,14 +18,49 @@ function relay(src: Duplex, dst: Duplex): void {
 }
 
 /**
+ * Copies a socket read through a `ReadBuffer` into `dst`; in bulk, without copying the bytes in
+ * JavaScript: `dst.write` gets a view of the connection's read buffer. Node does not copy a write that the kernel did not
+ * take at once; it keeps the view until the write completes (checked on Node 20: a partially
+ * written buffer changed afterwards arrives changed). So after a write that is still queued
+ * (`writableLength > 0`), reading stops until that write's callback, and only then may the read
+ * buffer be filled again. That is also the backpressure: a slow `dst` stops `src`'s reads.
+ * Only for a plain `net.Socket` destination, whose writes go straight to the kernel; any other
+ * stream might keep the view after calling back, so it gets a copy.
+ */
+function relayBuffered(reader: ReadBuffer, src: Socket, dst: Duplex): void {
+  const zeroCopy = Object.getPrototypeOf(dst) === Socket.prototype;
+  let issued = 0;
+  let completed = 0;
+  let resumeAt = 0;
+  // Writable calls write callbacks once each, in write order, also on error and destroy.
+  const written = (): void => {
+    if (++completed === resumeAt) {
+      resumeAt = 0;
+      if (!src.destroyed) src.resume();
+    }
+  };
+  const sink: ReadSink = (chunk, reused) => {
+    const inPlace = reused && zeroCopy;
+    const ok = dst.write(reused && !zeroCopy ? Buffer.from(chunk) : chunk, written);
+    issued++;
+    if (inPlace ? dst.writableLength === 0 : ok) return true;
+    resumeAt = issued;
+    return false;
+  };
+  src.once('end', () => dst.end());
+  if (reader.attach(sink)) src.resume();
+}
+
+/**
  * Joins two duplex streams: each direction is relayed with backpressure (a slow reader pauses the
  * other side's reads) and ends on its own, so a client's FIN reaches the upstream while the
  * upstream's answer keeps flowing back (half-close). Both sockets must allow half-open.
  *
  * An error on either side, or one side closing before both of its directions finished, destroys
  * the other; `onClose` runs once when both are closed, with the first error if there was one.
+ * `bReader`: `b` is a socket reading through it (see `relayBuffered`).
  */
-export function splice(a: Duplex, b: Duplex, onClose: (error: Error | undefined) => void): void {
+export function splice(a: Duplex, b: Duplex, onClose: (error: Error | undefined) => void, bReader?: ReadBuffer): void {
   let firstError: Error | undefined;
   let closed = 0;
   const onError = (err: Error): void => {
@@ -40,5 +77,6 @@ export function splice(a: Duplex, b: Duplex, onClose: (error: Error | undefined)
   a.once('close', closeHandler(a, b));
   b.once('close', closeHandler(b, a));
   relay(a, b);
-  relay(b, a);
+  if (bReader && b instanceof Socket) relayBuffered(bReader, b, a);
+  else relay(b, a);
 }
