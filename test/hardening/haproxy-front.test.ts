@@ -5,18 +5,16 @@
  * clients bind 127.0.0.3 / 127.0.0.4, HAProxy listens on 127.0.0.2 and dials from 127.0.0.1.
  */
 import t from 'tap';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { connect as netConnect } from 'node:net';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { custom, terminate } from '../../lib/handlers/builders.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import type { ConnectionInfo } from '../../lib/mux/types.js';
 import { requirePeer } from '../helpers/peers.js';
-import { freePort, startDaemon } from '../helpers/daemon.js';
+import { freePort } from '../helpers/daemon.js';
+import { startHaproxy } from '../helpers/haproxy.js';
 import { readUntil, until } from '../helpers/net.js';
 
 t.test('HAProxy send-proxy-v2 in front of two gate-mux instances: each sees the real client', async (t) => {
@@ -49,31 +47,21 @@ t.test('HAProxy send-proxy-v2 in front of two gate-mux instances: each sees the 
   t.teardown(() => Promise.all([muxA.close({ graceMs: 50 }), muxB.close({ graceMs: 50 })]));
 
   const front = await freePort('127.0.0.2');
-  const dir = mkdtempSync(join(tmpdir(), 'gate-haproxy-front-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const config = join(dir, 'haproxy.cfg');
-  writeFileSync(
-    config,
+  // startDaemon probes the port with a bare connection; HAProxy relays it, so each instance may
+  // see one header-only connection that closes in detection. Counted apart below.
+  await startHaproxy(
+    t,
+    haproxy,
     [
-      'global',
-      '  log stderr format raw local0 err',
-      'defaults',
-      '  mode tcp',
-      '  timeout connect 2s',
-      '  timeout client 10s',
-      '  timeout server 10s',
       'listen front',
       `  bind 127.0.0.2:${front}`,
       '  balance roundrobin',
       '  source 127.0.0.1',
       `  server a 127.0.0.1:${portA} send-proxy-v2`,
       `  server b 127.0.0.1:${portB} send-proxy-v2`,
-      '',
-    ].join('\n'),
+    ],
+    { host: '127.0.0.2', port: front },
   );
-  // startDaemon probes the port with a bare connection; HAProxy relays it, so each instance may
-  // see one header-only connection that closes in detection. Counted apart below.
-  await startDaemon(t, { command: haproxy, args: ['-db', '-f', config], host: '127.0.0.2', port: front });
 
   const clients: Array<{ local: string; port: number; answer: string }> = [];
   for (let i = 0; i < 6; i++) {

@@ -6,10 +6,7 @@
  */
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import {
   encodeProxyHeaderV1,
   encodeProxyHeaderV2,
@@ -18,6 +15,7 @@ import {
   type ProxyHeader,
 } from '../../lib/proxy-protocol/header.js';
 import { requirePeer } from '../helpers/peers.js';
+import { startHaproxy } from '../helpers/haproxy.js';
 
 /** A server that reads one PROXY header per connection and reports it. */
 async function headerSink(t: Test): Promise<{ port: number; next: () => Promise<ProxyHeader> }> {
@@ -90,19 +88,10 @@ t.test('HAProxy accepts our headers and relays the client in its own v1 and v2+C
   if (!haproxy) return;
   const sink = await headerSink(t);
   const [v1In, v2In] = [await freePort(), await freePort()];
-  const dir = mkdtempSync(join(tmpdir(), 'gate-haproxy-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const config = join(dir, 'haproxy.cfg');
-  writeFileSync(
-    config,
+  const daemon = await startHaproxy(
+    t,
+    haproxy,
     [
-      'global',
-      '  log stderr format raw local0 err',
-      'defaults',
-      '  mode tcp',
-      '  timeout connect 2s',
-      '  timeout client 5s',
-      '  timeout server 5s',
       // our v2 header in, HAProxy's v1 header out
       `listen v2_to_v1`,
       `  bind 127.0.0.1:${v2In} accept-proxy`,
@@ -111,14 +100,10 @@ t.test('HAProxy accepts our headers and relays the client in its own v1 and v2+C
       `listen v1_to_v2`,
       `  bind 127.0.0.1:${v1In} accept-proxy`,
       `  server sink 127.0.0.1:${sink.port} send-proxy-v2 proxy-v2-options crc32c`,
-      '',
-    ].join('\n'),
+    ],
+    { host: '127.0.0.1', port: v1In },
   );
-  const child = spawn(haproxy, ['-db', '-f', config], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  t.teardown(() => child.kill('SIGKILL'));
-  await Promise.all([waitListening(v1In), waitListening(v2In)]);
+  await waitListening(v2In);
   // the probes above were connections without headers: HAProxy drops them without a backend call
 
   const send = (port: number, header: Buffer): Socket => {
@@ -132,12 +117,12 @@ t.test('HAProxy accepts our headers and relays the client in its own v1 and v2+C
   const dst6 = { address: 'fd00::443', port: 443, family: 'IPv6' as const };
   send(v2In, encodeProxyHeaderV2(src6, dst6, [{ type: PP2_TYPE.AUTHORITY, value: Buffer.from('gate.test') }], { crc32c: true }));
   const viaV1 = await sink.next();
-  t.match(viaV1, { version: 1, transport: 'tcp6', source: src6, destination: dst6 }, `HAProxy read our v2 header ${stderr}`);
+  t.match(viaV1, { version: 1, transport: 'tcp6', source: src6, destination: dst6 }, `HAProxy read our v2 header ${daemon.output()}`);
 
   const src4 = { address: '10.9.8.7', port: 1234, family: 'IPv4' as const };
   const dst4 = { address: '10.0.0.1', port: 5432, family: 'IPv4' as const };
   send(v1In, encodeProxyHeaderV1(src4, dst4));
   const viaV2 = await sink.next();
-  t.match(viaV2, { version: 2, transport: 'tcp4', source: src4, destination: dst4 }, `HAProxy read our v1 header ${stderr}`);
+  t.match(viaV2, { version: 2, transport: 'tcp4', source: src4, destination: dst4 }, `HAProxy read our v1 header ${daemon.output()}`);
   t.ok(viaV2.tlvs.some((x) => x.type === PP2_TYPE.CRC32C), 'HAProxy sent a CRC32C TLV, and it verified');
 });
