@@ -1,7 +1,7 @@
 // Real peer: danted (apt-get install dante-server), started on 127.0.0.2 by the test. The
 // authenticated case creates (and removes) a throwaway system user, so it needs root.
 import t from 'tap';
-import type { Socket } from 'node:net';
+import { readBytes } from '../helpers/net.js';
 import { dial } from '../../lib/client/dial.js';
 import { dialTls } from '../../lib/client/dial-tls.js';
 import { parseProxyUrl } from '../../lib/client/proxy-config.js';
@@ -10,20 +10,6 @@ import { startDante } from '../helpers/dante.js';
 import { freePort } from '../helpers/daemon.js';
 import { startEchoServer, startTlsEchoServer } from '../helpers/echo-servers.js';
 
-function read(socket: Socket, n: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let got = '';
-    const onData = (d: Buffer): void => {
-      got += d.toString();
-      if (got.length >= n) {
-        socket.removeListener('data', onData);
-        resolve(got);
-      }
-    };
-    socket.on('data', onData);
-    socket.once('error', reject);
-  });
-}
 
 t.test('SOCKS5 through dante without auth: socks5h sends the name, socks5 resolves locally', async (t) => {
   const proxy = await startDante(t);
@@ -35,9 +21,9 @@ t.test('SOCKS5 through dante without auth: socks5h sends the name, socks5 resolv
     t.equal(via?.scheme, scheme);
     // Consumer attached a turn later: the greeting that came with the SOCKS reply must still be there.
     await new Promise((resolve) => setImmediate(resolve));
-    t.equal(await read(socket, 8), 'GREETING', `${scheme}: server-first bytes kept`);
+    t.equal(await readBytes(socket, 8), 'GREETING', `${scheme}: server-first bytes kept`);
     socket.write('echo');
-    t.equal(await read(socket, 4), 'echo');
+    t.equal(await readBytes(socket, 4), 'echo');
     socket.destroy();
   }
   const socks = parseProxyUrl(`socks5h://${proxy.host}:${proxy.port}`);
@@ -73,6 +59,6 @@ t.test('SOCKS5 username/password through dante (system user, password needing pe
     proxy: parseProxyUrl(`socks5h://${proxy.user.name}:${encodeURIComponent(password)}@${base}`),
   });
   socket.write('authed');
-  t.equal(await read(socket, 6), 'authed');
+  t.equal(await readBytes(socket, 6), 'authed');
   socket.destroy();
 });

@@ -1,6 +1,6 @@
 // Real peer: squid (apt-get install squid), started on 127.0.0.2 by the test.
 import t from 'tap';
-import type { Socket } from 'node:net';
+import { readBytes } from '../helpers/net.js';
 import { dial } from '../../lib/client/dial.js';
 import { dialTls } from '../../lib/client/dial-tls.js';
 import { parseProxyUrl } from '../../lib/client/proxy-config.js';
@@ -8,20 +8,6 @@ import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startEchoServer, startTlsEchoServer } from '../helpers/echo-servers.js';
 import { startSquid } from '../helpers/squid.js';
 
-function read(socket: Socket, n: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let got = '';
-    const onData = (d: Buffer): void => {
-      got += d.toString();
-      if (got.length >= n) {
-        socket.removeListener('data', onData);
-        resolve(got);
-      }
-    };
-    socket.on('data', onData);
-    socket.once('error', reject);
-  });
-}
 
 t.test('squid without auth: CONNECT to a non-443 port, server-speaks-first greeting delivered, TLS inside', async (t) => {
   const proxy = await startSquid(t);
@@ -30,9 +16,9 @@ t.test('squid without auth: CONNECT to a non-443 port, server-speaks-first greet
   // they are already there: the greeting is exactly what a naive CONNECT client drops.
   const echo = await startEchoServer(t, { greeting: 'SSH-2.0-fake\r\n' });
   const { socket } = await dial(echo.address, { proxy: parseProxyUrl(proxy.url) });
-  t.equal(await read(socket, 14), 'SSH-2.0-fake\r\n');
+  t.equal(await readBytes(socket, 14), 'SSH-2.0-fake\r\n');
   socket.write('ping');
-  t.equal(await read(socket, 4), 'ping');
+  t.equal(await readBytes(socket, 4), 'ping');
   socket.destroy();
   const server = await startTlsEchoServer(t, { alpn: ['gate-postgres'] });
   const tls = await dialTls(server.address, {
@@ -58,6 +44,6 @@ t.test('squid with Basic auth and a password that needs percent-encoding', async
   const { socket, via } = await dial(echo.address, { env: {}, proxy: parseProxyUrl(encoded, 'HTTPS_PROXY') });
   t.equal(via?.display, `http://alice:***@${base}`);
   socket.write('hello squid');
-  t.equal(await read(socket, 11), 'hello squid');
+  t.equal(await readBytes(socket, 11), 'hello squid');
   socket.destroy();
 });

@@ -1,6 +1,6 @@
 // Real peer: tinyproxy (apt-get install tinyproxy), started on 127.0.0.2 by the test.
 import t from 'tap';
-import type { Socket } from 'node:net';
+import { echoOnce } from '../helpers/net.js';
 import { dial } from '../../lib/client/dial.js';
 import { dialTls } from '../../lib/client/dial-tls.js';
 import { parseProxyUrl } from '../../lib/client/proxy-config.js';
@@ -8,17 +8,6 @@ import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startEchoServer, startTlsEchoServer } from '../helpers/echo-servers.js';
 import { startTinyproxy } from '../helpers/tinyproxy.js';
 
-function echoOnce(socket: Socket, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let got = '';
-    socket.on('data', (d: Buffer) => {
-      got += d.toString();
-      if (got.length >= text.length) resolve(got);
-    });
-    socket.once('error', reject);
-    socket.write(text);
-  });
-}
 
 t.test('CONNECT through tinyproxy without auth', async (t) => {
   const proxy = await startTinyproxy(t);

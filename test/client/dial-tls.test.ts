@@ -1,6 +1,5 @@
 import t from 'tap';
-import { createServer, type Socket } from 'node:net';
-import type { TLSSocket } from 'node:tls';
+import { echoOnce, startMuteServer } from '../helpers/net.js';
 import { dialTls } from '../../lib/client/dial-tls.js';
 import { parseProxyUrl } from '../../lib/client/proxy-config.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
@@ -9,17 +8,6 @@ import { startFakeProxy, tunnelTo } from '../helpers/fake-proxy.js';
 
 const ca = devCertificates().ca.cert;
 
-function echoOnce(socket: TLSSocket, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let got = '';
-    socket.on('data', (d: Buffer) => {
-      got += d.toString();
-      if (got.length >= text.length) resolve(got);
-    });
-    socket.once('error', reject);
-    socket.write(text);
-  });
-}
 
 function timers(): number {
   return process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
@@ -78,17 +66,7 @@ t.test('TLS through a CONNECT proxy and TLS inside TLS through an https:// proxy
 });
 
 t.test('a server that never answers the ClientHello: handshake timeout, abort, no timer left', async (t) => {
-  const held = new Set<Socket>();
-  const mute = createServer((s) => {
-    held.add(s);
-    s.on('error', () => undefined);
-  });
-  await new Promise<void>((resolve) => mute.listen(0, '127.0.0.1', () => resolve()));
-  t.teardown(() => {
-    for (const s of held) s.destroy();
-    mute.close();
-  });
-  const address = `127.0.0.1:${(mute.address() as { port: number }).port}`;
+  const { address, held } = await startMuteServer(t);
   const before = timers();
   await t.rejects(dialTls(address, { env: {}, alpn: ['gate-postgres'], serverName: 'localhost', ca, handshakeTimeoutMs: 100 }), {
     code: 'GATE_ERR_TLS_HANDSHAKE_TIMEOUT',

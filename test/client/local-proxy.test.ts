@@ -1,6 +1,7 @@
 import t from 'tap';
+import { startMuteServer } from '../helpers/net.js';
 import { createHash } from 'node:crypto';
-import { connect, createServer, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import type { Logger } from '../../lib/log.js';
@@ -147,22 +148,13 @@ t.test('a route that refuses our ALPN: the client is closed and the failure logg
 
 t.test('close() stops accepting, ends open tunnels and pending dials, leaves no handles', async (t) => {
   const server = await startTlsEchoServer(t, { alpn: ['gate-postgres'] });
-  const held = new Set<Socket>();
-  const mute = createServer((s) => {
-    held.add(s);
-    s.on('error', () => undefined);
-  });
-  await new Promise<void>((resolve) => mute.listen(0, '127.0.0.1', () => resolve()));
-  t.teardown(() => {
-    for (const s of held) s.destroy();
-    mute.close();
-  });
+  const { address: muteAddress, held } = await startMuteServer(t);
   const handles = (): number => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap' || r === 'TCPServerWrap' || r === 'Timeout').length;
   const before = handles();
   const local = await startLocalProxy({ listen: { host: '127.0.0.1', port: 0 }, target: server.address, alpn: ['gate-postgres'], serverName: 'localhost', ca, env: {} });
   const stalled = await startLocalProxy({
     listen: { host: '127.0.0.1', port: 0 },
-    target: `127.0.0.1:${(mute.address() as { port: number }).port}`,
+    target: muteAddress,
     alpn: ['gate-postgres'],
     serverName: 'localhost',
     ca,

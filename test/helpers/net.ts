@@ -151,3 +151,33 @@ export async function until(condition: () => boolean, what = 'condition', limitM
     await new Promise((r) => setTimeout(r, 5));
   }
 }
+
+/** Reads until at least `n` characters arrived (stream left open). */
+export function readBytes(stream: NodeJS.ReadableStream, n: number): Promise<string> {
+  return readUntil(stream, (s) => s.length >= n);
+}
+
+/** Writes `text` to an echoing peer and resolves with what came back once as long. */
+export function echoOnce(socket: NodeJS.ReadWriteStream, text: string): Promise<string> {
+  const answer = readBytes(socket, text.length);
+  socket.write(text);
+  return answer;
+}
+
+/**
+ * A TCP server that accepts and never answers (a TLS server stuck before its ServerHello, a
+ * stalled upstream). `held` holds the accepted sockets; teardown destroys them and closes.
+ */
+export async function startMuteServer(t: { teardown(fn: () => unknown): unknown }): Promise<{ address: string; held: Set<Socket> }> {
+  const held = new Set<Socket>();
+  const server = createServer((s) => {
+    held.add(s);
+    s.on('error', () => undefined);
+  });
+  const port = await listening(server);
+  t.teardown(() => {
+    for (const s of held) s.destroy();
+    return closeServer(server);
+  });
+  return { address: `127.0.0.1:${port}`, held };
+}
