@@ -34,7 +34,10 @@ export async function startDante(
     const chpasswd = findBinary('chpasswd');
     const userdel = findBinary('userdel');
     if (userInfo().uid !== 0 || !useradd || !chpasswd || !userdel) {
-      t.skip('dante username auth needs root to create a throwaway system user', () => {});
+      const problem = 'dante username auth needs root to create a throwaway system user';
+      // CI runs as root (.ci/run installs packages): there a missing capability is a failure.
+      if (process.env.CI) t.fail(problem);
+      else t.skip(problem, () => {});
       return undefined;
     }
     const name = `gmx${randomBytes(4).toString('hex')}`;
