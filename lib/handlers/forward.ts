@@ -5,14 +5,14 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { encodeProxyHeaderV1, encodeProxyHeaderV2 } from '../proxy-protocol/header.js';
 import { splice } from '../mux/splice.js';
 import { ReadBuffer } from '../mux/read-buffer.js';
-import type { ForwardHandler, UpstreamAddress } from '../mux/types.js';
+import type { ConnectionInfo, ForwardHandler, UpstreamAddress } from '../mux/types.js';
 import type { HandlerContext } from './context.js';
 
-const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
+export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
 /** Postgres SSLRequest: int32 length 8, int32 code 80877103 (PostgreSQL protocol §55.2.10). */
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
 
-function dialError(err: NodeJS.ErrnoException, to: UpstreamAddress): GateError {
+export function dialError(err: NodeJS.ErrnoException, to: UpstreamAddress): GateError {
   const where = `${to.host}:${to.port}`;
   if (err.code === 'ECONNREFUSED') return new GateError(ErrorCodes.DIAL_REFUSED, `upstream ${where} refused the connection`, { cause: err });
   return new GateError(ErrorCodes.DIAL_FAILED, `dialing upstream ${where} failed: ${err.code ?? err.message}`, { cause: err });
@@ -23,7 +23,7 @@ function dialError(err: NodeJS.ErrnoException, to: UpstreamAddress): GateError {
  * so they reach the upstream first, in order, once the pipe starts.
  */
 export function runForward(client: Duplex, handler: ForwardHandler, ctx: HandlerContext): void {
-  const to = typeof handler.to === 'function' ? handler.to(ctx.info) : handler.to;
+  const to = upstreamOf(handler, ctx.info);
   // The upstream's reads land in buffers managed by ReadBuffer (no Buffer per read in bulk).
   const reader = new ReadBuffer();
   const upstream = connect({ host: to.host, port: to.port, allowHalfOpen: true, noDelay: true, onread: reader.onread });
@@ -45,7 +45,7 @@ export function runForward(client: Duplex, handler: ForwardHandler, ctx: Handler
     upstream.removeListener('error', onDialError);
     // The PROXY header goes out on connect, before any client byte (caddy-l4 #212: servers that
     // speak first must learn the client address before they greet).
-    if (handler.sendProxyHeader) upstream.write(proxyHeaderFor(handler.sendProxyHeader, ctx));
+    if (handler.sendProxyHeader) upstream.write(proxyHeaderFor(handler.sendProxyHeader, ctx.info));
     const join = (): void =>
       splice(
         client,
@@ -68,8 +68,12 @@ function streamError(err: NodeJS.ErrnoException, side: string): GateError {
   return new GateError(code, `${side} connection failed: ${err.code ?? err.message}`, { cause: err });
 }
 
-function proxyHeaderFor(version: 'v1' | 'v2', ctx: HandlerContext): Buffer {
-  const { remote, local } = ctx.info;
+export function upstreamOf(handler: ForwardHandler, info: ConnectionInfo): UpstreamAddress {
+  return typeof handler.to === 'function' ? handler.to(info) : handler.to;
+}
+
+export function proxyHeaderFor(version: 'v1' | 'v2', info: ConnectionInfo): Buffer {
+  const { remote, local } = info;
   const family = (e: { family: string }): 'IPv4' | 'IPv6' => (e.family === 'IPv6' ? 'IPv6' : 'IPv4');
   const source = { address: remote.address, port: remote.port, family: family(remote) };
   const destination = { address: local.address, port: local.port, family: family(local) };

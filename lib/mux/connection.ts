@@ -1,49 +1,52 @@
-import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { HandlerContext } from '../handlers/context.js';
+import type { ClientEnd } from './client-end.js';
 import type { ConnectionInfo, Endpoint } from './types.js';
 
-function endpoint(address: string | undefined, port: number | undefined, family: string | undefined): Endpoint {
-  return { address: address ?? '', port: port ?? 0, family: family ?? '' };
+/** Something a connection owns and destroys with it: a stream, a bare-handle client or relay. */
+export interface Part {
+  destroy(): void;
+}
+
+/** Byte counts of the client side, from whoever holds the client now. */
+export interface ClientCounts {
+  readonly bytesRead: number;
+  readonly bytesWritten: number;
 }
 
 /**
- * One accepted client connection and the streams that belong to it (upstream socket, TLS
- * wrapper). It ends when every adopted stream has closed; then `onFinish` runs exactly once.
+ * One accepted client connection and the parts that belong to it (the client, an upstream
+ * socket, a TLS wrapper, a handle relay). It ends when every part has closed; then `onFinish`
+ * runs exactly once.
  */
 export class Connection implements HandlerContext {
   readonly info: ConnectionInfo;
   readonly logger: Logger;
-  readonly socket: Socket;
   error: GateError | undefined;
   routed = false;
-  private readonly streams = new Set<Duplex>();
+  /** Whose counts are the client's: the ClientEnd, then the socket or relay it became. */
+  counts: ClientCounts;
+  /** Set while detecting: stops its timers when the connection ends first. */
+  stopDetection: (() => void) | undefined;
+  private readonly parts = new Set<Part>();
+  private client: Part;
   private finished = false;
 
   constructor(
     id: number,
-    socket: Socket,
+    readonly clientEnd: ClientEnd,
+    clientPart: Part,
     logger: Logger,
     private readonly onFinish: (conn: Connection) => void,
   ) {
-    this.socket = socket;
     this.logger = logger;
-    this.info = {
-      id,
-      protocol: 'silent',
-      sni: undefined,
-      alpn: [],
-      negotiatedAlpn: undefined,
-      remote: endpoint(socket.remoteAddress, socket.remotePort, socket.remoteFamily),
-      local: endpoint(socket.localAddress, socket.localPort, socket.remoteFamily),
-      proxyHeader: undefined,
-      postgresSslRequest: false,
-      route: '',
-      helloBytes: undefined,
-    };
-    this.adopt(socket);
+    this.counts = clientEnd;
+    this.info = connectionInfo(id, clientEnd);
+    this.client = clientPart;
+    if (isStream(clientPart)) this.adopt(clientPart);
+    else this.parts.add(clientPart);
   }
 
   /**
@@ -51,19 +54,38 @@ export class Connection implements HandlerContext {
    * reset is logged as GATE_ERR_UPSTREAM_RESET or GATE_ERR_CLIENT_RESET as it really was.
    */
   adopt(stream: Duplex, side: 'client' | 'upstream' = 'client'): void {
-    if (this.streams.has(stream)) return;
+    if (this.parts.has(stream)) return;
     if (this.finished || stream.destroyed) {
       stream.destroy();
       return;
     }
-    this.streams.add(stream);
+    this.parts.add(stream);
     // An error nobody else listens to must not crash the process; `fail` records the first one.
     stream.on('error', (err) => this.recordError(err, side));
-    stream.once('close', () => {
-      this.streams.delete(stream);
-      if (stream === this.socket) this.destroyAll(); // no client, nothing left to serve
-      if (this.streams.size === 0) this.finish();
-    });
+    stream.once('close', () => this.closed(stream));
+  }
+
+  /** The client is `next` from now on (the socket made from a handle, a relay owning it). */
+  handOver(next: Part, counts: ClientCounts): void {
+    const previous = this.client;
+    this.client = next;
+    this.counts = counts;
+    if (isStream(next)) this.adopt(next);
+    else this.parts.add(next);
+    this.parts.delete(previous);
+  }
+
+  /** Adds a part that reports its own close with closed(). */
+  attach(part: Part): void {
+    if (this.finished) part.destroy();
+    else this.parts.add(part);
+  }
+
+  /** A part that reports its own close (not a stream) has closed. */
+  closed(part: Part): void {
+    if (!this.parts.delete(part)) return;
+    if (part === this.client) this.destroyAll(); // no client, nothing left to serve
+    if (this.parts.size === 0) this.finish();
   }
 
   fail(error: Error): void {
@@ -71,15 +93,8 @@ export class Connection implements HandlerContext {
     this.destroyAll();
   }
 
-  /** Destroys every stream of this connection (shutdown after grace, failures). */
-  destroyAll(): void {
-    // Newest first: a TLSSocket (or other wrapper) goes before the socket under it. Destroying
-    // the raw socket first from inside the TLSSocket's 'secure' event (an mTLS rejection)
-    // corrupts memory in Node 20.20 (SIGSEGV / "malloc(): unsorted double linked list corrupted").
-    for (const stream of [...this.streams].reverse()) stream.destroy();
-  }
-
-  private recordError(err: Error, side: 'client' | 'upstream' = 'client'): void {
+  /** Records `error` as the connection's failure unless one is recorded already. */
+  recordError(err: Error, side: 'client' | 'upstream' = 'client'): void {
     if (this.error) return;
     this.error =
       err instanceof GateError
@@ -91,9 +106,49 @@ export class Connection implements HandlerContext {
           );
   }
 
+  /** Destroys every part of this connection (shutdown after grace, failures). */
+  destroyAll(): void {
+    // Newest first: a TLSSocket (or other wrapper) goes before the socket under it. Destroying
+    // the raw socket first from inside the TLSSocket's 'secure' event (an mTLS rejection)
+    // corrupts memory in Node 20.20 (SIGSEGV / "malloc(): unsorted double linked list corrupted").
+    for (const part of [...this.parts].reverse()) part.destroy();
+  }
+
   private finish(): void {
     if (this.finished) return;
     this.finished = true;
     this.onFinish(this);
   }
+}
+
+function isStream(part: Part): part is Duplex {
+  return typeof (part as Partial<Duplex>).once === 'function';
+}
+
+/**
+ * The connection's info. The remote address is read at once: after a reset the kernel no longer
+ * tells it, and a failure's log line names it. The local one is read when first asked for: on a
+ * bare handle it costs a syscall, and most connections never need it.
+ */
+function connectionInfo(id: number, client: ClientEnd): ConnectionInfo {
+  let local: Endpoint | undefined;
+  return {
+    id,
+    protocol: 'silent',
+    sni: undefined,
+    alpn: [],
+    negotiatedAlpn: undefined,
+    remote: client.remote,
+    get local(): Endpoint {
+      local ??= client.local;
+      return local;
+    },
+    set local(value: Endpoint) {
+      local = value;
+    },
+    proxyHeader: undefined,
+    postgresSslRequest: false,
+    route: '',
+    helloBytes: undefined,
+  };
 }

@@ -3,7 +3,12 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import { runHandler } from '../handlers/run.js';
 import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
-import { Connection } from './connection.js';
+import { forwardOnHandles } from '../handlers/forward-handles.js';
+import { HandleEnd, SocketEnd, type ClientEnd } from './client-end.js';
+import { Connection, type Part } from './connection.js';
+import { HandleRelay } from './handle-relay.js';
+import { IdleSweep } from './idle-sweep.js';
+import { handlesAvailable, takeConnections, type TcpHandle } from './uv.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
 import { SourceLimiter } from './source-limit.js';
@@ -54,6 +59,9 @@ export class Multiplexer {
   readonly maxConnections: number;
   readonly maxConnectionsPerSource: number;
   readonly maxHelloBytes: number;
+  /** True when accepted connections start on bare libuv handles (see uv.ts). */
+  readonly fastPath: boolean;
+  private readonly idle: IdleSweep<HandleRelay> | undefined;
 
   constructor(options: MultiplexerOptions) {
     this.table = new RouteTable(options.routes);
@@ -64,6 +72,8 @@ export class Multiplexer {
     this.maxHelloBytes = options.maxHelloBytes ?? DEFAULT_MAX_HELLO_BYTES;
     this.maxConnectionsPerSource = options.maxConnectionsPerSource ?? 0;
     this.perSource = new SourceLimiter(this.maxConnectionsPerSource);
+    this.fastPath = (options.fastPath ?? true) && handlesAvailable;
+    this.idle = this.idleTimeoutMs > 0 ? new IdleSweep(this.idleTimeoutMs) : undefined;
     const pp = options.proxyProtocol ?? { mode: 'off' };
     this.trusted = pp.mode === 'on' ? trustList(pp.trusted) : undefined;
   }
@@ -84,7 +94,7 @@ export class Multiplexer {
       throw new GateError(ErrorCodes.CONFIG_INVALID, `silentRoute '${options.silentRoute}' is not a route`);
     }
     // allowHalfOpen: each direction ends on its own; noDelay: we relay, Nagle only adds latency.
-    const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.accept(socket, options));
+    const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.acceptSocket(socket, options));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen({ host: options.host ?? '127.0.0.1', port: options.port, backlog: options.backlog ?? 511 }, () => {
@@ -93,6 +103,7 @@ export class Multiplexer {
       });
     });
     server.on('error', (err) => this.logger.error({ err }, 'listener error'));
+    if (this.fastPath) takeConnections(server, (handle) => this.acceptHandle(handle, options));
     this.listeners.push({ server, options });
     const address = server.address() as AddressInfo;
     this.logger.info({ address: address.address, port: address.port }, 'listening');
@@ -138,59 +149,70 @@ export class Multiplexer {
     return this.closing;
   }
 
-  private reject(socket: Socket, error: GateError): void {
+  private reject(client: ClientEnd, error: GateError): undefined {
     this.counters.rejected++;
     this.counters.failure(error.code);
-    this.logger.info({ remote: socket.remoteAddress, code: error.code }, error.message);
-    socket.destroy();
+    this.logger.info({ remote: client.remote.address, code: error.code }, error.message);
+    client.destroy();
+    return undefined;
   }
 
-  private accept(socket: Socket, listener: ListenOptions): void {
-    this.counters.accepted++;
+  private acceptHandle(handle: TcpHandle, listener: ListenOptions): void {
+    handle.setNoDelay(true); // we relay: Nagle would only add latency
+    let conn: Connection | undefined;
+    const client: HandleEnd = new HandleEnd(handle, () => conn?.closed(client));
+    conn = this.accept(client, client, listener);
+  }
+
+  private acceptSocket(socket: Socket, listener: ListenOptions): void {
     socket.on('error', () => {}); // reported through the connection once adopted; never crash
-    if (this.closing) return this.reject(socket, new GateError(ErrorCodes.SHUTDOWN, 'shutting down'));
+    this.accept(new SocketEnd(socket), socket, listener);
+  }
+
+  private accept(client: ClientEnd, part: Part, listener: ListenOptions): Connection | undefined {
+    this.counters.accepted++;
+    if (this.closing) return this.reject(client, new GateError(ErrorCodes.SHUTDOWN, 'shutting down'));
     if (this.maxConnections > 0 && this.connections.size >= this.maxConnections) {
-      return this.reject(socket, new GateError(ErrorCodes.TOO_MANY_CONNECTIONS, `over ${this.maxConnections} open connections`));
+      return this.reject(client, new GateError(ErrorCodes.TOO_MANY_CONNECTIONS, `over ${this.maxConnections} open connections`));
     }
-    if (this.trusted && !this.trusted.check(socket.remoteAddress ?? '', socket.remoteFamily === 'IPv6' ? 'ipv6' : 'ipv4')) {
-      return this.reject(socket, new GateError(ErrorCodes.PROXY_HEADER_REFUSED, 'source not trusted to send PROXY headers'));
+    if (this.trusted) {
+      const { address, family } = client.remote;
+      if (!this.trusted.check(address, family === 'IPv6' ? 'ipv6' : 'ipv4')) {
+        return this.reject(client, new GateError(ErrorCodes.PROXY_HEADER_REFUSED, 'source not trusted to send PROXY headers'));
+      }
     }
     // Behind a PROXY-speaking load balancer every socket comes from the balancer: the client is
     // only known once the header is read (detect), so it is counted there instead.
-    if (!this.trusted && !this.perSource.admit(socket, socket.remoteAddress ?? '')) {
-      return this.reject(socket, tooManyFromSource(socket.remoteAddress ?? '', this.maxConnectionsPerSource));
+    if (!this.trusted && !this.perSource.admit(client, client.remote.address)) {
+      return this.reject(client, tooManyFromSource(client.remote.address, this.maxConnectionsPerSource));
     }
-    const conn = new Connection(this.nextId++, socket, this.logger, (c) => this.finished(c));
+    const conn = new Connection(this.nextId++, client, part, this.logger, (c) => this.finished(c));
     this.connections.add(conn);
     this.counters.open++;
     this.detect(conn, listener);
+    return conn;
   }
 
   private detect(conn: Connection, listener: ListenOptions): void {
-    const { socket } = conn;
+    const client = conn.clientEnd;
     const detector = new Detector({ maxHelloBytes: this.maxHelloBytes, proxyHeader: this.trusted ? 'required' : 'refused' });
     const silentRoute = listener.silentRoute;
     const silentAfterMs = listener.silentAfterMs ?? DEFAULT_SILENT_AFTER_MS;
     let sawBytes = false;
     const stop = (): void => {
+      conn.stopDetection = undefined;
       clearTimeout(deadline);
       clearTimeout(silence);
-      socket.removeListener('data', onData);
-      socket.removeListener('close', stop);
-      socket.removeListener('end', onEnd);
+      client.stopReading();
     };
     const fail = (error: GateError, alert?: number): void => {
       stop();
       conn.error = error;
-      if (alert !== undefined && !socket.destroyed) {
-        socket.write(tlsAlertRecord(alert));
-        socket.destroySoon();
-      } else {
-        socket.destroy();
-      }
+      if (alert !== undefined) client.closeAfter(tlsAlertRecord(alert));
+      else client.destroy();
     };
     let headerApplied = false;
-    const onData = (chunk: Buffer): void => {
+    const data = (chunk: Buffer): void => {
       sawBytes = true;
       clearTimeout(silence);
       const step = detector.feed(chunk);
@@ -201,10 +223,10 @@ export class Multiplexer {
         headerApplied = true;
         applyProxyHeader(conn.info, header);
         // v2 LOCAL / UNKNOWN name no client: the balancer's own connection counts as its own.
-        const source = header.source?.address ?? socket.remoteAddress ?? '';
-        if (!this.perSource.admit(socket, source)) return fail(tooManyFromSource(source, this.maxConnectionsPerSource));
+        const source = header.source?.address ?? client.remote.address;
+        if (!this.perSource.admit(client, source)) return fail(tooManyFromSource(source, this.maxConnectionsPerSource));
       }
-      if ('reply' in step && step.reply) socket.write(step.reply);
+      if ('reply' in step && step.reply) client.write(step.reply);
       if (step.status === 'need') return;
       if (step.status === 'failed') return fail(step.error, step.alert);
       stop();
@@ -216,7 +238,7 @@ export class Multiplexer {
     let silence: NodeJS.Timeout | undefined;
     if (silentRoute !== undefined) {
       const goSilent = (): void => {
-        if (sawBytes) return;
+        if (sawBytes || conn.stopDetection === undefined) return;
         stop();
         this.route(conn, { protocol: 'silent', hello: undefined, proxyHeader: undefined, postgresSslRequest: false, rest: Buffer.alloc(0) }, silentRoute);
       };
@@ -228,22 +250,16 @@ export class Multiplexer {
     // The listener allows half-open sockets, so a client FIN alone does not close anything: a
     // client that ends before detection is done can never complete it, and would otherwise hold
     // its slot (and its per-source count) until the deadline.
-    const onEnd = (): void => {
+    const end = (): void => {
       fail(new GateError(ErrorCodes.CLIENT_CLOSED, `client ended the connection during detection (${detector.held} bytes held)`));
     };
-    socket.on('data', onData);
-    socket.once('end', onEnd);
-    socket.once('close', stop);
+    conn.stopDetection = stop;
+    client.read({ data, end });
   }
 
   private route(conn: Connection, detected: Detected, routeName?: string): void {
-    const { socket, info } = conn;
-    // Stop the 'data' flow at once (the stream's flow loop would otherwise emit the bytes we are
-    // about to unshift to no listener), then reset it to "no consumer yet", as on a fresh socket:
-    // a handler's first on('data') or pipe() starts it, and until then bytes wait in the buffer.
-    socket.pause();
-    (socket as { readableFlowing: boolean | null }).readableFlowing = null;
-    if (detected.rest.length > 0) socket.unshift(detected.rest);
+    const { info } = conn;
+    const client = conn.clientEnd;
     info.protocol = detected.protocol;
     info.postgresSslRequest = detected.postgresSslRequest;
     if (detected.hello) {
@@ -258,11 +274,9 @@ export class Multiplexer {
     if (!route) {
       const error = new GateError(ErrorCodes.NO_ROUTE, `no route for ${describe(info)}`);
       conn.error = error;
-      if (detected.hello) {
-        // Fail closed with a TLS alert rather than a bare reset (DESIGN §2).
-        socket.write(tlsAlertRecord(info.alpn.length > 0 ? TlsAlert.noApplicationProtocol : TlsAlert.unrecognizedName));
-        socket.destroySoon();
-      } else socket.destroy();
+      // Fail closed with a TLS alert rather than a bare reset (DESIGN §2).
+      if (detected.hello) client.closeAfter(tlsAlertRecord(info.alpn.length > 0 ? TlsAlert.noApplicationProtocol : TlsAlert.unrecognizedName));
+      else client.destroy();
       return;
     }
     info.route = route.name;
@@ -270,19 +284,33 @@ export class Multiplexer {
     const counters = this.counters.route(route.name);
     counters.connections++;
     counters.open++;
+    let handler = route.handler;
+    while (handler.kind === 'select') handler = handler.choose(info);
+    // Raw passthrough runs on the bare handles; a Postgres SSLRequest to replay, and every other
+    // handler, get the client as a net.Socket.
+    if (client instanceof HandleEnd && handler.kind === 'forward' && !info.postgresSslRequest) {
+      forwardOnHandles(client, detected.rest, handler, conn, (relay) => {
+        if (this.idle) this.idle.add(relay, () => conn.fail(new GateError(ErrorCodes.IDLE_TIMEOUT, `idle for ${this.idleTimeoutMs} ms`)));
+      });
+      return;
+    }
+    const socket = client.toSocket(detected.rest);
+    if (client instanceof HandleEnd) conn.handOver(socket, socket);
     if (this.idleTimeoutMs > 0) {
       socket.setTimeout(this.idleTimeoutMs, () => conn.fail(new GateError(ErrorCodes.IDLE_TIMEOUT, `idle for ${this.idleTimeoutMs} ms`)));
     }
-    runHandler(socket, route.handler, conn);
+    runHandler(socket, handler, conn);
   }
 
   private finished(conn: Connection): void {
+    conn.stopDetection?.();
     this.connections.delete(conn);
-    this.perSource.release(conn.socket);
+    this.perSource.release(conn.clientEnd);
     this.counters.open--;
-    const { info, socket, error } = conn;
-    const bytesIn = socket.bytesRead;
-    const bytesOut = socket.bytesWritten;
+    const { info, error } = conn;
+    if (conn.counts instanceof HandleRelay) this.idle?.delete(conn.counts);
+    const bytesIn = conn.counts.bytesRead;
+    const bytesOut = conn.counts.bytesWritten;
     if (conn.routed) {
       const counters = this.counters.route(info.route);
       counters.open--;

@@ -159,6 +159,12 @@ export interface MultiplexerOptions {
   maxConnectionsPerSource?: number;
   /** ClientHello handshake cap (default 16384). */
   maxHelloBytes?: number;
+  /**
+   * Relay `forward` routes on Node's bare libuv TCP handles instead of net.Socket: about half the
+   * CPU per connection (BENCHMARKS.md). Default true; ignored (net.Socket) where this Node does
+   * not offer the handles. Other handlers always get a net.Socket.
+   */
+  fastPath?: boolean;
   /** PROXY protocol: 'off' rejects headers; 'on' requires one from trusted networks (CIDRs). */
   proxyProtocol?: { mode: 'off' } | { mode: 'on'; trusted: string[] };
 }

@@ -1,0 +1,199 @@
+import type { Socket } from 'node:net';
+import type { Endpoint } from './types.js';
+import { closeHandle, localEndpoint, remoteEndpoint, socketFromHandle, startReading, stopReading, write, type HandleOwner, type TcpHandle } from './uv.js';
+
+/** What detection does with the client's bytes. */
+export interface ClientReader {
+  data(chunk: Buffer): void;
+  /** The client's FIN. */
+  end(): void;
+}
+
+/**
+ * The accepted client while its first bytes are read and routed: a net.Socket, or a bare libuv
+ * handle on the fast path (uv.ts) until a handler asks for a stream.
+ */
+export interface ClientEnd {
+  readonly remote: Endpoint;
+  readonly local: Endpoint;
+  readonly bytesRead: number;
+  readonly bytesWritten: number;
+  /** Delivers reads to `reader` until stopReading(); a reset or a close destroys the end. */
+  read(reader: ClientReader): void;
+  stopReading(): void;
+  write(data: Buffer): void;
+  /** Writes `data` (a TLS alert) and closes once it is out. */
+  closeAfter(data: Buffer): void;
+  destroy(): void;
+  /** The client as a paused net.Socket whose first unread bytes are `rest`. */
+  toSocket(rest: Buffer): Socket;
+}
+
+function endpoint(address: string | undefined, port: number | undefined, family: string | undefined): Endpoint {
+  return { address: address ?? '', port: port ?? 0, family: family ?? '' };
+}
+
+export class SocketEnd implements ClientEnd {
+  readonly remote: Endpoint;
+  readonly local: Endpoint;
+  private reader: ClientReader | undefined;
+  private readonly onData = (chunk: Buffer): void => this.reader?.data(chunk);
+  private readonly onEnd = (): void => this.reader?.end();
+
+  constructor(readonly socket: Socket) {
+    this.remote = endpoint(socket.remoteAddress, socket.remotePort, socket.remoteFamily);
+    this.local = endpoint(socket.localAddress, socket.localPort, socket.remoteFamily);
+  }
+
+  get bytesRead(): number {
+    return this.socket.bytesRead;
+  }
+
+  get bytesWritten(): number {
+    return this.socket.bytesWritten;
+  }
+
+  read(reader: ClientReader): void {
+    this.reader = reader;
+    this.socket.on('data', this.onData);
+    this.socket.once('end', this.onEnd);
+  }
+
+  stopReading(): void {
+    this.reader = undefined;
+    this.socket.removeListener('data', this.onData);
+    this.socket.removeListener('end', this.onEnd);
+  }
+
+  write(data: Buffer): void {
+    this.socket.write(data);
+  }
+
+  closeAfter(data: Buffer): void {
+    if (this.socket.destroyed) return;
+    this.socket.write(data);
+    this.socket.destroySoon();
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+
+  toSocket(rest: Buffer): Socket {
+    const { socket } = this;
+    // Stop the 'data' flow at once (the stream's flow loop would otherwise emit the bytes we are
+    // about to unshift to no listener), then reset it to "no consumer yet", as on a fresh socket:
+    // a handler's first on('data') or pipe() starts it, and until then bytes wait in the buffer.
+    socket.pause();
+    (socket as { readableFlowing: boolean | null }).readableFlowing = null;
+    if (rest.length > 0) socket.unshift(rest);
+    return socket;
+  }
+}
+
+/**
+ * A client on a bare handle. It tells `onClosed` when it closes by itself or by destroy(), and
+ * not when it is handed on (toSocket, take): its new owner reports from then on.
+ */
+export class HandleEnd implements ClientEnd, HandleOwner {
+  private reader: ClientReader | undefined;
+  private closed = false;
+  private handedOn = false;
+  private closeWhenWritten = false;
+  private finalRead = 0;
+  private finalWritten = 0;
+  private remoteCache: Endpoint | undefined;
+  private localCache: Endpoint | undefined;
+
+  constructor(
+    private readonly handle: TcpHandle,
+    private readonly onClosed: () => void,
+  ) {}
+
+  // The addresses cost a syscall each; most connections never ask for the local one.
+  get remote(): Endpoint {
+    this.remoteCache ??= remoteEndpoint(this.handle);
+    return this.remoteCache;
+  }
+
+  get local(): Endpoint {
+    this.localCache ??= localEndpoint(this.handle);
+    return this.localCache;
+  }
+
+  get bytesRead(): number {
+    return this.closed || this.handedOn ? this.finalRead : this.handle.bytesRead;
+  }
+
+  get bytesWritten(): number {
+    return this.closed || this.handedOn ? this.finalWritten : this.handle.bytesWritten;
+  }
+
+  read(reader: ClientReader): void {
+    this.reader = reader;
+    if (!startReading(this.handle, this)) this.destroy();
+  }
+
+  stopReading(): void {
+    this.reader = undefined;
+    if (!this.closed && !this.handedOn) stopReading(this.handle);
+  }
+
+  onHandleData(_handle: TcpHandle, chunk: Buffer): void {
+    this.reader?.data(chunk);
+  }
+
+  onHandleEnd(_handle: TcpHandle, error: string | undefined): void {
+    if (error !== undefined) return this.destroy();
+    stopReading(this.handle);
+    this.reader?.end();
+  }
+
+  onHandleWritten(_handle: TcpHandle, error: string | undefined): void {
+    if (error !== undefined || this.closeWhenWritten) this.destroy();
+  }
+
+  write(data: Buffer): void {
+    if (this.closed || this.handedOn) return;
+    const result = write(this.handle, data);
+    if (result !== 'done' && result !== 'queued') this.destroy();
+  }
+
+  closeAfter(data: Buffer): void {
+    if (this.closed || this.handedOn) return;
+    this.stopReading();
+    // close() would cancel a write libuv still holds; a finished one is the kernel's to send.
+    if (write(this.handle, data) === 'queued') this.closeWhenWritten = true;
+    else this.destroy();
+  }
+
+  destroy(): void {
+    if (this.closed || this.handedOn) return;
+    this.keepCounts();
+    this.closed = true;
+    closeHandle(this.handle);
+    this.onClosed();
+  }
+
+  toSocket(rest: Buffer): Socket {
+    this.keepCounts();
+    this.handedOn = true;
+    const socket = socketFromHandle(this.handle);
+    (socket as { readableFlowing: boolean | null }).readableFlowing = null;
+    if (rest.length > 0) socket.unshift(rest);
+    return socket;
+  }
+
+  /** The handle, for a relay that owns it from now on. */
+  take(): TcpHandle {
+    this.stopReading();
+    this.keepCounts();
+    this.handedOn = true;
+    return this.handle;
+  }
+
+  private keepCounts(): void {
+    this.finalRead = this.handle.bytesRead;
+    this.finalWritten = this.handle.bytesWritten;
+  }
+}
