@@ -1,4 +1,4 @@
-import { OWNER, closeHandle, shutdown, startReading, stopReading, write, type HandleOwner, type TcpHandle } from './uv.js';
+import { OWNER, closeHandle, shutdown, startRelayReading, stopReading, write, type HandleOwner, type TcpHandle } from './uv.js';
 
 /** Which side failed, with the errno name (ECONNRESET, EPIPE, ...). */
 export interface RelayFailure {
@@ -59,8 +59,8 @@ export class HandleRelay implements HandleOwner {
   start(first: Buffer | undefined): void {
     if (first && first.length > 0) this.forward(this.up, first);
     if (this.closed) return;
-    if (!this.up.writing && !startReading(this.client, this)) return this.fail('client', 'EBADF');
-    if (!startReading(this.upstream, this)) this.fail('upstream', 'EBADF');
+    if (!this.up.writing && !startRelayReading(this.client, this)) return this.fail('client', 'EBADF');
+    if (!startRelayReading(this.upstream, this)) this.fail('upstream', 'EBADF');
   }
 
   /** Closes both handles now (shutdown, idle timeout, a failure elsewhere). */
@@ -89,7 +89,7 @@ export class HandleRelay implements HandleOwner {
     dir.writing = false;
     if (this.closed) return;
     if (dir.ended) this.sendFin(dir);
-    else if (!startReading(dir.src, this)) this.fail(sideOf(this, dir.src), 'EBADF');
+    else if (!startRelayReading(dir.src, this)) this.fail(sideOf(this, dir.src), 'EBADF');
   }
 
   onHandleShutdown(handle: TcpHandle, error: string | undefined): void {
