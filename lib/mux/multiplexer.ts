@@ -175,6 +175,9 @@ export class Multiplexer {
     if (this.maxConnections > 0 && this.connections.size >= this.maxConnections) {
       return this.reject(client, new GateError(ErrorCodes.TOO_MANY_CONNECTIONS, `over ${this.maxConnections} open connections`));
     }
+    // No peer address: the client reset the connection before we got to it (the kernel no
+    // longer knows the peer). Counted as what it is, not as an untrusted or over-limit source.
+    if (client.remote.address === '') return this.reject(client, new GateError(ErrorCodes.CLIENT_CLOSED, 'client was gone before it was accepted'));
     if (this.trusted) {
       const { address, family } = client.remote;
       if (!this.trusted.check(address, family === 'IPv6' ? 'ipv6' : 'ipv4')) {

@@ -3,6 +3,7 @@
 // upstreams (its own DNS lookup), PROXY header out, byte counters, idle sweeps, handing a handle
 // to a stream handler with the peeked bytes intact. The relay and lifecycle tests run on both.
 import t from 'tap';
+import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
@@ -15,7 +16,7 @@ import type { Route } from '../../lib/mux/types.js';
 
 t.ok(handlesAvailable, 'this Node offers the bare handles (Node 20 and later keep tcp_wrap/stream_wrap)');
 
-async function withMux(t: Tap, routes: Route[], fastPath: boolean, options: { idleTimeoutMs?: number } = {}): Promise<{ port: number; mux: Multiplexer; logs: ReturnType<typeof captureLogs> }> {
+async function withMux(t: Tap, routes: Route[], fastPath: boolean, options: Partial<ConstructorParameters<typeof Multiplexer>[0]> = {}): Promise<{ port: number; mux: Multiplexer; logs: ReturnType<typeof captureLogs> }> {
   const logs = captureLogs();
   const mux = new Multiplexer({ routes, fastPath, logger: logs.logger, ...options });
   const { port } = await mux.listen({ port: 0 });
@@ -188,4 +189,18 @@ t.test('IdleSweep reports only what did not read for a whole timeout, once', asy
   t.same(reported, ['quiet']);
   sweep.delete(busy);
   t.equal(liveHandles().timers, 0, 'no interval once nothing is watched');
+});
+
+t.test('a client that reset before it was accepted counts as GATE_ERR_CLIENT_CLOSED on both paths', async (t) => {
+  for (const fastPath of [true, false]) {
+    const { port, mux } = await withMux(t, [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: 9 }) }], fastPath, {
+      proxyProtocol: { mode: 'on', trusted: ['127.0.0.1/32'] },
+    });
+    // spawnSync blocks this event loop: the child connects and resets before the multiplexer
+    // can accept, so the accepted socket no longer has a peer address.
+    const child = spawnSync(process.execPath, ['-e', `const s = require('net').connect(${port}, '127.0.0.1', () => { s.resetAndDestroy(); setTimeout(() => {}, 50); });`]);
+    t.equal(child.status, 0);
+    await until(() => mux.stats().rejected === 1, 'the rejection');
+    t.same(mux.stats().failures, { GATE_ERR_CLIENT_CLOSED: 1 }, `fastPath ${fastPath}: not an untrusted source`);
+  }
 });
