@@ -14,9 +14,23 @@ const OWN_BYTES = 128 * 1024;
 const SMALL_READ_BYTES = OWN_BYTES >>> 4;
 
 let shared: Buffer | undefined;
-function sharedBuffer(): Buffer {
+/** The one buffer every connection's small reads land in (see above). */
+export function sharedReadBuffer(): Buffer {
   shared ??= Buffer.allocUnsafe(SHARED_BYTES);
   return shared;
+}
+
+export function isSharedReadBuffer(buffer: Uint8Array): boolean {
+  return buffer === shared;
+}
+
+/**
+ * Where a connection's next read goes after `nread` bytes landed in `current`, when that changes
+ * (the policy above): a full shared buffer moves it to its own, a small read moves it back.
+ */
+export function nextReadBuffer(current: Buffer, nread: number): Buffer | undefined {
+  if (current === shared) return nread === current.length ? Buffer.allocUnsafe(OWN_BYTES) : undefined;
+  return nread <= SMALL_READ_BYTES ? sharedReadBuffer() : undefined;
 }
 
 /**
@@ -34,7 +48,7 @@ export type ReadSink = (chunk: Buffer, reused: boolean) => boolean;
  * when it attaches.
  */
 export class ReadBuffer {
-  private buffer: Buffer = sharedBuffer();
+  private buffer: Buffer = sharedReadBuffer();
   private sink: ReadSink | undefined;
   private held: Buffer | undefined;
   /** Pass as `onread` to `net.connect`. */
@@ -62,9 +76,7 @@ export class ReadBuffer {
   private deliver(nread: number, buf: Buffer): boolean {
     const own = buf !== shared;
     // The buffer for the next read; this one may still be in use by the sink (then it paused).
-    if (!own) {
-      if (nread === buf.length) this.buffer = Buffer.allocUnsafe(OWN_BYTES);
-    } else if (nread <= SMALL_READ_BYTES) this.buffer = sharedBuffer();
+    this.buffer = nextReadBuffer(buf, nread) ?? this.buffer;
     const view = buf.subarray(0, nread);
     if (!this.sink) {
       this.held = Buffer.from(view);

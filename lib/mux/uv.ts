@@ -1,5 +1,6 @@
 import { Socket, type Server } from 'node:net';
 import { getSystemErrorName } from 'node:util';
+import { isSharedReadBuffer, nextReadBuffer, sharedReadBuffer } from './read-buffer.js';
 import type { Endpoint } from './types.js';
 
 /**
@@ -168,26 +169,12 @@ export function startReading(handle: TcpHandle, owner: HandleOwner): boolean {
   return handle.readStart() === 0;
 }
 
-/**
- * Relay reads land in buffers managed here instead of a fresh 64 KiB allocation per read. Every
- * relay reads into one buffer shared by all of them, and the bytes are copied out before anyone
- * else can read (JavaScript runs one read callback at a time): an idle connection holds no read
- * buffer at all, and a small read costs one small copy. A read that fills the shared buffer marks
- * a bulk transfer: the handle moves to a large buffer of its own, whose reads reach the owner as
- * views, written on without any copy; a read that uses little of it moves the handle back.
- * (Bulk router CPU: 1.29 s/GB with a fresh buffer per read, against 0.73 before on net.Socket
- * with the same scheme, BENCHMARKS.md.)
+/*
+ * Relay reads land in the buffers of read-buffer.ts instead of a fresh 64 KiB allocation per
+ * read: small reads in the one shared buffer, copied out; bulk in the handle's own buffer,
+ * written on without a copy. (Bulk router CPU: 1.29 s/GB with a fresh buffer per read, 0.67
+ * with these, nginx 0.79 in the same run; BENCHMARKS.md.)
  */
-const SHARED_BYTES = 64 * 1024;
-const OWN_BYTES = 128 * 1024;
-const SMALL_READ_BYTES = OWN_BYTES >>> 4;
-let shared: Buffer | undefined;
-
-function sharedBuffer(): Buffer {
-  shared ??= Buffer.allocUnsafe(SHARED_BYTES);
-  return shared;
-}
-
 // Node's user-buffer reads (the net.connect `onread` mode underneath): the bytes are in the
 // buffer given last, and a buffer returned from here is where the next read goes.
 function onRelayRead(this: TcpHandle): Buffer | undefined {
@@ -200,12 +187,10 @@ function onRelayRead(this: TcpHandle): Buffer | undefined {
     return undefined;
   }
   const buffer = this[READ_BUFFER]!;
-  let next: Buffer | undefined;
-  if (buffer === shared) {
-    if (n === buffer.length) next = Buffer.allocUnsafe(OWN_BYTES);
-  } else if (n <= SMALL_READ_BYTES) next = sharedBuffer();
+  const shared = isSharedReadBuffer(buffer);
+  const next = nextReadBuffer(buffer, n);
   if (next) this[READ_BUFFER] = next;
-  owner.onHandleData(this, buffer === shared ? Buffer.from(buffer.subarray(0, n)) : buffer.subarray(0, n));
+  owner.onHandleData(this, shared ? Buffer.from(buffer.subarray(0, n)) : buffer.subarray(0, n));
   return next;
 }
 
@@ -216,7 +201,7 @@ function onRelayRead(this: TcpHandle): Buffer | undefined {
  */
 export function startRelayReading(handle: TcpHandle, owner: HandleOwner): boolean {
   if (!handle[READ_BUFFER]) {
-    handle[READ_BUFFER] = sharedBuffer();
+    handle[READ_BUFFER] = sharedReadBuffer();
     handle.useUserBuffer(handle[READ_BUFFER]);
   }
   handle[OWNER] = owner;
