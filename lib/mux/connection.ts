@@ -30,7 +30,8 @@ export class Connection implements HandlerContext {
   counts: ClientCounts;
   /** Set while detecting: stops its timers when the connection ends first. */
   stopDetection: (() => void) | undefined;
-  private readonly parts = new Set<Part>();
+  // A handful at most (client, upstream, TLS wrapper): an array costs less than a Set per connection.
+  private readonly parts: Part[] = [];
   private client: Part;
   private finished = false;
 
@@ -43,10 +44,10 @@ export class Connection implements HandlerContext {
   ) {
     this.logger = logger;
     this.counts = clientEnd;
-    this.info = connectionInfo(id, clientEnd);
+    this.info = new Info(id, clientEnd);
     this.client = clientPart;
     if (isStream(clientPart)) this.adopt(clientPart);
-    else this.parts.add(clientPart);
+    else this.parts.push(clientPart);
   }
 
   /**
@@ -54,12 +55,12 @@ export class Connection implements HandlerContext {
    * reset is logged as GATE_ERR_UPSTREAM_RESET or GATE_ERR_CLIENT_RESET as it really was.
    */
   adopt(stream: Duplex, side: 'client' | 'upstream' = 'client'): void {
-    if (this.parts.has(stream)) return;
+    if (this.parts.includes(stream)) return;
     if (this.finished || stream.destroyed) {
       stream.destroy();
       return;
     }
-    this.parts.add(stream);
+    this.parts.push(stream);
     // An error nobody else listens to must not crash the process; `fail` records the first one.
     stream.on('error', (err) => this.recordError(err, side));
     stream.once('close', () => this.closed(stream));
@@ -71,21 +72,21 @@ export class Connection implements HandlerContext {
     this.client = next;
     this.counts = counts;
     if (isStream(next)) this.adopt(next);
-    else this.parts.add(next);
-    this.parts.delete(previous);
+    else this.parts.push(next);
+    this.remove(previous);
   }
 
   /** Adds a part that reports its own close with closed(). */
   attach(part: Part): void {
     if (this.finished) part.destroy();
-    else this.parts.add(part);
+    else this.parts.push(part);
   }
 
   /** A part that reports its own close (not a stream) has closed. */
   closed(part: Part): void {
-    if (!this.parts.delete(part)) return;
+    if (!this.remove(part)) return;
     if (part === this.client) this.destroyAll(); // no client, nothing left to serve
-    if (this.parts.size === 0) this.finish();
+    if (this.parts.length === 0) this.finish();
   }
 
   fail(error: Error): void {
@@ -114,6 +115,15 @@ export class Connection implements HandlerContext {
     for (const part of [...this.parts].reverse()) part.destroy();
   }
 
+  private remove(part: Part): boolean {
+    const { parts } = this;
+    const at = parts.indexOf(part);
+    if (at < 0) return false;
+    for (let i = at + 1; i < parts.length; i++) parts[i - 1] = parts[i]!;
+    parts.length--;
+    return true;
+  }
+
   private finish(): void {
     if (this.finished) return;
     this.finished = true;
@@ -128,27 +138,50 @@ function isStream(part: Part): part is Duplex {
 /**
  * The connection's info. The remote address is read at once: after a reset the kernel no longer
  * tells it, and a failure's log line names it. The local one is read when first asked for: on a
- * bare handle it costs a syscall, and most connections never need it.
+ * bare handle it costs a syscall, and most connections never need it. It is an own enumerable
+ * accessor (spread and JSON see it, as on a plain object) defined with one shared descriptor:
+ * an object literal with an accessor would be a dictionary-mode object, slow on every access.
  */
-function connectionInfo(id: number, client: ClientEnd): ConnectionInfo {
-  let local: Endpoint | undefined;
-  return {
-    id,
-    protocol: 'silent',
-    sni: undefined,
-    alpn: [],
-    negotiatedAlpn: undefined,
-    remote: client.remote,
-    get local(): Endpoint {
-      local ??= client.local;
-      return local;
-    },
-    set local(value: Endpoint) {
-      local = value;
-    },
-    proxyHeader: undefined,
-    postgresSslRequest: false,
-    route: '',
-    helloBytes: undefined,
-  };
+class Info implements ConnectionInfo {
+  protocol: ConnectionInfo['protocol'] = 'silent';
+  sni: string | undefined = undefined;
+  alpn: string[] = [];
+  negotiatedAlpn: string | undefined = undefined;
+  remote: Endpoint;
+  declare local: Endpoint;
+  proxyHeader: ConnectionInfo['proxyHeader'] = undefined;
+  postgresSslRequest = false;
+  route = '';
+  helloBytes: number | undefined = undefined;
+  readonly #client: ClientEnd;
+  #local: Endpoint | undefined = undefined;
+
+  constructor(
+    readonly id: number,
+    client: ClientEnd,
+  ) {
+    this.#client = client;
+    this.remote = client.remote;
+    Object.defineProperty(this, 'local', LOCAL);
+  }
+
+  static readLocal(info: Info): Endpoint {
+    info.#local ??= info.#client.local;
+    return info.#local;
+  }
+
+  static writeLocal(info: Info, value: Endpoint): void {
+    info.#local = value;
+  }
 }
+
+const LOCAL: PropertyDescriptor = {
+  get(this: Info): Endpoint {
+    return Info.readLocal(this);
+  },
+  set(this: Info, value: Endpoint): void {
+    Info.writeLocal(this, value);
+  },
+  enumerable: true,
+  configurable: true,
+};

@@ -218,6 +218,12 @@ function onWritten(this: WriteRequest, status: number): void {
   this.handle[OWNER]?.onHandleWritten?.(this.handle, status < 0 ? errorName(status) : undefined);
 }
 
+// Node binds a write request object to a native request only when libuv has to queue the write
+// (StreamBase::Write tries the write first and returns before creating one when the kernel took
+// it all). So one request object serves every write that completes at once, and a new one is
+// made only after a write that kept it: most writes of a relay create no object at all.
+let spareWrite: WriteRequest | undefined;
+
 /**
  * Writes `data`. Returns 'done' when the kernel took all of it, 'queued' when the rest is
  * queued in libuv (the owner's onHandleWritten follows; `data` must not change until then), or
@@ -225,7 +231,8 @@ function onWritten(this: WriteRequest, status: number): void {
  */
 export function write(handle: TcpHandle, data: Buffer): 'done' | 'queued' | string {
   const b = uv!;
-  const req = new b.WriteWrap();
+  const req = spareWrite ?? new b.WriteWrap();
+  spareWrite = undefined;
   req.handle = handle;
   req.oncomplete = onWritten;
   req.async = false;
@@ -233,7 +240,11 @@ export function write(handle: TcpHandle, data: Buffer): 'done' | 'queued' | stri
   req.buffer = data;
   const status = handle.writeBuffer(req, data);
   if (status < 0) return errorName(status);
-  if (b.state[b.kLastWriteWasAsync] === 0) return 'done';
+  if (b.state[b.kLastWriteWasAsync] === 0) {
+    req.buffer = undefined;
+    spareWrite = req;
+    return 'done';
+  }
   req.async = true;
   return 'queued';
 }

@@ -91,8 +91,10 @@ export function isGrease(value: number): boolean {
  * than the cap, GATE_ERR_HELLO_MALFORMED for anything else wrong. Bytes after the records that
  * carry the hello are ignored (they belong to the next flight, e.g. early data).
  */
-export function parseClientHello(buf: Uint8Array, options?: ParseClientHelloOptions): ClientHelloResult {
+export function parseClientHello(input: Uint8Array, options?: ParseClientHelloOptions): ClientHelloResult {
   const max = options?.maxHandshakeBytes ?? DEFAULT_MAX_HANDSHAKE_BYTES;
+  // A Buffer view of the same bytes (no copy): names are decoded with Buffer's latin1 slicing.
+  const buf = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
   const len = buf.length;
 
   // Walk record headers. Only headers are read here, so calling again on a grown buffer is cheap.
@@ -171,11 +173,11 @@ export function parseClientHello(buf: Uint8Array, options?: ParseClientHelloOpti
   }
 
   // --- whole message available: parse the body ---
-  let msg: Uint8Array;
+  let msg: Buffer;
   if (records === 1) {
     msg = buf.subarray(firstFragment, firstFragment + hsTotal); // no copy for the common case
   } else {
-    msg = new Uint8Array(hsTotal);
+    msg = Buffer.allocUnsafe(hsTotal);
     let p = 0;
     let out = 0;
     while (out < hsTotal) {
@@ -216,7 +218,7 @@ function hex(n: number, width: number): string {
 }
 
 /** Parses the ClientHello body msg[start, end) (RFC 8446 §4.1.2; RFC 5246 §7.4.1.2 for TLS 1.2). */
-function parseBody(msg: Uint8Array, start: number, end: number): ClientHello {
+function parseBody(msg: Buffer, start: number, end: number): ClientHello {
   let p = start;
   const u8 = (what: string): number => {
     if (p + 1 > end) throw malformed(`truncated at ${what}`);
@@ -265,45 +267,67 @@ function parseBody(msg: Uint8Array, start: number, end: number): ClientHello {
   if (p + extensionsLength !== end) {
     throw malformed(`extensions block of ${extensionsLength} bytes does not fill the message (${end - p} left)`);
   }
-  const seen = new Set<number>();
-  while (p < end) {
-    const type = u16('extension type');
-    const extLength = u16('extension length');
-    const extStart = p;
-    skip(extLength, `extension 0x${hex(type, 4)}`);
-    // RFC 8446 §4.2: there MUST NOT be more than one extension of the same type.
-    if (seen.has(type)) throw malformed(`duplicate extension 0x${hex(type, 4)}`);
-    seen.add(type);
-    hello.extensionTypes.push(type);
-    switch (type) {
-      case EXT_SERVER_NAME:
-        parseServerName(msg, extStart, p, hello);
-        break;
-      case EXT_ALPN:
-        hello.alpn = parseAlpn(msg, extStart, p);
-        break;
-      case EXT_SUPPORTED_VERSIONS:
-        hello.supportedVersions = parseSupportedVersions(msg, extStart, p);
-        break;
-      case EXT_ECH:
-        hello.echOffered = true;
-        break;
-      case EXT_PRE_SHARED_KEY:
-        // RFC 8446 §4.2.11: pre_shared_key MUST be the last extension in the ClientHello.
-        if (p !== end) throw malformed('pre_shared_key is not the last extension');
-        break;
-      default:
-        break; // unknown and GREASE extensions are tolerated (RFC 8446 §4.1.2, RFC 8701)
+  try {
+    while (p < end) {
+      const type = u16('extension type');
+      const extLength = u16('extension length');
+      const extStart = p;
+      // (No message string on the way: this runs for every extension of every hello.)
+      if (p + extLength > end) throw malformed(`extension 0x${hex(type, 4)} of ${extLength} bytes overruns the message`);
+      p += extLength;
+      // RFC 8446 §4.2: there MUST NOT be more than one extension of the same type.
+      if (seenExtension(type)) throw malformed(`duplicate extension 0x${hex(type, 4)}`);
+      hello.extensionTypes.push(type);
+      switch (type) {
+        case EXT_SERVER_NAME:
+          parseServerName(msg, extStart, p, hello);
+          break;
+        case EXT_ALPN:
+          hello.alpn = parseAlpn(msg, extStart, p);
+          break;
+        case EXT_SUPPORTED_VERSIONS:
+          hello.supportedVersions = parseSupportedVersions(msg, extStart, p);
+          break;
+        case EXT_ECH:
+          hello.echOffered = true;
+          break;
+        case EXT_PRE_SHARED_KEY:
+          // RFC 8446 §4.2.11: pre_shared_key MUST be the last extension in the ClientHello.
+          if (p !== end) throw malformed('pre_shared_key is not the last extension');
+          break;
+        default:
+          break; // unknown and GREASE extensions are tolerated (RFC 8446 §4.1.2, RFC 8701)
+      }
     }
+  } finally {
+    for (const type of hello.extensionTypes) forgetExtension(type);
   }
   return hello;
+}
+
+/**
+ * Extension types seen in the hello being parsed, one bit per type: a duplicate check with no
+ * allocation per hello and linear in the number of extensions (a 16 KiB hello may carry 4,096).
+ * Parsing is synchronous, so one table serves every call; parseBody clears its bits when done.
+ */
+const seenExtensions = new Uint8Array(65536 / 8);
+
+function seenExtension(type: number): boolean {
+  const bit = 1 << (type & 7);
+  const seen = (seenExtensions[type >>> 3]! & bit) !== 0;
+  seenExtensions[type >>> 3]! |= bit;
+  return seen;
+}
+
+function forgetExtension(type: number): void {
+  seenExtensions[type >>> 3]! &= ~(1 << (type & 7));
 }
 
 /**
  * RFC 6066 §3 server_name. Like OpenSSL (tls_parse_ctos_server_name) we accept exactly one entry of
  * type host_name: other name types were never deployed and the RFC allows one name per type.
  */
-function parseServerName(msg: Uint8Array, start: number, end: number, hello: ClientHello): void {
+function parseServerName(msg: Buffer, start: number, end: number, hello: ClientHello): void {
   if (end - start < 2) throw malformed('server_name extension too short');
   const listLength = (msg[start]! << 8) | msg[start + 1]!;
   if (start + 2 + listLength !== end) throw malformed('server_name list length does not match the extension');
@@ -316,11 +340,11 @@ function parseServerName(msg: Uint8Array, start: number, end: number, hello: Cli
   if (nameLength === 0) throw malformed('empty host_name');
   if (nameLength > MAX_HOST_NAME) throw malformed(`host_name of ${nameLength} bytes`);
 
-  // Build the lower-cased name while checking each byte: LDH letters, digits, '-', '_' and '.',
-  // plus ':' only to recognise an IPv6 literal. One string at the end, no per-byte allocation.
+  // Check each byte: LDH letters, digits, '-', '_' and '.', plus ':' only to recognise an IPv6
+  // literal. The name is decoded once at the end, no string per byte.
   let colon = false;
   let previousDot = true; // a leading dot is an empty label
-  let codes = '';
+  let upper = false;
   for (let i = nameStart; i < end; i++) {
     let c = msg[i]!;
     if (c >= 0x41 && c <= 0x5a) c |= 0x20;
@@ -334,8 +358,11 @@ function parseServerName(msg: Uint8Array, start: number, end: number, hello: Cli
     } else {
       previousDot = false;
     }
-    codes += String.fromCharCode(c);
+    if (c !== msg[i]) upper = true;
   }
+  // Checked to be ASCII: latin1 decoding is exact, and lower-casing needs no locale.
+  const raw = msg.toString('latin1', nameStart, end);
+  const codes = upper ? raw.toLowerCase() : raw;
   if (previousDot && !colon) throw malformed('host_name ends with a dot');
   if (colon) {
     if (!isIPv6(codes)) throw malformed('host_name contains ":"');
@@ -350,7 +377,7 @@ function parseServerName(msg: Uint8Array, start: number, end: number, hello: Cli
 }
 
 /** RFC 7301 §3.1: ProtocolNameList protocol_name_list<2..2^16-1>; ProtocolName <1..2^8-1>. */
-function parseAlpn(msg: Uint8Array, start: number, end: number): string[] {
+function parseAlpn(msg: Buffer, start: number, end: number): string[] {
   if (end - start < 2) throw malformed('ALPN extension too short');
   const listLength = (msg[start]! << 8) | msg[start + 1]!;
   if (start + 2 + listLength !== end) throw malformed('ALPN list length does not match the extension');
@@ -362,7 +389,7 @@ function parseAlpn(msg: Uint8Array, start: number, end: number): string[] {
     if (n === 0) throw malformed('empty ALPN protocol name');
     if (p + 1 + n > end) throw malformed('ALPN protocol name overruns the list');
     // latin1 keeps every byte distinct: routes compare exact protocol names.
-    names.push(Buffer.from(msg.buffer, msg.byteOffset + p + 1, n).toString('latin1'));
+    names.push(msg.toString('latin1', p + 1, p + 1 + n));
     p += 1 + n;
   }
   return names;
