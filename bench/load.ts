@@ -116,6 +116,9 @@ function percentile(sorted: number[], p: number): number {
 async function rate(): Promise<void> {
   const concurrency = Number(env.CONCURRENCY ?? 64);
   const durationMs = Number(env.DURATION_MS ?? 4000);
+  // COUNT: stop after that many connections (bench/instructions.ts), still bounded by the duration.
+  const count = Number(env.COUNT ?? Infinity);
+  let started = 0;
   const expectBytes = 1 + 1024;
   const ttfb: number[] = [];
   let ok = 0;
@@ -130,13 +133,14 @@ async function rate(): Promise<void> {
       for (const s of sockets) s.destroy(); // a stuck connection must not hold the run
     }, durationMs + 10_000);
     const one = (): void => {
-      if (performance.now() >= deadline) {
+      if (performance.now() >= deadline || started >= count) {
         if (--active === 0) {
           clearTimeout(stopTimer);
           resolve();
         }
         return;
       }
+      started++;
       const t0 = performance.now();
       let first = -1;
       let got = 0;

@@ -19,6 +19,8 @@ export interface PeerContext {
   env?: Record<string, string>;
   /** Extra node flags for the gate-mux router (e.g. --cpu-prof). */
   nodeArgs?: string[];
+  /** A command the router runs under (valgrind and its options), and how long it may take to listen. */
+  wrap?: { command: string[]; startTimeoutMs: number };
 }
 
 export interface RunningPeer {
@@ -48,9 +50,10 @@ export const GATE_MUX_NODE_FLAGS = ['--max-semi-space-size=2'];
 
 async function startProcess(name: string, ctx: PeerContext, command: string, args: string[], env: Record<string, string> = {}): Promise<RunningPeer> {
   const port = Number(env.LISTEN_PORT) || (await freePort());
-  const child: ChildProcess = spawnPinned(command, args, { cpus: ctx.cpus, env: { ...env, LISTEN_PORT: String(port) }, log: join(ctx.dir, `${name}.log`) });
+  const [cmd, argv] = ctx.wrap ? [ctx.wrap.command[0]!, [...ctx.wrap.command.slice(1), command, ...args]] : [command, args];
+  const child: ChildProcess = spawnPinned(cmd, argv, { cpus: ctx.cpus, env: { ...env, LISTEN_PORT: String(port) }, log: join(ctx.dir, `${name}.log`) });
   try {
-    await waitForPort(port, child);
+    await waitForPort(port, child, ctx.wrap?.startTimeoutMs);
   } catch (err) {
     await stopChild(child);
     throw new Error(`${name} did not start (see ${join(ctx.dir, `${name}.log`)}): ${(err as Error).message}`);
@@ -146,6 +149,7 @@ function nginxPeer(): Peer {
         conf,
         `load_module ${NGINX_STREAM_MODULE};
 worker_processes 1;
+${ctx.wrap ? 'master_process off; # one process under valgrind (bench/instructions.ts)' : ''}
 worker_rlimit_nofile 19000;
 pid ${join(ctx.dir, `nginx-${id}.pid`)};
 error_log ${join(ctx.dir, 'nginx-error.log')} warn;
