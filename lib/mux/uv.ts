@@ -65,6 +65,8 @@ interface Bindings {
 
 interface WriteRequest {
   handle: TcpHandle;
+  /** Who wrote: the handle may have changed owner (detection → relay) before a queued write ends. */
+  owner: HandleOwner | undefined;
   buffer: Buffer | undefined;
   oncomplete: (this: WriteRequest, status: number) => void;
   async: boolean;
@@ -214,8 +216,10 @@ export function stopReading(handle: TcpHandle): void {
 }
 
 function onWritten(this: WriteRequest, status: number): void {
+  const { owner } = this;
   this.buffer = undefined;
-  this.handle[OWNER]?.onHandleWritten?.(this.handle, status < 0 ? errorName(status) : undefined);
+  this.owner = undefined;
+  owner?.onHandleWritten?.(this.handle, status < 0 ? errorName(status) : undefined);
 }
 
 // Node binds a write request object to a native request only when libuv has to queue the write
@@ -234,6 +238,7 @@ export function write(handle: TcpHandle, data: Buffer): 'done' | 'queued' | stri
   const req = spareWrite ?? new b.WriteWrap();
   spareWrite = undefined;
   req.handle = handle;
+  req.owner = handle[OWNER];
   req.oncomplete = onWritten;
   req.async = false;
   // The request holds the bytes: libuv keeps a pointer to them until the write completes.
@@ -242,6 +247,7 @@ export function write(handle: TcpHandle, data: Buffer): 'done' | 'queued' | stri
   if (status < 0) return errorName(status);
   if (b.state[b.kLastWriteWasAsync] === 0) {
     req.buffer = undefined;
+    req.owner = undefined;
     spareWrite = req;
     return 'done';
   }
