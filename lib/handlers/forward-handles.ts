@@ -12,9 +12,9 @@ import { DEFAULT_DIAL_TIMEOUT_MS, dialError, proxyHeaderFor, upstreamOf } from '
  * `forward` on bare handles (mux/uv.ts): the client handle and a freshly dialed upstream handle
  * are joined by a HandleRelay, with the PROXY header (if configured) and the peeked bytes sent
  * first. The same contract as runForward on sockets: dial timeout, refused/failed dial codes,
- * half-close, resets named by side. `onRelay` sees the relay once it runs (idle sweeps).
+ * half-close, resets named by side. `onRelay`, when given, sees the relay once it runs (idle sweeps).
  */
-export function forwardOnHandles(client: HandleEnd, rest: Buffer, handler: ForwardHandler, conn: Connection, onRelay: (relay: HandleRelay) => void): void {
+export function forwardOnHandles(client: HandleEnd, rest: Buffer, handler: ForwardHandler, conn: Connection, onRelay?: (relay: HandleRelay, conn: Connection) => void): void {
   const to = upstreamOf(handler, conn.info);
   const dial = new HandleDial(client, rest, handler, to, conn, onRelay);
   conn.attach(dial);
@@ -38,7 +38,7 @@ class HandleDial implements HandleOwner {
     private readonly handler: ForwardHandler,
     private readonly to: UpstreamAddress,
     private readonly conn: Connection,
-    private readonly onRelay: (relay: HandleRelay) => void,
+    private readonly onRelay: ((relay: HandleRelay, conn: Connection) => void) | undefined,
   ) {
     const dialTimeoutMs = handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     this.timer = setTimeout(() => {
@@ -62,7 +62,7 @@ class HandleDial implements HandleOwner {
     const relay = new HandleRelay(this.client.take(), upstream, (failure) => relayClosed(conn, relay, failure, this.to));
     conn.handOver(relay, relay);
     conn.closed(this);
-    this.onRelay(relay);
+    this.onRelay?.(relay, conn);
     // The PROXY header goes out before any client byte (caddy-l4 #212: servers that speak first
     // must learn the client address before they greet).
     const header = handler.sendProxyHeader ? proxyHeaderFor(handler.sendProxyHeader, conn.info) : undefined;

@@ -62,6 +62,8 @@ export class Multiplexer {
   /** True when accepted connections start on bare libuv handles (see uv.ts). */
   readonly fastPath: boolean;
   private readonly idle: IdleSweep<HandleRelay> | undefined;
+  /** Puts a new relay under the idle sweep; made once, undefined without an idle timeout. */
+  private readonly watchRelay: ((relay: HandleRelay, conn: Connection) => void) | undefined;
 
   constructor(options: MultiplexerOptions) {
     this.table = new RouteTable(options.routes);
@@ -73,7 +75,11 @@ export class Multiplexer {
     this.maxConnectionsPerSource = options.maxConnectionsPerSource ?? 0;
     this.perSource = new SourceLimiter(this.maxConnectionsPerSource);
     this.fastPath = (options.fastPath ?? true) && handlesAvailable;
-    this.idle = this.idleTimeoutMs > 0 ? new IdleSweep(this.idleTimeoutMs) : undefined;
+    const idle = this.idleTimeoutMs > 0 ? new IdleSweep<HandleRelay>(this.idleTimeoutMs) : undefined;
+    this.idle = idle;
+    this.watchRelay = idle
+      ? (relay, conn) => idle.add(relay, () => conn.fail(new GateError(ErrorCodes.IDLE_TIMEOUT, `idle for ${this.idleTimeoutMs} ms`)))
+      : undefined;
     const pp = options.proxyProtocol ?? { mode: 'off' };
     this.trusted = pp.mode === 'on' ? trustList(pp.trusted) : undefined;
   }
@@ -292,9 +298,7 @@ export class Multiplexer {
     // Raw passthrough runs on the bare handles; a Postgres SSLRequest to replay, and every other
     // handler, get the client as a net.Socket.
     if (client instanceof HandleEnd && handler.kind === 'forward' && !info.postgresSslRequest) {
-      forwardOnHandles(client, detected.rest, handler, conn, (relay) => {
-        if (this.idle) this.idle.add(relay, () => conn.fail(new GateError(ErrorCodes.IDLE_TIMEOUT, `idle for ${this.idleTimeoutMs} ms`)));
-      });
+      forwardOnHandles(client, detected.rest, handler, conn, this.watchRelay);
       return;
     }
     const socket = client.toSocket(detected.rest);
