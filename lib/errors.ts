@@ -29,8 +29,9 @@ export const ErrorCodes = {
   UPSTREAM_RESET: 'GATE_ERR_UPSTREAM_RESET',
   CLIENT_RESET: 'GATE_ERR_CLIENT_RESET',
   HANDLER_FAILED: 'GATE_ERR_HANDLER_FAILED',
-  // configuration
+  // configuration and API arguments
   CONFIG_INVALID: 'GATE_ERR_CONFIG_INVALID',
+  INVALID_ARGUMENT: 'GATE_ERR_INVALID_ARGUMENT',
   // client side: environment proxies, dialer, TLS dialer, small HTTP client
   PROXY_ENV_INVALID: 'GATE_ERR_PROXY_ENV_INVALID',
   TARGET_INVALID: 'GATE_ERR_TARGET_INVALID',
@@ -62,7 +63,7 @@ export const ErrorCodes = {
   UPGRADE_CHANNEL: 'GATE_ERR_UPGRADE_CHANNEL',
 } as const;
 
-export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes] | `GATE_ERR_${string}`;
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 
 export class GateError extends Error {
   readonly code: ErrorCode;

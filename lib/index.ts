@@ -7,6 +7,7 @@ export { Multiplexer, DEFAULT_MAX_HELLO_BYTES } from './mux/multiplexer.js';
 export { runWorkers, type RunWorkersOptions, type WorkerPool, type WorkerRole } from './mux/cluster.js';
 export { RouteTable, type RouteQuery } from './mux/route-table.js';
 export type { StatsSnapshot, RouteCounters } from './mux/stats.js';
+export type { ListenOptions, MultiplexerOptions, Route, RouteMatch } from './mux/types.js';
 export type {
   ConnectionInfo,
   CustomHandler,
@@ -14,16 +15,12 @@ export type {
   Endpoint,
   ForwardHandler,
   Handler,
-  ListenOptions,
-  MultiplexerOptions,
-  Route,
-  RouteMatch,
   SelectHandler,
   WrapHandler,
   ServeHandler,
   TerminateHandler,
   UpstreamAddress,
-} from './mux/types.js';
+} from './handlers/types.js';
 export { forward, terminate, serve, custom, select, wrap, parseHostPort } from './handlers/builders.js';
 
 // Pure parsers
@@ -61,9 +58,7 @@ export {
   VersionChannels,
   DEFAULT_CHANNEL,
   parseChannelPath,
-  CHANNEL_PATH_PREFIX,
   createWebRoutes,
-  PING_PATH,
   WebErrorCodes,
   type PingResponse,
   type FetchText,

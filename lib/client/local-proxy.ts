@@ -2,7 +2,7 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { PingFramedStream } from '../framing/ping-stream.js';
 import { componentLogger, type Logger } from '../log.js';
-import { isPingAlpn } from '../proxy/alpn.js';
+import { isPingAlpn } from '../wire/names.js';
 import { dialTls } from './dial-tls.js';
 import type { ProxyConfig } from './proxy-config.js';
 

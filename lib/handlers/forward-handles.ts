@@ -1,11 +1,11 @@
 import { lookup } from 'node:dns';
 import { isIP } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
-import { HandleRelay, type RelayFailure } from '../mux/handle-relay.js';
-import { closeHandle, connectTcp, type HandleOwner, type TcpHandle } from '../mux/uv.js';
-import type { HandleEnd } from '../mux/client-end.js';
-import type { Connection } from '../mux/connection.js';
-import type { ForwardHandler, UpstreamAddress } from '../mux/types.js';
+import { HandleRelay, type RelayFailure } from '../transport/handle-relay.js';
+import { closeHandle, connectTcp, type HandleOwner, type TcpHandle } from '../transport/uv.js';
+import type { HandleEnd } from '../transport/client-end.js';
+import type { ConnectionParts as Connection } from './context.js';
+import type { ForwardHandler, UpstreamAddress } from './types.js';
 import { DEFAULT_DIAL_TIMEOUT_MS, dialError, proxyHeaderFor, upstreamOf } from './forward.js';
 
 /**

@@ -3,9 +3,9 @@ import { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
 import { encodeProxyHeaderV1, encodeProxyHeaderV2 } from '../proxy-protocol/header.js';
-import { splice } from '../mux/splice.js';
-import { ReadBuffer } from '../mux/read-buffer.js';
-import type { ConnectionInfo, ForwardHandler, UpstreamAddress } from '../mux/types.js';
+import { splice } from '../transport/splice.js';
+import { ReadBuffer } from '../transport/read-buffer.js';
+import type { ConnectionInfo, ForwardHandler, UpstreamAddress } from './types.js';
 import type { HandlerContext } from './context.js';
 
 export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;

@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream';
 import { Socket } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
-import type { Handler } from '../mux/types.js';
+import type { Handler } from './types.js';
 import type { HandlerContext } from './context.js';
 import { runForward } from './forward.js';
 import { runTerminate } from './terminate.js';

@@ -1,7 +1,7 @@
 import { createSecureContext, TLSSocket, type SecureContext, type SecureContextOptions, type TLSSocketOptions } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
-import type { TerminateHandler } from '../mux/types.js';
+import type { TerminateHandler } from './types.js';
 import type { HandlerContext } from './context.js';
 
 const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;

@@ -1,27 +1,18 @@
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { HandlerContext } from '../handlers/context.js';
-import type { ClientEnd } from './client-end.js';
-import type { ConnectionInfo, Endpoint } from './types.js';
+import type { ClientCounts, ConnectionParts, Part } from '../handlers/context.js';
+import type { ConnectionInfo, Endpoint } from '../handlers/types.js';
+import type { ClientEnd } from '../transport/client-end.js';
 
-/** Something a connection owns and destroys with it: a stream, a bare-handle client or relay. */
-export interface Part {
-  destroy(): void;
-}
-
-/** Byte counts of the client side, from whoever holds the client now. */
-export interface ClientCounts {
-  readonly bytesRead: number;
-  readonly bytesWritten: number;
-}
+export type { ClientCounts, Part };
 
 /**
  * One accepted client connection and the parts that belong to it (the client, an upstream
  * socket, a TLS wrapper, a handle relay). It ends when every part has closed; then `onFinish`
  * runs exactly once.
  */
-export class Connection implements HandlerContext {
+export class Connection implements ConnectionParts {
   readonly info: ConnectionInfo;
   readonly logger: Logger;
   error: GateError | undefined;

@@ -3,7 +3,7 @@ import { parseClientHello, ClientHelloError, type ClientHello } from '../tls/cli
 import { TlsAlert } from '../tls/alert.js';
 import { sniffGreeting } from '../sniff/greeting.js';
 import { parseProxyHeader, ProxyHeaderError, type ProxyHeader } from '../proxy-protocol/header.js';
-import type { DetectedProtocol } from './types.js';
+import type { DetectedProtocol } from '../handlers/types.js';
 
 
 export interface Detected {

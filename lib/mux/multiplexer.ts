@@ -4,17 +4,19 @@ import { componentLogger, type Logger } from '../log.js';
 import { runHandler } from '../handlers/run.js';
 import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
 import { forwardOnHandles } from '../handlers/forward-handles.js';
-import { HandleEnd, SocketEnd, type ClientEnd } from './client-end.js';
+import { HandleEnd, SocketEnd, type ClientEnd } from '../transport/client-end.js';
 import { Connection, type Part } from './connection.js';
-import { HandleRelay } from './handle-relay.js';
-import { IdleSweep } from './idle-sweep.js';
-import { handlesAvailable, takeConnections, type TcpHandle } from './uv.js';
+import { HandleRelay } from '../transport/handle-relay.js';
+import { IdleSweep } from '../transport/idle-sweep.js';
+import { handlesAvailable, takeConnections, type TcpHandle } from '../transport/uv.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
 import { SourceLimiter } from './source-limit.js';
 import { Stats, type StatsSnapshot } from './stats.js';
 import type { ProxyHeader } from '../proxy-protocol/header.js';
-import type { ConnectionInfo, ListenOptions, MultiplexerOptions, Route } from './types.js';
+import type { ConnectionInfo } from '../handlers/types.js';
+import type { ConnectionParts } from '../handlers/context.js';
+import type { ListenOptions, MultiplexerOptions, Route } from './types.js';
 
 const DEFAULT_DETECT_TIMEOUT_MS = 10_000;
 const DEFAULT_SILENT_AFTER_MS = 3_000;
@@ -63,7 +65,7 @@ export class Multiplexer {
   readonly fastPath: boolean;
   private readonly idle: IdleSweep<HandleRelay> | undefined;
   /** Puts a new relay under the idle sweep; made once, undefined without an idle timeout. */
-  private readonly watchRelay: ((relay: HandleRelay, conn: Connection) => void) | undefined;
+  private readonly watchRelay: ((relay: HandleRelay, conn: ConnectionParts) => void) | undefined;
 
   constructor(options: MultiplexerOptions) {
     this.table = new RouteTable(options.routes);

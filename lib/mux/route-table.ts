@@ -1,5 +1,6 @@
 import { GateError, ErrorCodes } from '../errors.js';
-import type { DetectedProtocol, Route } from './types.js';
+import type { DetectedProtocol } from '../handlers/types.js';
+import type { Route } from './types.js';
 
 /** What the router knows when it chooses: detected protocol plus, for TLS, SNI and offered ALPN. */
 export interface RouteQuery {

@@ -1,3 +1,4 @@
+import { ErrorCodes, GateError } from '../errors.js';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import forge from 'node-forge';
@@ -99,7 +100,7 @@ export class CertificateAuthority {
       ...(options.ipAddresses ?? []).map((ip) => ({ type: 7, ip })),
     ];
     for (const ip of options.ipAddresses ?? []) {
-      if (isIP(ip) === 0) throw new TypeError(`not an IP address: ${ip}`);
+      if (isIP(ip) === 0) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `not an IP address: ${ip}`);
     }
     const extensions: object[] = [
       { name: 'basicConstraints', cA: false },

@@ -1,2 +1,1 @@
-export * from './alpn.js';
 export * from './listener-plan.js';

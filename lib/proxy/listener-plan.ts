@@ -15,7 +15,7 @@ import {
   SNI_KUBE_LOCAL,
   SNI_KUBE_PREFIX,
   pingAlpn,
-} from './alpn.js';
+} from '../wire/names.js';
 
 /**
  * Pure: configuration → the listeners to open and, on each, the routes to recognise. The caller turns

@@ -1,8 +1,10 @@
+import { ErrorCodes, GateError } from '../errors.js';
 import type { Server } from 'node:net';
 import { forward, select, serve, terminate, wrap } from '../handlers/builders.js';
 import { PingFramedStream } from '../framing/ping-stream.js';
-import type { Handler, Route, RouteMatch, TerminateHandler } from '../mux/types.js';
-import { isPingAlpn } from './alpn.js';
+import type { Handler, TerminateHandler } from '../handlers/types.js';
+import type { Route, RouteMatch } from '../mux/types.js';
+import { isPingAlpn } from '../wire/names.js';
 import type { ProxyCertificates } from './certificates.js';
 import type { RouteSpec } from './listener-plan.js';
 
@@ -59,7 +61,7 @@ export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: 
         ? select((info) => serve(info.protocol === 'h2' ? web.h2c : web.http1))
         : serve(web.secure);
   } else if (!upstream) {
-    throw new TypeError(`route ${spec.name} has no upstream`);
+    throw new GateError(ErrorCodes.CONFIG_INVALID, `route ${spec.name} has no upstream`);
   } else {
     switch (spec.transport) {
       case 'tls-passthrough':

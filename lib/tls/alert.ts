@@ -2,6 +2,7 @@
  * TLS alert records sent before any handshake: an unmatched or unreadable ClientHello gets a fatal
  * alert (so the client reports "unrecognized name" instead of a bare connection reset), then close.
  */
+import { ErrorCodes, GateError } from '../errors.js';
 
 /** AlertDescription values (RFC 8446 §6, RFC 7301 §3.2 for no_application_protocol). */
 export const TlsAlert = {
@@ -27,7 +28,7 @@ const LEVEL_FATAL = 2;
  */
 export function tlsAlertRecord(description: number): Buffer {
   if (!Number.isInteger(description) || description < 0 || description > 255) {
-    throw new RangeError(`TLS alert description must be a byte, got ${description}`);
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `TLS alert description must be a byte, got ${description}`);
   }
   return Buffer.from([CONTENT_ALERT, 0x03, 0x03, 0x00, 0x02, LEVEL_FATAL, description]);
 }

@@ -4,7 +4,7 @@ import { dial } from '../client/dial.js';
 import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { splice } from '../mux/splice.js';
+import { splice } from '../transport/splice.js';
 import { refusalHeaders } from './connect-request.js';
 
 export interface AgentStreamOptions {

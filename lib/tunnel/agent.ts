@@ -7,7 +7,7 @@ import { dialTls } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
-import { ALPN_REVERSE_TUNNEL } from '../proxy/alpn.js';
+import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
 import { serveAgentStream } from './agent-stream.js';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';

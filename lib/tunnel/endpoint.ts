@@ -1,6 +1,7 @@
 import { terminate } from '../handlers/builders.js';
-import type { Route, TerminateHandler } from '../mux/types.js';
-import { ALPN_REVERSE_TUNNEL } from '../proxy/alpn.js';
+import type { TerminateHandler } from '../handlers/types.js';
+import type { Route } from '../mux/types.js';
+import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import type { TunnelRegistry } from './registry.js';
 
 export interface TunnelEndpointTls {

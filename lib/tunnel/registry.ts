@@ -3,7 +3,7 @@ import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, ty
 import { TLSSocket } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
-import type { CustomHandler } from '../mux/types.js';
+import type { CustomHandler } from '../handlers/types.js';
 import { agentNameOf } from './agent-identity.js';
 import { jsStreamOver } from './js-stream.js';
 import { connectRequestHeaders, h2ErrorName, readRefusal } from './connect-request.js';

@@ -1,9 +1,9 @@
 import { constants, type ClientHttp2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
-import { splice } from '../mux/splice.js';
+import { splice } from '../transport/splice.js';
 import { h2ErrorName } from './connect-request.js';
-import type { CustomHandler } from '../mux/types.js';
+import type { CustomHandler } from '../handlers/types.js';
 import type { TunnelRegistry } from './registry.js';
 
 export interface ViaTunnelOptions {

@@ -1,3 +1,4 @@
+import { ErrorCodes, GateError } from '../errors.js';
 import type { MaintenanceConfig } from './maintenance-config.js';
 
 /** Every window lasts one hour from `utc_start_hour`. */
@@ -33,5 +34,5 @@ export function maintenanceWindow(config: MaintenanceConfig, now: Date): WindowS
     if (start > t) return { inWindow: currentStart !== undefined, currentStart, nextStart: new Date(start) };
   }
   // Unreachable with at least one weekday (parseMaintenanceConfig guarantees it).
-  throw new RangeError('a maintenance schedule needs at least one weekday');
+  throw new GateError(ErrorCodes.UPGRADE_SCHEDULE_INVALID, 'weekdays: a maintenance schedule needs at least one weekday');
 }

@@ -1,7 +1,7 @@
 import { fetchText } from '../client/fetch-text.js';
 import { channelNameProblem, NO_VERSION } from '../config/channel.js';
 import { ErrorCodes, GateError } from '../errors.js';
-import { CHANNEL_PATH_PREFIX } from '../web/channel-path.js';
+import { CHANNEL_PATH_PREFIX } from '../wire/names.js';
 import { formatVersion, parseVersion } from './semver.js';
 
 export interface FetchTargetVersionOptions {

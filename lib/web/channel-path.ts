@@ -1,7 +1,7 @@
 import { channelNameProblem } from '../config/channel.js';
+import { CHANNEL_PATH_PREFIX } from '../wire/names.js';
 
-/** Path prefix of the automatic-upgrade channel endpoint. */
-export const CHANNEL_PATH_PREFIX = '/v1/webapi/automaticupgrades/channel';
+
 
 export type ChannelPath =
   /** Not under the channel prefix: someone else's path. */

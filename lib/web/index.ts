@@ -6,10 +6,9 @@ export {
   type FetchTextResult,
   type VersionChannelsOptions,
 } from './version-channels.js';
-export { parseChannelPath, CHANNEL_PATH_PREFIX, type ChannelPath } from './channel-path.js';
+export { parseChannelPath, type ChannelPath } from './channel-path.js';
 export {
   createWebRoutes,
-  PING_PATH,
   WebErrorCodes,
   type WebRequest,
   type WebResponse,

@@ -3,6 +3,7 @@ import { componentLogger, type Logger } from '../log.js';
 import { parseChannelPath, pathOf } from './channel-path.js';
 import type { PingResponse } from './ping.js';
 import type { VersionChannels } from './version-channels.js';
+import { PING_PATH } from '../wire/names.js';
 
 /** What the handler needs of a request: node:http's IncomingMessage and http2's compat request both fit. */
 export interface WebRequest {
@@ -26,8 +27,6 @@ export interface WebRoutesOptions {
   channels: VersionChannels;
   logger?: Logger;
 }
-
-export const PING_PATH = '/webapi/ping';
 
 /** Short, stable error codes in `{"error":{"code","message"}}` answers. */
 export const WebErrorCodes = {

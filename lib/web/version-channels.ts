@@ -141,7 +141,7 @@ export class VersionChannels {
       // Our own deadline as well as the fetcher's: a fetcher that ignores `timeoutMs` must not hold
       // every request for this channel (they share the one in-flight fetch).
       const deadline = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
+        timer = setTimeout(() => reject(new GateError(ErrorCodes.FETCH_TIMEOUT, `no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
       });
       const result = await Promise.race([this.fetchText!(url, { timeoutMs: this.timeoutMs }), deadline]);
       if (result.status !== 200) return fail(`answered HTTP ${result.status}`);

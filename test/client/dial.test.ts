@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import { dial } from '../../lib/client/dial.js';
 import { parseProxyUrl } from '../../lib/client/proxy-config.js';
 import { ProxyError } from '../../lib/client/proxy-error.js';
-import { isGateError } from '../../lib/errors.js';
+import { isGateError, type ErrorCode } from '../../lib/errors.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { freePort } from '../helpers/daemon.js';
 import { startEchoServer } from '../helpers/echo-servers.js';
@@ -100,7 +100,7 @@ t.test('the environment decides: the proxy variable, loopback direct, redacted v
   });
 });
 
-const statusCases: Array<[string, `GATE_ERR_${string}`, number]> = [
+const statusCases: Array<[string, ErrorCode, number]> = [
   ['HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="x"\r\n\r\n', 'GATE_ERR_PROXY_AUTH_REQUIRED', 407],
   ['HTTP/1.1 403 Forbidden\r\n\r\n', 'GATE_ERR_PROXY_FORBIDDEN', 403],
   ['HTTP/1.1 502 Bad Gateway\r\nContent-Length: 3\r\n\r\nbad', 'GATE_ERR_PROXY_STATUS', 502],

@@ -11,7 +11,7 @@ import { once } from 'node:events';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward } from '../../lib/handlers/builders.js';
-import type { UpstreamAddress } from '../../lib/mux/types.js';
+import type { UpstreamAddress } from '../../lib/handlers/types.js';
 import { closeServer, liveHandles, until } from '../helpers/net.js';
 import { prng } from '../helpers/prng.js';
 import { stalledListener } from './stalled-listener.js';

@@ -11,7 +11,7 @@ import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { custom, terminate } from '../../lib/handlers/builders.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
-import type { ConnectionInfo } from '../../lib/mux/types.js';
+import type { ConnectionInfo } from '../../lib/handlers/types.js';
 import { requirePeer } from '../helpers/peers.js';
 import { freePort } from '../helpers/daemon.js';
 import { startHaproxy } from '../helpers/haproxy.js';

@@ -10,7 +10,8 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { custom, forward } from '../../lib/handlers/builders.js';
 import { encodeProxyHeaderV1, encodeProxyHeaderV2, encodeProxyHeaderV2Local, parseProxyHeader, PP2_TYPE, type ProxyHeader } from '../../lib/proxy-protocol/header.js';
-import type { ConnectionInfo, MultiplexerOptions } from '../../lib/mux/types.js';
+import type { ConnectionInfo } from '../../lib/handlers/types.js';
+import type { MultiplexerOptions } from '../../lib/mux/types.js';
 import { closeServer, readUntil, tcpClient, until } from '../helpers/net.js';
 import { captureLogs } from './log-capture.js';
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { mysqlVersionAlpn } from '../../lib/proxy/alpn.js';
+import { mysqlVersionAlpn } from '../../lib/wire/names.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { describeResult, localProxyTo, runClient } from '../helpers/clients.js';
 import { startMariadb } from '../helpers/mariadb.js';

@@ -25,5 +25,5 @@ t.test('a CA reloaded from PEM issues certificates that chain to the same root',
 
 t.test('refuses a non-IP in ipAddresses', async (t) => {
   const { ca } = devCertificates();
-  t.throws(() => ca.issue({ commonName: 'x', ipAddresses: ['not-an-ip'] }), TypeError);
+  t.throws(() => ca.issue({ commonName: 'x', ipAddresses: ['not-an-ip'] }), { code: 'GATE_ERR_INVALID_ARGUMENT' });
 });

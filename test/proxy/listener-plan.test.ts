@@ -1,7 +1,7 @@
 import t from 'tap';
 import { parseConfig } from '../../lib/config/load.js';
 import { RouteTable, type RouteQuery } from '../../lib/mux/route-table.js';
-import type { DetectedProtocol } from '../../lib/mux/types.js';
+import type { DetectedProtocol } from '../../lib/handlers/types.js';
 import { planListeners, routeMatchFor, routeMatchesFor, SSH_PORT_SILENT_AFTER_MS, type ListenerSpec } from '../../lib/proxy/listener-plan.js';
 
 const ALL_UPSTREAMS = `  upstreams:

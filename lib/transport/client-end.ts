@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import type { Endpoint } from './types.js';
+import type { Endpoint } from './endpoint.js';
 import { closeHandle, localEndpoint, remoteEndpoint, socketFromHandle, startReading, stopReading, write, type HandleOwner, type TcpHandle } from './uv.js';
 
 /** What detection does with the client's bytes. */

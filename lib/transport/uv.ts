@@ -1,7 +1,7 @@
 import { Socket, type Server } from 'node:net';
 import { getSystemErrorName } from 'node:util';
 import { isSharedReadBuffer, nextReadBuffer, sharedReadBuffer } from './read-buffer.js';
-import type { Endpoint } from './types.js';
+import type { Endpoint } from './endpoint.js';
 
 /**
  * Node's libuv TCP handles: the objects under every net.Socket. Passthrough connections are

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { isPingAlpn, mysqlVersionAlpn, mysqlVersionFromAlpn, pingAlpn } from '../../lib/proxy/alpn.js';
+import { isPingAlpn, mysqlVersionAlpn, mysqlVersionFromAlpn, pingAlpn } from '../../lib/wire/names.js';
 
 t.test('ping variants', async (t) => {
   t.equal(pingAlpn('gate-postgres'), 'gate-postgres-ping');

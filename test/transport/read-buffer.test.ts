@@ -1,7 +1,7 @@
 // ReadBuffer without a socket: drives its onread hooks the way net's onStreamRead does (fill the
 // current buffer, call back, ask for the next buffer) and checks which memory the sink gets.
 import t from 'tap';
-import { ReadBuffer } from '../../lib/mux/read-buffer.js';
+import { ReadBuffer } from '../../lib/transport/read-buffer.js';
 
 type Hooks = { buffer: () => Buffer; callback: (n: number, buf: Buffer) => boolean };
 

@@ -1,6 +1,9 @@
 /**
- * The protocol contract's names (DESIGN §3): ALPN protocol IDs and SNI markers clients use to say
- * which service they want on the shared port. Pure constants and string helpers.
+ * The wire contract: every name a client, an agent and the proxy must agree on — the ALPN protocol
+ * IDs and SNI markers that say which service a connection wants on the shared port, and the web
+ * paths agents and updaters call. A leaf module (it imports nothing), so the proxy, the client side
+ * and the tunnels all take the names from here and none imports another for them.
+ * docs/ARCHITECTURE.md has the table of routes these names select.
  */
 
 /** Web: HTTP/1.1, HTTP/2 and ACME TLS-ALPN-01 challenges (RFC 8737 §6.2) all go to the web server. */
@@ -21,6 +24,11 @@ export const ALPN_REDIS = 'gate-redis';
 export const SNI_KUBE_PREFIX = 'kube-gate-proxy-alpn.';
 /** The proxy's own Kubernetes server name. */
 export const SNI_KUBE_LOCAL = 'kube.gate.cluster.local';
+
+/** The web endpoint that describes the proxy's listeners (JSON). */
+export const PING_PATH = '/webapi/ping';
+/** Path prefix of the automatic-upgrade channels: `<prefix>/<channel name>/<verb>`. */
+export const CHANNEL_PATH_PREFIX = '/v1/webapi/automaticupgrades/channel';
 
 /**
  * `-ping` variants: the stream is framed as uint32 big-endian length + payload, a zero length being a
