@@ -2,7 +2,7 @@ import { lookup } from 'node:dns';
 import { isIP } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
 import { HandleRelay, type RelayFailure } from '../transport/handle-relay.js';
-import { closeHandle, connectTcp, type HandleOwner, type TcpHandle } from '../transport/uv.js';
+import { closeHandle, connectTcp, errnoError, type HandleOwner, type TcpHandle } from '../transport/uv.js';
 import type { HandleEnd } from '../transport/client-end.js';
 import type { ConnectionParts as Connection } from './context.js';
 import type { ForwardHandler, UpstreamAddress } from './types.js';
@@ -99,8 +99,4 @@ function relayClosed(conn: Connection, relay: HandleRelay, failure: RelayFailure
     conn.recordError(new GateError(upstream ? ErrorCodes.UPSTREAM_RESET : ErrorCodes.CLIENT_RESET, `${where} connection failed: ${failure.code}`));
   }
   conn.closed(relay);
-}
-
-function errnoError(code: string): NodeJS.ErrnoException {
-  return Object.assign(new Error(code), { code });
 }

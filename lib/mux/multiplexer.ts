@@ -8,7 +8,7 @@ import { HandleEnd, SocketEnd, type ClientEnd } from '../transport/client-end.js
 import { Connection, type Part } from './connection.js';
 import { HandleRelay } from '../transport/handle-relay.js';
 import { IdleSweep } from '../transport/idle-sweep.js';
-import { handlesAvailable, takeConnections, type TcpHandle } from '../transport/uv.js';
+import { errnoError, handlesAvailable, takeConnections, type TcpHandle } from '../transport/uv.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
 import { SourceLimiter } from './source-limit.js';
@@ -168,7 +168,11 @@ export class Multiplexer {
   private acceptHandle(handle: TcpHandle, listener: ListenOptions): void {
     handle.setNoDelay(true); // we relay: Nagle would only add latency
     let conn: Connection | undefined;
-    const client: HandleEnd = new HandleEnd(handle, () => conn?.closed(client));
+    const client: HandleEnd = new HandleEnd(handle, (error) => {
+      if (conn === undefined) return;
+      if (error !== undefined) conn.recordError(errnoError(error));
+      conn.closed(client);
+    });
     conn = this.accept(client, client, listener);
   }
 

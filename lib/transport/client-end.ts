@@ -93,7 +93,10 @@ export class SocketEnd implements ClientEnd {
 
 /**
  * A client on a bare handle. It tells `onClosed` when it closes by itself or by destroy(), and
- * not when it is handed on (toSocket, take): its new owner reports from then on.
+ * not when it is handed on (toSocket, take): its new owner reports from then on. A close caused
+ * by a failed read or write passes the libuv error name (`ECONNRESET`), as net.Socket emits
+ * 'error' before 'close': a client that resets during detection must be counted as such on
+ * both transports.
  */
 export class HandleEnd implements ClientEnd, HandleOwner {
   private reader: ClientReader | undefined;
@@ -107,7 +110,7 @@ export class HandleEnd implements ClientEnd, HandleOwner {
 
   constructor(
     private readonly handle: TcpHandle,
-    private readonly onClosed: () => void,
+    private readonly onClosed: (error: string | undefined) => void,
   ) {}
 
   // The addresses cost a syscall each; most connections never ask for the local one.
@@ -144,19 +147,19 @@ export class HandleEnd implements ClientEnd, HandleOwner {
   }
 
   onHandleEnd(_handle: TcpHandle, error: string | undefined): void {
-    if (error !== undefined) return this.destroy();
+    if (error !== undefined) return this.destroy(error);
     stopReading(this.handle);
     this.reader?.end();
   }
 
   onHandleWritten(_handle: TcpHandle, error: string | undefined): void {
-    if (error !== undefined || this.closeWhenWritten) this.destroy();
+    if (error !== undefined || this.closeWhenWritten) this.destroy(error);
   }
 
   write(data: Buffer): void {
     if (this.closed || this.handedOn) return;
     const result = write(this.handle, data);
-    if (result !== 'done' && result !== 'queued') this.destroy();
+    if (result !== 'done' && result !== 'queued') this.destroy(result);
   }
 
   closeAfter(data: Buffer): void {
@@ -167,12 +170,13 @@ export class HandleEnd implements ClientEnd, HandleOwner {
     else this.destroy();
   }
 
-  destroy(): void {
+  /** Closes the handle; `error` is the libuv error name when a read or write failed. */
+  destroy(error?: string): void {
     if (this.closed || this.handedOn) return;
     this.keepCounts();
     this.closed = true;
     closeHandle(this.handle);
-    this.onClosed();
+    this.onClosed(error);
   }
 
   toSocket(rest: Buffer): Socket {

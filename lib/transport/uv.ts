@@ -313,3 +313,11 @@ export function socketFromHandle(handle: TcpHandle): Socket {
   handle[OWNER] = undefined;
   return new Socket({ handle, allowHalfOpen: true, readable: true, writable: true, pauseOnCreate: true } as ConstructorParameters<typeof Socket>[0]);
 }
+
+/**
+ * A libuv error name (`ECONNRESET`) as the error net.Socket would have emitted, so the code that
+ * classifies failures (dial errors, resets) reads both transports the same way.
+ */
+export function errnoError(code: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(code), { code });
+}

@@ -2,7 +2,7 @@ import t from 'tap';
 import { once } from 'node:events';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward } from '../../lib/handlers/builders.js';
-import { closeServer, liveHandles, until, readUntil, startTaggedTcpServer, tcpClient, tlsClient, startTaggedTlsServer } from '../helpers/net.js';
+import { closeServer, liveHandles, until, readBytes, readUntil, startTaggedTcpServer, tcpClient, tlsClient, startTaggedTlsServer } from '../helpers/net.js';
 
 const echo = await startTaggedTcpServer('ECHO');
 const tlsUp = await startTaggedTlsServer('T');
@@ -41,6 +41,22 @@ for (const onHandles of [true, false]) {
         await until(() => mux.openConnections === 0, 'connections to settle');
         t.equal(mux.stats().failures.GATE_ERR_DETECT_TIMEOUT, 1);
         t.equal(mux.openConnections, 0);
+      });
+    });
+
+    t.test('a client that resets during detection is counted as GATE_ERR_CLIENT_CLOSED', async (t) => {
+      await withMux({}, async (port, mux) => {
+        const socket = await tcpClient(port);
+        socket.on('error', () => {});
+        // A Postgres SSLRequest is answered 'S': once the client has the answer, the multiplexer has
+        // read everything and waits for a ClientHello, so the reset fails its next read (a reset
+        // racing unread bytes is reported as an EOF instead, a different path).
+        socket.write(Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]));
+        t.equal(await readBytes(socket, 1), 'S');
+        socket.resetAndDestroy();
+        await until(() => mux.openConnections === 0, 'connections to settle');
+        t.same(mux.stats().failures, { GATE_ERR_CLIENT_CLOSED: 1 }, 'one failure, with the code the socket transport gives it');
+        t.equal(mux.stats().rejected, 0, 'not a reset caught at accept');
       });
     });
 
