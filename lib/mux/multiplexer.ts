@@ -8,7 +8,8 @@ import { HandleEnd, SocketEnd, type ClientEnd } from '../transport/client-end.js
 import { Connection, type Part } from './connection.js';
 import { HandleRelay } from '../transport/handle-relay.js';
 import { IdleSweep } from '../transport/idle-sweep.js';
-import { errnoError, handlesAvailable, takeConnections, type TcpHandle } from '../transport/uv.js';
+import { errnoError, takeConnections, type TcpHandle } from '../transport/uv.js';
+import { checkHandles } from '../transport/self-test.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
 import { SourceLimiter } from './source-limit.js';
@@ -61,8 +62,12 @@ export class Multiplexer {
   readonly maxConnections: number;
   readonly maxConnectionsPerSource: number;
   readonly maxHelloBytes: number;
-  /** True when accepted connections start on bare libuv handles (see uv.ts). */
-  readonly fastPath: boolean;
+  /**
+   * True when accepted connections start on bare libuv handles (transport/uv.ts). Asked for in
+   * the options; the first listen() confirms it with the handles' self-test and turns it off
+   * (logged once per process, with why) when the test fails or GATE_MUX_FAST_PATH=0.
+   */
+  fastPath: boolean;
   private readonly idle: IdleSweep<HandleRelay> | undefined;
   /** Puts a new relay under the idle sweep; made once, undefined without an idle timeout. */
   private readonly watchRelay: ((relay: HandleRelay, conn: ConnectionParts) => void) | undefined;
@@ -76,7 +81,7 @@ export class Multiplexer {
     this.maxHelloBytes = options.maxHelloBytes ?? DEFAULT_MAX_HELLO_BYTES;
     this.maxConnectionsPerSource = options.maxConnectionsPerSource ?? 0;
     this.perSource = new SourceLimiter(this.maxConnectionsPerSource);
-    this.fastPath = (options.fastPath ?? true) && handlesAvailable;
+    this.fastPath = options.fastPath ?? true;
     const idle = this.idleTimeoutMs > 0 ? new IdleSweep<HandleRelay>(this.idleTimeoutMs) : undefined;
     this.idle = idle;
     this.watchRelay = idle
@@ -100,6 +105,13 @@ export class Multiplexer {
     if (this.closing) throw new GateError(ErrorCodes.SHUTDOWN, 'multiplexer is closed');
     if (options.silentRoute !== undefined && !this.table.get(options.silentRoute)) {
       throw new GateError(ErrorCodes.CONFIG_INVALID, `silentRoute '${options.silentRoute}' is not a route`);
+    }
+    if (this.fastPath) {
+      const check = await checkHandles();
+      if (!check.ok) {
+        this.fastPath = false;
+        reportFastPathOff(this.logger, check.reason);
+      }
     }
     // allowHalfOpen: each direction ends on its own; noDelay: we relay, Nagle only adds latency.
     const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.acceptSocket(socket, options));
@@ -359,4 +371,13 @@ function tooManyFromSource(address: string, max: number): GateError {
 
 function describe(info: { protocol: string; sni: string | undefined; alpn: string[] }): string {
   return info.protocol === 'tls' ? `TLS sni=${info.sni ?? '(none)'} alpn=[${info.alpn.join(',')}]` : info.protocol;
+}
+
+let fastPathOffReported = false;
+
+/** Once per process: every multiplexer shares the one self-test, so one line says why. */
+function reportFastPathOff(logger: Logger, reason: string): void {
+  if (fastPathOffReported) return;
+  fastPathOffReported = true;
+  logger.warn({ reason }, 'passthrough runs on net.Socket (bare-handle fast path off)');
 }

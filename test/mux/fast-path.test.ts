@@ -1,20 +1,64 @@
-// Passthrough on bare libuv handles (lib/mux/uv.ts): what only this path does by itself, compared
+// Passthrough on bare libuv handles (lib/transport/uv.ts): what only this path does by itself, compared
 // with the net.Socket path where both can do it: dial errors and resets named by side, hostname
 // upstreams (its own DNS lookup), PROXY header out, byte counters, idle sweeps, handing a handle
 // to a stream handler with the peeked bytes intact. The relay and lifecycle tests run on both.
 import t from 'tap';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { custom, forward } from '../../lib/handlers/builders.js';
 import { handlesAvailable } from '../../lib/transport/uv.js';
+import { checkHandles, FAST_PATH_ENV } from '../../lib/transport/self-test.js';
 import { IdleSweep } from '../../lib/transport/idle-sweep.js';
 import { closeServer, listening, liveHandles, readUntil, tcpClient, until } from '../helpers/net.js';
 import { captureLogs } from '../hardening/log-capture.js';
 import type { Route } from '../../lib/mux/types.js';
 
 t.ok(handlesAvailable, 'this Node offers the bare handles (Node 20 and later keep tcp_wrap/stream_wrap)');
+
+t.test('the handles pass their behaviour self-test on this Node; the environment switch turns them off', async (t) => {
+  t.same(await checkHandles({}), { ok: true }, `a loopback round trip through every binding works on ${process.version}`);
+  for (const value of ['0', 'off', 'FALSE']) {
+    const off = await checkHandles({ [FAST_PATH_ENV]: value });
+    t.equal(off.ok, false, `${FAST_PATH_ENV}=${value} turns the fast path off`);
+    t.match(off.ok ? '' : off.reason, FAST_PATH_ENV, 'and says so');
+  }
+  t.same(await checkHandles({ [FAST_PATH_ENV]: '1' }), { ok: true }, 'any other value leaves it on');
+});
+
+t.test('a multiplexer told by the environment to stay off the handles runs on net.Socket and logs why once', async (t) => {
+  const port = await upstreamServer(t, (s) => s.pipe(s));
+  // A child process: the self-test's answer is per process, and this one's is already 'on'.
+  const script = `
+    import { Multiplexer } from ${JSON.stringify(new URL('../../lib/mux/multiplexer.js', import.meta.url).href)};
+    import { forward } from ${JSON.stringify(new URL('../../lib/handlers/builders.js', import.meta.url).href)};
+    import { connect } from 'node:net';
+    const lines = [];
+    const logger = { child: () => logger, warn: (o, m) => lines.push(m + ' ' + o.reason), info() {}, debug() {}, error() {}, trace() {}, fatal() {}, level: 'info' };
+    const routes = [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: ${port} }) }];
+    const a = new Multiplexer({ routes, logger });
+    const b = new Multiplexer({ routes, logger });
+    const { port: p } = await a.listen({ port: 0 });
+    await b.listen({ port: 0 });
+    const echoed = await new Promise((resolve) => {
+      const s = connect(p, '127.0.0.1', () => s.end('SSH-2.0-env\\r\\n'));
+      let got = '';
+      s.on('data', (d) => (got += d)).on('close', () => resolve(got));
+    });
+    console.log(JSON.stringify({ fastPath: [a.fastPath, b.fastPath], echoed, lines }));
+    await a.close({ graceMs: 10 });
+    await b.close({ graceMs: 10 });
+  `;
+  // Not spawnSync: the upstream lives in this process, whose event loop must keep running.
+  const child = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, [FAST_PATH_ENV]: 'off' }, encoding: 'utf8', timeout: 20_000 });
+  const out = JSON.parse(child.stdout) as { fastPath: boolean[]; echoed: string; lines: string[] };
+  t.same(out.fastPath, [false, false], 'both multiplexers on net.Socket');
+  t.equal(out.echoed, 'SSH-2.0-env\r\n', 'and they route');
+  t.equal(out.lines.length, 1, 'one log line for the process');
+  t.match(out.lines[0], /net\.Socket.*GATE_MUX_FAST_PATH=off/);
+});
 
 async function withMux(t: Tap, routes: Route[], fastPath: boolean, options: Partial<ConstructorParameters<typeof Multiplexer>[0]> = {}): Promise<{ port: number; mux: Multiplexer; logs: ReturnType<typeof captureLogs> }> {
   const logs = captureLogs();
