@@ -2,7 +2,7 @@
 // (parseClientHello) and through the whole detection step a connection takes (Detector: greeting
 // sniff + parse). Each loop is bounded by DURATION_MS. Prints one JSON line.
 import { performance } from 'node:perf_hooks';
-import { parseClientHello } from '../lib/index.js';
+import { parseClientHello } from 'gate-mux';
 import { Detector } from '../lib/mux/detector.js';
 import { benchHellos } from './hellos.js';
 

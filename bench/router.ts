@@ -3,7 +3,7 @@
 // A, everything else to upstream B. Listens on 127.0.0.1:LISTEN_PORT in the foreground until
 // SIGTERM. WORKERS=n (n > 1) runs n worker processes on the one listener (node:cluster);
 // CLUSTER_SCHEDULING=round-robin makes the primary hand out connections instead of the kernel.
-import { Multiplexer, forward, runWorkers } from '../lib/index.js';
+import { Multiplexer, forward, runWorkers } from 'gate-mux';
 
 function port(name: string): number {
   const value = Number(process.env[name]);

@@ -7,7 +7,7 @@
 // list -> B; anything else is refused with a TLS alert. It prints openssl commands to try.
 import { createServer, type TLSSocket } from 'node:tls';
 import type { AddressInfo } from 'node:net';
-import { Multiplexer, forward, devCertificates } from '../lib/index.js';
+import { Multiplexer, forward, devCertificates } from 'gate-mux';
 import { pino } from 'pino';
 
 const portArg = process.argv.indexOf('--port');

@@ -1,75 +1,196 @@
-// Public API of gate-mux. Everything a proxy or an agent needs is exported from here.
-export { ErrorCodes, GateError, isGateError, type ErrorCode } from './errors.js';
-export { silentLogger, type Logger } from './log.js';
+/**
+ * gate-mux's public API: everything a proxy, an agent or a client tool needs, named one by one.
+ * Each group is also its own entry point, for programs that want only that part (and only its
+ * dependencies): `gate-mux/mux`, `gate-mux/wire`, `gate-mux/client`, `gate-mux/proxy`,
+ * `gate-mux/tunnel`, `gate-mux/upgrade`. docs/ARCHITECTURE.md maps them to the folders;
+ * README.md documents each call. Anything not listed here is internal and may change.
+ */
 
-// Core multiplexer
-export { Multiplexer, DEFAULT_MAX_HELLO_BYTES } from './mux/multiplexer.js';
-export { runWorkers, type RunWorkersOptions, type WorkerPool, type WorkerRole } from './mux/cluster.js';
-export { RouteTable, type RouteQuery } from './mux/route-table.js';
-export type { StatsSnapshot, RouteCounters } from './mux/stats.js';
-export type { ListenOptions, MultiplexerOptions, Route, RouteMatch } from './mux/types.js';
-export type {
-  ConnectionInfo,
-  CustomHandler,
-  DetectedProtocol,
-  Endpoint,
-  ForwardHandler,
-  Handler,
-  SelectHandler,
-  WrapHandler,
-  ServeHandler,
-  TerminateHandler,
-  UpstreamAddress,
-} from './handlers/types.js';
-export { forward, terminate, serve, custom, select, wrap, parseHostPort } from './handlers/builders.js';
-
-// Pure parsers
-export { parseClientHello, ClientHelloError, type ClientHello, type ClientHelloResult } from './tls/client-hello.js';
-export { tlsAlertRecord } from './tls/alert.js';
-export { sniffGreeting, type GreetingProtocol, type GreetingResult } from './sniff/greeting.js';
+// The multiplexer, its handlers and the pure parsers (`gate-mux/mux`)
 export {
+  ErrorCodes,
+  GateError,
+  isGateError,
+  type ErrorCode,
+  silentLogger,
+  type Logger,
+  Multiplexer,
+  DEFAULT_MAX_HELLO_BYTES,
+  runWorkers,
+  type RunWorkersOptions,
+  type WorkerPool,
+  type WorkerRole,
+  RouteTable,
+  type RouteQuery,
+  type StatsSnapshot,
+  type RouteCounters,
+  type ListenOptions,
+  type MultiplexerOptions,
+  type Route,
+  type RouteMatch,
+  FAST_PATH_ENV,
+  forward,
+  terminate,
+  serve,
+  custom,
+  select,
+  wrap,
+  parseHostPort,
+  type ConnectionInfo,
+  type CustomHandler,
+  type DetectedProtocol,
+  type Endpoint,
+  type ForwardHandler,
+  type Handler,
+  type SelectHandler,
+  type ServeHandler,
+  type TerminateHandler,
+  type UpstreamAddress,
+  type WrapHandler,
+  parseClientHello,
+  ClientHelloError,
+  type ClientHello,
+  type ClientHelloResult,
+  tlsAlertRecord,
+  TlsAlert,
+  sniffGreeting,
+  type GreetingProtocol,
+  type GreetingResult,
   parseProxyHeader,
   encodeProxyHeaderV1,
   encodeProxyHeaderV2,
   ProxyHeaderError,
   type ProxyHeader,
   type ProxyAddress,
-} from './proxy-protocol/header.js';
+  PingFrameDecoder,
+  frameHeader,
+  PING_FRAME,
+  PingFramedStream,
+  DEFAULT_PING_INTERVAL_MS,
+} from './mux/index.js';
 
-// Development certificates
+// The wire contract (`gate-mux/wire`)
+export {
+  ALPN_WEB,
+  ALPN_SSH,
+  ALPN_REVERSE_TUNNEL,
+  ALPN_POSTGRES,
+  ALPN_POSTGRES_DIRECT,
+  ALPN_MYSQL,
+  ALPN_MYSQL_VERSION_PREFIX,
+  ALPN_MONGODB,
+  ALPN_REDIS,
+  SNI_KUBE_PREFIX,
+  SNI_KUBE_LOCAL,
+  PING_PATH,
+  CHANNEL_PATH_PREFIX,
+  PING_SUFFIX,
+  pingAlpn,
+  isPingAlpn,
+  mysqlVersionFromAlpn,
+  mysqlVersionAlpn,
+} from './wire/index.js';
+
+// Client side: environment proxies, dialers, HTTP agent, local proxy (`gate-mux/client`)
+export {
+  parseTarget,
+  formatHostPort,
+  type DialTarget,
+  parseNoProxy,
+  noProxyMatches,
+  isLoopbackHost,
+  type NoProxyRules,
+  type DomainRule,
+  readProxyEnv,
+  type ProxyEnv,
+  type EnvValue,
+  ProxyConfig,
+  parseProxyUrl,
+  redactProxyValue,
+  DEFAULT_PROXY_PORTS,
+  type ProxyScheme,
+  proxyForTarget,
+  ProxyError,
+  parseConnectResponse,
+  DEFAULT_MAX_CONNECT_HEADER_BYTES,
+  type ConnectResponseParse,
+  httpConnect,
+  socksConnect,
+  dial,
+  DEFAULT_DIAL_TIMEOUT_MS,
+  type DialOptions,
+  type DialResult,
+  dialTls,
+  type DialTlsOptions,
+  type DialTlsResult,
+  proxyAgentFor,
+  proxyUrlFor,
+  type ProxyAgentForOptions,
+  fetchText,
+  type FetchTextOptions,
+  type FetchTextResult,
+  startLocalProxy,
+  type LocalProxy,
+  type LocalProxyOptions,
+} from './client/index.js';
+
+// The platform proxy: configuration, listeners, web endpoints (`gate-mux/proxy`)
+export {
+  GateProxy,
+  type GateProxyOptions,
+  loadProxyCertificates,
+  type ProxyCertificates,
+  planListeners,
+  routeMatchFor,
+  routeMatchesFor,
+  type ListenerPlan,
+  type ListenerSpec,
+  type RouteSpec,
+  type RouteTransport,
+  type RouteFraming,
+  routeFor,
+  type WebServers,
+  parseConfig,
+  loadConfig,
+  ConfigError,
+  type ConfigProblem,
+  type ParseConfigOptions,
+  parseAddress,
+  formatAddress,
+  type HostPort,
+  type ParseAddressResult,
+  parseDuration,
+  LEGACY_PORTS,
+  listenAddressFor,
+  UPSTREAM_PROTOCOLS,
+  type GateConfig,
+  type LoadedConfig,
+  type ListenerMode,
+  type ProxyServiceConfig,
+  type KeyPairFiles,
+  type UpstreamProtocol,
+  type ProxyProtocolName,
+  type ChannelConfig,
+  buildPing,
+  type PingResponse,
+  VersionChannels,
+  DEFAULT_CHANNEL,
+  type VersionChannelsOptions,
+  type FetchText,
+  type ChannelFetchResult,
+  parseChannelPath,
+  type ChannelPath,
+  createWebRoutes,
+  WebErrorCodes,
+  type WebRequestHandler,
+  type WebRoutesOptions,
+} from './proxy/index.js';
+
+// Development certificates (node-forge)
 export { CertificateAuthority, type KeyPair, type IssueOptions } from './pki/certificate-authority.js';
 export { devCertificates, type DevCertificates } from './pki/dev-certificates.js';
 
-// Stream framing of the -ping ALPN variants
-export { PingFrameDecoder, frameHeader, PING_FRAME } from './framing/ping-frames.js';
-export { PingFramedStream, DEFAULT_PING_INTERVAL_MS } from './framing/ping-stream.js';
-
-// Client side: environment proxies, dialers, HTTP agent, local proxy
-export * from './client/index.js';
-
-// The proxy front door: configuration, listener plan, web endpoints
-export * from './config/index.js';
-export * from './proxy/index.js';
-export { GateProxy, type GateProxyOptions } from './proxy/gate-proxy.js';
-export { loadProxyCertificates, type ProxyCertificates } from './proxy/certificates.js';
-export { routeFor, type WebServers } from './proxy/route-handlers.js';
-export {
-  buildPing,
-  VersionChannels,
-  DEFAULT_CHANNEL,
-  parseChannelPath,
-  createWebRoutes,
-  WebErrorCodes,
-  type PingResponse,
-  type FetchText,
-  type FetchTextResult as ChannelFetchResult,
-  type VersionChannelsOptions,
-  type ChannelPath,
-  type WebRequestHandler,
-  type WebRoutesOptions,
-} from './web/index.js';
-
-// Reverse tunnels (agents dial out; the proxy opens streams through them)
+// Reverse tunnels: agents dial out, the proxy opens streams through them (`gate-mux/tunnel`)
 export {
   startAgent,
   TunnelRegistry,
@@ -84,7 +205,7 @@ export {
   type TunnelUpstream,
 } from './tunnel/index.js';
 
-// Automatic-update client (the updater beside each agent)
+// The automatic-update client beside each agent (`gate-mux/upgrade`)
 export {
   fetchTargetVersion,
   compareVersions,

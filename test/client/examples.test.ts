@@ -1,4 +1,4 @@
-// The two client examples, run as a user would (node dist/examples/...), against local peers.
+// The agent example and `gate-mux local-proxy`, run as a user would, against local peers.
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -11,6 +11,7 @@ import { startTlsEchoServer } from '../helpers/echo-servers.js';
 import { startFakeProxy, tunnelTo } from '../helpers/fake-proxy.js';
 
 const example = (name: string): string => fileURLToPath(new URL(`../../examples/${name}.js`, import.meta.url));
+const GATE_MUX = fileURLToPath(new URL('../../lib/cli/gate-mux.js', import.meta.url));
 
 async function caFile(t: { teardown(fn: () => unknown): void }): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'gate-examples-'));
@@ -50,12 +51,12 @@ t.test('agent example: direct for loopback, through HTTPS_PROXY (redacted) other
   t.match(refused.stderr, /GATE_ERR_PROXY_ENV_INVALID.*another DNS name or a private IP/);
 });
 
-t.test('local-proxy example: prints where it listens, tunnels, exits on SIGTERM', async (t) => {
+t.test('gate-mux local-proxy: prints where it listens, tunnels, exits on SIGTERM', async (t) => {
   const ca = await caFile(t);
   const server = await startTlsEchoServer(t, { alpn: ['gate-postgres'] });
   const child = spawn(
     process.execPath,
-    [example('local-proxy'), '--listen', '127.0.0.1:0', '--proxy', server.address, '--alpn', 'gate-postgres', '--ca', ca, '--server-name', 'localhost'],
+    [GATE_MUX, 'local-proxy', '--listen', '127.0.0.1:0', '--proxy', server.address, '--alpn', 'gate-postgres', '--ca', ca, '--server-name', 'localhost'],
     { env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

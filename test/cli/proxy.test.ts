@@ -8,16 +8,17 @@ import { fileURLToPath } from 'node:url';
 import { requirePeer } from '../helpers/peers.js';
 import { closeServer, readUntil, run, startTaggedTcpServer, tcpClient } from '../helpers/net.js';
 
-const EXAMPLE = fileURLToPath(new URL('../../examples/proxy.js', import.meta.url));
+// `gate-mux proxy`, as `npm start` and `npx gate-mux proxy` run it.
+const GATE_MUX = fileURLToPath(new URL('../../lib/cli/gate-mux.js', import.meta.url));
 
 interface Started {
   child: ChildProcess;
   output: () => string;
 }
 
-/** Starts the example proxy and waits for its "try:" line (it prints that once it listens). */
-async function startExample(t: Test, args: string[], cwd: string): Promise<Started> {
-  const child = spawn(process.execPath, [EXAMPLE, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Starts `gate-mux proxy` and waits for its "try:" line (it prints that once it listens). */
+async function startProxy(t: Test, args: string[], cwd: string): Promise<Started> {
+  const child = spawn(process.execPath, [GATE_MUX, 'proxy', ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
@@ -39,8 +40,8 @@ async function stop(child: ChildProcess): Promise<number | null> {
 t.test('npm start on the embedded default configuration answers curl --cacert on 127.0.0.1:3080', async (t) => {
   const curl = requirePeer(t, 'curl', 'curl');
   if (!curl) return;
-  const cwd = mkdtempSync(join(tmpdir(), 'gate-example-'));
-  const { child, output } = await startExample(t, [], cwd);
+  const cwd = mkdtempSync(join(tmpdir(), 'gate-cli-'));
+  const { child, output } = await startProxy(t, [], cwd);
   t.match(output(), /listening on 127\.0\.0\.1:3080 \(multiplex/);
   const ca = join(cwd, '.data', 'ca.pem');
   t.match(output(), `development CA: .data/ca.pem`);
@@ -51,7 +52,7 @@ t.test('npm start on the embedded default configuration answers curl --cacert on
 
   // A second start keeps the CA (clients that trust it keep working) and issues a fresh server cert.
   const caBefore = readFileSync(ca, 'utf8');
-  const again = await startExample(t, [], cwd);
+  const again = await startProxy(t, [], cwd);
   t.equal(readFileSync(ca, 'utf8'), caBefore, 'the CA made at first start is reused');
   const second = await run(curl, ['-sS', '--cacert', ca, 'https://localhost:3080/v1/webapi/automaticupgrades/channel/stable/cloud/version']);
   t.equal(second.stdout, 'v0.1.0');
@@ -65,13 +66,13 @@ t.test('--config and --pid-file; SIGHUP switches a route while a connection stay
     for (const s of [...one.sockets, ...two.sockets]) s.destroy();
     await Promise.all([closeServer(one.server), closeServer(two.server)]);
   });
-  const dir = mkdtempSync(join(tmpdir(), 'gate-example-'));
+  const dir = mkdtempSync(join(tmpdir(), 'gate-cli-'));
   const config = join(dir, 'gate.yaml');
   const pidFile = join(dir, 'gate.pid');
   const yaml = (sshPort: number) =>
     `version: v3\ndata_dir: ${join(dir, 'data')}\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n  upstreams:\n    ssh: 127.0.0.1:${sshPort}\n`;
   writeFileSync(config, yaml(one.port));
-  const { child, output } = await startExample(t, ['--config', config, '--pid-file', pidFile], dir);
+  const { child, output } = await startProxy(t, ['--config', config, '--pid-file', pidFile], dir);
   const port = Number(/listening on 127\.0\.0\.1:(\d+)/.exec(output())![1]);
   t.equal(readFileSync(pidFile, 'utf8').trim(), String(child.pid), 'pid file written');
 
@@ -98,4 +99,44 @@ t.test('--config and --pid-file; SIGHUP switches a route while a connection stay
 
   t.equal(await stop(child), 0);
   t.notOk(existsSync(pidFile), 'pid file removed on exit');
+});
+
+t.test('logs: JSON lines when the output is not a terminal, readable lines with --log-format pretty', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gate-cli-'));
+  const config = join(dir, 'gate.yaml');
+  writeFileSync(config, `version: v3\ndata_dir: ${join(dir, 'data')}\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n`);
+  const json = await startProxy(t, ['--config', config], dir);
+  await stop(json.child);
+  const line = json.output().split('\n').find((l) => l.includes('"msg":"listening"'));
+  t.ok(line, 'a JSON log line for the listener');
+  t.match(JSON.parse(line!), { level: 30, component: 'mux', msg: 'listening' });
+  const pretty = await startProxy(t, ['--config', config, '--log-format', 'pretty'], dir);
+  await stop(pretty.child);
+  t.match(pretty.output(), /INFO.*listening/, 'pino-pretty formats the same line');
+  t.notMatch(pretty.output(), /"msg":"listening"/, 'and no JSON');
+});
+
+t.test('usage: --help, --version, an unknown command or option, each with its exit code', async (t) => {
+  const gateMux = (...args: string[]) => run(process.execPath, [GATE_MUX, ...args]);
+  const help = await gateMux('--help');
+  t.equal(help.code, 0);
+  t.match(help.stdout, /commands:[\s\S]*proxy[\s\S]*local-proxy/);
+  const proxyHelp = await gateMux('proxy', '--help');
+  t.equal(proxyHelp.code, 0);
+  t.match(proxyHelp.stdout, /--pid-file FILE[\s\S]*--drain-timeout/);
+  const version = await gateMux('--version');
+  t.equal(version.stdout.trim(), JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')).version);
+  const unknown = await gateMux('frobnicate');
+  t.equal(unknown.code, 2);
+  t.match(unknown.stderr, /unknown command 'frobnicate'/);
+  const badOption = await gateMux('proxy', '--no-such-option');
+  t.equal(badOption.code, 2);
+  t.match(badOption.stderr, /no-such-option[\s\S]*usage: gate-mux proxy/);
+  const badDrain = await gateMux('proxy', '--drain-timeout', 'soon');
+  t.equal(badDrain.code, 2);
+  const none = await gateMux();
+  t.equal(none.code, 2, 'no command is a usage error');
+  const missing = await gateMux('proxy', '--config', '/nonexistent/gate.yaml');
+  t.equal(missing.code, 1, 'a configuration that does not load exits 1');
+  t.match(missing.stderr, /gate-mux proxy: .*nonexistent/);
 });

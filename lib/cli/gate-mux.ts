@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+/**
+ * The `gate-mux` command. Each subcommand is its own module, loaded only when asked for, so that
+ * `gate-mux local-proxy` starts without the proxy's certificate and YAML packages.
+ */
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { packageVersion } from './package-info.js';
+import { usageError } from './usage.js';
+
+interface Command {
+  summary: string;
+  load: () => Promise<{ main(argv: string[]): Promise<number> }>;
+}
+
+const COMMANDS: Record<string, Command> = {
+  proxy: { summary: 'run the proxy (one port for web, SSH, tunnels, Kubernetes and databases)', load: () => import('./proxy.js') },
+  'local-proxy': { summary: 'carry a local client (psql, redis-cli, ssh, ...) to the proxy inside TLS with an ALPN', load: () => import('./local-proxy.js') },
+};
+
+export const USAGE = `usage: gate-mux <command> [options]      (gate-mux <command> --help for its options)
+
+commands:
+${Object.entries(COMMANDS)
+  .map(([name, c]) => `  ${name.padEnd(13)} ${c.summary}`)
+  .join('\n')}
+
+  --version      print the version
+`;
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(USAGE);
+    return name === undefined ? 2 : 0;
+  }
+  if (name === '--version' || name === '-v') {
+    process.stdout.write(`${packageVersion}\n`);
+    return 0;
+  }
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!command) return usageError(`gate-mux: unknown command '${name}'`, USAGE);
+  return (await command.load()).main(rest);
+}
+
+// Run as a program (npm links bins through node_modules/.bin, hence the realpath), not imported.
+// A command's exit code ends the process even if a library left a timer or socket behind.
+if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) process.exit(await main(process.argv.slice(2)));

@@ -1,0 +1,21 @@
+/** `gate-mux/wire`: the names clients, agents and the proxy agree on (ALPN IDs, SNI markers, web paths). */
+export {
+  ALPN_WEB,
+  ALPN_SSH,
+  ALPN_REVERSE_TUNNEL,
+  ALPN_POSTGRES,
+  ALPN_POSTGRES_DIRECT,
+  ALPN_MYSQL,
+  ALPN_MYSQL_VERSION_PREFIX,
+  ALPN_MONGODB,
+  ALPN_REDIS,
+  SNI_KUBE_PREFIX,
+  SNI_KUBE_LOCAL,
+  PING_PATH,
+  CHANNEL_PATH_PREFIX,
+  PING_SUFFIX,
+  pingAlpn,
+  isPingAlpn,
+  mysqlVersionFromAlpn,
+  mysqlVersionAlpn,
+} from './names.js';
