@@ -1,6 +1,6 @@
 // ClientHello bytes for the parser workload, built by hand so their sizes are known and stable:
 // a typical small TLS 1.3 hello, a post-quantum-sized one (an X25519MLKEM768 key share makes it
-// ~1.8 KB, DESIGN §2), and that same hello fragmented over several TLS records (RFC 8446 §5.1).
+// ~1.8 KB, over one TCP segment), and that same hello fragmented over several TLS records (RFC 8446 §5.1).
 
 function u16(n: number): Buffer {
   const b = Buffer.alloc(2);

@@ -1,6 +1,6 @@
 // `npm run bench`: gate-mux side by side with the direct path, a plain Node peek+pipe router,
 // HAProxy and nginx stream, on this machine, in one run. Router pinned to one core, clients and
-// upstreams to the other (DESIGN §6); peers interleaved round by round; router CPU, memory and
+// upstreams to the other (BENCHMARKS.md, "Method"); peers interleaved round by round; router CPU, memory and
 // descriptors read from /proc. Writes bench/results/<stamp>.{json,md} and latest.{json,md}.
 //
 //   npm run bench                       full run (< 10 minutes)

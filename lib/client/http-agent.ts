@@ -17,8 +17,8 @@ export interface ProxyAgentForOptions {
 /**
  * The proxy URL proxy-agent should use for `url`, from our resolver: '' means direct. Exposed so
  * callers and tests can see the decision without a request. proxy-agent's own default
- * (proxy-from-env) matches NO_PROXY differently (no CIDR, no `*.domain`), which is why DESIGN §4
- * says to resolve once, here, and hand the answer over.
+ * (proxy-from-env) matches NO_PROXY differently (no CIDR, no `*.domain`), so the answer is
+ * resolved once, here, and handed over: raw dials and HTTP requests never disagree.
  */
 export function proxyUrlFor(url: string, env: NodeJS.ProcessEnv = process.env): string {
   return proxyForTarget(url, env)?.toUrlWithCredentials() ?? '';

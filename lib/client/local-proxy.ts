@@ -91,7 +91,7 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
           return;
         }
         log.debug({ id, via: via?.display ?? 'direct', alpn }, 'tunnel open');
-        // The proxy frames a `-ping` ALPN's stream (DESIGN §3); unwrap it here, as it does there.
+        // The proxy frames a `-ping` ALPN's stream (lib/wire/names.ts); unwrap it here, as it does there.
         tunnel(id, client, isPingAlpn(alpn) ? new PingFramedStream(upstream) : upstream, open, logOnce);
       },
       (err: Error) => {

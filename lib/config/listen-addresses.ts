@@ -1,7 +1,7 @@
 import type { HostPort } from './address.js';
 import type { GateConfig, UpstreamProtocol } from './types.js';
 
-/** The platform's legacy per-protocol ports (DESIGN §3), used in separate mode when a key is unset. */
+/** The platform's legacy per-protocol ports (docs/ARCHITECTURE.md, "The wire contract"), used in separate mode when a key is unset. */
 export const LEGACY_PORTS: Record<'web' | UpstreamProtocol, number> = {
   web: 3080,
   ssh: 3023,
@@ -27,7 +27,7 @@ export const LISTEN_ADDR_KEYS: Record<UpstreamProtocol, string> = {
 };
 
 /**
- * Proxy peering is not a routable protocol (no ALPN of its own in DESIGN §3), so it always needs its
+ * Proxy peering is not a routable protocol (it has no ALPN of its own: lib/wire/names.ts), so it always needs its
  * own port, in both modes.
  */
 export function hasOwnPort(protocol: UpstreamProtocol, config: Pick<GateConfig, 'listenerMode'>): boolean {

@@ -11,7 +11,7 @@ export type ListenerMode = 'multiplex' | 'separate';
 export const UPSTREAM_PROTOCOLS = ['ssh', 'tunnel', 'kube', 'postgres', 'mysql', 'mongodb', 'redis', 'peer'] as const;
 export type UpstreamProtocol = (typeof UPSTREAM_PROTOCOLS)[number];
 
-/** Every route the proxy knows (DESIGN §3). */
+/** Every route the proxy knows (docs/ARCHITECTURE.md, "The wire contract"). */
 export type ProxyProtocolName = 'web' | UpstreamProtocol;
 
 export interface KeyPairFiles {

@@ -301,7 +301,8 @@ export class Multiplexer {
     if (!route) {
       const error = new GateError(ErrorCodes.NO_ROUTE, `no route for ${describe(info)}`);
       conn.error = error;
-      // Fail closed with a TLS alert rather than a bare reset (DESIGN §2).
+      // Fail closed with a TLS alert rather than a bare reset: the client can tell "no such
+      // service" from a network fault (docs/ARCHITECTURE.md, "Fail closed").
       if (detected.hello) client.closeAfter(tlsAlertRecord(info.alpn.length > 0 ? TlsAlert.noApplicationProtocol : TlsAlert.unrecognizedName));
       else client.destroy();
       return;

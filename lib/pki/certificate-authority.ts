@@ -21,7 +21,7 @@ export interface IssueOptions {
 }
 
 // Keys come from Node's native generator (milliseconds) rather than forge's pure-JS one
-// (DESIGN §7: RSA-2048 in forge is 0.1–0.5 s); forge only builds and signs the X.509 structure,
+// (RSA-2048 key generation in forge takes 0.1–0.5 s); forge only builds and signs the X.509 structure,
 // which it can do with RSA keys only.
 function newRsaKey(): { privateKey: forge.pki.rsa.PrivateKey; publicKey: forge.pki.rsa.PublicKey } {
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });

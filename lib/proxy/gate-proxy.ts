@@ -6,7 +6,7 @@ import { Multiplexer } from '../mux/multiplexer.js';
 import type { StatsSnapshot } from '../mux/stats.js';
 import { fetchText as fetchThroughEnvironment } from '../client/fetch-text.js';
 import type { GateConfig } from '../config/types.js';
-import { buildPing } from '../web/ping.js';
+import { buildPing } from './ping.js';
 import { createWebRoutes, type WebRequestHandler } from '../web/routes.js';
 import { VersionChannels, type FetchText } from '../web/version-channels.js';
 import { loadProxyCertificates, type ProxyCertificates } from './certificates.js';

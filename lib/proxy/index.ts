@@ -17,7 +17,8 @@ export { UPSTREAM_PROTOCOLS, type GateConfig, type LoadedConfig, type ListenerMo
 export { type ChannelConfig } from '../config/channel.js';
 
 // Web endpoints
-export { buildPing, type PingResponse } from '../web/ping.js';
+export { buildPing } from './ping.js';
+export type { PingResponse } from '../web/ping.js';
 export { VersionChannels, DEFAULT_CHANNEL, type VersionChannelsOptions, type FetchText, type FetchTextResult as ChannelFetchResult } from '../web/version-channels.js';
 export { parseChannelPath, type ChannelPath } from '../web/channel-path.js';
 export { createWebRoutes, WebErrorCodes, type WebRequestHandler, type WebRoutesOptions } from '../web/routes.js';

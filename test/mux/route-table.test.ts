@@ -54,6 +54,16 @@ for (const [name, query, expected] of cases) {
   t.equal(table.select(query)?.name, expected, name);
 }
 
+t.test('within the SNI-prefix tier the longest prefix wins before the client\'s ALPN preference', async (t) => {
+  const prefixes = new RouteTable([
+    r('kube-any', { sniPrefix: 'kube-gate-proxy-alpn.', alpn: 'h2' }),
+    r('kube-prod', { sniPrefix: 'kube-gate-proxy-alpn.prod.' }),
+  ]);
+  // The client prefers h2, which only the shorter prefix's route names: the longer prefix wins.
+  t.equal(prefixes.select(tls('kube-gate-proxy-alpn.prod.example', ['h2']))?.name, 'kube-prod');
+  t.equal(prefixes.select(tls('kube-gate-proxy-alpn.dev.example', ['h2']))?.name, 'kube-any');
+});
+
 t.test('without a protocol default an unmatched TLS hello has no route (fail closed)', async (t) => {
   const strict = new RouteTable([r('ssh-tls', { alpn: 'gate-proxy-ssh' }), r('kube', { sniPrefix: 'kube-gate-proxy-alpn.' })]);
   t.equal(strict.select(tls(undefined)), undefined);

@@ -6,7 +6,7 @@ import { ProxyAgent } from 'proxy-agent';
 import { parseConfig } from '../../lib/config/load.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { planListeners } from '../../lib/proxy/listener-plan.js';
-import { buildPing } from '../../lib/web/ping.js';
+import { buildPing } from '../../lib/proxy/ping.js';
 import { createWebRoutes } from '../../lib/web/routes.js';
 import { VersionChannels, type FetchText } from '../../lib/web/version-channels.js';
 import { requirePeer } from '../helpers/peers.js';

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { parseConfig } from '../../lib/config/load.js';
 import { planListeners } from '../../lib/proxy/listener-plan.js';
-import { buildPing } from '../../lib/web/ping.js';
+import { buildPing } from '../../lib/proxy/ping.js';
 
 const FILE = `proxy_service:
   web_listen_addr: 0.0.0.0:3080
