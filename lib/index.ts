@@ -87,11 +87,16 @@ export {
 // Automatic-update client (the updater beside each agent)
 export {
   fetchTargetVersion,
+  fetchCritical,
+  fetchSchedule,
+  readSchedule,
   compareVersions,
   parseVersion,
   parseMaintenanceConfig,
   maintenanceWindow,
   shouldUpgrade,
+  acquireLock,
+  writeFileAtomic,
   type MaintenanceConfig,
   type UpgradeDecision,
   type WindowState,
