@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { pino } from 'pino';
 import { ErrorCodes, GateError } from '../errors.js';
-import type { Logger } from '../log.js';
+import { componentLogger, type Logger } from '../log.js';
 import { commandWithVersion, splitCommandLine } from '../upgrade/command-line.js';
 import { acquireLock } from '../upgrade/lock.js';
 import { maintenanceWindow } from '../upgrade/maintenance-window.js';
@@ -219,7 +219,8 @@ async function run(argv: string[]): Promise<number> {
   const versionCommand = values['version-command'];
   const timeoutMs = installTimeoutMs(values['install-timeout']);
   splitCommandLine(install); // a broken command line is a usage error before anything is asked
-  const log = pino({ level: values['log-level'], base: { component: 'gate-upgrade' } }, pino.destination({ dest: 2, sync: true }));
+  // Synchronous to stderr: every line is out before the exit code is returned.
+  const log = componentLogger(pino({ level: values['log-level'] }, pino.destination({ dest: 2, sync: true })), 'gate-upgrade');
 
   const lock = await acquireLock(values.lock);
   try {
@@ -303,4 +304,4 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 // realpath: npm installs the bin as a symlink, and import.meta.url names the file it points to.
-if (import.meta.url === pathToFileURL(realpathSync(process.argv[1]!)).href) process.exitCode = await main(process.argv.slice(2));
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) process.exitCode = await main(process.argv.slice(2));
