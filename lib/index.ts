@@ -208,11 +208,16 @@ export {
 // The automatic-update client beside each agent (`gate-mux/upgrade`)
 export {
   fetchTargetVersion,
+  fetchCritical,
+  fetchSchedule,
+  readSchedule,
   compareVersions,
   parseVersion,
   parseMaintenanceConfig,
   maintenanceWindow,
   shouldUpgrade,
+  acquireLock,
+  writeFileAtomic,
   type MaintenanceConfig,
   type UpgradeDecision,
   type WindowState,

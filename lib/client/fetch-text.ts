@@ -8,6 +8,11 @@ export interface FetchTextOptions {
   timeoutMs?: number;
   env?: NodeJS.ProcessEnv;
   ca?: string | Buffer | Array<string | Buffer>;
+  /**
+   * The name the server's certificate must carry (and the SNI sent), when the URL's host is an
+   * address the certificate does not name (a proxy reached by IP, a load balancer in front).
+   */
+  servername?: string;
   /** Body cap in bytes (default 64 KiB): a version string or a small JSON document. */
   maxBytes?: number;
   headers?: Record<string, string>;
@@ -66,6 +71,7 @@ export function fetchText(url: string, options: FetchTextOptions = {}): Promise<
       agent,
       headers: { accept: 'text/plain, application/json;q=0.9, */*;q=0.5', ...options.headers },
       ...(options.ca === undefined ? {} : { ca: options.ca }),
+      ...(options.servername === undefined ? {} : { servername: options.servername }),
     });
     req.on('error', (err: Error) =>
       finish(err instanceof GateError ? err : new GateError(ErrorCodes.FETCH_FAILED, `fetch ${shown} failed: ${err.message}`, { cause: err })),

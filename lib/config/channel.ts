@@ -3,8 +3,11 @@
  * them at load) and the web endpoint (which checks names taken from request paths).
  */
 
-/** A channel serves a fixed version, or forwards to another server's channel. */
-export type ChannelConfig = { kind: 'static'; version: string } | { kind: 'forward'; url: string };
+/**
+ * A channel serves a fixed version (which the operator may mark critical: updaters then install it
+ * without waiting for the maintenance window), or forwards both questions to another server's channel.
+ */
+export type ChannelConfig = { kind: 'static'; version: string; critical?: boolean } | { kind: 'forward'; url: string };
 
 export const MAX_CHANNEL_NAME_LENGTH = 128;
 
@@ -48,3 +51,7 @@ export function normalizeVersion(text: string): string | undefined {
 
 /** What a channel answers when it has no version to offer (the platform's "none"). */
 export const NO_VERSION = 'none';
+
+/** What `/channel/<name>/critical` answers: the channel's current version is critical, or not. */
+export const CRITICAL_YES = 'yes';
+export const CRITICAL_NO = 'no';

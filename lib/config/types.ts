@@ -1,5 +1,6 @@
 import type { HostPort } from './address.js';
 import type { ChannelConfig } from './channel.js';
+import type { MaintenanceConfig } from './maintenance-schedule.js';
 
 /**
  * `multiplex`: one port (web_listen_addr) serves every protocol, routed by TLS SNI/ALPN or plaintext
@@ -41,6 +42,8 @@ export interface ProxyServiceConfig {
   proxyProtocolTrustedNetworks: string[];
   /** Configured channels by name; `default` is added by the version-channel registry when absent. */
   automaticUpgradesChannels: Record<string, ChannelConfig>;
+  /** The agents' maintenance schedule, served for `gate-upgrade export-schedule`; undefined: none. */
+  clusterMaintenanceConfig: MaintenanceConfig | undefined;
   /** Where each protocol's traffic goes. A protocol without an upstream is not routed at all. */
   upstreams: Partial<Record<UpstreamProtocol, HostPort>>;
   /** Deadline for detecting a connection's protocol, PROXY header included. Default 10 s. */

@@ -1,5 +1,6 @@
 import { formatAddress, isCidr, isWildcardHost, parseAddress, type HostPort, type ParseAddressOptions } from './address.js';
 import { channelNameProblem, normalizeVersion, type ChannelConfig } from './channel.js';
+import { checkAgentUpgrades, type MaintenanceConfig } from './maintenance-schedule.js';
 import { parseDuration } from './duration.js';
 import { LEGACY_PORTS, LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor } from './listen-addresses.js';
 import { nearestKey } from './suggest.js';
@@ -49,13 +50,15 @@ const PROXY_KEYS = [
   'proxy_protocol',
   'proxy_protocol_trusted_networks',
   'automatic_upgrades_channels',
+  'cluster_maintenance_config',
   'upstreams',
   'detect_timeout',
   'idle_timeout',
   'max_connections',
 ] as const;
 const KEYPAIR_KEYS = ['cert_file', 'key_file'] as const;
-const CHANNEL_KEYS = ['static_version', 'forward_url'] as const;
+const CHANNEL_KEYS = ['static_version', 'forward_url', 'critical'] as const;
+const MAINTENANCE_KEYS = ['agent_upgrades'] as const;
 
 /** Which section each key belongs to, to point at the right place when one is misplaced. */
 const SECTION_OF: Record<string, string> = {
@@ -246,13 +249,22 @@ function readChannels(c: Checker, value: unknown): Record<string, ChannelConfig>
       c.fail(channelPath, `expected exactly one of static_version or forward_url, got ${hasStatic ? 'both' : 'neither'}`);
       continue;
     }
+    if (channel.critical !== undefined && !hasStatic) {
+      // A forwarded channel's upstream says what is critical (`<forward_url>/critical`).
+      c.fail([...channelPath, 'critical'], 'only beside static_version: a forward_url channel forwards /critical too');
+      continue;
+    }
+    if (channel.critical !== undefined && typeof channel.critical !== 'boolean') {
+      c.fail([...channelPath, 'critical'], `expected true or false, got ${describe(channel.critical)}`);
+      continue;
+    }
     if (hasStatic) {
       const raw = channel.static_version;
       const version = typeof raw === 'string' ? normalizeVersion(raw) : undefined;
       if (version === undefined) {
         c.fail([...channelPath, 'static_version'], `expected a semantic version such as v1.2.3, got ${describe(raw)}`);
       } else {
-        out[name] = { kind: 'static', version };
+        out[name] = { kind: 'static', version, ...(channel.critical === true ? { critical: true } : {}) };
       }
     } else {
       const url = readForwardUrl(c, channel.forward_url, [...channelPath, 'forward_url']);
@@ -260,6 +272,17 @@ function readChannels(c: Checker, value: unknown): Record<string, ChannelConfig>
     }
   }
   return out;
+}
+
+/** `cluster_maintenance_config: {agent_upgrades: {utc_start_hour, weekdays}}`: the exported schedule's spec. */
+function readMaintenanceConfig(c: Checker, value: unknown): MaintenanceConfig | undefined {
+  const path = ['proxy_service', 'cluster_maintenance_config'];
+  if (value === undefined) return undefined;
+  if (!isPlainMap(value)) return c.fail(path, `expected a mapping with agent_upgrades, got ${describe(value)}`);
+  c.keys(value, MAINTENANCE_KEYS, path);
+  const result = checkAgentUpgrades(value.agent_upgrades);
+  if (result.ok) return result.config;
+  return c.fail([...path, 'agent_upgrades', ...result.path], `expected utc_start_hour (0-23) and optional weekdays: ${result.why}`);
 }
 
 function readForwardUrl(c: Checker, raw: unknown, path: PathSegment[]): string | undefined {
@@ -398,6 +421,7 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     proxyProtocol: readProxyProtocol(c, p.proxy_protocol),
     proxyProtocolTrustedNetworks: readTrustedNetworks(c, p.proxy_protocol_trusted_networks),
     automaticUpgradesChannels: readChannels(c, p.automatic_upgrades_channels),
+    clusterMaintenanceConfig: readMaintenanceConfig(c, p.cluster_maintenance_config),
     upstreams: readUpstreams(c, p.upstreams),
     detectTimeoutMs: c.duration(p.detect_timeout, at('detect_timeout'), DEFAULT_DETECT_TIMEOUT_MS),
     idleTimeoutMs: c.duration(p.idle_timeout, at('idle_timeout'), 0),

@@ -133,6 +133,7 @@ export class GateProxy {
     this.webRoutes = createWebRoutes({
       ping: () => buildPing(this.config, this.plan, this.options.version),
       channels: this.channels,
+      maintenance: () => this.config.proxy.clusterMaintenanceConfig,
       ...(this.options.logger ? { logger: this.options.logger } : {}),
     });
 

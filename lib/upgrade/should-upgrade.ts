@@ -12,21 +12,26 @@ export interface UpgradeQuestion {
   /** The exported schedule; undefined when none (valid) has been exported yet. */
   window: MaintenanceConfig | undefined;
   now: Date;
+  /** False: a target lower than the running version is refused (`--no-downgrade`). Default true. */
+  allowDowngrade?: boolean;
 }
 
 export type UpgradeReason =
   | 'no-target' // the channel offers no version
-  | 'up-to-date' // target == current (or older: never downgrade)
-  | 'critical' // newer and critical: now, whatever the window
-  | 'in-window' // newer and inside a window
-  | 'outside-window' // newer, wait for nextStart
-  | 'no-schedule'; // newer, but no schedule to wait for: do nothing until one is exported
+  | 'up-to-date' // target == current (same precedence: build metadata ignored)
+  | 'downgrade-refused' // target is lower and downgrades are refused
+  | 'critical' // different and critical: now, whatever the window
+  | 'in-window' // different and inside a window
+  | 'outside-window' // different, wait for nextStart
+  | 'no-schedule'; // different, but no schedule to wait for: do nothing until one is exported
 
 export interface UpgradeDecision {
   upgrade: boolean;
   reason: UpgradeReason;
-  /** Whether the target is newer than the running version. */
+  /** Whether the target differs from the running version (an upgrade or a downgrade is on offer). */
   available: boolean;
+  /** The target is lower than the running version. */
+  downgrade: boolean;
   current: string;
   target: string | undefined;
   /** When the next window opens (with a schedule). */
@@ -34,19 +39,28 @@ export interface UpgradeDecision {
 }
 
 /**
- * Whether the updater should upgrade now. Only a strictly newer target counts (an older one is
- * never installed: a channel rolled back by mistake must not downgrade a fleet). A non-critical
- * upgrade waits for the maintenance window and, with no schedule at all, does not happen: the
- * platform's updaters treat a missing schedule as "not yet allowed", never as "any time". Pure.
+ * Whether the updater should install the target now. The rule is equality with the version the
+ * cluster serves (issue 15): a different target is installed, a lower one too (after a cluster
+ * rollback the agents follow it down) unless `allowDowngrade` is false. Equality is Semantic
+ * Versioning precedence (§10: build metadata does not count), so `1.2.3+b1` and `1.2.3+b2` are
+ * the same version: a rebuild is not reinstalled, and a version command that prints no build
+ * metadata still confirms an install. A non-critical change waits for the maintenance window and,
+ * with no schedule at all, does not happen: the platform's updaters treat a missing schedule as
+ * "not yet allowed", never as "any time". Pure.
  */
 export function shouldUpgrade(q: UpgradeQuestion): UpgradeDecision {
   const current = formatVersion(parseVersion(q.current));
   const state = q.window ? maintenanceWindow(q.window, q.now) : undefined;
   const base = { current, nextStart: state?.nextStart };
-  if (q.target === undefined) return { ...base, upgrade: false, reason: 'no-target', available: false, target: undefined };
+  if (q.target === undefined) {
+    return { ...base, upgrade: false, reason: 'no-target', available: false, downgrade: false, target: undefined };
+  }
   const target = formatVersion(parseVersion(q.target));
-  if (compareVersions(target, current) <= 0) return { ...base, upgrade: false, reason: 'up-to-date', available: false, target };
-  if (q.critical) return { ...base, upgrade: true, reason: 'critical', available: true, target };
-  if (!state) return { ...base, upgrade: false, reason: 'no-schedule', available: true, target };
-  return { ...base, upgrade: state.inWindow, reason: state.inWindow ? 'in-window' : 'outside-window', available: true, target };
+  const order = compareVersions(target, current);
+  if (order === 0) return { ...base, upgrade: false, reason: 'up-to-date', available: false, downgrade: false, target };
+  const changed = { ...base, available: true, downgrade: order < 0, target };
+  if (order < 0 && q.allowDowngrade === false) return { ...changed, upgrade: false, reason: 'downgrade-refused' };
+  if (q.critical) return { ...changed, upgrade: true, reason: 'critical' };
+  if (!state) return { ...changed, upgrade: false, reason: 'no-schedule' };
+  return { ...changed, upgrade: state.inWindow, reason: state.inWindow ? 'in-window' : 'outside-window' };
 }

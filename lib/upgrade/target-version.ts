@@ -1,59 +1,111 @@
 import { fetchText } from '../client/fetch-text.js';
-import { channelNameProblem, NO_VERSION } from '../config/channel.js';
+import { channelNameProblem, CRITICAL_NO, CRITICAL_YES, NO_VERSION } from '../config/channel.js';
 import { ErrorCodes, GateError } from '../errors.js';
-import { CHANNEL_PATH_PREFIX } from '../wire/names.js';
+import { CHANNEL_PATH_PREFIX, CHANNEL_VERB_CRITICAL, CHANNEL_VERB_VERSION } from '../wire/names.js';
 import { formatVersion, parseVersion } from './semver.js';
 
-export interface FetchTargetVersionOptions {
+/** How the updater reaches the proxy: shared by the channel questions and the schedule export. */
+export interface ProxyRequestOptions {
   /** The proxy's web address: `https://host:port` (a bare `host:port` means https). */
   proxy: string;
-  /** Channel name, `default` or e.g. `stable/cloud`. */
-  channel?: string;
-  /** CA for the proxy's certificate. */
+  /** CA for the proxy's certificate; default: Node's trust store. */
   ca?: string | Buffer | Array<string | Buffer>;
+  /** The name the proxy's certificate must carry when `proxy` names it otherwise (an IP). */
+  serverName?: string;
+  /**
+   * Accept an `http://` proxy address. Off by default: the answers decide what gets installed, so
+   * they must come from a verified server (issue 15); only an operator's explicit flag turns it on.
+   */
+  allowHttp?: boolean;
   /** Where HTTPS_PROXY / NO_PROXY come from (default `process.env`). */
   env?: NodeJS.ProcessEnv;
   timeoutMs?: number;
 }
 
+export interface FetchTargetVersionOptions extends ProxyRequestOptions {
+  /** Channel name, `default` or e.g. `stable/cloud`. */
+  channel?: string;
+}
+
+/** `proxy` with its scheme (https unless given) and without trailing slashes, `path` appended. */
+export function proxyUrl(proxy: string, path: string): string {
+  const base = /^[a-z][a-z0-9+.-]*:\/\//i.test(proxy) ? proxy : `https://${proxy}`;
+  return `${base.replace(/\/+$/, '')}${path}`;
+}
+
 /** The channel endpoint's URL for `channel` on `proxy`. */
 export function channelVersionUrl(proxy: string, channel: string): string {
-  const base = /^[a-z][a-z0-9+.-]*:\/\//i.test(proxy) ? proxy : `https://${proxy}`;
-  return `${base.replace(/\/+$/, '')}${CHANNEL_PATH_PREFIX}/${channel}/version`;
+  return proxyUrl(proxy, `${CHANNEL_PATH_PREFIX}/${channel}/${CHANNEL_VERB_VERSION}`);
+}
+
+/** The channel's critical endpoint on `proxy`. */
+export function channelCriticalUrl(proxy: string, channel: string): string {
+  return proxyUrl(proxy, `${CHANNEL_PATH_PREFIX}/${channel}/${CHANNEL_VERB_CRITICAL}`);
+}
+
+/** The `{"error":{"message"}}` of a proxy's error answer, as `: message`, or ''. */
+function errorDetail(body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: unknown } };
+    if (typeof parsed.error?.message === 'string') return `: ${parsed.error.message}`;
+  } catch {
+    // not JSON: the status says enough
+  }
+  return '';
+}
+
+/**
+ * GET `url` from the proxy through the environment proxy (HTTPS_PROXY / NO_PROXY). Refuses
+ * `http://` unless allowed (GATE_ERR_UPGRADE_INSECURE); a non-200 answer becomes a GateError with
+ * `failCode`, naming `what`. Returns the status-200 body.
+ */
+export async function getFromProxy(url: string, options: ProxyRequestOptions, what: string, failCode: GateError['code'], maxBytes: number): Promise<string> {
+  if (/^http:/i.test(url) && !options.allowHttp) {
+    throw new GateError(ErrorCodes.UPGRADE_INSECURE, `${url}: refusing plain http for ${what} (the answer decides what is installed); use https, or allow http explicitly`);
+  }
+  const result = await fetchText(url, {
+    ...(options.ca === undefined ? {} : { ca: options.ca }),
+    ...(options.serverName === undefined ? {} : { servername: options.serverName }),
+    ...(options.env === undefined ? {} : { env: options.env }),
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+    maxBytes,
+  });
+  if (result.status !== 200) throw new GateError(failCode, `${what} at ${url} answered HTTP ${result.status}${errorDetail(result.body)}`);
+  return result.body;
+}
+
+function checkedChannel(options: FetchTargetVersionOptions): string {
+  const channel = options.channel ?? 'default';
+  const problem = channelNameProblem(channel);
+  if (problem) throw new GateError(ErrorCodes.UPGRADE_CHANNEL, `channel ${JSON.stringify(channel)}: ${problem}`);
+  return channel;
 }
 
 /**
  * The version a channel offers (`1.2.3`, leading `v` stripped), or undefined when it answers
  * `none`. Fetched through the environment proxy (HTTPS_PROXY / NO_PROXY), like every request the
- * updater makes. Errors: GATE_ERR_UPGRADE_CHANNEL (bad name, non-200 answer, not a version) and
- * the fetch errors (GATE_ERR_FETCH_*).
+ * updater makes. Errors: GATE_ERR_UPGRADE_CHANNEL (bad name, non-200 answer, not a version),
+ * GATE_ERR_UPGRADE_INSECURE and the fetch errors (GATE_ERR_FETCH_*).
  */
 export async function fetchTargetVersion(options: FetchTargetVersionOptions): Promise<string | undefined> {
-  const channel = options.channel ?? 'default';
-  const problem = channelNameProblem(channel);
-  if (problem) throw new GateError(ErrorCodes.UPGRADE_CHANNEL, `channel ${JSON.stringify(channel)}: ${problem}`);
-  const url = channelVersionUrl(options.proxy, channel);
-  const result = await fetchText(url, {
-    ...(options.ca === undefined ? {} : { ca: options.ca }),
-    ...(options.env === undefined ? {} : { env: options.env }),
-    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-    maxBytes: 1024,
-  });
-  if (result.status !== 200) {
-    let detail = '';
-    try {
-      const parsed = JSON.parse(result.body) as { error?: { message?: unknown } };
-      if (typeof parsed.error?.message === 'string') detail = `: ${parsed.error.message}`;
-    } catch {
-      // not JSON: the status says enough
-    }
-    throw new GateError(ErrorCodes.UPGRADE_CHANNEL, `channel ${channel} at ${url} answered HTTP ${result.status}${detail}`);
-  }
-  const body = result.body.trim();
+  const channel = checkedChannel(options);
+  const body = (await getFromProxy(channelVersionUrl(options.proxy, channel), options, `channel ${channel}`, ErrorCodes.UPGRADE_CHANNEL, 1024)).trim();
   if (body === NO_VERSION) return undefined;
   try {
     return formatVersion(parseVersion(body));
   } catch (err) {
     throw new GateError(ErrorCodes.UPGRADE_CHANNEL, `channel ${channel} answered ${JSON.stringify(body.slice(0, 40))}, not a version`, { cause: err });
   }
+}
+
+/**
+ * Whether the channel marks its current version critical (`yes` / `no` from
+ * `/channel/<name>/critical`). Same transport and errors as fetchTargetVersion.
+ */
+export async function fetchCritical(options: FetchTargetVersionOptions): Promise<boolean> {
+  const channel = checkedChannel(options);
+  const body = (await getFromProxy(channelCriticalUrl(options.proxy, channel), options, `channel ${channel} (critical)`, ErrorCodes.UPGRADE_CHANNEL, 1024)).trim();
+  if (body === CRITICAL_YES) return true;
+  if (body === CRITICAL_NO) return false;
+  throw new GateError(ErrorCodes.UPGRADE_CHANNEL, `channel ${channel} answered ${JSON.stringify(body.slice(0, 40))} to critical, not yes or no`);
 }

@@ -3,7 +3,8 @@ import { componentLogger, type Logger } from '../log.js';
 import { parseChannelPath, pathOf } from './channel-path.js';
 import type { PingResponse } from './ping.js';
 import type { VersionChannels } from './version-channels.js';
-import { PING_PATH } from '../wire/names.js';
+import { formatMaintenanceConfig, type MaintenanceConfig } from '../config/maintenance-schedule.js';
+import { CHANNEL_VERB_CRITICAL, CHANNEL_VERB_VERSION, MAINTENANCE_SCHEDULE_PATH, PING_PATH } from '../wire/names.js';
 
 /** What the handler needs of a request: node:http's IncomingMessage and http2's compat request both fit. */
 export interface WebRequest {
@@ -25,6 +26,8 @@ export interface WebRoutesOptions {
   /** Called per request, so the answer can reflect listeners bound after start-up (port 0). */
   ping: () => PingResponse;
   channels: VersionChannels;
+  /** The cluster's maintenance schedule, per request (it follows reloads); undefined: none configured. */
+  maintenance?: () => MaintenanceConfig | undefined;
   logger?: Logger;
 }
 
@@ -33,6 +36,7 @@ export const WebErrorCodes = {
   INVALID_CHANNEL_NAME: 'invalid_channel_name',
   CHANNEL_NOT_FOUND: 'channel_not_found',
   UNKNOWN_ENDPOINT: 'unknown_endpoint',
+  SCHEDULE_NOT_CONFIGURED: 'schedule_not_configured',
   UPSTREAM_FAILED: 'upstream_failed',
   METHOD_NOT_ALLOWED: 'method_not_allowed',
   INTERNAL: 'internal_error',
@@ -53,18 +57,21 @@ function sendError(req: WebRequest, res: WebResponse, status: number, code: stri
 }
 
 /**
- * The proxy's own web endpoints: `GET /webapi/ping` (JSON) and
- * `GET /v1/webapi/automaticupgrades/channel/<name>/version` (text/plain). Only GET and HEAD
- * (405 otherwise); 400 for bad channel paths, 404 for unknown channels, 502 when a forwarded channel's
- * upstream fails.
+ * The proxy's own web endpoints: `GET /webapi/ping` (JSON),
+ * `GET /v1/webapi/automaticupgrades/channel/<name>/version` and `.../<name>/critical` (text/plain),
+ * and `GET /v1/webapi/automaticupgrades/schedule` (the maintenance schedule, YAML; 404 when none
+ * is configured). Only GET and HEAD (405 otherwise); 400 for bad channel paths, 404 for unknown
+ * channels, 502 when a forwarded channel's upstream fails.
  */
 export function createWebRoutes(options: WebRoutesOptions): WebRequestHandler {
   const log = componentLogger(options.logger, 'web');
   return (req, res) => {
     const target = req.url ?? '/';
-    const isPing = pathOf(target) === PING_PATH;
-    const channelPath = isPing ? undefined : parseChannelPath(target);
-    if (!isPing && channelPath?.kind === 'other') return false;
+    const path = pathOf(target);
+    const isPing = path === PING_PATH;
+    const isSchedule = path === MAINTENANCE_SCHEDULE_PATH;
+    const channelPath = isPing || isSchedule ? undefined : parseChannelPath(target);
+    if (!isPing && !isSchedule && channelPath?.kind === 'other') return false;
 
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD');
@@ -75,18 +82,25 @@ export function createWebRoutes(options: WebRoutesOptions): WebRequestHandler {
       send(req, res, 200, 'application/json', JSON.stringify(options.ping()));
       return true;
     }
+    if (isSchedule) {
+      const schedule = options.maintenance?.();
+      if (schedule) send(req, res, 200, 'application/yaml; charset=utf-8', formatMaintenanceConfig(schedule));
+      else sendError(req, res, 404, WebErrorCodes.SCHEDULE_NOT_CONFIGURED, 'this proxy has no cluster_maintenance_config');
+      return true;
+    }
     if (!channelPath || channelPath.kind === 'other') return false; // unreachable: narrowed above
     if (channelPath.kind === 'invalid') {
       sendError(req, res, 400, WebErrorCodes.INVALID_CHANNEL_NAME, channelPath.reason);
       return true;
     }
-    if (channelPath.verb !== 'version') {
-      sendError(req, res, 404, WebErrorCodes.UNKNOWN_ENDPOINT, `unknown channel endpoint "${channelPath.verb}"`);
+    const { name, verb } = channelPath;
+    if (verb !== CHANNEL_VERB_VERSION && verb !== CHANNEL_VERB_CRITICAL) {
+      sendError(req, res, 404, WebErrorCodes.UNKNOWN_ENDPOINT, `unknown channel endpoint "${verb}"`);
       return true;
     }
-    const { name } = channelPath;
-    options.channels.version(name).then(
-      (version) => send(req, res, 200, 'text/plain; charset=utf-8', version),
+    const answer = verb === CHANNEL_VERB_VERSION ? options.channels.version(name) : options.channels.critical(name);
+    answer.then(
+      (text) => send(req, res, 200, 'text/plain; charset=utf-8', text),
       (err: unknown) => {
         if (isGateError(err, ErrorCodes.CHANNEL_NOT_FOUND)) {
           sendError(req, res, 404, WebErrorCodes.CHANNEL_NOT_FOUND, `no channel named "${name}"`);
@@ -94,9 +108,9 @@ export function createWebRoutes(options: WebRoutesOptions): WebRequestHandler {
           sendError(req, res, 400, WebErrorCodes.INVALID_CHANNEL_NAME, err.message);
         } else if (isGateError(err, ErrorCodes.CHANNEL_UPSTREAM)) {
           // The details (upstream URL, status) stay in the log: they are not the client's business.
-          sendError(req, res, 502, WebErrorCodes.UPSTREAM_FAILED, `channel "${name}" could not get a version from its upstream`);
+          sendError(req, res, 502, WebErrorCodes.UPSTREAM_FAILED, `channel "${name}" could not get a ${verb} answer from its upstream`);
         } else {
-          log.error({ err, channel: name }, 'version channel lookup failed');
+          log.error({ err, channel: name, verb }, 'version channel lookup failed');
           sendError(req, res, 500, WebErrorCodes.INTERNAL, 'internal error');
         }
       },

@@ -1,9 +1,10 @@
-import { channelNameProblem, normalizeVersion, NO_VERSION, type ChannelConfig } from '../config/channel.js';
+import { channelNameProblem, CRITICAL_NO, CRITICAL_YES, normalizeVersion, NO_VERSION, type ChannelConfig } from '../config/channel.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 
 /**
- * The automatic-upgrade channel registry behind `GET /v1/webapi/automaticupgrades/channel/<name>/version`.
+ * The automatic-upgrade channel registry behind `GET /v1/webapi/automaticupgrades/channel/<name>/version`
+ * and `.../<name>/critical`.
  * `default` always exists and serves the proxy's own version unless configured; a channel serves a
  * static version or forwards to another server, whose answer (version or failure) is cached.
  */
@@ -40,7 +41,10 @@ const DEFAULT_TIMEOUT_MS = 5_000;
 /** A version answer is a short line; anything longer is not one (and is not kept in memory). */
 const MAX_UPSTREAM_BODY = 256;
 
-type Outcome = { ok: true; version: string } | { ok: false; error: GateError };
+type Outcome = { ok: true; value: string } | { ok: false; error: GateError };
+
+/** The two questions a channel answers. */
+type Verb = 'version' | 'critical';
 
 /** The URL without userinfo, safe to put in messages and logs. */
 function redact(url: string): string {
@@ -89,7 +93,7 @@ export class VersionChannels {
         if (version === undefined) {
           throw new GateError(ErrorCodes.CONFIG_INVALID, `channel "${name}": "${channel.version}" is not a semantic version`);
         }
-        this.channels.set(name, { kind: 'static', version });
+        this.channels.set(name, { kind: 'static', version, ...(channel.critical ? { critical: true } : {}) });
       }
     }
   }
@@ -104,36 +108,58 @@ export class VersionChannels {
    * GATE_ERR_CHANNEL_NAME_INVALID, GATE_ERR_CHANNEL_NOT_FOUND or GATE_ERR_CHANNEL_UPSTREAM.
    */
   async version(name: string): Promise<string> {
+    const channel = this.lookup(name);
+    if (channel.kind === 'static') return channel.version;
+    return this.forwarded(name, channel.url, 'version');
+  }
+
+  /**
+   * Whether the channel's current version is critical: `yes` or `no`. A static channel answers
+   * from its `critical` flag; a forwarded one asks `<forward_url>/critical`, with the same cache,
+   * deadline and errors as `version` (its answers are cached apart from the version's).
+   */
+  async critical(name: string): Promise<string> {
+    const channel = this.lookup(name);
+    if (channel.kind === 'static') return channel.critical ? CRITICAL_YES : CRITICAL_NO;
+    return this.forwarded(name, channel.url, 'critical');
+  }
+
+  private lookup(name: string): ChannelConfig {
     const problem = channelNameProblem(name);
     if (problem) throw new GateError(ErrorCodes.CHANNEL_NAME_INVALID, problem);
     const channel = this.channels.get(name);
     if (!channel) throw new GateError(ErrorCodes.CHANNEL_NOT_FOUND, `no channel named "${name}"`);
-    if (channel.kind === 'static') return channel.version;
-    const outcome = await this.forwarded(name, channel.url);
-    if (!outcome.ok) throw outcome.error;
-    return outcome.version;
+    return channel;
   }
 
-  private async forwarded(name: string, baseUrl: string): Promise<Outcome> {
-    const cached = this.cache.get(name);
-    if (cached && this.now() < cached.expiresAt) return cached.outcome;
-    let pending = this.inFlight.get(name);
-    if (!pending) {
-      pending = this.fetchOutcome(name, `${baseUrl}/version`).then((outcome) => {
-        this.cache.set(name, { expiresAt: this.now() + this.cacheTtlMs, outcome });
-        this.inFlight.delete(name);
-        return outcome;
-      });
-      this.inFlight.set(name, pending);
+  private async forwarded(name: string, baseUrl: string, verb: Verb): Promise<string> {
+    // Channel names hold no space, so `<verb> <name>` keys never collide.
+    const key = `${verb} ${name}`;
+    const cached = this.cache.get(key);
+    let outcome: Outcome;
+    if (cached && this.now() < cached.expiresAt) {
+      outcome = cached.outcome;
+    } else {
+      let pending = this.inFlight.get(key);
+      if (!pending) {
+        pending = this.fetchOutcome(name, `${baseUrl}/${verb}`, verb).then((fetched) => {
+          this.cache.set(key, { expiresAt: this.now() + this.cacheTtlMs, outcome: fetched });
+          this.inFlight.delete(key);
+          return fetched;
+        });
+        this.inFlight.set(key, pending);
+      }
+      outcome = await pending;
     }
-    return pending;
+    if (!outcome.ok) throw outcome.error;
+    return outcome.value;
   }
 
-  private async fetchOutcome(name: string, url: string): Promise<Outcome> {
+  private async fetchOutcome(name: string, url: string, verb: Verb): Promise<Outcome> {
     const where = `channel "${name}" upstream ${redact(url)}`;
     const fail = (reason: string, cause?: unknown): Outcome => {
       const error = new GateError(ErrorCodes.CHANNEL_UPSTREAM, `${where}: ${reason}`, { cause });
-      this.log.warn({ err: error, channel: name }, 'forwarded version channel failed');
+      this.log.warn({ err: error, channel: name, verb }, 'forwarded version channel failed');
       return { ok: false, error };
     };
     let timer: NodeJS.Timeout | undefined;
@@ -146,11 +172,15 @@ export class VersionChannels {
       const result = await Promise.race([this.fetchText!(url, { timeoutMs: this.timeoutMs }), deadline]);
       if (result.status !== 200) return fail(`answered HTTP ${result.status}`);
       const body = result.body.trim();
-      if (body.length > MAX_UPSTREAM_BODY) return fail('answered with a body too long to be a version');
-      if (body === NO_VERSION) return { ok: true, version: NO_VERSION };
+      if (body.length > MAX_UPSTREAM_BODY) return fail(`answered with a body too long to be a ${verb} answer`);
+      if (verb === 'critical') {
+        if (body === CRITICAL_YES || body === CRITICAL_NO) return { ok: true, value: body };
+        return fail(`answered "${body.slice(0, 40)}", not yes or no`);
+      }
+      if (body === NO_VERSION) return { ok: true, value: NO_VERSION };
       const version = normalizeVersion(body);
       if (version === undefined) return fail(`answered "${body.slice(0, 40)}", not a version`);
-      return { ok: true, version };
+      return { ok: true, value: version };
     } catch (err) {
       return fail((err as Error).message || String(err), err);
     } finally {

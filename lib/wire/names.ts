@@ -29,6 +29,14 @@ export const SNI_KUBE_LOCAL = 'kube.gate.cluster.local';
 export const PING_PATH = '/webapi/ping';
 /** Path prefix of the automatic-upgrade channels: `<prefix>/<channel name>/<verb>`. */
 export const CHANNEL_PATH_PREFIX = '/v1/webapi/automaticupgrades/channel';
+/** The channel verbs: the version to run, and whether it is critical (`yes` / `no`). */
+export const CHANNEL_VERB_VERSION = 'version';
+export const CHANNEL_VERB_CRITICAL = 'critical';
+/**
+ * The cluster's maintenance schedule (a `cluster_maintenance_config` document, YAML), which
+ * `gate-upgrade export-schedule` writes where the updater reads it (issue 15).
+ */
+export const MAINTENANCE_SCHEDULE_PATH = '/v1/webapi/automaticupgrades/schedule';
 
 /**
  * `-ping` variants: the stream is framed as uint32 big-endian length + payload, a zero length being a

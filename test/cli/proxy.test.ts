@@ -124,6 +124,9 @@ t.test('usage: --help, --version, an unknown command or option, each with its ex
   const proxyHelp = await gateMux('proxy', '--help');
   t.equal(proxyHelp.code, 0);
   t.match(proxyHelp.stdout, /--pid-file FILE[\s\S]*--drain-timeout/);
+  const upgrade = await gateMux('upgrade', '--help');
+  t.equal(upgrade.code, 0, 'gate-mux upgrade is gate-upgrade');
+  t.match(upgrade.stdout, /dry-run[\s\S]*export-schedule/);
   const version = await gateMux('--version');
   t.equal(version.stdout.trim(), JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')).version);
   const unknown = await gateMux('frobnicate');

@@ -132,6 +132,27 @@ proxy_service:
         default: { kind: 'static', version: 'v9.9.9' },
         'stable/rolling': { kind: 'forward', url: 'https://updates.example.com/v1/stable/rolling' },
       });
+      t.equal(c.proxy.clusterMaintenanceConfig, undefined, 'no schedule unless configured');
+    },
+  },
+  {
+    name: 'a critical static channel and the cluster maintenance schedule',
+    yaml: `proxy_service:
+  automatic_upgrades_channels:
+    stable/cloud: {static_version: v1.2.4, critical: true}
+    edge: {static_version: v1.3.0, critical: false}
+  cluster_maintenance_config:
+    agent_upgrades:
+      utc_start_hour: 3
+      weekdays: [wed, Monday]
+`,
+    check: (c, w, t) => {
+      t.same(c.proxy.automaticUpgradesChannels, {
+        'stable/cloud': { kind: 'static', version: 'v1.2.4', critical: true },
+        edge: { kind: 'static', version: 'v1.3.0' },
+      });
+      t.same(c.proxy.clusterMaintenanceConfig, { utcStartHour: 3, weekdays: [1, 3] });
+      t.same(w, []);
     },
   },
   {
@@ -231,7 +252,13 @@ const invalid: InvalidCase[] = [
   { name: 'channel name upper case', yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    Stable: {static_version: v1.0.0}\n', path: 'proxy_service.automatic_upgrades_channels.Stable', says: /bad channel name: .*lower-case/ },
   { name: 'channel name with ..', yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    stable/../x: {static_version: v1.0.0}\n', path: 'proxy_service.automatic_upgrades_channels["stable/../x"]', says: /may not have a "\.\." segment/ },
   { name: 'channel name with empty segment', yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    stable//x: {static_version: v1.0.0}\n', path: 'proxy_service.automatic_upgrades_channels["stable//x"]', says: /empty segment/ },
-  { name: 'channel unknown key', yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {static_version: v1.0.0, critical: true}\n', path: 'proxy_service.automatic_upgrades_channels.edge.critical', says: /unknown key/ },
+  { name: 'channel unknown key', yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {static_version: v1.0.0, urgent: true}\n', path: 'proxy_service.automatic_upgrades_channels.edge.urgent', says: /unknown key/ },
+  { name: 'critical beside forward_url', yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {forward_url: "https://x.example.com/v1", critical: true}\n', path: 'proxy_service.automatic_upgrades_channels.edge.critical', says: /only beside static_version/ },
+  { name: 'critical not a boolean', yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {static_version: v1.0.0, critical: "yes"}\n', path: 'proxy_service.automatic_upgrades_channels.edge.critical', says: /expected true or false, got "yes"/ },
+  { name: 'maintenance config hour out of range', yaml: 'proxy_service:\n  cluster_maintenance_config:\n    agent_upgrades: {utc_start_hour: 24}\n', path: 'proxy_service.cluster_maintenance_config.agent_upgrades.utc_start_hour', says: /from 0 to 23, got 24/ },
+  { name: 'maintenance config bad weekday', yaml: 'proxy_service:\n  cluster_maintenance_config:\n    agent_upgrades: {utc_start_hour: 2, weekdays: [Mon, Funday]}\n', path: 'proxy_service.cluster_maintenance_config.agent_upgrades.weekdays[1]', says: /"Funday" is not a day name/ },
+  { name: 'maintenance config without agent_upgrades', yaml: 'proxy_service:\n  cluster_maintenance_config: {}\n', path: 'proxy_service.cluster_maintenance_config.agent_upgrades', says: /missing or not an object/ },
+  { name: 'maintenance config unknown key', yaml: 'proxy_service:\n  cluster_maintenance_config:\n    agent_upgrade: {utc_start_hour: 2}\n', path: 'proxy_service.cluster_maintenance_config.agent_upgrade', says: /did you mean "agent_upgrades"/ },
   { name: 'duration without unit', yaml: 'proxy_service:\n  idle_timeout: 30\n', path: 'proxy_service.idle_timeout', says: /expected a duration such as 10s, 500ms or 1m30s, got number 30/ },
   { name: 'detect_timeout zero', yaml: 'proxy_service:\n  detect_timeout: "0"\n', path: 'proxy_service.detect_timeout', says: /above 0/ },
   { name: 'max_connections negative', yaml: 'proxy_service:\n  max_connections: -1\n', path: 'proxy_service.max_connections', says: /expected a whole number >= 0/ },

@@ -33,6 +33,8 @@ export interface StartGateProxyOptions {
   upstreams: Partial<Record<UpstreamProtocol, string>>;
   /** `detect_timeout`, e.g. `3s` (default 10s). */
   detectTimeout?: string;
+  /** Further `proxy_service` keys, as YAML values (e.g. `automatic_upgrades_channels`). */
+  proxyService?: Record<string, unknown>;
 }
 
 /**
@@ -48,6 +50,7 @@ export async function startGateProxy(t: Teardownable, options: StartGateProxyOpt
     public_addr: 'localhost',
     upstreams: options.upstreams,
     detect_timeout: options.detectTimeout ?? '10s',
+    ...options.proxyService,
   };
   if (options.mode === 'separate') {
     for (const protocol of Object.keys(options.upstreams) as UpstreamProtocol[]) {

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { ErrorCodes } from '../../lib/errors.js';
-import { parseMaintenanceConfig, type MaintenanceConfig } from '../../lib/upgrade/maintenance-config.js';
+import { formatMaintenanceConfig, parseMaintenanceConfig, type MaintenanceConfig } from '../../lib/upgrade/maintenance-config.js';
 import { maintenanceWindow } from '../../lib/upgrade/maintenance-window.js';
 import { shouldUpgrade } from '../../lib/upgrade/should-upgrade.js';
 
@@ -8,12 +8,18 @@ const doc = (agentUpgrades: string): string => `kind: cluster_maintenance_config
 
 t.test('parse: YAML and JSON, short and long names in any case, defaults', async (t) => {
   t.same(parseMaintenanceConfig(doc('    utc_start_hour: 2\n    weekdays: [Mon, wednesday, FRI, Monday]\n')), { utcStartHour: 2, weekdays: [1, 3, 5] });
-  t.same(parseMaintenanceConfig(JSON.stringify({ spec: { agent_upgrades: { utc_start_hour: 23, weekdays: ['sun', 'SATURDAY'] } } })), {
+  t.same(parseMaintenanceConfig(JSON.stringify({ kind: 'cluster_maintenance_config', spec: { agent_upgrades: { utc_start_hour: 23, weekdays: ['sun', 'SATURDAY'] } } })), {
     utcStartHour: 23,
     weekdays: [0, 6],
   });
   t.same(parseMaintenanceConfig(doc('    utc_start_hour: 0\n')).weekdays, [0, 1, 2, 3, 4, 5, 6], 'no weekdays: every day');
   t.same(parseMaintenanceConfig(doc('    utc_start_hour: 0\n    weekdays: []\n')).weekdays, [0, 1, 2, 3, 4, 5, 6], 'empty list: every day');
+});
+
+t.test('format: the document the proxy serves reads back as the same schedule', async (t) => {
+  const text = formatMaintenanceConfig({ utcStartHour: 3, weekdays: [1, 5] });
+  t.equal(text, 'kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: 3\n    weekdays: [Monday, Friday]\n');
+  t.same(parseMaintenanceConfig(text), { utcStartHour: 3, weekdays: [1, 5] });
 });
 
 t.test('parse: every invalid field is named', async (t) => {
@@ -31,6 +37,7 @@ t.test('parse: every invalid field is named', async (t) => {
     ['kind: cluster_networking_config\nspec: {}\n', /^kind: expected cluster_maintenance_config/],
     ['kind: cluster_maintenance_config\nspec: {}\n', /^spec\.agent_upgrades: missing/],
     ['kind: cluster_maintenance_config\n', /^spec: missing/],
+    ['spec:\n  agent_upgrades:\n    utc_start_hour: 2\n', /^kind: required: cluster_maintenance_config/],
     ['[1, 2]', /^\(document\): expected/],
     ['{"spec": ', /^not YAML or JSON/],
   ];
@@ -69,14 +76,28 @@ t.test('window arithmetic: midnight, weekday and week boundaries', async (t) => 
   }
 });
 
-t.test('shouldUpgrade: newer only, window unless critical, never without a schedule', async (t) => {
+t.test('shouldUpgrade: equality with the served version, window unless critical, never without a schedule', async (t) => {
   const sundays2am = cfg(2, [0]);
   const inside = at('2026-08-02T02:30:00Z');
   const outside = at('2026-08-02T05:00:00Z');
   const ask = (current: string, target: string | undefined, critical: boolean, window: MaintenanceConfig | undefined, now: Date) =>
     shouldUpgrade({ current, target, critical, window, now });
   t.match(ask('v1.2.3', '1.2.3', false, sundays2am, inside), { upgrade: false, reason: 'up-to-date', available: false });
-  t.match(ask('1.2.4', 'v1.2.3', true, sundays2am, inside), { upgrade: false, reason: 'up-to-date' }, 'never a downgrade');
+  t.match(ask('1.2.4', 'v1.2.3', false, sundays2am, inside), { upgrade: true, reason: 'in-window', available: true, downgrade: true, target: '1.2.3' }, 'a lower target is followed down');
+  t.match(ask('1.2.4', 'v1.2.3', false, sundays2am, outside), { upgrade: false, reason: 'outside-window', downgrade: true }, 'a downgrade waits for the window too');
+  t.match(
+    shouldUpgrade({ current: '1.2.4', target: '1.2.3', critical: true, window: sundays2am, now: inside, allowDowngrade: false }),
+    { upgrade: false, reason: 'downgrade-refused', available: true, downgrade: true },
+    'allowDowngrade: false refuses it, critical or not',
+  );
+  t.match(
+    shouldUpgrade({ current: '1.2.3', target: '1.2.4', window: sundays2am, now: inside, allowDowngrade: false }),
+    { upgrade: true, reason: 'in-window', downgrade: false },
+    'allowDowngrade: false does not stop an upgrade',
+  );
+  // Build metadata: same precedence (SemVer §10), so the same version; a rebuild is not reinstalled.
+  t.match(ask('1.2.3+build.4', 'v1.2.3+build.5', true, sundays2am, inside), { upgrade: false, reason: 'up-to-date', available: false, target: '1.2.3' });
+  t.match(ask('1.2.3+build.4', '1.2.4+build.4', false, sundays2am, inside), { upgrade: true, target: '1.2.4' }, 'the version part still counts');
   t.match(ask('1.2.3', undefined, true, sundays2am, inside), { upgrade: false, reason: 'no-target' });
   t.match(ask('1.2.3', 'v1.2.4', false, sundays2am, inside), { upgrade: true, reason: 'in-window', target: '1.2.4' });
   const waiting = ask('1.2.3', '1.2.4', false, sundays2am, outside);

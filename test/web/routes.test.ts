@@ -4,6 +4,7 @@ import { createServer as createHttpsServer, request as httpsRequest } from 'node
 import type { AddressInfo, Socket } from 'node:net';
 import { ProxyAgent } from 'proxy-agent';
 import { parseConfig } from '../../lib/config/load.js';
+import type { MaintenanceConfig } from '../../lib/config/maintenance-schedule.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { planListeners } from '../../lib/proxy/listener-plan.js';
 import { buildPing } from '../../lib/proxy/ping.js';
@@ -13,6 +14,7 @@ import { requirePeer } from '../helpers/peers.js';
 import { startTinyproxy } from '../helpers/tinyproxy.js';
 
 const CHANNEL = '/v1/webapi/automaticupgrades/channel';
+const SCHEDULE = '/v1/webapi/automaticupgrades/schedule';
 
 interface Answer {
   status: number;
@@ -39,9 +41,9 @@ function trackSockets(server: Server): Set<Socket> {
 }
 
 /** Serves the web routes on 127.0.0.1; paths they decline get 404 from here. */
-async function serveRoutes(t: Test, channels: VersionChannels, pingFile = 'proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n') {
+async function serveRoutes(t: Test, channels: VersionChannels, pingFile = 'proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n', maintenance?: () => MaintenanceConfig | undefined) {
   const { config } = parseConfig(pingFile);
-  const handler = createWebRoutes({ ping: () => buildPing(config, planListeners(config), 'v0.1.0'), channels });
+  const handler = createWebRoutes({ ping: () => buildPing(config, planListeners(config), 'v0.1.0'), channels, ...(maintenance ? { maintenance } : {}) });
   const server = createHttpServer((req, res) => {
     if (!handler(req, res)) {
       res.statusCode = 404;
@@ -97,6 +99,25 @@ t.test('ping and static channels over real HTTP', async (t) => {
   t.equal(head.headers['content-length'], '6');
 });
 
+t.test('critical answers yes or no; the schedule is served as a cluster_maintenance_config', async (t) => {
+  const channels = new VersionChannels({
+    channels: { 'stable/cloud': { kind: 'static', version: '1.2.4', critical: true }, edge: { kind: 'static', version: '1.3.0' } },
+    proxyVersion: '0.1.0',
+  });
+  const web = await serveRoutes(t, channels, undefined, () => ({ utcStartHour: 2, weekdays: [0, 3] }));
+  const yes = await web.get(`${CHANNEL}/stable/cloud/critical`);
+  t.equal(yes.status, 200);
+  t.equal(yes.body, 'yes');
+  t.equal(yes.headers['content-type'], 'text/plain; charset=utf-8');
+  t.equal(yes.headers['cache-control'], 'no-cache');
+  t.equal((await web.get(`${CHANNEL}/edge/critical`)).body, 'no', 'not marked: no');
+  t.equal((await web.get(`${CHANNEL}/default/critical`)).body, 'no', 'default: the proxy version, not critical');
+  const schedule = await web.get(`${SCHEDULE}?x=1`);
+  t.equal(schedule.status, 200);
+  t.equal(schedule.headers['content-type'], 'application/yaml; charset=utf-8');
+  t.equal(schedule.body, 'kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: 2\n    weekdays: [Sunday, Wednesday]\n');
+});
+
 t.test('errors: 400, 404, 405 with short JSON', async (t) => {
   const channels = new VersionChannels({ channels: {}, proxyVersion: '0.1.0' });
   const web = await serveRoutes(t, channels);
@@ -116,9 +137,17 @@ t.test('errors: 400, 404, 405 with short JSON', async (t) => {
   const unknown = await web.get(`${CHANNEL}/stable/cloud/version`);
   t.equal(unknown.status, 404);
   t.same(errorOf(unknown), { code: 'channel_not_found', message: 'no channel named "stable/cloud"' });
-  const verb = await web.get(`${CHANNEL}/default/critical`);
+  const verb = await web.get(`${CHANNEL}/default/latest`);
   t.equal(verb.status, 404);
   t.equal(errorOf(verb).code, 'unknown_endpoint');
+  const unknownCritical = await web.get(`${CHANNEL}/stable/cloud/critical`);
+  t.equal(unknownCritical.status, 404, 'critical: the same 404 for an unknown channel');
+  t.equal(errorOf(unknownCritical).code, 'channel_not_found');
+  t.equal(errorOf(await web.get(`${CHANNEL}/Stable/critical`)).code, 'invalid_channel_name', 'and the same 400 for a bad name');
+  const schedule = await web.get(SCHEDULE);
+  t.equal(schedule.status, 404, 'no maintenance schedule configured');
+  t.equal(errorOf(schedule).code, 'schedule_not_configured');
+  t.equal((await web.get(SCHEDULE, 'POST')).status, 405);
 
   for (const method of ['POST', 'PUT', 'DELETE']) {
     const answer = await web.get(`${CHANNEL}/default/version`, method);
@@ -168,10 +197,11 @@ t.test('forwarded channels through a real tinyproxy to a real HTTPS server', asy
     const path = req.url ?? '';
     hits[path] = (hits[path] ?? 0) + 1;
     if (path === '/v1/stable/rolling/version') res.end('2.3.4\n');
-    else if (path === '/v1/broken/version') {
+    else if (path === '/v1/stable/rolling/critical') res.end('yes\n');
+    else if (path === '/v1/broken/version' || path === '/v1/broken/critical') {
       res.statusCode = 500;
       res.end('oops');
-    } else if (path === '/v1/slow/version') {
+    } else if (path === '/v1/slow/version' || path === '/v1/slow/critical') {
       // hold the request: the proxy's timeout must give up
     } else {
       res.statusCode = 404;
@@ -230,6 +260,27 @@ t.test('forwarded channels through a real tinyproxy to a real HTTPS server', asy
   const slow = await web.get(`${CHANNEL}/slow/version`);
   t.equal(slow.status, 502, 'a silent upstream is a timeout, answered 502');
   t.equal(hits['/v1/slow/version'], 1, 'the request did reach the upstream');
+
+  // /critical is forwarded like /version: <forward_url>/critical, its own cache entry, same errors.
+  const critical = await web.get(`${CHANNEL}/stable/rolling/critical`);
+  t.equal(critical.status, 200);
+  t.equal(critical.body, 'yes');
+  t.equal(hits['/v1/stable/rolling/critical'], 1);
+  t.equal(hits['/v1/stable/rolling/version'], 2, 'asking critical did not refetch the version');
+  now += 59_000;
+  t.equal((await web.get(`${CHANNEL}/stable/rolling/critical`)).body, 'yes');
+  t.equal(hits['/v1/stable/rolling/critical'], 1, 'critical served from the cache within a minute');
+  now += 1_000;
+  t.equal((await web.get(`${CHANNEL}/stable/rolling/critical`)).body, 'yes');
+  t.equal(hits['/v1/stable/rolling/critical'], 2, 'and fetched again once the minute is over');
+  const brokenCritical = await web.get(`${CHANNEL}/broken/critical`);
+  t.equal(brokenCritical.status, 502);
+  t.equal(errorOf(brokenCritical).code, 'upstream_failed');
+  t.notMatch(brokenCritical.body, /127\.0\.0\.1|500/, 'upstream details stay in the log');
+  t.equal((await web.get(`${CHANNEL}/broken/critical`)).status, 502);
+  t.equal(hits['/v1/broken/critical'], 1, 'the critical failure is cached too');
+  t.equal((await web.get(`${CHANNEL}/slow/critical`)).status, 502, 'a silent upstream: 502 for critical too');
+  t.equal(hits['/v1/slow/critical'], 1);
 });
 
 t.test('a proxy refusing our credentials is an upstream failure', async (t) => {

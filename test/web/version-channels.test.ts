@@ -120,3 +120,44 @@ t.test('forward: a fetcher that never answers is cut off by our own deadline', a
   });
   await t.rejects(channels.version('edge'), { code: 'GATE_ERR_CHANNEL_UPSTREAM', message: /no answer within 50 ms/ });
 });
+
+t.test('critical: static from its flag; forwarded from <url>/critical with its own cache and the same errors', async (t) => {
+  let now = 0;
+  const calls: string[] = [];
+  const answers: Record<string, { status: number; body: string }> = {
+    'https://x.example.com/edge/version': { status: 200, body: 'v2.0.0' },
+    'https://x.example.com/edge/critical': { status: 200, body: 'yes\n' },
+    'https://x.example.com/odd/critical': { status: 200, body: 'maybe' },
+    'https://x.example.com/gone/critical': { status: 404, body: '' },
+  };
+  const fetchText: FetchText = async (url) => {
+    calls.push(url);
+    return answers[url] ?? { status: 500, body: '' };
+  };
+  const channels = new VersionChannels({
+    channels: {
+      hot: { kind: 'static', version: 'v1.0.1', critical: true },
+      cold: { kind: 'static', version: 'v1.0.0' },
+      edge: { kind: 'forward', url: 'https://x.example.com/edge' },
+      odd: { kind: 'forward', url: 'https://x.example.com/odd' },
+      gone: { kind: 'forward', url: 'https://x.example.com/gone' },
+    },
+    proxyVersion: '0.1.0',
+    fetchText,
+    now: () => now,
+  });
+  t.equal(await channels.critical('hot'), 'yes');
+  t.equal(await channels.critical('cold'), 'no');
+  t.equal(await channels.critical('default'), 'no');
+  t.equal(await channels.version('edge'), 'v2.0.0');
+  t.equal(await channels.critical('edge'), 'yes');
+  t.equal(await channels.critical('edge'), 'yes');
+  t.same(calls, ['https://x.example.com/edge/version', 'https://x.example.com/edge/critical'], 'each answer fetched once, cached apart');
+  now += 60_000;
+  t.equal(await channels.critical('edge'), 'yes');
+  t.equal(calls.length, 3, 'refetched after the minute');
+  await t.rejects(channels.critical('odd'), { code: 'GATE_ERR_CHANNEL_UPSTREAM', message: /answered "maybe", not yes or no/ });
+  await t.rejects(channels.critical('gone'), { code: 'GATE_ERR_CHANNEL_UPSTREAM', message: /HTTP 404/ });
+  await t.rejects(channels.critical('nope'), { code: 'GATE_ERR_CHANNEL_NOT_FOUND' });
+  await t.rejects(channels.critical('../x'), { code: 'GATE_ERR_CHANNEL_NAME_INVALID' });
+});

@@ -1,0 +1,60 @@
+import { randomBytes } from 'node:crypto';
+import { chown, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { ErrorCodes, GateError } from '../errors.js';
+
+export interface AtomicWriteResult {
+  /** False when the file already held exactly this text (nothing was touched). */
+  changed: boolean;
+}
+
+/**
+ * Replaces `path` with `text` so that a reader sees the old file or the new one, never half of
+ * either: the text goes to a temporary file in the same directory (rename(2) is atomic only within
+ * one file system), is flushed with fsync, then renamed over `path`. An existing file's mode, owner
+ * and group are given to the new one first, so a schedule an operator handed to a non-root agent
+ * (issue 15) stays theirs; a new file is 0644 (the schedule is not secret), its directory made
+ * (0755) when missing. Unchanged content is left alone. Errors: GATE_ERR_UPGRADE_SCHEDULE_WRITE.
+ */
+export async function writeFileAtomic(path: string, text: string): Promise<AtomicWriteResult> {
+  const dir = dirname(path);
+  const fail = (what: string, err: unknown): GateError =>
+    new GateError(ErrorCodes.UPGRADE_SCHEDULE_WRITE, `${path}: ${what}: ${(err as Error).message}`, { cause: err });
+  let existing: { mode: number; uid: number; gid: number } | undefined;
+  try {
+    const st = await stat(path);
+    existing = { mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
+    if ((await readFile(path, 'utf8')) === text) return { changed: false };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw fail('cannot read the existing file', err);
+  }
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o755 });
+  } catch (err) {
+    throw fail('cannot make its directory', err);
+  }
+  const temp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  let handle;
+  try {
+    // O_EXCL: never write through a file (or symlink) someone else planted under the temp name.
+    handle = await open(temp, 'wx', existing?.mode ?? 0o644);
+  } catch (err) {
+    throw fail('cannot create a temporary file beside it', err);
+  }
+  try {
+    await handle.writeFile(text);
+    // open()'s mode went through the umask; chmod gives the exact mode back.
+    await handle.chmod(existing?.mode ?? 0o644);
+    const st = await handle.stat();
+    if (existing && (st.uid !== existing.uid || st.gid !== existing.gid)) await chown(temp, existing.uid, existing.gid);
+    await handle.sync();
+    await handle.close();
+    handle = undefined;
+    await rename(temp, path);
+  } catch (err) {
+    await handle?.close().catch(() => undefined);
+    await unlink(temp).catch(() => undefined);
+    throw fail('cannot replace it', err);
+  }
+  return { changed: true };
+}
