@@ -11,7 +11,6 @@ import { IdleSweep } from '../transport/idle-sweep.js';
 import { handlesAvailable, takeConnections, type TcpHandle } from '../transport/uv.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
-import { SourceLimiter } from './source-limit.js';
 import { ConnectionBudget, processBudget } from './connection-budget.js';
 import { describeCap, processDescriptorCap } from './descriptor-limit.js';
 import { LogLimiter } from '../log-limiter.js';
@@ -61,7 +60,6 @@ export class Multiplexer {
   /** Connections still detecting, oldest first: the ones shed at the cap. */
   private readonly undecided = new Set<Connection>();
   private trusted: BlockList | undefined = undefined;
-  private readonly perSource = new SourceLimiter(0);
   private budget!: ConnectionBudget;
   /** This multiplexer's own budget, once it had a cap or fair share of its own. */
   private ownBudget: ConnectionBudget | undefined = undefined;
@@ -110,7 +108,6 @@ export class Multiplexer {
     this.detectTimeoutMs = options.detectTimeoutMs ?? DEFAULT_DETECT_TIMEOUT_MS;
     this.maxHelloBytes = options.maxHelloBytes ?? DEFAULT_MAX_HELLO_BYTES;
     this.maxConnectionsPerSource = options.maxConnectionsPerSource ?? 0;
-    this.perSource.max = this.maxConnectionsPerSource;
     this.trusted = trusted;
     this.budget = budget;
     const idleTimeoutMs = options.idleTimeoutMs ?? 0;
@@ -270,7 +267,9 @@ export class Multiplexer {
     // only known once the header is read (detect), so it is counted there instead.
     const source = this.trusted ? undefined : address;
     const max = this.maxConnectionsPerSource;
-    if (source !== undefined && max > 0 && this.perSource.count(source) >= max) return this.reject(client, tooManyFromSource(source, max));
+    // Counted in the budget (over every multiplexer sharing it), so a limit set by setOptions
+    // counts the connections already open too.
+    if (source !== undefined && max > 0 && budget.sources.count(source) >= max) return this.reject(client, tooManyFromSource(source, max));
     if (budget.full && !this.shedFor(source)) {
       return this.reject(client, new GateError(ErrorCodes.TOO_MANY_CONNECTIONS, `at the cap of ${budget.cap} open connections`));
     }
@@ -280,10 +279,7 @@ export class Multiplexer {
     const conn = new Connection(this.nextId++, client, part, this.logger, (c) => this.finished(c));
     budget.open++;
     conn.slot = budget;
-    if (source !== undefined) {
-      this.perSource.admit(client, source);
-      budget.sources.admit(client, source, 0);
-    }
+    if (source !== undefined) budget.sources.admit(client, source, 0);
     this.connections.add(conn);
     this.counters.open++;
     this.detect(conn, listener);
@@ -330,7 +326,6 @@ export class Multiplexer {
     conn.slot = undefined;
     slot.open--;
     slot.sources.release(conn.clientEnd);
-    this.perSource.release(conn.clientEnd);
   }
 
   private detect(conn: Connection, listener: ListenOptions): void {
@@ -367,9 +362,12 @@ export class Multiplexer {
         applyProxyHeader(conn.info, header);
         // v2 LOCAL / UNKNOWN name no client: the balancer's own connection counts as its own.
         const source = header.source?.address ?? client.remote.address;
-        if (!this.perSource.admit(client, source)) return fail(tooManyFromSource(source, this.maxConnectionsPerSource));
         const slot = conn.slot;
-        if (slot && !slot.admitSource(client, source)) return fail(overShare(source, slot));
+        if (slot) {
+          const max = this.maxConnectionsPerSource;
+          if (max > 0 && slot.sources.count(source) >= max) return fail(tooManyFromSource(source, max));
+          if (!slot.admitSource(client, source)) return fail(overShare(source, slot));
+        }
       }
       if ('reply' in step && step.reply) client.write(step.reply);
       if (step.status === 'need') return;

@@ -68,8 +68,9 @@ export interface MultiplexerOptions {
   /** Interval of the per-code summary lines of failures not logged one by one (default 10 000 ms). */
   logIntervalMs?: number;
   /**
-   * Maximum open connections from one client address (default 0: unlimited); past it new ones
-   * are closed with GATE_ERR_TOO_MANY_FROM_SOURCE. With PROXY protocol on, the address is the
+   * Maximum open connections from one client address at any load (default 0: none; the fair
+   * share above the high-water mark applies regardless); past it new ones are closed with
+   * GATE_ERR_TOO_MANY_FROM_SOURCE. Counted in the budget, over the multiplexers sharing it. With PROXY protocol on, the address is the
    * header's source, counted as soon as the header is read (the load balancer's own address is
    * never counted, except for v2 LOCAL / UNKNOWN headers, which name no client).
    */
