@@ -1,61 +1,31 @@
-import t, { type Test } from 'tap';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import t from 'tap';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { requirePeer } from '../helpers/peers.js';
+import { startExampleProxy, stopExampleProxy } from '../helpers/example-proxy.js';
 import { closeServer, readUntil, run, startTaggedTcpServer, tcpClient } from '../helpers/net.js';
-
-const EXAMPLE = fileURLToPath(new URL('../../examples/proxy.js', import.meta.url));
-
-interface Started {
-  child: ChildProcess;
-  output: () => string;
-}
-
-/** Starts the example proxy and waits for its "try:" line (it prints that once it listens). */
-async function startExample(t: Test, args: string[], cwd: string): Promise<Started> {
-  const child = spawn(process.execPath, [EXAMPLE, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  await readUntil(child.stdout!, () => output.includes('try: curl'));
-  child.stdout!.resume();
-  return { child, output: () => output };
-}
-
-async function stop(child: ChildProcess): Promise<number | null> {
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const [code] = (await exited) as [number | null];
-  return code;
-}
 
 t.test('npm start on the embedded default configuration answers curl --cacert on 127.0.0.1:3080', async (t) => {
   const curl = requirePeer(t, 'curl', 'curl');
   if (!curl) return;
   const cwd = mkdtempSync(join(tmpdir(), 'gate-example-'));
-  const { child, output } = await startExample(t, [], cwd);
+  const { child, output } = await startExampleProxy(t, [], cwd);
   t.match(output(), /listening on 127\.0\.0\.1:3080 \(multiplex/);
   const ca = join(cwd, '.data', 'ca.pem');
   t.match(output(), `development CA: .data/ca.pem`);
   const ping = await run(curl, ['-sS', '--cacert', ca, 'https://127.0.0.1:3080/webapi/ping']);
   t.equal(ping.code, 0, ping.stderr);
   t.match(JSON.parse(ping.stdout), { proxy: { tls_routing_enabled: true, ssh: { listen_addr: '127.0.0.1:3080' } }, server_version: '0.1.0' });
-  t.equal(await stop(child), 0, 'SIGTERM drains and exits 0');
+  t.equal(await stopExampleProxy(child), 0, 'SIGTERM drains and exits 0');
 
   // A second start keeps the CA (clients that trust it keep working) and issues a fresh server cert.
   const caBefore = readFileSync(ca, 'utf8');
-  const again = await startExample(t, [], cwd);
+  const again = await startExampleProxy(t, [], cwd);
   t.equal(readFileSync(ca, 'utf8'), caBefore, 'the CA made at first start is reused');
   const second = await run(curl, ['-sS', '--cacert', ca, 'https://localhost:3080/v1/webapi/automaticupgrades/channel/stable/cloud/version']);
   t.equal(second.stdout, 'v0.1.0');
-  t.equal(await stop(again.child), 0);
+  t.equal(await stopExampleProxy(again.child), 0);
 });
 
 t.test('--config and --pid-file; SIGHUP switches a route while a connection stays open', async (t) => {
@@ -71,7 +41,7 @@ t.test('--config and --pid-file; SIGHUP switches a route while a connection stay
   const yaml = (sshPort: number) =>
     `version: v3\ndata_dir: ${join(dir, 'data')}\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n  upstreams:\n    ssh: 127.0.0.1:${sshPort}\n`;
   writeFileSync(config, yaml(one.port));
-  const { child, output } = await startExample(t, ['--config', config, '--pid-file', pidFile], dir);
+  const { child, output } = await startExampleProxy(t, ['--config', config, '--pid-file', pidFile], dir);
   const port = Number(/listening on 127\.0\.0\.1:(\d+)/.exec(output())![1]);
   t.equal(readFileSync(pidFile, 'utf8').trim(), String(child.pid), 'pid file written');
 
@@ -96,6 +66,6 @@ t.test('--config and --pid-file; SIGHUP switches a route while a connection stay
   await readUntil(child.stdout!, () => output().includes('reload failed'));
   t.match(output(), /no_such_key/, 'a bad reload says what is wrong and keeps running');
 
-  t.equal(await stop(child), 0);
+  t.equal(await stopExampleProxy(child), 0);
   t.notOk(existsSync(pidFile), 'pid file removed on exit');
 });

@@ -9,6 +9,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import { parseConfig } from '../../lib/config/load.js';
 import { GateProxy } from '../../lib/proxy/gate-proxy.js';
 import { frameHeader } from '../../lib/framing/ping-frames.js';
+import { freePort } from '../helpers/daemon.js';
 import { closeServer, listening, readUntil, startTaggedTcpServer, startTaggedTlsServer, tcpClient } from '../helpers/net.js';
 
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
@@ -219,13 +220,6 @@ t.test('a reload with a broken configuration leaves the running proxy untouched'
   client.destroy();
 });
 
-/** A port nothing listens on now (bound, then released). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  const port = await listening(server);
-  await closeServer(server);
-  return port;
-}
 
 t.test('reload is all or nothing: a new port that is taken leaves the old configuration running and nothing new open', async (t) => {
   const proxy = await GateProxy.start({ config: parseConfig(yaml('multiplex')).config, version: '0.1.0' });
@@ -235,7 +229,7 @@ t.test('reload is all or nothing: a new port that is taken leaves the old config
   const taken = createServer();
   const takenPort = await listening(taken);
   t.teardown(() => closeServer(taken));
-  const wouldOpen = await freePort();
+  const wouldOpen = await freePort('127.0.0.1');
   // Separate mode on the same web port, the SSH port free and the MySQL port taken, and SSH to
   // another upstream: had anything been swapped before the failure, it would show.
   const next = yaml('separate', ssh2.port)
@@ -272,7 +266,7 @@ t.test('a start whose second listener cannot bind closes the first and fails', a
   const taken = createServer();
   const takenPort = await listening(taken);
   t.teardown(() => closeServer(taken));
-  const webPort = await freePort();
+  const webPort = await freePort('127.0.0.1');
   const config = yaml('separate').replace('web_listen_addr: 127.0.0.1:0', `web_listen_addr: 127.0.0.1:${webPort}`).replace('  mysql_listen_addr: 127.0.0.1:0', `  mysql_listen_addr: 127.0.0.1:${takenPort}`);
   await t.rejects(GateProxy.start({ config: parseConfig(config).config, version: '0.1.0' }), { code: 'GATE_ERR_LISTEN_FAILED' });
   const again = createServer();
