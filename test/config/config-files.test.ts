@@ -315,4 +315,9 @@ t.test('the example configuration loads cleanly', async (t) => {
   t.same(config.proxy.upstreams.postgres, { host: '127.0.0.1', port: 5432 });
   t.equal(config.dataDir, '.data');
   t.same(config.proxy.automaticUpgradesChannels['stable/cloud'], { kind: 'static', version: 'v0.1.0' });
+  t.same(
+    [config.proxy.detectTimeoutMs, config.proxy.idleTimeoutMs, config.proxy.maxConnections, config.proxy.maxConnectionsPerSource, config.proxy.highWater, config.proxy.sourceShare],
+    [5000, 3_600_000, 0, 0, 0.8, 0.1],
+    'production defaults: a 5 s detection deadline, a 1 h idle timeout, the cap from the descriptor limit, the fair share',
+  );
 });
