@@ -1,13 +1,17 @@
 // Public API of gate-mux. Everything a proxy or an agent needs is exported from here.
 export { ErrorCodes, GateError, isGateError, type ErrorCode } from './errors.js';
 export { silentLogger, type Logger } from './log.js';
+export { LogLimiter, type LogLimiterOptions } from './log-limiter.js';
 
 // Core multiplexer
 export { Multiplexer, DEFAULT_MAX_HELLO_BYTES } from './mux/multiplexer.js';
 export { runWorkers, type RunWorkersOptions, type WorkerPool, type WorkerRole } from './mux/cluster.js';
 export { RouteTable, type RouteQuery } from './mux/route-table.js';
 export type { StatsSnapshot, RouteCounters } from './mux/stats.js';
-export type { ListenOptions, MultiplexerOptions, Route, RouteMatch } from './mux/types.js';
+export type { ListenOptions, MultiplexerOptions, MultiplexerSettings, Route, RouteMatch } from './mux/types.js';
+// Connection slots: a cap that always exists (from the open-file limit), fair share under pressure
+export { ConnectionBudget, DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE, type BudgetOptions } from './mux/connection-budget.js';
+export { connectionCapFor, processDescriptorCap, softOpenFilesLimit, type DescriptorCap } from './mux/descriptor-limit.js';
 export type {
   ConnectionInfo,
   CustomHandler,

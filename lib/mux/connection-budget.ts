@@ -1,6 +1,6 @@
 import { ErrorCodes, GateError } from '../errors.js';
 import { processDescriptorCap, type DescriptorCap } from './descriptor-limit.js';
-import { SourceLimiter } from './source-limit.js';
+import { SourceCounts } from './source-limit.js';
 
 /** Above this fraction of the cap the proxy is "under pressure" and the fair share applies. */
 export const DEFAULT_HIGH_WATER = 0.8;
@@ -33,7 +33,7 @@ export class ConnectionBudget {
   private pressureAt = 1;
   private shareLimit = 1;
   /** Open connections by source address; counted always, limited only under pressure. */
-  readonly sources = new SourceLimiter(0, true);
+  readonly sources = new SourceCounts();
 
   constructor(options: BudgetOptions) {
     this.setOptions(options);

@@ -1,28 +1,19 @@
 /**
- * Open connections per client address, for `maxConnectionsPerSource` and for the fair share under
+ * Open connections per client address, for `maxConnectionsPerSource` and the fair share under
  * pressure (connection-budget.ts): one host (a scanner, a slowloris) must not take every slot.
- * Entries exist only while a connection from that address is open, so the maps are bounded by the
- * open connections themselves.
+ * Every connection is counted, so a limit that starts to apply (pressure, a reload) sees the ones
+ * already open. Entries exist only while a connection from that address is open, so the maps are
+ * bounded by the open connections themselves.
  */
-export class SourceLimiter {
+export class SourceCounts {
   private readonly counts = new Map<string, number>();
   private readonly owners = new Map<object, string>();
 
   /**
-   * `max` 0 or less: no fixed limit, and nothing is tracked unless `alwaysCount` (the budget
-   * counts every source so that a fair share can apply the moment pressure begins).
-   */
-  constructor(
-    public max: number,
-    private readonly alwaysCount = false,
-  ) {}
-
-  /**
    * Counts `owner` against `address`; false (and nothing counted) when the address already has
-   * `limit` (default `max`; 0 or less: no limit) open connections.
+   * `limit` open connections (0 or less: no limit).
    */
-  admit(owner: object, address: string, limit = this.max): boolean {
-    if (limit <= 0 && !this.alwaysCount) return true;
+  admit(owner: object, address: string, limit = 0): boolean {
     const key = sourceKey(address);
     const n = this.counts.get(key) ?? 0;
     if (limit > 0 && n >= limit) return false;
