@@ -290,7 +290,8 @@ async function closedWithin(socket: Socket): Promise<void> {
 t.test('reload: changed timeouts, limits and PROXY protocol apply to new connections on a listener that stays', async (t) => {
   const { captureLogs } = await import('../hardening/log-capture.js');
   const { logger, lines } = captureLogs();
-  const proxy = await GateProxy.start({ config: parseConfig(tuned([])).config, version: '0.1.0', logger });
+  // A long first deadline: the undecided connection from before must outlive every step below.
+  const proxy = await GateProxy.start({ config: parseConfig(tuned(['detect_timeout: 120s'])).config, version: '0.1.0', logger });
   t.teardown(() => proxy.close({ graceMs: 100 }));
   const port = proxy.plan.listeners[0]!.port;
   t.match(lines.find((l) => l.msg.startsWith('connection cap')), { maxConnections: proxy.connectionCap.cap, capFrom: /open-file limit \d+/ }, 'the derived cap is logged at start');
@@ -317,7 +318,7 @@ t.test('reload: changed timeouts, limits and PROXY protocol apply to new connect
   await readUntil(routedAfter, (s) => s.includes('after'));
   await closedWithin(routedAfter);
   t.pass('a new routed connection meets the new 300 ms idle timeout');
-  t.notOk(undecidedBefore.destroyed, 'the undecided one from before keeps its 10 s deadline');
+  t.notOk(undecidedBefore.destroyed, 'the undecided one from before keeps its 120 s deadline');
   routedBefore.write('still here');
   t.match(await readUntil(routedBefore, (s) => s.includes('still here')), /still here/, 'the routed one from before has no idle timeout');
   const stats = proxy.stats().multiplex!;
@@ -344,6 +345,24 @@ t.test('reload: changed timeouts, limits and PROXY protocol apply to new connect
   behindBalancer.destroy();
   routedBefore.write('and still');
   t.match(await readUntil(routedBefore, (s) => s.includes('and still')), /and still/, 'established connections are untouched');
+
+  // Trusted networks narrowed to where loopback is not: refused at accept from now on.
+  await proxy.reload(parseConfig(tuned(['proxy_protocol: on', 'proxy_protocol_trusted_networks: [10.0.0.0/8]'])).config);
+  const untrusted = await tcpClient(port);
+  untrusted.on('error', () => {});
+  await closedWithin(untrusted);
+  t.equal(proxy.stats().multiplex!.failures.GATE_ERR_PROXY_HEADER_REFUSED, 1, 'the new trusted networks apply');
+
+  // A cap of 3 with two connections open from before: the third fits, the fourth is refused.
+  await proxy.reload(parseConfig(tuned(['max_connections: 3'])).config);
+  const fits = await tcpClient(port);
+  fits.write('SSH-2.0-fits\r\n');
+  await readUntil(fits, (s) => s.includes('fits'));
+  const over = await tcpClient(port);
+  over.on('error', () => {});
+  await closedWithin(over);
+  t.equal(proxy.stats().multiplex!.failures.GATE_ERR_TOO_MANY_CONNECTIONS, 1, 'the new max_connections counts the connections already open');
+  fits.destroy();
   routedBefore.destroy();
   undecidedBefore.destroy();
 });
