@@ -12,7 +12,7 @@ import { handlesAvailable, takeConnections, type TcpHandle } from '../transport/
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
 import { ConnectionBudget, processBudget } from './connection-budget.js';
-import { describeCap, processDescriptorCap } from './descriptor-limit.js';
+import { describeCap } from './descriptor-limit.js';
 import { LogLimiter } from '../log-limiter.js';
 import { Stats, type StatsSnapshot } from './stats.js';
 import type { ProxyHeader } from '../proxy-protocol/header.js';
@@ -136,7 +136,7 @@ export class Multiplexer {
     }
     const { maxConnections = 0, highWater, sourceShare } = options;
     if (maxConnections > 0 || highWater !== undefined || sourceShare !== undefined) {
-      const descriptors = processDescriptorCap();
+      const descriptors = processBudget().from; // read once per process
       const cap = maxConnections > 0 ? maxConnections : descriptors.cap;
       const settings = { cap, ...(highWater !== undefined ? { highWater } : {}), ...(sourceShare !== undefined ? { sourceShare } : {}) };
       if (this.ownBudget) this.ownBudget.setOptions(settings);
@@ -291,9 +291,8 @@ export class Multiplexer {
    * PROXY-speaking balancer) by closing an undecided one: of the oldest SHED_SCAN undecided
    * connections, the one whose source holds the most open connections (the oldest on a tie),
    * and only when that source holds more than the newcomer's and the newcomer's is under its fair
-   * share (else it would be refused after all). Routed connections are never
-   * shed, and a source cannot churn its own connections: a flooding host's newcomer is refused
-   * instead. The shed one ends with GATE_ERR_SHED (and a TLS alert when it was sending a
+   * share (else it would be refused after all). Routed connections are never shed, and a source
+   * cannot churn its own connections: a flooding host's newcomer is refused instead. The shed one ends with GATE_ERR_SHED (and a TLS alert when it was sending a
    * ClientHello). Its slot is free at once.
    */
   private shedFor(source: string | undefined): boolean {

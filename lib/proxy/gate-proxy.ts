@@ -3,8 +3,8 @@ import { createSecureServer, createServer as createH2cServer, type Http2ServerRe
 import { createSecureContext, type SecureContext, type Server as TlsServer } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
-import { ConnectionBudget } from '../mux/connection-budget.js';
-import { describeCap, processDescriptorCap } from '../mux/descriptor-limit.js';
+import { ConnectionBudget, processBudget } from '../mux/connection-budget.js';
+import { describeCap } from '../mux/descriptor-limit.js';
 import { Multiplexer } from '../mux/multiplexer.js';
 import { RouteTable } from '../mux/route-table.js';
 import type { MultiplexerSettings, Route } from '../mux/types.js';
@@ -243,7 +243,7 @@ export class GateProxy {
   /** The cap: max_connections when set, else what the open-file limit carries. */
   private budgetSettings(config: GateConfig): { options: { cap: number; highWater: number; sourceShare: number }; from: string } {
     const p = config.proxy;
-    const descriptors = processDescriptorCap();
+    const descriptors = processBudget().from; // read once per process
     if (p.maxConnections > descriptors.cap) {
       this.logger.warn(
         { maxConnections: p.maxConnections, descriptorCap: descriptors.cap },
