@@ -101,6 +101,8 @@ function printBanner(proxy: GateProxy, configPath: string): void {
   const web = formatAddress(plan.listeners[0]!);
   console.log(`gate-mux proxy ${packageVersion} (${plan.mode === 'multiplex' ? 'TLS routing on one port' : 'separate ports'}), config ${configPath}`);
   for (const l of plan.listeners) console.log(`  listening on ${formatAddress(l)} (${l.name}: ${l.routes.map((r) => r.name).join(', ')})`);
+  const { cap, from } = proxy.connectionCap;
+  console.log(`  at most ${cap} open connections: ${from}`);
   if (proxy.caFile) {
     console.log(`  development CA: ${proxy.caFile}`);
     console.log(`try: curl --cacert ${proxy.caFile} https://${web}/webapi/ping`);

@@ -50,8 +50,17 @@ export interface ProxyServiceConfig {
   detectTimeoutMs: number;
   /** Idle timeout for routed connections; 0 is none (the default). */
   idleTimeoutMs: number;
-  /** Open connections allowed at once; 0 is unlimited (the default). */
+  /**
+   * Open connections allowed at once, over every listener; 0 (the default) is what the open-file
+   * limit carries (two descriptors per connection after a reserve; lib/mux/descriptor-limit.ts).
+   */
   maxConnections: number;
+  /** Open connections allowed from one client address at any load; 0 is no such limit (the default). */
+  maxConnectionsPerSource: number;
+  /** Fraction of the cap (0 < x <= 1) above which one address is held to `sourceShare` (default 0.8). */
+  highWater: number;
+  /** Fraction of the cap (0 < x <= 1) one address may hold above the high-water mark (default 0.1). */
+  sourceShare: number;
 }
 
 export interface GateConfig {

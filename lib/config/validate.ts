@@ -4,6 +4,7 @@ import { checkAgentUpgrades, type MaintenanceConfig } from './maintenance-schedu
 import { parseDuration } from './duration.js';
 import { LEGACY_PORTS, LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor } from './listen-addresses.js';
 import { nearestKey } from './suggest.js';
+import { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from '../mux/connection-budget.js';
 import {
   UPSTREAM_PROTOCOLS,
   type GateConfig,
@@ -55,6 +56,9 @@ const PROXY_KEYS = [
   'detect_timeout',
   'idle_timeout',
   'max_connections',
+  'max_connections_per_source',
+  'high_water',
+  'source_share',
 ] as const;
 const KEYPAIR_KEYS = ['cert_file', 'key_file'] as const;
 const CHANNEL_KEYS = ['static_version', 'forward_url', 'critical'] as const;
@@ -316,11 +320,20 @@ function readUpstreams(c: Checker, value: unknown): Partial<Record<UpstreamProto
   return out;
 }
 
-function readMaxConnections(c: Checker, value: unknown): number {
+function readCount(c: Checker, value: unknown, key: string, zero: string): number {
   if (value === undefined) return 0;
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value;
-  c.fail(['proxy_service', 'max_connections'], `expected a whole number >= 0 (0: unlimited), got ${describe(value)}`);
+  c.fail(['proxy_service', key], `expected a whole number >= 0 (0: ${zero}), got ${describe(value)}`);
   return 0;
+}
+
+/** A fraction above 0 and at most 1, written 0.8 or 80%. */
+function readFraction(c: Checker, value: unknown, key: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d+(\.\d+)?%$/.test(value.trim()) ? Number.parseFloat(value) / 100 : NaN;
+  if (n > 0 && n <= 1) return n;
+  c.fail(['proxy_service', key], `expected a fraction above 0 and at most 1, such as 0.8 or 80%, got ${describe(value)}`);
+  return fallback;
 }
 
 /** Two listeners collide when they share a port and their hosts overlap (equal, or one a wildcard). */
@@ -425,7 +438,10 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     upstreams: readUpstreams(c, p.upstreams),
     detectTimeoutMs: c.duration(p.detect_timeout, at('detect_timeout'), DEFAULT_DETECT_TIMEOUT_MS),
     idleTimeoutMs: c.duration(p.idle_timeout, at('idle_timeout'), 0),
-    maxConnections: readMaxConnections(c, p.max_connections),
+    maxConnections: readCount(c, p.max_connections, 'max_connections', 'what the open-file limit carries'),
+    maxConnectionsPerSource: readCount(c, p.max_connections_per_source, 'max_connections_per_source', 'none'),
+    highWater: readFraction(c, p.high_water, 'high_water', DEFAULT_HIGH_WATER),
+    sourceShare: readFraction(c, p.source_share, 'source_share', DEFAULT_SOURCE_SHARE),
   };
   if (proxy.detectTimeoutMs === 0) c.fail(at('detect_timeout'), 'expected a duration above 0 (detection must be bounded)');
 

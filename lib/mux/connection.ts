@@ -4,6 +4,7 @@ import type { Logger } from '../log.js';
 import type { ClientCounts, ConnectionParts, Part } from '../handlers/context.js';
 import type { ConnectionInfo, Endpoint } from '../handlers/types.js';
 import type { ClientEnd } from '../transport/client-end.js';
+import type { ConnectionBudget } from './connection-budget.js';
 
 export type { ClientCounts, Part };
 
@@ -19,8 +20,17 @@ export class Connection implements ConnectionParts {
   routed = false;
   /** Whose counts are the client's: the ClientEnd, then the socket or relay it became. */
   counts: ClientCounts;
-  /** Set while detecting: stops its timers when the connection ends first. */
-  stopDetection: (() => void) | undefined;
+  /**
+   * Set while detecting: stops its timers when the connection ends first; with an error, ends
+   * the detection with it (shedding under pressure).
+   */
+  stopDetection: ((error?: GateError) => void) | undefined;
+  /** How far detection got when it ended without a decision (Detector.stage), for the log line. */
+  stage: string | undefined;
+  /** The budget whose slot this connection holds, until it is released. */
+  slot: ConnectionBudget | undefined;
+  /** The idle sweep watching this connection's relay (fast path with an idle timeout). */
+  idleSweep: { delete(item: object): void } | undefined;
   // A handful at most (client, upstream, TLS wrapper): an array costs less than a Set per connection.
   private readonly parts: Part[] = [];
   private client: Part;
@@ -34,6 +44,9 @@ export class Connection implements ConnectionParts {
     private readonly onFinish: (conn: Connection) => void,
   ) {
     this.logger = logger;
+    this.stage = undefined;
+    this.slot = undefined;
+    this.idleSweep = undefined;
     this.counts = clientEnd;
     this.info = new Info(id, clientEnd);
     this.client = clientPart;

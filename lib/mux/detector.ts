@@ -58,6 +58,27 @@ export class Detector {
     return this.proxyHeader;
   }
 
+  /**
+   * How far an undecided connection got, for its log line (issue 16: a client that sent part of
+   * a TLS record and closed is told apart from one that sent nothing): `nothing`,
+   * `proxy-header-partial`, `proxy-header` (a header and nothing after it), `greeting-partial`,
+   * `postgres-ssl-request` (answered, no TLS yet), `tls-partial` (part of a TLS record or hello).
+   */
+  get stage(): string {
+    switch (this.phase) {
+      case 'proxy':
+        return this.buf.length === 0 ? 'nothing' : 'proxy-header-partial';
+      case 'hello':
+        return 'tls-partial';
+      case 'tls-after-ssl-request':
+        return this.buf.length === 0 ? 'postgres-ssl-request' : 'tls-partial';
+      default:
+        // 0x16: a TLS handshake record begun (RFC 8446 §5.1), too short yet for the sniffer to say.
+        if (this.buf.length > 0) return this.buf[0] === 0x16 ? 'tls-partial' : 'greeting-partial';
+        return this.proxyHeader ? 'proxy-header' : 'nothing';
+    }
+  }
+
   /** Bytes held so far (for the per-connection memory bound and logs). */
   get held(): number {
     return this.buf.length;

@@ -11,7 +11,10 @@ export { Multiplexer, DEFAULT_MAX_HELLO_BYTES } from './multiplexer.js';
 export { runWorkers, type RunWorkersOptions, type WorkerPool, type WorkerRole } from './cluster.js';
 export { RouteTable, type RouteQuery } from './route-table.js';
 export type { StatsSnapshot, RouteCounters } from './stats.js';
-export type { ListenOptions, MultiplexerOptions, Route, RouteMatch } from './types.js';
+export type { ListenOptions, MultiplexerOptions, MultiplexerSettings, Route, RouteMatch } from './types.js';
+export { ConnectionBudget, DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE, type BudgetOptions } from './connection-budget.js';
+export { connectionCapFor, processDescriptorCap, softOpenFilesLimit, type DescriptorCap } from './descriptor-limit.js';
+export { LogLimiter, type LogLimiterOptions } from '../log-limiter.js';
 export { FAST_PATH_ENV } from '../transport/self-test.js';
 
 // Handlers: what a route does with a connection

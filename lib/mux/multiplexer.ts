@@ -12,17 +12,24 @@ import { errnoError, takeConnections, type TcpHandle } from '../transport/uv.js'
 import { checkHandles } from '../transport/self-test.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
-import { SourceLimiter } from './source-limit.js';
+import { ConnectionBudget, processBudget } from './connection-budget.js';
+import { describeCap } from './descriptor-limit.js';
+import { LogLimiter } from '../log-limiter.js';
 import { Stats, type StatsSnapshot } from './stats.js';
 import type { ProxyHeader } from '../proxy-protocol/header.js';
 import type { ConnectionInfo } from '../handlers/types.js';
 import type { ConnectionParts } from '../handlers/context.js';
-import type { ListenOptions, MultiplexerOptions, Route } from './types.js';
+import type { ListenOptions, MultiplexerOptions, MultiplexerSettings, Route } from './types.js';
 
 const DEFAULT_DETECT_TIMEOUT_MS = 10_000;
 const DEFAULT_SILENT_AFTER_MS = 3_000;
 const DEFAULT_CLOSE_GRACE_MS = 10_000;
 export const DEFAULT_MAX_HELLO_BYTES = 16_384;
+/**
+ * Undecided connections looked at when one must be shed: the oldest this many, so the work per
+ * accept at the cap stays bounded however many are open.
+ */
+const SHED_SCAN = 32;
 
 interface Listener {
   server: Server;
@@ -51,44 +58,103 @@ export class Multiplexer {
   private readonly counters = new Stats();
   private readonly listeners: Listener[] = [];
   private readonly connections = new Set<Connection>();
-  private readonly trusted: BlockList | undefined;
-  private readonly perSource: SourceLimiter;
+  /** Connections still detecting, oldest first: the ones shed at the cap. */
+  private readonly undecided = new Set<Connection>();
+  private trusted: BlockList | undefined = undefined;
+  private budget!: ConnectionBudget;
+  /** This multiplexer's own budget, once it had a cap or fair share of its own. */
+  private ownBudget: ConnectionBudget | undefined = undefined;
+  /** How the budget's cap was arrived at, for the 'listening' line. */
+  private capFrom = '';
+  private readonly failureLog: LogLimiter;
   private nextId = 1;
   private closing: Promise<void> | undefined;
   private drained: (() => void) | undefined;
 
-  readonly detectTimeoutMs: number;
-  readonly idleTimeoutMs: number;
-  readonly maxConnections: number;
-  readonly maxConnectionsPerSource: number;
-  readonly maxHelloBytes: number;
+  detectTimeoutMs = DEFAULT_DETECT_TIMEOUT_MS;
+  idleTimeoutMs = 0;
+  maxConnectionsPerSource = 0;
+  maxHelloBytes = DEFAULT_MAX_HELLO_BYTES;
   /**
    * True when accepted connections start on bare libuv handles (transport/uv.ts). Asked for in
    * the options; the first listen() confirms it with the handles' self-test and turns it off
    * (logged once per process, with why) when the test fails or GATE_MUX_FAST_PATH=0.
    */
   fastPath: boolean;
-  private readonly idle: IdleSweep<HandleRelay> | undefined;
-  /** Puts a new relay under the idle sweep; made once, undefined without an idle timeout. */
-  private readonly watchRelay: ((relay: HandleRelay, conn: ConnectionParts) => void) | undefined;
+  /** Puts a new relay under the idle sweep; made once per idle timeout, undefined without one. */
+  private watchRelay: ((relay: HandleRelay, conn: ConnectionParts) => void) | undefined = undefined;
 
   constructor(options: MultiplexerOptions) {
     this.table = new RouteTable(options.routes);
     this.logger = componentLogger(options.logger, 'mux');
+    this.failureLog = new LogLimiter(this.logger, {
+      ...(options.logBurst !== undefined ? { burst: options.logBurst } : {}),
+      ...(options.logIntervalMs !== undefined ? { intervalMs: options.logIntervalMs } : {}),
+    });
+    this.fastPath = options.fastPath ?? true;
+    this.setOptions(options);
+  }
+
+  /** Open connections allowed right now (the budget's cap; shared when the budget is). */
+  get maxConnections(): number {
+    return this.budget.cap;
+  }
+
+  /**
+   * New limits and timeouts for new connections (a reload): detection deadline, idle timeout,
+   * caps, PROXY protocol and its trusted networks. Connections already accepted keep the
+   * deadline, trust and slot they started with; routed ones keep their idle timeout.
+   * Options not given go back to their defaults, as in the constructor.
+   */
+  setOptions(options: MultiplexerSettings): void {
+    const pp = options.proxyProtocol ?? { mode: 'off' };
+    const trusted = pp.mode === 'on' ? trustList(pp.trusted) : undefined; // may throw: before any change
+    const budget = this.budgetFor(options);
     this.detectTimeoutMs = options.detectTimeoutMs ?? DEFAULT_DETECT_TIMEOUT_MS;
-    this.idleTimeoutMs = options.idleTimeoutMs ?? 0;
-    this.maxConnections = options.maxConnections ?? 0;
     this.maxHelloBytes = options.maxHelloBytes ?? DEFAULT_MAX_HELLO_BYTES;
     this.maxConnectionsPerSource = options.maxConnectionsPerSource ?? 0;
-    this.perSource = new SourceLimiter(this.maxConnectionsPerSource);
-    this.fastPath = options.fastPath ?? true;
-    const idle = this.idleTimeoutMs > 0 ? new IdleSweep<HandleRelay>(this.idleTimeoutMs) : undefined;
-    this.idle = idle;
-    this.watchRelay = idle
-      ? (relay, conn) => idle.add(relay, () => conn.fail(new GateError(ErrorCodes.IDLE_TIMEOUT, `idle for ${this.idleTimeoutMs} ms`)))
-      : undefined;
-    const pp = options.proxyProtocol ?? { mode: 'off' };
-    this.trusted = pp.mode === 'on' ? trustList(pp.trusted) : undefined;
+    this.trusted = trusted;
+    this.budget = budget;
+    const idleTimeoutMs = options.idleTimeoutMs ?? 0;
+    if (idleTimeoutMs !== this.idleTimeoutMs || (idleTimeoutMs > 0 && !this.watchRelay)) {
+      // A new sweep for relays routed from now on; relays in the old one stay there until they end.
+      this.idleTimeoutMs = idleTimeoutMs;
+      const idle = idleTimeoutMs > 0 ? new IdleSweep<HandleRelay>(idleTimeoutMs) : undefined;
+      this.watchRelay = idle
+        ? (relay, conn) => {
+            (conn as Connection).idleSweep = idle;
+            idle.add(relay, () => conn.fail(new GateError(ErrorCodes.IDLE_TIMEOUT, `idle for ${idleTimeoutMs} ms`)));
+          }
+        : undefined;
+    }
+  }
+
+  /**
+   * The slots new connections take: the given budget; else one of this multiplexer's own when it
+   * has its own cap or fair share (kept across setOptions, so its count stays true); else the
+   * process-wide one, capped by the open-file limit.
+   */
+  private budgetFor(options: MultiplexerSettings): ConnectionBudget {
+    if (options.budget) {
+      this.capFrom = 'shared budget';
+      return options.budget;
+    }
+    const { maxConnections = 0, highWater, sourceShare } = options;
+    if (maxConnections > 0 || highWater !== undefined || sourceShare !== undefined) {
+      const descriptors = processBudget().from; // read once per process
+      const cap = maxConnections > 0 ? maxConnections : descriptors.cap;
+      const settings = { cap, ...(highWater !== undefined ? { highWater } : {}), ...(sourceShare !== undefined ? { sourceShare } : {}) };
+      if (this.ownBudget) this.ownBudget.setOptions(settings);
+      else this.ownBudget = new ConnectionBudget(settings);
+      this.capFrom = maxConnections > 0 ? 'maxConnections' : describeCap(descriptors);
+      if (cap > descriptors.cap) {
+        this.logger.warn({ maxConnections: cap, descriptorCap: descriptors.cap }, `maxConnections ${cap} is above what the open-file limit carries (${describeCap(descriptors)} = ${descriptors.cap}): connections past it may fail to dial; raise the limit (systemd LimitNOFILE)`);
+      }
+      return this.ownBudget;
+    }
+    const shared = processBudget();
+    this.capFrom = describeCap(shared.from);
+    return shared.budget;
   }
 
   /** Replaces the routes: new connections follow them at once, established ones are untouched. */
@@ -126,7 +192,8 @@ export class Multiplexer {
     if (this.fastPath) takeConnections(server, (handle) => this.acceptHandle(handle, options));
     this.listeners.push({ server, options });
     const address = server.address() as AddressInfo;
-    this.logger.info({ address: address.address, port: address.port }, 'listening');
+    // The cap always exists (issue 16); say where it came from, so an operator knows what to raise.
+    this.logger.info({ address: address.address, port: address.port, maxConnections: this.budget.cap, capFrom: this.capFrom }, 'listening');
     return address;
   }
 
@@ -165,14 +232,20 @@ export class Multiplexer {
     });
     this.closing = Promise.all([listenersClosed, Promise.race([drained, forced.then(() => drained)])]).then(() => {
       clearTimeout(timer);
+      this.failureLog.flush(); // the counts of lines held back, and no timer left behind
     });
     return this.closing;
   }
 
+  /**
+   * Closes a connection at accept, before a byte is read: no TLS alert, since nothing says the
+   * client speaks TLS (an SSH, HTTP or MySQL client would read the record as garbage), and
+   * reading its first bytes to find out would hold the slot the refusal is meant to spare.
+   */
   private reject(client: ClientEnd, error: GateError): undefined {
     this.counters.rejected++;
     this.counters.failure(error.code);
-    this.logger.info({ remote: client.remote.address, code: error.code }, error.message);
+    this.failureLog.log('info', error.code, { remote: client.remote.address, code: error.code }, error.message);
     client.destroy();
     return undefined;
   }
@@ -196,28 +269,78 @@ export class Multiplexer {
   private accept(client: ClientEnd, part: Part, listener: ListenOptions): Connection | undefined {
     this.counters.accepted++;
     if (this.closing) return this.reject(client, new GateError(ErrorCodes.SHUTDOWN, 'shutting down'));
-    if (this.maxConnections > 0 && this.connections.size >= this.maxConnections) {
-      return this.reject(client, new GateError(ErrorCodes.TOO_MANY_CONNECTIONS, `over ${this.maxConnections} open connections`));
-    }
     // No peer address: the client reset the connection before we got to it (the kernel no
     // longer knows the peer). Counted as what it is, not as an untrusted or over-limit source.
-    if (client.remote.address === '') return this.reject(client, new GateError(ErrorCodes.CLIENT_CLOSED, 'client was gone before it was accepted'));
+    const { address } = client.remote;
+    if (address === '') return this.reject(client, new GateError(ErrorCodes.CLIENT_CLOSED, 'client was gone before it was accepted'));
     if (this.trusted) {
-      const { address, family } = client.remote;
-      if (!this.trusted.check(address, family === 'IPv6' ? 'ipv6' : 'ipv4')) {
+      if (!this.trusted.check(address, client.remote.family === 'IPv6' ? 'ipv6' : 'ipv4')) {
         return this.reject(client, new GateError(ErrorCodes.PROXY_HEADER_REFUSED, 'source not trusted to send PROXY headers'));
       }
     }
+    const budget = this.budget;
     // Behind a PROXY-speaking load balancer every socket comes from the balancer: the client is
     // only known once the header is read (detect), so it is counted there instead.
-    if (!this.trusted && !this.perSource.admit(client, client.remote.address)) {
-      return this.reject(client, tooManyFromSource(client.remote.address, this.maxConnectionsPerSource));
+    const source = this.trusted ? undefined : address;
+    const max = this.maxConnectionsPerSource;
+    // Counted in the budget (over every multiplexer sharing it), so a limit set by setOptions
+    // counts the connections already open too.
+    if (source !== undefined && max > 0 && budget.sources.count(source) >= max) return this.reject(client, tooManyFromSource(source, max));
+    if (budget.full && !this.shedFor(source)) {
+      return this.reject(client, new GateError(ErrorCodes.TOO_MANY_CONNECTIONS, `at the cap of ${budget.cap} open connections`));
+    }
+    if (source !== undefined && budget.underPressure && budget.sources.count(source) >= budget.sourceLimit) {
+      return this.reject(client, overShare(source, budget));
     }
     const conn = new Connection(this.nextId++, client, part, this.logger, (c) => this.finished(c));
+    budget.open++;
+    conn.slot = budget;
+    if (source !== undefined) budget.sources.admit(client, source, 0);
     this.connections.add(conn);
     this.counters.open++;
     this.detect(conn, listener);
     return conn;
+  }
+
+  /**
+   * At the cap, makes room for a connection from `source` (undefined: not known yet, behind a
+   * PROXY-speaking balancer) by closing an undecided one: of the oldest SHED_SCAN undecided
+   * connections, the one whose source holds the most open connections (the oldest on a tie),
+   * and only when that source holds more than the newcomer's and the newcomer's is under its fair
+   * share (else it would be refused after all). Routed connections are never shed, and a source
+   * cannot churn its own connections: a flooding host's newcomer is refused instead. The shed one ends with GATE_ERR_SHED (and a TLS alert when it was sending a
+   * ClientHello). Its slot is free at once.
+   */
+  private shedFor(source: string | undefined): boolean {
+    const budget = this.budget;
+    let worst = source === undefined ? 0 : budget.sources.count(source);
+    if (worst >= budget.sourceLimit) return false;
+    let victim: Connection | undefined;
+    let scanned = 0;
+    for (const conn of this.undecided) {
+      if (conn.slot === budget) {
+        // Not counted yet: behind a balancer, a connection whose PROXY header has not arrived.
+        const held = budget.sources.countOf(conn.clientEnd) ?? Number.MAX_SAFE_INTEGER;
+        if (held > worst) {
+          worst = held;
+          victim = conn;
+        }
+      }
+      if (++scanned >= SHED_SCAN) break;
+    }
+    if (!victim) return false;
+    this.releaseSlot(victim);
+    victim.stopDetection?.(new GateError(ErrorCodes.SHED, `undecided connection closed to make room at the cap of ${budget.cap} open connections`));
+    return true;
+  }
+
+  /** Gives a connection's slot and source counts back (idempotent). */
+  private releaseSlot(conn: Connection): void {
+    const slot = conn.slot;
+    if (!slot) return;
+    conn.slot = undefined;
+    slot.open--;
+    slot.sources.release(conn.clientEnd);
   }
 
   private detect(conn: Connection, listener: ListenOptions): void {
@@ -225,14 +348,17 @@ export class Multiplexer {
     const detector = new Detector({ maxHelloBytes: this.maxHelloBytes, proxyHeader: this.trusted ? 'required' : 'refused' });
     const silentRoute = listener.silentRoute;
     const silentAfterMs = listener.silentAfterMs ?? DEFAULT_SILENT_AFTER_MS;
+    const detectTimeoutMs = this.detectTimeoutMs;
     let sawBytes = false;
     const stop = (): void => {
       conn.stopDetection = undefined;
+      this.undecided.delete(conn);
       clearTimeout(deadline);
       clearTimeout(silence);
       client.stopReading();
     };
     const fail = (error: GateError, alert?: number): void => {
+      conn.stage = detector.stage;
       stop();
       conn.error = error;
       if (alert !== undefined) client.closeAfter(tlsAlertRecord(alert));
@@ -251,7 +377,12 @@ export class Multiplexer {
         applyProxyHeader(conn.info, header);
         // v2 LOCAL / UNKNOWN name no client: the balancer's own connection counts as its own.
         const source = header.source?.address ?? client.remote.address;
-        if (!this.perSource.admit(client, source)) return fail(tooManyFromSource(source, this.maxConnectionsPerSource));
+        const slot = conn.slot;
+        if (slot) {
+          const max = this.maxConnectionsPerSource;
+          if (max > 0 && slot.sources.count(source) >= max) return fail(tooManyFromSource(source, max));
+          if (!slot.admitSource(client, source)) return fail(overShare(source, slot));
+        }
       }
       if ('reply' in step && step.reply) client.write(step.reply);
       if (step.status === 'need') return;
@@ -260,8 +391,8 @@ export class Multiplexer {
       this.route(conn, step.detected);
     };
     const deadline = setTimeout(() => {
-      fail(new GateError(ErrorCodes.DETECT_TIMEOUT, `no routing decision within ${this.detectTimeoutMs} ms (${detector.held} bytes held)`));
-    }, this.detectTimeoutMs);
+      fail(new GateError(ErrorCodes.DETECT_TIMEOUT, `no routing decision within ${detectTimeoutMs} ms (${detector.held} bytes held)`));
+    }, detectTimeoutMs);
     let silence: NodeJS.Timeout | undefined;
     if (silentRoute !== undefined) {
       const goSilent = (): void => {
@@ -280,7 +411,14 @@ export class Multiplexer {
     const end = (): void => {
       fail(new GateError(ErrorCodes.CLIENT_CLOSED, `client ended the connection during detection (${detector.held} bytes held)`));
     };
-    conn.stopDetection = stop;
+    // Without an error: the connection ended first (stop the timers). With one: shed under
+    // pressure; a client in the middle of a ClientHello is known to speak TLS and gets an alert.
+    conn.stopDetection = (error?: GateError): void => {
+      if (error) return fail(error, detector.stage === 'tls-partial' ? TlsAlert.internalError : undefined);
+      conn.stage = detector.stage;
+      stop();
+    };
+    this.undecided.add(conn);
     client.read({ data, end });
   }
 
@@ -331,10 +469,10 @@ export class Multiplexer {
   private finished(conn: Connection): void {
     conn.stopDetection?.();
     this.connections.delete(conn);
-    this.perSource.release(conn.clientEnd);
+    this.releaseSlot(conn);
     this.counters.open--;
     const { info, error } = conn;
-    if (conn.counts instanceof HandleRelay) this.idle?.delete(conn.counts);
+    conn.idleSweep?.delete(conn.counts);
     const bytesIn = conn.counts.bytesRead;
     const bytesOut = conn.counts.bytesWritten;
     if (conn.routed) {
@@ -346,8 +484,12 @@ export class Multiplexer {
     }
     if (error) {
       this.counters.failure(error.code);
-      this.logger.warn(
-        { conn: info.id, remote: info.remote.address, route: info.route || undefined, protocol: info.protocol, sni: info.sni, code: error.code, bytesIn, bytesOut },
+      // An undecided connection is labelled by how far it got ('tls-partial': part of a TLS record
+      // and no more), not by the 'silent' placeholder of a protocol never detected.
+      this.failureLog.log(
+        'warn',
+        error.code,
+        { conn: info.id, remote: info.remote.address, route: info.route || undefined, protocol: conn.stage ?? info.protocol, sni: info.sni, code: error.code, bytesIn, bytesOut },
         error.message,
       );
     }
@@ -368,6 +510,13 @@ function applyProxyHeader(info: ConnectionInfo, header: ProxyHeader): void {
 
 function tooManyFromSource(address: string, max: number): GateError {
   return new GateError(ErrorCodes.TOO_MANY_FROM_SOURCE, `over ${max} open connections from ${address}`);
+}
+
+function overShare(address: string, budget: ConnectionBudget): GateError {
+  return new GateError(
+    ErrorCodes.TOO_MANY_FROM_SOURCE,
+    `over its fair share of ${budget.sourceLimit} open connections from ${address} (at ${budget.open} of ${budget.cap}, above the high-water mark)`,
+  );
 }
 
 function describe(info: { protocol: string; sni: string | undefined; alpn: string[] }): string {

@@ -1,6 +1,7 @@
 /** The multiplexer's own options: routes, listeners, limits. Handler types live in handlers/types.ts. */
 import type { Logger } from '../log.js';
 import type { DetectedProtocol, Handler } from '../handlers/types.js';
+import type { ConnectionBudget } from './connection-budget.js';
 
 /** Conditions a route matches on. Every condition given must hold. */
 export interface RouteMatch {
@@ -42,11 +43,34 @@ export interface MultiplexerOptions {
   detectTimeoutMs?: number;
   /** Idle timeout for routed connections, 0 for none (default 0). */
   idleTimeoutMs?: number;
-  /** Maximum open connections; past it new ones are closed at once (default 0: unlimited). */
+  /**
+   * Maximum open connections (a budget of this multiplexer's own). Default 0: the process-wide
+   * budget, whose cap is what the open-file limit allows (descriptor-limit.ts). At the cap a new
+   * connection takes the slot of an undecided one from a heavier source (GATE_ERR_SHED), or is
+   * closed at accept without a byte read (GATE_ERR_TOO_MANY_CONNECTIONS).
+   */
   maxConnections?: number;
   /**
-   * Maximum open connections from one client address (default 0: unlimited); past it new ones
-   * are closed with GATE_ERR_TOO_MANY_FROM_SOURCE. With PROXY protocol on, the address is the
+   * Fraction of the cap from which the fair share applies (default 0.8). Given (or `sourceShare`
+   * given), the multiplexer has a budget of its own, capped at `maxConnections` or the
+   * descriptor cap.
+   */
+  highWater?: number;
+  /** Under pressure, the fraction of the cap one source address may hold (default 0.1). */
+  sourceShare?: number;
+  /**
+   * Slots shared with other multiplexers (a proxy's listeners share one: descriptors are per
+   * process). When given, `maxConnections`, `highWater` and `sourceShare` are the budget's business.
+   */
+  budget?: ConnectionBudget;
+  /** Failure log lines per code before the rest are only counted (default 10). */
+  logBurst?: number;
+  /** Interval of the per-code summary lines of failures not logged one by one (default 10 000 ms). */
+  logIntervalMs?: number;
+  /**
+   * Maximum open connections from one client address at any load (default 0: none; the fair
+   * share above the high-water mark applies regardless); past it new ones are closed with
+   * GATE_ERR_TOO_MANY_FROM_SOURCE. Counted in the budget, over the multiplexers sharing it. With PROXY protocol on, the address is the
    * header's source, counted as soon as the header is read (the load balancer's own address is
    * never counted, except for v2 LOCAL / UNKNOWN headers, which name no client).
    */
@@ -62,3 +86,9 @@ export interface MultiplexerOptions {
   /** PROXY protocol: 'off' rejects headers; 'on' requires one from trusted networks (CIDRs). */
   proxyProtocol?: { mode: 'off' } | { mode: 'on'; trusted: string[] };
 }
+
+/** What `Multiplexer.setOptions` changes for new connections; established ones keep what they had. */
+export type MultiplexerSettings = Pick<
+  MultiplexerOptions,
+  'detectTimeoutMs' | 'idleTimeoutMs' | 'maxConnections' | 'maxConnectionsPerSource' | 'maxHelloBytes' | 'proxyProtocol' | 'highWater' | 'sourceShare' | 'budget'
+>;

@@ -1,8 +1,13 @@
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createSecureServer, createServer as createH2cServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import { createSecureContext, type SecureContext, type Server as TlsServer } from 'node:tls';
+import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
+import { ConnectionBudget, processBudget } from '../mux/connection-budget.js';
+import { describeCap } from '../mux/descriptor-limit.js';
 import { Multiplexer } from '../mux/multiplexer.js';
+import { RouteTable } from '../mux/route-table.js';
+import type { MultiplexerSettings, Route } from '../mux/types.js';
 import type { StatsSnapshot } from '../mux/stats.js';
 import { fetchText as fetchThroughEnvironment } from '../client/fetch-text.js';
 import type { GateConfig } from '../config/types.js';
@@ -30,8 +35,28 @@ interface RunningListener {
 
 const defaultFetch: FetchText = (url, { timeoutMs }) => fetchThroughEnvironment(url, { timeoutMs });
 
-function listenerKey(spec: ListenerSpec): string {
-  return `${spec.name} ${spec.host}:${spec.port}`;
+/**
+ * Whether a running listener can serve `spec` across a reload: the same host and silence
+ * settings, and the port it asks for is the one bound (or both ask for any port, 0). The name may
+ * change: the shared port is `multiplex` in one mode and `web` in the other, and a mode switch
+ * keeps its bound socket instead of binding the same address twice.
+ */
+function serves(running: RunningListener, spec: ListenerSpec): boolean {
+  const was = running.spec;
+  if (was.host !== spec.host || was.silentRoute !== spec.silentRoute || was.silentAfterMs !== spec.silentAfterMs) return false;
+  return spec.port === 0 ? was.port === 0 : running.port === spec.port;
+}
+
+/** The multiplexer settings a configuration asks for (the same for every listener). */
+function muxSettings(config: GateConfig, budget: ConnectionBudget): MultiplexerSettings {
+  const p = config.proxy;
+  return {
+    detectTimeoutMs: p.detectTimeoutMs,
+    idleTimeoutMs: p.idleTimeoutMs,
+    maxConnectionsPerSource: p.maxConnectionsPerSource,
+    proxyProtocol: p.proxyProtocol === 'on' ? { mode: 'on', trusted: p.proxyProtocolTrustedNetworks } : { mode: 'off' },
+    budget,
+  };
 }
 
 /**
@@ -50,6 +75,8 @@ export class GateProxy {
   private readonly logger: Logger;
   private secureContext!: SecureContext;
   private sniContexts = new Map<string, SecureContext>();
+  /** The slots of every listener: descriptors are per process, so one budget for all of them. */
+  private budget: ConnectionBudget | undefined;
 
   private constructor(private readonly options: GateProxyOptions) {
     this.config = options.config;
@@ -72,11 +99,18 @@ export class GateProxy {
     };
   }
 
+  /** Binds every listener, or none: a listener that cannot be bound closes those that were. */
   static async start(options: GateProxyOptions): Promise<GateProxy> {
     const proxy = new GateProxy(options);
     await proxy.apply(options.config);
     return proxy;
   }
+
+  /** Open connections allowed over every listener, and how that number came about. */
+  get connectionCap(): { cap: number; from: string } {
+    return { cap: this.budget?.cap ?? 0, from: this.capFrom };
+  }
+  private capFrom = '';
 
   /** Where the development CA is, when the proxy made its own certificates. */
   get caFile(): string | undefined {
@@ -95,7 +129,13 @@ export class GateProxy {
     return Object.fromEntries(this.listeners.map((l) => [l.spec.name, l.mux.stats()]));
   }
 
-  /** New configuration and certificates; established connections keep running on the old routes. */
+  /**
+   * New configuration and certificates, all or nothing (issue 12): everything is built and every
+   * new listener bound before anything is swapped; on any failure what was opened is closed and
+   * the running configuration stays. Listeners that stay take the new routes and the new
+   * timeouts, limits and PROXY-protocol settings for new connections; established connections
+   * keep the routes, deadlines and trust they started with.
+   */
   async reload(config: GateConfig): Promise<void> {
     await this.apply(config);
     this.logger.info({ source: config.source }, 'configuration reloaded');
@@ -108,8 +148,8 @@ export class GateProxy {
   }
 
   private async apply(config: GateConfig): Promise<void> {
-    // Everything that can fail (files, certificates, route tables) is built before anything is
-    // swapped, so a bad reload leaves the running proxy as it was.
+    // Everything that can fail (files, certificates, route tables, listening sockets) is done
+    // before anything is swapped, so a bad reload leaves the running proxy as it was.
     const certificates = await loadProxyCertificates(config);
     const secureContext = createSecureContext(certificates.default);
     const sniContexts = new Map(Object.entries(certificates.bySni).map(([name, pair]) => [name, createSecureContext(pair)]));
@@ -120,9 +160,32 @@ export class GateProxy {
       ...(this.options.logger ? { logger: this.options.logger } : {}),
     });
     const plan = planListeners(config);
-    const routesOf = (spec: ListenerSpec) => spec.routes.map((r) => routeFor(r, certificates, this.web));
+    const routesOf = (spec: ListenerSpec): Route[] => spec.routes.map((r) => routeFor(r, certificates, this.web));
     const next = plan.listeners.map((spec) => ({ spec, routes: routesOf(spec) }));
+    const budgetSettings = this.budgetSettings(config);
+    const budget = this.budget ?? new ConnectionBudget(budgetSettings.options);
+    const settings = muxSettings(config, budget);
 
+    const running = new Set(this.listeners);
+    const kept: Array<{ existing: RunningListener; spec: ListenerSpec; routes: Route[] }> = [];
+    const opened: RunningListener[] = [];
+    try {
+      for (const { spec, routes } of next) {
+        const existing = [...running].find((l) => serves(l, spec));
+        if (existing) {
+          new RouteTable(routes); // throws GATE_ERR_CONFIG_INVALID now rather than half-way through the swap
+          running.delete(existing);
+          kept.push({ existing, spec, routes });
+          continue;
+        }
+        opened.push(await this.open(spec, routes, settings));
+      }
+    } catch (err) {
+      await Promise.all(opened.map((l) => l.mux.close({ graceMs: 0 })));
+      throw err;
+    }
+
+    // The swap: nothing below can fail.
     this.config = config;
     this.certificates = certificates;
     this.secureContext = secureContext;
@@ -136,37 +199,60 @@ export class GateProxy {
       maintenance: () => this.config.proxy.clusterMaintenanceConfig,
       ...(this.options.logger ? { logger: this.options.logger } : {}),
     });
+    budget.setOptions(budgetSettings.options);
+    if (this.budget === undefined || this.capFrom !== budgetSettings.from || this.budget.cap !== budgetSettings.options.cap) {
+      // The cap always exists (issue 16): say at start, and when it changes, what it is and why.
+      this.logger.info({ maxConnections: budget.cap, capFrom: budgetSettings.from, highWater: budget.highWater, sourceShare: budget.sourceShare }, `connection cap ${budget.cap} (${budgetSettings.from})`);
+    }
+    this.budget = budget;
+    this.capFrom = budgetSettings.from;
+    for (const { existing, spec, routes } of kept) {
+      existing.mux.setRoutes(routes);
+      existing.mux.setOptions(settings);
+      existing.spec = spec;
+    }
+    // Listeners the new configuration no longer has: stop accepting, let their connections finish.
+    for (const gone of running) void gone.mux.close({ graceMs: 30_000 });
+    // In the plan's order (the shared port first), as the ping and `plan` report them.
+    const order = new Map(next.map(({ spec }, i) => [spec, i]));
+    this.listeners = [...kept.map((k) => k.existing), ...opened].sort((a, b) => order.get(a.spec)! - order.get(b.spec)!);
+  }
 
-    const running = new Map(this.listeners.map((l) => [listenerKey(l.spec), l]));
-    const kept: RunningListener[] = [];
-    for (const { spec, routes } of next) {
-      const existing = running.get(listenerKey(spec));
-      if (existing) {
-        existing.mux.setRoutes(routes);
-        existing.spec = spec;
-        running.delete(listenerKey(spec));
-        kept.push(existing);
-        continue;
-      }
-      const p = config.proxy;
-      const mux = new Multiplexer({
-        routes,
-        detectTimeoutMs: p.detectTimeoutMs,
-        idleTimeoutMs: p.idleTimeoutMs,
-        maxConnections: p.maxConnections,
-        proxyProtocol: p.proxyProtocol === 'on' ? { mode: 'on', trusted: p.proxyProtocolTrustedNetworks } : { mode: 'off' },
-        ...(this.options.logger ? { logger: this.options.logger.child({ listener: spec.name }) } : {}),
-      });
+  /** A new listener's multiplexer, bound; GATE_ERR_LISTEN_FAILED when its address cannot be. */
+  private async open(spec: ListenerSpec, routes: Route[], settings: MultiplexerSettings): Promise<RunningListener> {
+    const mux = new Multiplexer({
+      routes,
+      ...settings,
+      ...(this.options.logger ? { logger: this.options.logger.child({ listener: spec.name }) } : {}),
+    });
+    try {
       const address = await mux.listen({
         host: spec.host,
         port: spec.port,
         ...(spec.silentRoute !== undefined ? { silentRoute: spec.silentRoute } : {}),
         ...(spec.silentAfterMs !== undefined ? { silentAfterMs: spec.silentAfterMs } : {}),
       });
-      kept.push({ spec, mux, port: address.port });
+      return { spec, mux, port: address.port };
+    } catch (err) {
+      await mux.close({ graceMs: 0 });
+      if (err instanceof GateError) throw err;
+      const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      throw new GateError(ErrorCodes.LISTEN_FAILED, `${spec.configKey}: cannot listen on ${spec.host}:${spec.port} (${code})`, { cause: err });
     }
-    // Listeners the new configuration no longer has: stop accepting, let their connections finish.
-    for (const gone of running.values()) void gone.mux.close({ graceMs: 30_000 });
-    this.listeners = kept;
+  }
+
+  /** The cap: max_connections when set, else what the open-file limit carries. */
+  private budgetSettings(config: GateConfig): { options: { cap: number; highWater: number; sourceShare: number }; from: string } {
+    const p = config.proxy;
+    const descriptors = processBudget().from; // read once per process
+    if (p.maxConnections > descriptors.cap) {
+      this.logger.warn(
+        { maxConnections: p.maxConnections, descriptorCap: descriptors.cap },
+        `max_connections ${p.maxConnections} is above what the open-file limit carries (${descriptors.cap}: ${describeCap(descriptors)}); connections past it may fail to dial their upstream: raise LimitNOFILE`,
+      );
+    }
+    const cap = p.maxConnections > 0 ? p.maxConnections : descriptors.cap;
+    const from = p.maxConnections > 0 ? 'proxy_service.max_connections' : describeCap(descriptors);
+    return { options: { cap, highWater: p.highWater, sourceShare: p.sourceShare }, from };
   }
 }

@@ -1,62 +1,31 @@
-import t, { type Test } from 'tap';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import t from 'tap';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { requirePeer } from '../helpers/peers.js';
+import { GATE_MUX, startProxyCommand, stopProxyCommand } from '../helpers/proxy-command.js';
 import { closeServer, readUntil, run, startTaggedTcpServer, tcpClient } from '../helpers/net.js';
-
-// `gate-mux proxy`, as `npm start` and `npx gate-mux proxy` run it.
-const GATE_MUX = fileURLToPath(new URL('../../lib/cli/gate-mux.js', import.meta.url));
-
-interface Started {
-  child: ChildProcess;
-  output: () => string;
-}
-
-/** Starts `gate-mux proxy` and waits for its "try:" line (it prints that once it listens). */
-async function startProxy(t: Test, args: string[], cwd: string): Promise<Started> {
-  const child = spawn(process.execPath, [GATE_MUX, 'proxy', ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  await readUntil(child.stdout!, () => output.includes('try: curl'));
-  child.stdout!.resume();
-  return { child, output: () => output };
-}
-
-async function stop(child: ChildProcess): Promise<number | null> {
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const [code] = (await exited) as [number | null];
-  return code;
-}
 
 t.test('npm start on the embedded default configuration answers curl --cacert on 127.0.0.1:3080', async (t) => {
   const curl = requirePeer(t, 'curl', 'curl');
   if (!curl) return;
   const cwd = mkdtempSync(join(tmpdir(), 'gate-cli-'));
-  const { child, output } = await startProxy(t, [], cwd);
+  const { child, output } = await startProxyCommand(t, [], cwd);
   t.match(output(), /listening on 127\.0\.0\.1:3080 \(multiplex/);
   const ca = join(cwd, '.data', 'ca.pem');
   t.match(output(), `development CA: .data/ca.pem`);
   const ping = await run(curl, ['-sS', '--cacert', ca, 'https://127.0.0.1:3080/webapi/ping']);
   t.equal(ping.code, 0, ping.stderr);
   t.match(JSON.parse(ping.stdout), { proxy: { tls_routing_enabled: true, ssh: { listen_addr: '127.0.0.1:3080' } }, server_version: '0.1.0' });
-  t.equal(await stop(child), 0, 'SIGTERM drains and exits 0');
+  t.equal(await stopProxyCommand(child), 0, 'SIGTERM drains and exits 0');
 
   // A second start keeps the CA (clients that trust it keep working) and issues a fresh server cert.
   const caBefore = readFileSync(ca, 'utf8');
-  const again = await startProxy(t, [], cwd);
+  const again = await startProxyCommand(t, [], cwd);
   t.equal(readFileSync(ca, 'utf8'), caBefore, 'the CA made at first start is reused');
   const second = await run(curl, ['-sS', '--cacert', ca, 'https://localhost:3080/v1/webapi/automaticupgrades/channel/stable/cloud/version']);
   t.equal(second.stdout, 'v0.1.0');
-  t.equal(await stop(again.child), 0);
+  t.equal(await stopProxyCommand(again.child), 0);
 });
 
 t.test('--config and --pid-file; SIGHUP switches a route while a connection stays open', async (t) => {
@@ -72,7 +41,7 @@ t.test('--config and --pid-file; SIGHUP switches a route while a connection stay
   const yaml = (sshPort: number) =>
     `version: v3\ndata_dir: ${join(dir, 'data')}\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n  upstreams:\n    ssh: 127.0.0.1:${sshPort}\n`;
   writeFileSync(config, yaml(one.port));
-  const { child, output } = await startProxy(t, ['--config', config, '--pid-file', pidFile], dir);
+  const { child, output } = await startProxyCommand(t, ['--config', config, '--pid-file', pidFile], dir);
   const port = Number(/listening on 127\.0\.0\.1:(\d+)/.exec(output())![1]);
   t.equal(readFileSync(pidFile, 'utf8').trim(), String(child.pid), 'pid file written');
 
@@ -97,7 +66,7 @@ t.test('--config and --pid-file; SIGHUP switches a route while a connection stay
   await readUntil(child.stdout!, () => output().includes('reload failed'));
   t.match(output(), /no_such_key/, 'a bad reload says what is wrong and keeps running');
 
-  t.equal(await stop(child), 0);
+  t.equal(await stopProxyCommand(child), 0);
   t.notOk(existsSync(pidFile), 'pid file removed on exit');
 });
 
@@ -105,13 +74,13 @@ t.test('logs: JSON lines when the output is not a terminal, readable lines with 
   const dir = mkdtempSync(join(tmpdir(), 'gate-cli-'));
   const config = join(dir, 'gate.yaml');
   writeFileSync(config, `version: v3\ndata_dir: ${join(dir, 'data')}\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n`);
-  const json = await startProxy(t, ['--config', config], dir);
-  await stop(json.child);
+  const json = await startProxyCommand(t, ['--config', config], dir);
+  await stopProxyCommand(json.child);
   const line = json.output().split('\n').find((l) => l.includes('"msg":"listening"'));
   t.ok(line, 'a JSON log line for the listener');
   t.match(JSON.parse(line!), { level: 30, component: 'mux', msg: 'listening' });
-  const pretty = await startProxy(t, ['--config', config, '--log-format', 'pretty'], dir);
-  await stop(pretty.child);
+  const pretty = await startProxyCommand(t, ['--config', config, '--log-format', 'pretty'], dir);
+  await stopProxyCommand(pretty.child);
   t.match(pretty.output(), /INFO.*listening/, 'pino-pretty formats the same line');
   t.notMatch(pretty.output(), /"msg":"listening"/, 'and no JSON');
 });

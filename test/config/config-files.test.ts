@@ -167,8 +167,16 @@ proxy_service:
   detect_timeout: 3s
   idle_timeout: 1m30s
   max_connections: 10000
+  max_connections_per_source: 200
+  high_water: 75%
+  source_share: 0.05
 `,
     check: (c, _w, t) => {
+      t.equal(c.proxy.maxConnectionsPerSource, 200);
+      t.equal(c.proxy.highWater, 0.75, 'a percentage');
+      t.equal(c.proxy.sourceShare, 0.05, 'a fraction');
+      const defaults = parseConfig('proxy_service: {}').config.proxy;
+      t.same([defaults.maxConnections, defaults.maxConnectionsPerSource, defaults.highWater, defaults.sourceShare], [0, 0, 0.8, 0.1], 'defaults: the descriptor cap, no fixed per-source limit, 80%, 10%');
       t.same(c.proxy.httpsKeypairs, [
         { certFile: '/etc/gate/a.crt', keyFile: '/etc/gate/a.key' },
         { certFile: 'b.crt', keyFile: 'b.key' },
@@ -266,6 +274,9 @@ const invalid: InvalidCase[] = [
   { name: 'separate mode port clash with web', yaml: 'auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  web_listen_addr: 0.0.0.0:3080\n  mysql_listen_addr: 127.0.0.1:3080\n  upstreams: {mysql: 127.0.0.1:3306}\n', path: 'proxy_service.mysql_listen_addr', says: /expected an address of its own, but 127\.0\.0\.1:3080 is also proxy_service\.web_listen_addr/, line: 4 },
   { name: 'separate mode default port clash', yaml: 'auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  listen_addr: :3024\n  upstreams: {ssh: 127.0.0.1:22, tunnel: 127.0.0.1:4024}\n', path: 'proxy_service.tunnel_listen_addr', says: /0\.0\.0\.0:3024 \(its default\) is also proxy_service\.listen_addr/ },
   { name: 'peer port clash in multiplex mode', yaml: 'proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n  peer_listen_addr: 127.0.0.1:3080\n  upstreams: {peer: 10.0.0.2:3021}\n', path: 'proxy_service.peer_listen_addr', says: /is also proxy_service\.web_listen_addr/ },
+  { name: 'high_water above 1', yaml: 'proxy_service:\n  high_water: 1.5\n', path: 'proxy_service.high_water', says: /expected a fraction above 0 and at most 1, such as 0\.8 or 80%, got number 1\.5/ },
+  { name: 'source_share zero', yaml: 'proxy_service:\n  source_share: 0%\n', path: 'proxy_service.source_share', says: /expected a fraction above 0/ },
+  { name: 'max_connections_per_source text', yaml: 'proxy_service:\n  max_connections_per_source: lots\n', path: 'proxy_service.max_connections_per_source', says: /expected a whole number >= 0 \(0: none\)/ },
   { name: 'data_dir empty', yaml: 'data_dir: ""\n', path: 'data_dir', says: /expected a directory path/ },
 ];
 
@@ -331,4 +342,9 @@ t.test('the example configuration loads cleanly', async (t) => {
   t.same(config.proxy.upstreams.postgres, { host: '127.0.0.1', port: 5432 });
   t.equal(config.dataDir, '.data');
   t.same(config.proxy.automaticUpgradesChannels['stable/cloud'], { kind: 'static', version: 'v0.1.0' });
+  t.same(
+    [config.proxy.detectTimeoutMs, config.proxy.idleTimeoutMs, config.proxy.maxConnections, config.proxy.maxConnectionsPerSource, config.proxy.highWater, config.proxy.sourceShare],
+    [5000, 3_600_000, 0, 0, 0.8, 0.1],
+    'production defaults: a 5 s detection deadline, a 1 h idle timeout, the cap from the descriptor limit, the fair share',
+  );
 });

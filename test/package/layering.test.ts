@@ -16,7 +16,9 @@ function rulesFromDocument(): Map<string, Set<string>> {
   for (const line of section.split('\n')) {
     const cells = line.split('|').map((c) => c.trim());
     if (cells.length < 5 || !cells[1]!.startsWith('`')) continue;
-    const allowed = new Set(cells[3] === '—' ? [] : cells[3]!.split(',').map((s) => s.trim()));
+    // A remark in parentheses says why an edge is allowed; it is not a folder.
+    const names = cells[3]!.replace(/\([^)]*\)/g, '').trim();
+    const allowed = new Set(names === '—' ? [] : names.split(',').map((s) => s.trim()));
     for (const name of cells[1]!.matchAll(/`([a-z-]+)(?:\/|\.ts)`/g)) rules.set(name[1]!, allowed);
   }
   return rules;

@@ -5,10 +5,11 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
-import { createServer, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { parseConfig } from '../../lib/config/load.js';
 import { GateProxy } from '../../lib/proxy/gate-proxy.js';
 import { frameHeader } from '../../lib/framing/ping-frames.js';
+import { freePort } from '../helpers/daemon.js';
 import { closeServer, listening, readUntil, startTaggedTcpServer, startTaggedTlsServer, tcpClient } from '../helpers/net.js';
 
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
@@ -217,4 +218,151 @@ t.test('a reload with a broken configuration leaves the running proxy untouched'
   client.write('SSH-2.0-x\r\n');
   t.match(await readUntil(client, (s) => s.includes('SSH-2.0-x')), /upstream-one/, 'still routing with the old configuration');
   client.destroy();
+});
+
+
+t.test('reload is all or nothing: a new port that is taken leaves the old configuration running and nothing new open', async (t) => {
+  const proxy = await GateProxy.start({ config: parseConfig(yaml('multiplex')).config, version: '0.1.0' });
+  t.teardown(() => proxy.close({ graceMs: 100 }));
+  const port = proxy.plan.listeners[0]!.port;
+  const ca = readFileSync(proxy.caFile!, 'utf8');
+  const taken = createServer();
+  const takenPort = await listening(taken);
+  t.teardown(() => closeServer(taken));
+  const wouldOpen = await freePort('127.0.0.1');
+  // Separate mode on the same web port, the SSH port free and the MySQL port taken, and SSH to
+  // another upstream: had anything been swapped before the failure, it would show.
+  const next = yaml('separate', ssh2.port)
+    .replace('  listen_addr: 127.0.0.1:0', `  listen_addr: 127.0.0.1:${wouldOpen}`)
+    .replace('  mysql_listen_addr: 127.0.0.1:0', `  mysql_listen_addr: 127.0.0.1:${takenPort}`)
+    .replace('web_listen_addr: 127.0.0.1:0', `web_listen_addr: 127.0.0.1:${port}`);
+  await t.rejects(proxy.reload(parseConfig(next).config), { code: 'GATE_ERR_LISTEN_FAILED', message: /mysql_listen_addr: cannot listen on 127\.0\.0\.1:\d+ \(EADDRINUSE\)/ });
+
+  t.same(proxy.plan.listeners.map((l) => [l.name, l.port]), [['multiplex', port]], 'the plan is the old one');
+  const client = await tcpClient(port);
+  client.write('SSH-2.0-x\r\n');
+  t.match(await readUntil(client, (s) => s.includes('SSH-2.0-x')), /^SSH-2.0-upstream-one\n/, 'the old routes, the old upstream');
+  client.destroy();
+  const ping = JSON.parse((await get(port, '/webapi/ping', ca)).body);
+  t.equal(ping.proxy.tls_routing_enabled, true, 'ping still describes the old configuration');
+  const refused = await new Promise<string>((resolve) => {
+    const probe = connect({ host: '127.0.0.1', port: wouldOpen });
+    probe.on('connect', () => {
+      probe.destroy();
+      resolve('connected');
+    });
+    probe.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'));
+  });
+  t.equal(refused, 'ECONNREFUSED', 'the listener that did bind was closed again');
+
+  // The same reload once the port is free goes through, on the same web socket.
+  await closeServer(taken);
+  await proxy.reload(parseConfig(next.replace(`mysql_listen_addr: 127.0.0.1:${takenPort}`, 'mysql_listen_addr: 127.0.0.1:0')).config);
+  t.same(proxy.plan.listeners.find((l) => l.name === 'web')?.port, port, 'the shared port stayed bound under its new name');
+  t.equal(proxy.plan.listeners.find((l) => l.name === 'ssh')?.port, wouldOpen);
+});
+
+t.test('a start whose second listener cannot bind closes the first and fails', async (t) => {
+  const taken = createServer();
+  const takenPort = await listening(taken);
+  t.teardown(() => closeServer(taken));
+  const webPort = await freePort('127.0.0.1');
+  const config = yaml('separate').replace('web_listen_addr: 127.0.0.1:0', `web_listen_addr: 127.0.0.1:${webPort}`).replace('  mysql_listen_addr: 127.0.0.1:0', `  mysql_listen_addr: 127.0.0.1:${takenPort}`);
+  await t.rejects(GateProxy.start({ config: parseConfig(config).config, version: '0.1.0' }), { code: 'GATE_ERR_LISTEN_FAILED' });
+  const again = createServer();
+  t.equal(await new Promise<number>((resolve, reject) => {
+    again.once('error', reject);
+    again.listen(webPort, '127.0.0.1', () => resolve((again.address() as { port: number }).port));
+  }), webPort, 'the web port was released');
+  await closeServer(again);
+});
+
+/** A multiplex configuration with the given proxy_service lines added. */
+function tuned(lines: string[]): string {
+  return yaml('multiplex').replace('proxy_service:\n', `proxy_service:\n${lines.map((l) => `  ${l}\n`).join('')}`);
+}
+
+async function closedWithin(socket: Socket): Promise<void> {
+  if (socket.destroyed) return;
+  await once(socket, 'close');
+}
+
+t.test('reload: changed timeouts, limits and PROXY protocol apply to new connections on a listener that stays', async (t) => {
+  const { captureLogs } = await import('../hardening/log-capture.js');
+  const { logger, lines } = captureLogs();
+  // A long first deadline: the undecided connection from before must outlive every step below.
+  const proxy = await GateProxy.start({ config: parseConfig(tuned(['detect_timeout: 120s'])).config, version: '0.1.0', logger });
+  t.teardown(() => proxy.close({ graceMs: 100 }));
+  const port = proxy.plan.listeners[0]!.port;
+  t.match(lines.find((l) => l.msg.startsWith('connection cap')), { maxConnections: proxy.connectionCap.cap, capFrom: /open-file limit \d+/ }, 'the derived cap is logged at start');
+
+  // Opened under the old settings: one undecided, one routed.
+  const undecidedBefore = await tcpClient(port);
+  undecidedBefore.on('error', () => {});
+  undecidedBefore.write(Buffer.from([0x16, 0x03]));
+  const routedBefore = await tcpClient(port);
+  routedBefore.write('SSH-2.0-before\r\n');
+  await readUntil(routedBefore, (s) => s.includes('before'));
+
+  await proxy.reload(parseConfig(tuned(['detect_timeout: 200ms', 'idle_timeout: 300ms', 'max_connections: 50', 'max_connections_per_source: 3'])).config);
+  t.equal(proxy.plan.listeners[0]!.port, port, 'the same listener');
+  t.same(proxy.connectionCap, { cap: 50, from: 'proxy_service.max_connections' }, 'the new cap');
+
+  const undecidedAfter = await tcpClient(port);
+  undecidedAfter.on('error', () => {});
+  undecidedAfter.write(Buffer.from([0x16, 0x03]));
+  await closedWithin(undecidedAfter);
+  t.pass('a new undecided connection meets the new 200 ms detection deadline');
+  const routedAfter = await tcpClient(port);
+  routedAfter.write('SSH-2.0-after\r\n');
+  await readUntil(routedAfter, (s) => s.includes('after'));
+  await closedWithin(routedAfter);
+  t.pass('a new routed connection meets the new 300 ms idle timeout');
+  t.notOk(undecidedBefore.destroyed, 'the undecided one from before keeps its 120 s deadline');
+  routedBefore.write('still here');
+  t.match(await readUntil(routedBefore, (s) => s.includes('still here')), /still here/, 'the routed one from before has no idle timeout');
+  const stats = proxy.stats().multiplex!;
+  t.equal(stats.failures.GATE_ERR_DETECT_TIMEOUT, 1);
+  t.equal(stats.failures.GATE_ERR_IDLE_TIMEOUT, 1);
+
+  // Per source: two from before and this one make three; the fourth is refused.
+  const third = await tcpClient(port);
+  const fourth = await tcpClient(port);
+  await closedWithin(fourth);
+  t.equal(proxy.stats().multiplex!.failures.GATE_ERR_TOO_MANY_FROM_SOURCE, 1, 'max_connections_per_source applies');
+  third.destroy();
+
+  // PROXY protocol on, trusting loopback: a connection without a header is refused now.
+  await proxy.reload(parseConfig(tuned(['proxy_protocol: on', 'proxy_protocol_trusted_networks: [127.0.0.0/8]'])).config);
+  const bare = await tcpClient(port);
+  bare.on('error', () => {});
+  bare.write('SSH-2.0-bare\r\n');
+  await closedWithin(bare);
+  t.equal(proxy.stats().multiplex!.failures.GATE_ERR_PROXY_HEADER_MISSING, 1, 'PROXY protocol now required');
+  const behindBalancer = await tcpClient(port);
+  behindBalancer.write('PROXY TCP4 192.0.2.7 192.0.2.1 4000 443\r\nSSH-2.0-lb\r\n');
+  t.match(await readUntil(behindBalancer, (s) => s.includes('SSH-2.0-lb')), /upstream-one/, 'with a header it is routed');
+  behindBalancer.destroy();
+  routedBefore.write('and still');
+  t.match(await readUntil(routedBefore, (s) => s.includes('and still')), /and still/, 'established connections are untouched');
+
+  // Trusted networks narrowed to where loopback is not: refused at accept from now on.
+  await proxy.reload(parseConfig(tuned(['proxy_protocol: on', 'proxy_protocol_trusted_networks: [10.0.0.0/8]'])).config);
+  const untrusted = await tcpClient(port);
+  untrusted.on('error', () => {});
+  await closedWithin(untrusted);
+  t.equal(proxy.stats().multiplex!.failures.GATE_ERR_PROXY_HEADER_REFUSED, 1, 'the new trusted networks apply');
+
+  // A cap of 3 with two connections open from before: the third fits, the fourth is refused.
+  await proxy.reload(parseConfig(tuned(['max_connections: 3'])).config);
+  const fits = await tcpClient(port);
+  fits.write('SSH-2.0-fits\r\n');
+  await readUntil(fits, (s) => s.includes('fits'));
+  const over = await tcpClient(port);
+  over.on('error', () => {});
+  await closedWithin(over);
+  t.equal(proxy.stats().multiplex!.failures.GATE_ERR_TOO_MANY_CONNECTIONS, 1, 'the new max_connections counts the connections already open');
+  fits.destroy();
+  routedBefore.destroy();
+  undecidedBefore.destroy();
 });
