@@ -15,6 +15,7 @@ import { pino } from 'pino';
 import { loadConfig } from '../lib/config/load.js';
 import { formatAddress } from '../lib/config/address.js';
 import { GateProxy } from '../lib/proxy/gate-proxy.js';
+import { agentJoinHint } from '../lib/proxy/join-hint.js';
 
 const DEFAULT_CONFIG = fileURLToPath(new URL('../../examples/gate.yaml', import.meta.url));
 const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -56,6 +57,7 @@ if (proxy.caFile) {
 } else {
   console.log(`try: curl https://${web}/webapi/ping`);
 }
+console.log(agentJoinHint({ config: proxy.currentConfig, plan, caPin: proxy.caPin, tokenFile: proxy.devTokenFile }));
 
 process.on('SIGHUP', () => {
   load()

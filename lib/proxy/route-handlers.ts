@@ -7,6 +7,10 @@ import type { Route, RouteMatch } from '../mux/types.js';
 import { isPingAlpn } from '../wire/names.js';
 import type { ProxyCertificates } from './certificates.js';
 import type { RouteSpec } from './listener-plan.js';
+import { isAgentUpstream } from '../config/types.js';
+import { tunnelEndpoint } from '../tunnel/endpoint.js';
+import type { TunnelRegistry } from '../tunnel/registry.js';
+import { viaTunnel } from '../tunnel/via-tunnel.js';
 
 /** The servers the proxy answers web traffic with itself. */
 export interface WebServers {
@@ -46,16 +50,35 @@ function framed(spec: RouteSpec, inner: Handler): Handler {
   }
 }
 
-/** Turns one planned route into a multiplexer route with its handler. */
-export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: WebServers): Route {
+/**
+ * Turns one planned route into a multiplexer route with its handler. `tunnels` hosts agents: the
+ * tunnel route registers them, and an upstream `tunnel:<agent>/<host:port>` opens a stream
+ * through one (without it, both are configuration errors).
+ */
+export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: WebServers, tunnels?: TunnelRegistry): Route {
   const tls = (match: RouteMatch): TerminateHandler['tls'] => ({
     ...certificates.default,
     sniCertificates: certificates.bySni,
     selectAlpn: alpnChooser(match),
   });
-  const upstream = spec.upstream && forward({ host: spec.upstream.host, port: spec.upstream.port });
+  const needTunnels = (): TunnelRegistry => {
+    if (!tunnels) throw new GateError(ErrorCodes.CONFIG_INVALID, `route ${spec.name} needs the proxy's tunnel registry`);
+    return tunnels;
+  };
+  const upstream =
+    spec.upstream &&
+    (isAgentUpstream(spec.upstream)
+      ? viaTunnel(needTunnels(), spec.upstream.agent, spec.upstream.target)
+      : forward({ host: spec.upstream.host, port: spec.upstream.port }));
   let handler: Handler;
-  if (spec.protocol === 'web') {
+  if (spec.protocol === 'tunnel') {
+    // Agents trust the cluster CA (pinned when they joined), so the tunnel route always presents
+    // the cluster CA's server certificate, whatever https_keypairs gives the web port.
+    handler = tunnelEndpoint(needTunnels(), {
+      ...certificates.clusterServer,
+      ca: certificates.clusterCa.cert,
+    });
+  } else if (spec.protocol === 'web') {
     handler =
       spec.transport === 'plaintext'
         ? select((info) => serve(info.protocol === 'h2' ? web.h2c : web.http1))

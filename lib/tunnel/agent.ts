@@ -9,6 +9,7 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
+import { readRefusalDebugData } from './admission.js';
 import { serveAgentStream } from './agent-stream.js';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
@@ -57,8 +58,10 @@ export interface AgentConnectedEvent {
 }
 
 /**
- * A running agent. Events: `connected` (AgentConnectedEvent) once the proxy's HTTP/2 SETTINGS
- * arrive, which means the proxy has registered it; `disconnected` ({reason}) when the session ends.
+ * A running agent. Events: `connected` (AgentConnectedEvent) once the proxy has registered it (its
+ * SETTINGS and the answer to a first PING arrived); `disconnected` ({reason}) when the session
+ * ends; `refused` (GateError) when the proxy refuses the tunnel, with the proxy's code
+ * (GATE_ERR_AGENT_CERT_EXPIRED, _REVOKED, _UNTRUSTED, GATE_ERR_AGENT_DUPLICATE, ...).
  */
 export interface TunnelAgent extends EventEmitter {
   readonly name: string;
@@ -69,8 +72,14 @@ export interface TunnelAgent extends EventEmitter {
   readonly openStreams: number;
   /** Resolves once the tunnel is up (at once if it is); rejects after `timeoutMs`. */
   waitConnected(timeoutMs?: number): Promise<AgentConnectedEvent>;
-  /** Stops reconnecting and destroys the session, its streams and their target sockets. */
-  stop(): Promise<void>;
+  /**
+   * Stops reconnecting and destroys the session, its streams and their target sockets. With
+   * `graceMs`, first closes the tunnel cleanly: GOAWAY (NO_ERROR) so the proxy stops opening
+   * streams and frees the name at once, then up to `graceMs` for open streams to finish.
+   */
+  stop(options?: { graceMs?: number }): Promise<void>;
+  /** Use this certificate and key from the next tunnel connection on (after a renewal). */
+  setIdentity(identity: { cert: string | Buffer; key: string | Buffer }): void;
 }
 
 function defaultPolicy(resources: readonly string[]): (target: string) => boolean {
@@ -99,12 +108,14 @@ class Agent extends EventEmitter implements TunnelAgent {
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private current: AgentConnectedEvent | undefined;
+  private identity: { cert: string | Buffer; key: string | Buffer };
 
   constructor(private readonly options: AgentOptions) {
     super();
     this.name = options.name;
     this.log = componentLogger(options.logger, 'tunnel-agent').child({ agent: options.name });
     this.allow = options.allow ?? defaultPolicy(options.resources ?? []);
+    this.identity = { cert: options.cert, key: options.key };
     // The agent is the HTTP/2 *server* on a connection it dialled: the proxy is the one that opens
     // streams (one per client connection), so it must be the client (RFC 9113 §5.1.1: clients open
     // odd-numbered streams). The server object only builds sessions; it never listens.
@@ -130,11 +141,26 @@ class Agent extends EventEmitter implements TunnelAgent {
     }
   }
 
-  async stop(): Promise<void> {
+  setIdentity(identity: { cert: string | Buffer; key: string | Buffer }): void {
+    const named = certificateName(identity.cert);
+    if (named !== this.name) throw new GateError(ErrorCodes.AGENT_IDENTITY, `agent ${JSON.stringify(this.name)} was given a certificate for ${JSON.stringify(named)}`);
+    this.identity = { cert: identity.cert, key: identity.key };
+  }
+
+  async stop(options: { graceMs?: number } = {}): Promise<void> {
     if (this.stopped) return this.loop;
     this.stopped = true;
     this.abort.abort(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
     this.wake?.();
+    const session = this.session;
+    if (options.graceMs !== undefined && session && !session.destroyed && !session.closed) {
+      // close() sends GOAWAY NO_ERROR and waits for open streams; the timer bounds the wait.
+      const closed = once(session, 'close').then(() => undefined);
+      session.close();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, options.graceMs)))]);
+      clearTimeout(timer);
+    }
     // With an error, Node resets each open stream with INTERNAL_ERROR before the socket goes;
     // without one it would send RST_STREAM NO_ERROR, which reads as a finished stream.
     this.session?.destroy(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
@@ -177,8 +203,8 @@ class Agent extends EventEmitter implements TunnelAgent {
       alpn: [ALPN_REVERSE_TUNNEL],
       requireAlpn: true,
       ca: o.ca,
-      cert: o.cert,
-      key: o.key,
+      cert: this.identity.cert,
+      key: this.identity.key,
       ...(o.serverName === undefined ? {} : { serverName: o.serverName }),
       ...(o.env === undefined ? {} : { env: o.env }),
       ...(o.dialProxy === undefined ? {} : { proxy: o.dialProxy }),
@@ -223,15 +249,30 @@ class Agent extends EventEmitter implements TunnelAgent {
         },
       }),
     );
-    // The proxy's SETTINGS prove it has taken the session (it registers before it speaks).
+    // A proxy that refuses the agent (foreign CA, expired, revoked, duplicate name) says why in a
+    // GOAWAY's debug data, right after the SETTINGS every HTTP/2 session starts with.
+    let refusal: GateError | undefined;
+    current.on('goaway', (_code: number, _last: number, data?: Buffer) => {
+      const refused = readRefusalDebugData(data);
+      if (!refused || refusal) return;
+      refusal = new GateError(refused.code, `the proxy refused the tunnel: ${refused.message}`);
+      this.log.warn({ code: refusal.code }, refusal.message);
+      this.emit('refused', refusal);
+    });
+    // SETTINGS alone do not prove the proxy registered us (a refusal starts with them too); a PING
+    // answered after them does: a refused session has sent its GOAWAY before it could answer, and
+    // TCP keeps that order.
     current.once('remoteSettings', () => {
       if (current.destroyed) return;
       current.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
-      this.connected = true;
-      this.connections++;
-      this.current = { via: viaText, connections: this.connections };
-      this.log.info(this.current, 'tunnel up');
-      this.emit('connected', this.current);
+      current.ping((err) => {
+        if (err || refusal || current.destroyed || current.closed) return;
+        this.connected = true;
+        this.connections++;
+        this.current = { via: viaText, connections: this.connections };
+        this.log.info(this.current, 'tunnel up');
+        this.emit('connected', this.current);
+      });
     });
     startHeartbeat(current, {
       intervalMs: o.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
@@ -253,6 +294,8 @@ class Agent extends EventEmitter implements TunnelAgent {
       const why = reason ?? 'proxy closed the tunnel';
       this.log.info({ reason: why }, 'tunnel down');
       this.emit('disconnected', { reason: why });
+    } else if (refusal) {
+      throw refusal;
     } else if (!this.stopped) {
       throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy spoke HTTP/2: ${reason ?? 'closed'}`);
     }
