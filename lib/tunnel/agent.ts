@@ -70,6 +70,8 @@ export interface TunnelAgent extends EventEmitter {
   readonly connections: number;
   /** Target connections open right now. */
   readonly openStreams: number;
+  /** Streams served so far, and how many of them ended with RST_STREAM (either side) instead of END_STREAM. */
+  readonly streamStats: { served: number; reset: number };
   /** Resolves once the tunnel is up (at once if it is); rejects after `timeoutMs`. */
   waitConnected(timeoutMs?: number): Promise<AgentConnectedEvent>;
   /**
@@ -97,6 +99,7 @@ class Agent extends EventEmitter implements TunnelAgent {
   readonly name: string;
   connected = false;
   connections = 0;
+  readonly streamStats = { served: 0, reset: 0 };
   private readonly log: Logger;
   private readonly allow: (target: string) => boolean;
   private readonly targets = new Set<Socket>();
@@ -238,7 +241,11 @@ class Agent extends EventEmitter implements TunnelAgent {
       reason ??= err.message;
       this.log.debug({ err }, 'tunnel session error');
     });
-    current.on('stream', (stream, headers) =>
+    current.on('stream', (stream, headers) => {
+      this.streamStats.served++;
+      stream.once('close', () => {
+        if (stream.rstCode !== undefined && stream.rstCode !== 0) this.streamStats.reset++;
+      });
       serveAgentStream(stream, headers, {
         allow: this.allow,
         dialTimeoutMs: o.targetDialTimeoutMs ?? 10_000,
@@ -247,8 +254,8 @@ class Agent extends EventEmitter implements TunnelAgent {
           this.targets.add(target);
           target.once('close', () => this.targets.delete(target));
         },
-      }),
-    );
+      });
+    });
     // A proxy that refuses the agent (foreign CA, expired, revoked, duplicate name) says why in a
     // GOAWAY's debug data, right after the SETTINGS every HTTP/2 session starts with.
     let refusal: GateError | undefined;

@@ -7,6 +7,7 @@ import type { CustomHandler } from '../handlers/types.js';
 import { admitAgent, refusalDebugData, verifyErrorCode } from './admission.js';
 import { LocalAgentSessions, type AgentSessionEntry, type AgentSessions } from './agent-sessions.js';
 import { jsStreamOver } from './js-stream.js';
+import { releaseStream } from './release-stream.js';
 import { connectRequestHeaders, h2ErrorName, readRefusal } from './connect-request.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
 import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from './settings.js';
@@ -229,7 +230,10 @@ export class TunnelRegistry extends EventEmitter {
         stream.removeListener('response', onResponse);
         stream.removeListener('close', onClose);
         if (!err) return resolve(stream);
-        if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+        // A client that went away while the agent dialled releases the stream (END_STREAM, see
+        // release-stream.ts); an agent that did not answer in time gets a cancel.
+        if (err.code === ErrorCodes.DIAL_ABORTED) releaseStream(stream);
+        else if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
         reject(err);
       };
       const onResponse = (headers: IncomingHttpHeaders): void => {
