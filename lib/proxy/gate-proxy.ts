@@ -27,6 +27,8 @@ export interface GateProxyOptions {
   logger?: Logger;
   /** How forwarded channels are fetched; default: through HTTPS_PROXY/NO_PROXY with the dialer. */
   fetchText?: FetchText;
+  /** HTTPS_PROXY / NO_PROXY for the upstream dials that honour them (Kubernetes); default `process.env`, read at each (re)load. */
+  env?: NodeJS.ProcessEnv;
 }
 
 interface RunningListener {
@@ -183,7 +185,7 @@ export class GateProxy {
       ...(this.options.logger ? { logger: this.options.logger } : {}),
     });
     const plan = planListeners(config);
-    const routesOf = (spec: ListenerSpec) => spec.routes.map((r) => routeFor(r, certificates, this.web, this.registry));
+    const routesOf = (spec: ListenerSpec) => spec.routes.map((r) => routeFor(r, certificates, this.web, { tunnels: this.registry, ...(this.options.env ? { env: this.options.env } : {}) }));
     const next = plan.listeners.map((spec) => ({ spec, routes: routesOf(spec) }));
 
     this.config = config;

@@ -41,6 +41,8 @@ export interface StartGateProxyOptions {
   /** Extra `proxy_service` keys (public_addr, ...). */
   proxyService?: Record<string, unknown>;
   logger?: Logger;
+  /** HTTPS_PROXY / NO_PROXY for the proxy's own dials (default: none, so the test's environment never leaks in). */
+  env?: NodeJS.ProcessEnv;
 }
 
 /**
@@ -71,7 +73,7 @@ export async function startGateProxy(t: Teardownable, options: StartGateProxyOpt
     proxy_service: proxyService,
   });
   const { config } = parseConfig(yaml, { source: `interop ${options.mode} config` });
-  const proxy = await GateProxy.start({ config, version: PROXY_VERSION, ...(options.logger ? { logger: options.logger } : {}) });
+  const proxy = await GateProxy.start({ config, version: PROXY_VERSION, env: options.env ?? {}, ...(options.logger ? { logger: options.logger } : {}) });
   t.teardown(() => proxy.close({ graceMs: 500 }));
   const caFile = proxy.caFile;
   if (!caFile) throw new Error('the proxy made no development CA');
