@@ -82,7 +82,15 @@ async function identityFor(endpoint: JoinEndpoint, opts: { name: string; stateDi
  * Renews at two thirds of each certificate's life, saves the new identity and hands it to the
  * agent for its next connection; a failed renewal is retried every minute. Returns a stop function.
  */
-function keepRenewed(agent: TunnelAgent, endpoint: JoinEndpoint, stateDir: string, first: StoredIdentity, io: Io, log: Logger): () => void {
+function keepRenewed(
+  agent: TunnelAgent,
+  endpoint: JoinEndpoint,
+  stateDir: string,
+  first: StoredIdentity,
+  io: Io,
+  log: Logger,
+  renewAt: (certPem: string) => number,
+): () => void {
   let current = first;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
@@ -100,14 +108,14 @@ function keepRenewed(agent: TunnelAgent, endpoint: JoinEndpoint, stateDir: strin
         current = saved;
         agent.setIdentity(saved);
         io.out(`certificate renewed, valid until ${new Date(saved.expiresAt).toISOString()}`);
-        schedule(renewalTime(saved.cert));
+        schedule(renewAt(saved.cert));
       })
       .catch((err: unknown) => {
         log.warn({ code: isGateError(err) ? err.code : undefined }, `renewal failed, retrying in ${RENEW_RETRY_MS / 1000} s: ${(err as Error).message}`);
         schedule(Date.now() + RENEW_RETRY_MS);
       });
   };
-  schedule(renewalTime(first.cert));
+  schedule(renewAt(first.cert));
   return () => {
     stopped = true;
     clearTimeout(timer);
@@ -134,6 +142,8 @@ export interface AgentCliHooks {
   /** Resolves when the agent should stop (default: SIGTERM or SIGINT). */
   stopSignal?: Promise<unknown>;
   env?: NodeJS.ProcessEnv;
+  /** When to renew a certificate (default `renewalTime`: two thirds of its validity). */
+  renewAt?: (certPem: string) => number;
 }
 
 export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<number> {
@@ -212,7 +222,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
       dialTimeoutMs: timeoutMs,
       logger,
     });
-    if (stored && values['state-dir']) stopRenewal = keepRenewed(agent, endpoint, values['state-dir'], stored, io, logger);
+    if (stored && values['state-dir']) stopRenewal = keepRenewed(agent, endpoint, values['state-dir'], stored, io, logger, hooks.renewAt ?? renewalTime);
   } catch (err) {
     io.err(failure(err));
     return 1;

@@ -20,6 +20,8 @@ export interface IssueOptions {
   days?: number;
   /** Lifetime in milliseconds, for short-lived certificates; takes precedence over `days`. */
   ttlMs?: number;
+  /** How far notBefore is set back, for clocks behind ours (default one hour). */
+  backdateMs?: number;
 }
 
 /** A certificate the CA issued for a public key it was given (a CSR's), with its serial number. */
@@ -47,9 +49,11 @@ function serialNumber(): string {
   return bytes.toString('hex');
 }
 
-function validity(cert: forge.pki.Certificate, ttlMs: number): void {
+const HOUR_MS = 60 * 60 * 1000;
+
+function validity(cert: forge.pki.Certificate, ttlMs: number, backdateMs = HOUR_MS): void {
   const now = Date.now();
-  cert.validity.notBefore = new Date(now - 60 * 60 * 1000); // tolerate an hour of clock skew
+  cert.validity.notBefore = new Date(now - backdateMs); // tolerate clock skew (an hour by default)
   cert.validity.notAfter = new Date(now + ttlMs);
 }
 
@@ -117,7 +121,7 @@ export class CertificateAuthority {
     const cert = forge.pki.createCertificate();
     cert.publicKey = publicKey;
     cert.serialNumber = serialNumber();
-    validity(cert, options.ttlMs ?? (options.days ?? 825) * DAY_MS);
+    validity(cert, options.ttlMs ?? (options.days ?? 825) * DAY_MS, options.backdateMs);
     cert.setSubject([{ name: 'commonName', value: options.commonName }]);
     cert.setIssuer(this.forgeCert.subject.attributes);
     const usage = options.usage ?? 'server';

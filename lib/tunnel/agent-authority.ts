@@ -81,7 +81,11 @@ export class AgentAuthority {
   }
 
   private issue(name: string, publicKey: ReturnType<typeof verifyRequest>['publicKey']): { answer: IssuedAgentCertificate; serial: string } {
-    const issued = this.options.ca.issueFor(publicKey, { commonName: name, usage: 'client', ttlMs: this.options.certificateTtlMs() });
+    const ttlMs = this.options.certificateTtlMs();
+    // A short life tolerates less skew: an hour of backdating would put a 1 h certificate's
+    // renewal point (two thirds of its validity) at the moment it is issued.
+    const backdateMs = Math.min(5 * 60_000, Math.floor(ttlMs / 4));
+    const issued = this.options.ca.issueFor(publicKey, { commonName: name, usage: 'client', ttlMs, backdateMs });
     return { answer: { cert: issued.cert, ca: this.options.ca.cert, expires: issued.notAfter.toISOString() }, serial: issued.serial };
   }
 }

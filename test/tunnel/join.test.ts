@@ -14,7 +14,7 @@ import { caPin } from '../../lib/pki/ca-pin.js';
 import { createKeyAndRequest } from '../../lib/pki/certificate-request.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
 import { fetchPinnedCa, joinProxy, renewalTime, renewIdentity, type JoinEndpoint } from '../../lib/tunnel/join-client.js';
-import { AGENT_CA_PATH, AGENT_JOIN_PATH } from '../../lib/wire/names.js';
+import { AGENT_CA_PATH, AGENT_JOIN_PATH, AGENT_RENEW_PATH } from '../../lib/wire/names.js';
 import { captureLogs } from '../hardening/log-capture.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, listening, readUntil, startTaggedTcpServer, tlsClient, until } from '../helpers/net.js';
@@ -101,7 +101,8 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
   t.ok(cert.verify(new X509Certificate(gate.ca).publicKey), 'signed by the cluster CA');
   const lifetime = Date.parse(cert.validTo) - Date.now();
   t.ok(lifetime > 9 * 60_000 && lifetime <= 10 * 60_000 + 1000, `short-lived: ${Math.round(lifetime / 1000)} s left`);
-  t.ok(renewalTime(identity.cert) < Date.parse(cert.validTo), 'renewal is planned before expiry');
+  const renewAt = renewalTime(identity.cert);
+  t.ok(renewAt > Date.now() && renewAt < Date.parse(cert.validTo), 'renewal is planned ahead, before expiry');
   t.equal((await rejection(joinProxy(endpoint, { token: STATIC_TOKEN, name: 'edge', caPin: pin }))).code, ErrorCodes.JOIN_TOKEN_EXHAUSTED, 'use limit reached');
   const devIdentity = await joinProxy(endpoint, { token: devToken, name: 'any-name', caPin: pin });
   t.match(new X509Certificate(devIdentity.cert).subject, /CN=any-name/, 'the development token admits any name');
@@ -136,17 +137,44 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
 
 /** A raw join request (to send what `joinProxy` never would), verified against the cluster CA. */
 function postJoin(port: number, ca: string, body: unknown): Promise<{ status: number; code: string | undefined }> {
+  return webRequest(port, ca, 'POST', AGENT_JOIN_PATH, JSON.stringify(body));
+}
+
+function webRequest(port: number, ca: string, method: string, path: string, payload?: string): Promise<{ status: number; code: string | undefined }> {
   return new Promise((resolve, reject) => {
-    const payload = JSON.stringify(body);
     const req = request(
-      { host: '127.0.0.1', port, servername: 'localhost', ca, method: 'POST', path: AGENT_JOIN_PATH, headers: { 'content-type': 'application/json' }, agent: false },
+      { host: '127.0.0.1', port, servername: 'localhost', ca, method, path, headers: { 'content-type': 'application/json' }, agent: false },
       (res) => {
         let text = '';
         res.on('data', (d: Buffer) => (text += d.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, code: (JSON.parse(text) as { error?: { code?: string } }).error?.code }));
+        res.on('end', () => {
+          let code: string | undefined;
+          try {
+            code = (JSON.parse(text) as { error?: { code?: string } }).error?.code;
+          } catch {
+            code = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, code });
+        });
       },
     );
     req.on('error', reject);
     req.end(payload);
   });
 }
+
+t.test('the join endpoints refuse what is not a join', async (t) => {
+  const gate = await startGateProxy(t, { mode: 'multiplex', upstreams: {} });
+  const port = gate.port('multiplex');
+  t.match(await webRequest(port, gate.ca, 'GET', AGENT_JOIN_PATH), { status: 405, code: 'method_not_allowed' });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_CA_PATH, '{}'), { status: 405 });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, 'not json'), { status: 400, code: ErrorCodes.INVALID_ARGUMENT });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, '[1]'), { status: 400, code: ErrorCodes.INVALID_ARGUMENT });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'a b', token: 'x', csr: 'y' })), { status: 403, code: ErrorCodes.JOIN_NAME_NOT_ALLOWED });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', token: 'x' })), { status: 400, code: ErrorCodes.JOIN_CSR_INVALID });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', csr: 'y' })), { status: 401, code: ErrorCodes.JOIN_TOKEN_INVALID });
+  const big = await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ pad: 'x'.repeat(100_000) })).catch((err: Error) => err);
+  t.ok(big instanceof Error || big.status === 400, 'a body over 64 KiB is refused unread');
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_RENEW_PATH, JSON.stringify({ csr: 'y' })), { status: 401, code: ErrorCodes.JOIN_RENEW_REFUSED }, 'no client certificate');
+  t.match(await webRequest(port, gate.ca, 'GET', '/webapi/ping'), { status: 200 }, 'the other web endpoints still answer');
+});
