@@ -51,13 +51,13 @@ const shared = plan.listeners[0]!;
 const web = formatAddress(shared);
 console.log(`gate-mux proxy ${version} (${plan.mode === 'multiplex' ? 'TLS routing on one port' : 'separate ports'}), config ${configPath}`);
 for (const l of plan.listeners) console.log(`  listening on ${formatAddress(l)} (${l.name}: ${l.routes.map((r) => r.name).join(', ')})`);
+console.log(agentJoinHint({ config: proxy.currentConfig, plan, caPin: proxy.caPin, tokenFile: proxy.devTokenFile }));
 if (proxy.caFile) {
   console.log(`  development CA: ${proxy.caFile}`);
   console.log(`try: curl --cacert ${proxy.caFile} https://${web}/webapi/ping`);
 } else {
   console.log(`try: curl https://${web}/webapi/ping`);
 }
-console.log(agentJoinHint({ config: proxy.currentConfig, plan, caPin: proxy.caPin, tokenFile: proxy.devTokenFile }));
 
 process.on('SIGHUP', () => {
   load()

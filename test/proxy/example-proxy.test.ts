@@ -44,6 +44,13 @@ t.test('npm start on the embedded default configuration answers curl --cacert on
   t.match(output(), /listening on 127\.0\.0\.1:3080 \(multiplex/);
   const ca = join(cwd, '.data', 'ca.pem');
   t.match(output(), `development CA: .data/ca.pem`);
+  t.match(output(), /agents: CA pin sha256:[0-9a-f]{64}\n/, 'the CA pin is printed');
+  t.match(
+    output(),
+    /node dist\/examples\/agent\.js --proxy localhost:3080 --ca-pin sha256:[0-9a-f]{64} --token "\$\(cat \.data\/join-token\)" --name local-agent --allow 127\.0\.0\.1:5432 --state-dir \.agent-local-agent/,
+    'a ready-to-paste agent command for the configured agent',
+  );
+  t.notOk(output().includes(readFileSync(join(cwd, '.data', 'join-token'), 'utf8').trim()), 'the token itself is not printed');
   const ping = await run(curl, ['-sS', '--cacert', ca, 'https://127.0.0.1:3080/webapi/ping']);
   t.equal(ping.code, 0, ping.stderr);
   t.match(JSON.parse(ping.stdout), { proxy: { tls_routing_enabled: true, ssh: { listen_addr: '127.0.0.1:3080' } }, server_version: '0.1.0' });

@@ -102,6 +102,13 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
   t.equal(first.code, 0, first.stderr);
   t.equal(first.stdout.trim(), 'through the agent|42');
 
+  // As the README has it: psql straight at the proxy's port, TLS verified against the cluster CA.
+  const direct = await run(psql, [`host=localhost port=${port} sslmode=verify-full sslrootcert=${gate.caFile} user=${pg.user} dbname=postgres`, '-Atc', "select 'verified'"], {
+    env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
+  });
+  t.equal(direct.code, 0, direct.stderr);
+  t.equal(direct.stdout.trim(), 'verified', 'psql sslmode=verify-full on the shared port, through the agent');
+
   const sshResult = await runClient(ssh, [...sshClientArgs(sshd, { port }), 'echo', 'ssh-through-the-agent']);
   t.equal(sshResult.code, 0, describeResult(sshResult));
   t.equal(sshResult.stdout.toString().trim(), 'ssh-through-the-agent', 'plaintext ssh on the shared port, through the tunnel');
