@@ -178,3 +178,20 @@ t.test('the join endpoints refuse what is not a join', async (t) => {
   t.match(await webRequest(port, gate.ca, 'POST', AGENT_RENEW_PATH, JSON.stringify({ csr: 'y' })), { status: 401, code: ErrorCodes.JOIN_RENEW_REFUSED }, 'no client certificate');
   t.match(await webRequest(port, gate.ca, 'GET', '/webapi/ping'), { status: 200 }, 'the other web endpoints still answer');
 });
+
+t.test('separate mode: agents join on the web port and hold their tunnel on tunnel_listen_addr', async (t) => {
+  const tagged = await startTaggedTcpServer('separate-target');
+  t.teardown(() => closeServer(tagged.server));
+  const target = `127.0.0.1:${tagged.port}`;
+  const gate = await startGateProxy(t, { mode: 'separate', upstreams: { redis: `tunnel:sep/${target}` } });
+  const endpoint: JoinEndpoint = { proxy: gate.address('web'), serverName: 'localhost', env: {} };
+  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const identity = await joinProxy(endpoint, { token, name: 'sep', caPin: gate.proxy.caPin });
+  const agent = startAgent({ proxy: gate.address('tunnel'), name: 'sep', ...identity, serverName: 'localhost', env: {}, resources: [target] });
+  t.teardown(() => agent.stop());
+  await agent.waitConnected();
+  t.equal(gate.route('tunnel', 'tunnel').connections, 1, 'the tunnel came in on its own port');
+  const client = await tlsClient(gate.port('redis'), { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
+  t.equal((await readUntil(client, (s) => s.includes('\n'))).trim(), 'separate-target', 'the redis port reaches the target through the agent');
+  client.destroy();
+});
