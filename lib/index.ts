@@ -39,6 +39,8 @@ export {
 // Development certificates
 export { CertificateAuthority, type KeyPair, type IssueOptions } from './pki/certificate-authority.js';
 export { devCertificates, type DevCertificates } from './pki/dev-certificates.js';
+export { caPin, parseCaPin } from './pki/ca-pin.js';
+export { createKeyAndRequest, verifyRequest, type KeyAndRequest } from './pki/certificate-request.js';
 
 // Stream framing of the -ping ALPN variants
 export { PingFrameDecoder, frameHeader, PING_FRAME } from './framing/ping-frames.js';
@@ -52,7 +54,8 @@ export * from './config/index.js';
 export * from './proxy/index.js';
 export { GateProxy, type GateProxyOptions } from './proxy/gate-proxy.js';
 export { loadProxyCertificates, type ProxyCertificates } from './proxy/certificates.js';
-export { routeFor, type WebServers } from './proxy/route-handlers.js';
+export { routeFor, type WebServers, type RouteForOptions } from './proxy/route-handlers.js';
+export { agentJoinHint, agentsInConfig, type JoinHintOptions } from './proxy/join-hint.js';
 export {
   buildPing,
   VersionChannels,
@@ -77,6 +80,13 @@ export {
   tunnelEndpoint,
   tunnelRoute,
   parseTunnelUpstream,
+  joinProxy,
+  renewIdentity,
+  fetchPinnedCa,
+  LocalAgentSessions,
+  type AgentSessions,
+  type JoinEndpoint,
+  type AgentIdentity,
   type AgentOptions,
   type TunnelAgent,
   type AgentConnectedEvent,

@@ -1,5 +1,6 @@
 import type { HostPort } from './address.js';
 import type { ChannelConfig } from './channel.js';
+import type { JoinTokenRule } from '../tunnel/join-tokens.js';
 
 /**
  * `multiplex`: one port (web_listen_addr) serves every protocol, routed by TLS SNI/ALPN or plaintext
@@ -31,17 +32,8 @@ export function isAgentUpstream(upstream: Upstream): upstream is AgentUpstream {
   return 'agent' in upstream;
 }
 
-/** A join token from the configuration (`auth_service.join_tokens`). */
-export interface JoinTokenConfig {
-  /** The secret an agent presents once to get its first certificate. Never logged. */
-  token: string;
-  /** Agent names this token may join as; empty means any name. */
-  agents: string[];
-  /** Epoch milliseconds after which the token is refused; undefined: no expiry. */
-  expiresAt: number | undefined;
-  /** Joins allowed with this token (counted while the proxy runs); undefined: unlimited. */
-  maxUses: number | undefined;
-}
+/** A join token from the configuration (`auth_service.join_tokens`): what lib/tunnel's JoinTokens accepts. */
+export type JoinTokenConfig = JoinTokenRule;
 
 /** How agents join and how long their certificates live (`auth_service`). */
 export interface AgentAuthConfig {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { JoinTokenConfig } from '../config/types.js';
+import type { JoinTokenRule } from './join-tokens.js';
 
 /** The file in `data_dir` holding the development join token. */
 export const DEV_TOKEN_FILE = 'join-token';
@@ -12,7 +12,7 @@ export const DEV_TOKEN_FILE = 'join-token';
  * restarts. It admits any agent name, without expiry or use limit: it is how `npm start` on a
  * laptop gets its first agent, and whoever can read the data directory can read the CA key anyway.
  */
-export async function loadDevToken(dataDir: string): Promise<JoinTokenConfig> {
+export async function loadDevToken(dataDir: string): Promise<JoinTokenRule> {
   const file = join(dataDir, DEV_TOKEN_FILE);
   let token = await readFile(file, 'utf8').then(
     (text) => text.trim(),

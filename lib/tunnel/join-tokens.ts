@@ -1,6 +1,17 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { JoinTokenConfig } from '../config/types.js';
 import { ErrorCodes, GateError } from '../errors.js';
+
+/** A join token the proxy accepts (`auth_service.join_tokens`, or the development token). */
+export interface JoinTokenRule {
+  /** The secret an agent presents once to get its first certificate. Never logged. */
+  token: string;
+  /** Agent names this token may join as; empty means any name. */
+  agents: string[];
+  /** Epoch milliseconds after which the token is refused; undefined: no expiry. */
+  expiresAt: number | undefined;
+  /** Joins allowed with this token (counted while the proxy runs); undefined: unlimited. */
+  maxUses: number | undefined;
+}
 
 /** Compared as SHA-256 digests so the comparison takes the same time whatever the length or content. */
 function digest(token: string): Buffer {
@@ -8,7 +19,7 @@ function digest(token: string): Buffer {
 }
 
 interface Entry {
-  config: JoinTokenConfig;
+  config: JoinTokenRule;
   digest: Buffer;
   /** Which token this is in messages and logs: its position, never its value. */
   label: string;
@@ -24,12 +35,12 @@ export class JoinTokens {
   private entries: Entry[] = [];
   private readonly uses = new Map<string, number>();
 
-  constructor(tokens: JoinTokenConfig[] = []) {
+  constructor(tokens: JoinTokenRule[] = []) {
     this.replace(tokens);
   }
 
   /** The tokens from a new configuration. */
-  replace(tokens: JoinTokenConfig[]): void {
+  replace(tokens: JoinTokenRule[]): void {
     this.entries = tokens.map((config, index) => ({ config, digest: digest(config.token), label: `join_tokens[${index}]` }));
   }
 
