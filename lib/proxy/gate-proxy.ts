@@ -193,6 +193,8 @@ export class GateProxy {
     this.secureContext = secureContext;
     this.sniContexts = sniContexts;
     this.revoked = new Set(config.agents.revokedSerials);
+    // A certificate revoked by this reload ends its agent's tunnel now, not at its next connect.
+    this.registry.revalidate();
     this.joinTokens.replace([...config.agents.joinTokens, devToken]);
     this.devTokenPath = join(dataDir, DEV_TOKEN_FILE);
     this.authority = new AgentAuthority({

@@ -4,7 +4,7 @@ import { TLSSocket } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { CustomHandler } from '../handlers/types.js';
-import { admitAgent, refusalDebugData, verifyErrorCode } from './admission.js';
+import { admitAgent, normalizeSerial, refusalDebugData, verifyErrorCode } from './admission.js';
 import { LocalAgentSessions, type AgentSessionEntry, type AgentSessions } from './agent-sessions.js';
 import { jsStreamOver } from './js-stream.js';
 import { releaseStream } from './release-stream.js';
@@ -31,6 +31,12 @@ export interface OpenStreamOptions {
 
 interface AgentSession extends AgentSessionEntry {
   socket: TLSSocket;
+  /** The client certificate's serial (normalised), checked again by `revalidate`. */
+  serial: string;
+  /** Set while a duplicate's arrival has this session proving it is alive. */
+  probing?: boolean;
+  /** Why the proxy ended the session itself, for the disconnect reason. */
+  endedBy?: string;
 }
 
 /** Milliseconds a refused agent's socket is given to flush the GOAWAY that says why. */
@@ -108,9 +114,11 @@ export class TunnelRegistry extends EventEmitter {
   accept(socket: TLSSocket): GateError | undefined {
     const remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
     let name: string;
+    let serial = '';
     try {
       if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'tunnel registry is closed');
       const peer = socket.getPeerCertificate();
+      serial = normalizeSerial(peer?.serialNumber ?? '');
       name = admitAgent(
         {
           authorized: socket.authorized,
@@ -126,12 +134,18 @@ export class TunnelRegistry extends EventEmitter {
       new GateError(ErrorCodes.AGENT_DUPLICATE, `agent ${name} is already connected (from ${this.sessions.get(name)?.remote ?? '?'}); one tunnel per name`);
     const held = this.sessions.get(name);
     // Checked before the session starts, so the refusal can still be told over this socket.
-    if (held && !held.session.closed && !held.session.destroyed) return this.refuse(socket, duplicate(), remote);
+    if (held && !held.session.closed && !held.session.destroyed) {
+      // The holder may be a path that died without a FIN (the agent restarted elsewhere): make
+      // it prove it is alive now rather than at its next heartbeat, so the name frees sooner.
+      const local = [...this.all].find((e) => e === held);
+      if (local) this.probe(local);
+      return this.refuse(socket, duplicate(), remote);
+    }
     const session = connect('http://agent.tunnel', {
       createConnection: () => jsStreamOver(socket),
       settings: TUNNEL_SESSION_SETTINGS,
     });
-    const entry: AgentSession = { name, session, socket, remote, since: Date.now() };
+    const entry: AgentSession = { name, session, socket, remote, since: Date.now(), serial };
     if (!this.sessions.claim(entry)) {
       // Another holder appeared since the check (a store shared with other proxies): refuse without a GOAWAY.
       const error = duplicate();
@@ -173,12 +187,64 @@ export class TunnelRegistry extends EventEmitter {
     });
     session.once('close', () => {
       this.all.delete(entry);
-      release(reason ?? 'agent closed the tunnel');
+      release(entry.endedBy ?? reason ?? 'agent closed the tunnel');
       socket.destroy();
     });
     this.log.info({ agent: name, remote }, 'agent connected');
     this.emit('agent-connected', name);
     return undefined;
+  }
+
+  /**
+   * Checks the connected agents again, after the revocation list changed (a configuration
+   * reload): a session whose certificate is now revoked is ended at once, streams included, and
+   * the agent told why (GATE_ERR_AGENT_CERT_REVOKED in the GOAWAY). Returns the agents ended.
+   */
+  revalidate(): string[] {
+    const ended: string[] = [];
+    const isRevoked = this.options.isRevoked ?? (() => false);
+    for (const entry of this.all) {
+      if (entry.session.destroyed || !isRevoked(entry.serial)) continue;
+      const error = new GateError(ErrorCodes.AGENT_CERT_REVOKED, `the agent certificate (serial ${entry.serial}) has been revoked`);
+      this.log.warn({ agent: entry.name, remote: entry.remote, code: error.code }, `agent tunnel ended: ${error.message}`);
+      entry.endedBy = error.message;
+      this.sessions.release(entry);
+      this.emit('agent-disconnected', entry.name, error.message);
+      if (!entry.session.closed) entry.session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
+      // Give the GOAWAY a moment on the wire, then cut every stream: a revoked agent carries nothing more.
+      const timer = setTimeout(() => {
+        entry.session.destroy(error);
+        entry.socket.destroy();
+      }, 200);
+      timer.unref();
+      ended.push(entry.name);
+    }
+    return ended;
+  }
+
+  /** One PING with the heartbeat deadline; a session that does not answer is torn down. */
+  private probe(entry: AgentSession): void {
+    if (entry.probing || entry.session.destroyed || entry.session.closed) return;
+    entry.probing = true;
+    const timeoutMs = this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
+    const fail = (): void => {
+      entry.endedBy = `heartbeat: no PING answer within ${timeoutMs} ms after a second agent claimed the name`;
+      this.log.warn({ agent: entry.name, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, entry.endedBy);
+      entry.session.destroy(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, `agent ${entry.name}: ${entry.endedBy}`));
+      entry.socket.destroy();
+    };
+    const timer = setTimeout(fail, timeoutMs);
+    timer.unref();
+    try {
+      entry.session.ping((err) => {
+        clearTimeout(timer);
+        entry.probing = false;
+        if (err && !entry.session.destroyed) fail();
+      });
+    } catch {
+      clearTimeout(timer);
+      fail();
+    }
   }
 
   /** Tells a refused agent why (GOAWAY debug data), then closes its connection with the error. */

@@ -9,6 +9,8 @@ import { readFile, stat } from 'node:fs/promises';
 import { createServer as createHttpsServer } from 'node:https';
 import { request } from 'node:https';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { parseConfig } from '../../lib/config/load.js';
 import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { caPin } from '../../lib/pki/ca-pin.js';
 import { createKeyAndRequest } from '../../lib/pki/certificate-request.js';
@@ -194,4 +196,12 @@ t.test('separate mode: agents join on the web port and hold their tunnel on tunn
   const client = await tlsClient(gate.port('redis'), { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
   t.equal((await readUntil(client, (s) => s.includes('\n'))).trim(), 'separate-target', 'the redis port reaches the target through the agent');
   client.destroy();
+
+  // A reload that revokes the agent's certificate ends its tunnel at once.
+  const doc = parseYaml(gate.yaml) as { auth_service: Record<string, unknown> };
+  doc.auth_service.revoked_agent_certificates = [new X509Certificate(identity.cert).serialNumber];
+  const refused = once(agent, 'refused');
+  await gate.proxy.reload(parseConfig(stringifyYaml(doc)).config);
+  t.equal(((await refused) as [GateError])[0].code, ErrorCodes.AGENT_CERT_REVOKED, 'revoked by the reload');
+  t.same(gate.proxy.tunnels.agents(), []);
 });

@@ -282,3 +282,40 @@ t.test('heartbeats: a path that goes silent (no FIN) is torn down on both sides,
   t.equal(again.line, 'hb');
   again.socket.destroy();
 });
+
+t.test('revocation at reload ends a live tunnel, streams included, and tells the agent', async (t) => {
+  const echo = await taggedEcho(t, 'soon-revoked');
+  let revoked = '';
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'revokee', target: echo.address }], { registry: { isRevoked: (s) => s === revoked } });
+  const a = agent(t, proxy, 'revokee', [echo.address], { backoff: { initialMs: 5000, maxMs: 5000 } });
+  await a.waitConnected();
+  const { socket, line } = await greet(proxy.port, 'gate-redis');
+  t.equal(line, 'soon-revoked');
+  t.same(proxy.registry.revalidate(), [], 'nothing revoked yet');
+  revoked = new X509Certificate(agentCertificate('revokee').cert).serialNumber.toLowerCase().replace(/^0+/, '');
+  const refused = once(a, 'refused');
+  t.same(proxy.registry.revalidate(), ['revokee']);
+  t.equal(((await refused) as [GateError])[0].code, ErrorCodes.AGENT_CERT_REVOKED, 'the agent learns why');
+  await closed(socket);
+  t.same(proxy.registry.agents(), []);
+});
+
+t.test('a second agent under a held name makes the holder prove it is alive: a dead path frees the name', async (t) => {
+  const echo = await taggedEcho(t, 'successor');
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'phoenix', target: echo.address }], {
+    registry: { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 1000 },
+  });
+  const relay = await freezableRelay(t, proxy.port);
+  const old = agent(t, relay.port, 'phoenix', [echo.address], { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 60_000 });
+  await old.waitConnected();
+  relay.freeze(); // the old agent's path dies without a FIN; no heartbeat is due for a minute
+  const gone = once(proxy.registry, 'agent-disconnected');
+  const successor = agent(t, proxy, 'phoenix', [echo.address]);
+  const [, reason] = (await gone) as [string, string];
+  t.match(reason, /after a second agent claimed the name/, 'the probe found the old path dead');
+  await successor.waitConnected();
+  const again = await greet(proxy.port, 'gate-redis');
+  t.equal(again.line, 'successor', 'the restarted agent carries the route');
+  again.socket.destroy();
+  await old.stop();
+});
