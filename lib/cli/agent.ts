@@ -90,6 +90,7 @@ function keepRenewed(
   io: Io,
   log: Logger,
   renewAt: (certPem: string) => number,
+  onExpired: (error: GateError) => void,
 ): () => void {
   let current = first;
   let timer: NodeJS.Timeout | undefined;
@@ -111,6 +112,11 @@ function keepRenewed(
         schedule(renewAt(saved.cert));
       })
       .catch((err: unknown) => {
+        // Past expiry no renewal can succeed (it needs a valid certificate): only a new join can.
+        if (current.expiresAt <= Date.now()) {
+          onExpired(new GateError(ErrorCodes.AGENT_STATE, `the certificate in ${stateDir} expired at ${new Date(current.expiresAt).toISOString()} before it could be renewed (${(err as Error).message}): join again with --token and --ca-pin`));
+          return;
+        }
         log.warn({ code: isGateError(err) ? err.code : undefined }, `renewal failed, retrying in ${RENEW_RETRY_MS / 1000} s: ${(err as Error).message}`);
         schedule(Date.now() + RENEW_RETRY_MS);
       });
@@ -201,6 +207,9 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   };
   let agent: TunnelAgent;
   let stopRenewal = (): void => {};
+  let expired: GateError | undefined;
+  let onExpired = (): void => {};
+  const expiry = new Promise<void>((resolve) => (onExpired = resolve));
   try {
     let identity: { cert: string | Buffer; key: string | Buffer; ca: string | Buffer };
     let stored: StoredIdentity | undefined;
@@ -222,7 +231,12 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
       dialTimeoutMs: timeoutMs,
       logger,
     });
-    if (stored && values['state-dir']) stopRenewal = keepRenewed(agent, endpoint, values['state-dir'], stored, io, logger, hooks.renewAt ?? renewalTime);
+    if (stored && values['state-dir']) {
+      stopRenewal = keepRenewed(agent, endpoint, values['state-dir'], stored, io, logger, hooks.renewAt ?? renewalTime, (error) => {
+        expired = error;
+        onExpired();
+      });
+    }
   } catch (err) {
     io.err(failure(err));
     return 1;
@@ -230,10 +244,14 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   agent.on('connected', (e: AgentConnectedEvent) => io.out(`tunnel up: agent ${agent.name} via ${e.via} (connection ${e.connections})`));
   agent.on('disconnected', (e: { reason: string }) => io.out(`tunnel down: ${e.reason}`));
   agent.on('refused', (e: GateError) => io.err(failure(e)));
-  await (hooks.stopSignal ?? untilSignal());
+  await Promise.race([hooks.stopSignal ?? untilSignal(), expiry]);
   stopRenewal();
   await agent.stop({ graceMs: STOP_GRACE_MS });
   io.out('tunnel closed');
+  if (expired) {
+    io.err(failure(expired));
+    return 1;
+  }
   return 0;
 }
 
