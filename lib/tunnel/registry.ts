@@ -59,6 +59,11 @@ export class TunnelRegistry extends EventEmitter {
   private readonly sessions: AgentSessions;
   private readonly all = new Set<AgentSession>();
   private closed = false;
+  /**
+   * Streams opened through agents, and how many ended with RST_STREAM (sent or received) rather
+   * than END_STREAM both ways. Resets are what an agent's nghttp2 rate-limits (rapid reset).
+   */
+  readonly streamStats = { opened: 0, reset: 0 };
 
   constructor(private readonly options: TunnelRegistryOptions = {}) {
     super();
@@ -288,6 +293,10 @@ export class TunnelRegistry extends EventEmitter {
     } catch (err) {
       return Promise.reject(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${(err as Error).message}`, { cause: err }));
     }
+    this.streamStats.opened++;
+    stream.once('close', () => {
+      if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) this.streamStats.reset++;
+    });
     const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
     return new Promise<ClientHttp2Stream>((resolve, reject) => {
       const done = (err: GateError | undefined): void => {
