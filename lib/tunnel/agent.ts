@@ -10,6 +10,7 @@ import { componentLogger, type Logger } from '../log.js';
 import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
 import { readRefusalDebugData } from './admission.js';
+import { h2ErrorName } from './connect-request.js';
 import { serveAgentStream } from './agent-stream.js';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
@@ -112,6 +113,8 @@ class Agent extends EventEmitter implements TunnelAgent {
   private loop: Promise<void> | undefined;
   private current: AgentConnectedEvent | undefined;
   private identity: { cert: string | Buffer; key: string | Buffer };
+  /** Sessions the proxy sent GOAWAY on, finishing their streams while a new tunnel takes over. */
+  private readonly draining = new Set<{ session: ServerHttp2Session; socket: TLSSocket }>();
 
   constructor(private readonly options: AgentOptions) {
     super();
@@ -168,6 +171,10 @@ class Agent extends EventEmitter implements TunnelAgent {
     // without one it would send RST_STREAM NO_ERROR, which reads as a finished stream.
     this.session?.destroy(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
     this.socket?.destroy();
+    for (const old of this.draining) {
+      old.session.destroy(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
+      old.socket.destroy();
+    }
     for (const socket of this.targets) socket.destroy();
     await this.loop;
   }
@@ -256,8 +263,14 @@ class Agent extends EventEmitter implements TunnelAgent {
     // A proxy that refuses the agent (foreign CA, expired, revoked, duplicate name) says why in a
     // GOAWAY's debug data, right after the SETTINGS every HTTP/2 session starts with.
     let refusal: GateError | undefined;
-    current.on('goaway', (_code: number, _last: number, data?: Buffer) => {
+    let onGoaway = (): void => {};
+    const goawaySeen = new Promise<void>((resolve) => (onGoaway = resolve));
+    current.on('goaway', (code: number, _last: number, data?: Buffer) => {
       const refused = readRefusalDebugData(data);
+      // A GOAWAY ends this tunnel for new streams (RFC 9113 §6.8): the open ones finish on it
+      // while the agent dials a new one, so the proxy is never left without this agent.
+      reason ??= refused ? `the proxy refused the tunnel: ${refused.message}` : `proxy sent GOAWAY (${h2ErrorName(code)})`;
+      onGoaway();
       if (!refused || refusal) return;
       refusal = new GateError(refused.code, `the proxy refused the tunnel: ${refused.message}`);
       this.log.warn({ code: refusal.code }, refusal.message);
@@ -288,8 +301,22 @@ class Agent extends EventEmitter implements TunnelAgent {
         socket.destroy();
       },
     });
-    await once(current, 'close');
-    socket.destroy();
+    let sessionClosed = false;
+    const closedNow = once(current, 'close').then(() => {
+      sessionClosed = true;
+    });
+    await Promise.race([closedNow, goawaySeen]);
+    // `closed` turns true as soon as a GOAWAY arrives (Node begins a graceful close), so whether
+    // the session is really over is read from its 'close' event.
+    if (sessionClosed || current.destroyed) socket.destroy();
+    else {
+      const old = { session: current, socket };
+      this.draining.add(old);
+      current.once('close', () => {
+        socket.destroy();
+        this.draining.delete(old);
+      });
+    }
     this.session = undefined;
     this.socket = undefined;
     const wasConnected = this.connected;

@@ -176,6 +176,8 @@ export class TunnelRegistry extends EventEmitter {
     session.on('goaway', (errorCode: number) => {
       reason ??= `agent sent GOAWAY (${h2ErrorName(errorCode)})`;
       release(reason);
+      // Our side closes too once its streams are done, so the connection does not linger.
+      if (!session.closed && !session.destroyed) session.close();
     });
     session.once('connect', () => {
       if (!session.destroyed) session.setLocalWindowSize(TUNNEL_WINDOW_BYTES);

@@ -319,3 +319,23 @@ t.test('a second agent under a held name makes the holder prove it is alive: a d
   again.socket.destroy();
   await old.stop();
 });
+
+t.test("the proxy's GOAWAY: the agent dials a new tunnel at once while open streams finish on the old one", async (t) => {
+  const echo = await taggedEcho(t, 'drain');
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'drainer', target: echo.address }]);
+  const a = agent(t, proxy, 'drainer', [echo.address]);
+  await a.waitConnected();
+  const before = await greet(proxy.port, 'gate-redis');
+  const down = once(a, 'disconnected');
+  const up = once(a, 'connected');
+  proxy.registry.goAway();
+  t.match(((await down) as [{ reason: string }])[0].reason, /proxy sent GOAWAY \(NO_ERROR\)/);
+  t.equal(((await up) as [{ connections: number }])[0].connections, 2, 'a new tunnel came up');
+  before.socket.write('still flowing\n');
+  t.match(await readUntil(before.socket, (s) => s.includes('still flowing')), /still flowing/, 'the open stream finished on the old tunnel');
+  before.socket.destroy();
+  await proxy.registry.waitFor('drainer');
+  const after = await greet(proxy.port, 'gate-redis');
+  t.equal(after.line, 'drain', 'new clients use the new tunnel');
+  after.socket.destroy();
+});
