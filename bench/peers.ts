@@ -195,6 +195,8 @@ export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[]
   return [
     directPeer,
     nodePeer('gate-mux', 'router.js', true),
+    // The same route with upstream A behind an agent's reverse tunnel (router + agent process).
+    nodePeer('gate-mux-tunnel', 'tunnel-router.js', true),
     ...compare.map((path, i) => nodePeer(`gate-mux-ref${i === 0 ? '' : i + 1}`, 'router.js', true, path, refNodeArgs)),
     nodePeer('node-baseline', 'baseline-router.js', false),
     haproxyPeer(),

@@ -161,6 +161,10 @@ export {
   type RouteFraming,
   routeFor,
   type WebServers,
+  type RouteForOptions,
+  agentJoinHint,
+  agentsInConfig,
+  type JoinHintOptions,
   parseConfig,
   loadConfig,
   ConfigError,
@@ -200,6 +204,8 @@ export {
 // Development certificates (node-forge)
 export { CertificateAuthority, type KeyPair, type IssueOptions } from './pki/certificate-authority.js';
 export { devCertificates, type DevCertificates } from './pki/dev-certificates.js';
+export { caPin, parseCaPin } from './pki/ca-pin.js';
+export { createKeyAndRequest, verifyRequest, type KeyAndRequest } from './pki/certificate-request.js';
 
 // Reverse tunnels: agents dial out, the proxy opens streams through them (`gate-mux/tunnel`)
 export {
@@ -209,6 +215,13 @@ export {
   tunnelEndpoint,
   tunnelRoute,
   parseTunnelUpstream,
+  joinProxy,
+  renewIdentity,
+  fetchPinnedCa,
+  LocalAgentSessions,
+  type AgentSessions,
+  type JoinEndpoint,
+  type AgentIdentity,
   type AgentOptions,
   type TunnelAgent,
   type AgentConnectedEvent,

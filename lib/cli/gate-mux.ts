@@ -16,6 +16,7 @@ interface Command {
 const COMMANDS: Record<string, Command> = {
   proxy: { summary: 'run the proxy (one port for web, SSH, tunnels, Kubernetes and databases)', load: () => import('./proxy.js') },
   'local-proxy': { summary: 'carry a local client (psql, redis-cli, ssh, ...) to the proxy inside TLS with an ALPN', load: () => import('./local-proxy.js') },
+  agent: { summary: 'join the proxy and hold a reverse tunnel for the resources on its --allow list', load: () => import('./agent.js') },
   upgrade: { summary: 'the updater: dry-run, run, export-schedule (the same as gate-upgrade)', load: () => import('./gate-upgrade.js') },
 };
 

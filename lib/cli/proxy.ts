@@ -5,11 +5,14 @@
  * Without https_keypairs it makes a development CA in data_dir at first start and issues the
  * server certificate from it.
  */
+import { realpathSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
+import { relative, sep } from 'node:path';
 import type { Logger } from 'pino';
 import { loadConfig } from '../config/load.js';
 import { formatAddress } from '../config/address.js';
 import { GateProxy } from '../proxy/gate-proxy.js';
+import { agentJoinHint } from '../proxy/join-hint.js';
 import { cliLogger, isLogLevel, parseLogFormat } from './log.js';
 import { defaultConfigPath, packageVersion } from './package-info.js';
 import { parseCommand, usageError } from './usage.js';
@@ -103,6 +106,7 @@ function printBanner(proxy: GateProxy, configPath: string): void {
   for (const l of plan.listeners) console.log(`  listening on ${formatAddress(l)} (${l.name}: ${l.routes.map((r) => r.name).join(', ')})`);
   const { cap, from } = proxy.connectionCap;
   console.log(`  at most ${cap} open connections: ${from}`);
+  console.log(agentJoinHint({ config: proxy.currentConfig, plan, caPin: proxy.caPin, tokenFile: proxy.devTokenFile, agentCommand: agentCommand() }));
   if (proxy.caFile) {
     console.log(`  development CA: ${proxy.caFile}`);
     console.log(`try: curl --cacert ${proxy.caFile} https://${web}/webapi/ping`);
@@ -114,4 +118,16 @@ function printBanner(proxy: GateProxy, configPath: string): void {
 function describe(err: unknown): string {
   const code = (err as { code?: string }).code;
   return `${code ? `${code}: ` : ''}${err instanceof Error ? err.message : String(err)}`;
+}
+
+/**
+ * How to run the agent from the same installation as this proxy: `npx gate-mux agent` where
+ * gate-mux is an installed package, `node <path>/gate-mux.js agent` in a checkout (where npx would
+ * look for the package on the registry instead).
+ */
+function agentCommand(): string {
+  const script = process.argv[1] ? realpathSync(process.argv[1]) : '';
+  if (script.includes(`${sep}node_modules${sep}`)) return 'npx gate-mux agent';
+  const path = relative(process.cwd(), script);
+  return `node ${path.startsWith('..') ? script : path} agent`;
 }

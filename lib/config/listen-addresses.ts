@@ -35,7 +35,15 @@ export function hasOwnPort(protocol: UpstreamProtocol, config: Pick<GateConfig, 
 }
 
 /**
- * Where the proxy accepts a protocol's traffic, or undefined when the protocol is off (no upstream).
+ * Is `protocol` served? Every protocol with an upstream is, and always the reverse tunnel: the
+ * proxy hosts agents itself (issue 13), so `tunnel` needs no upstream.
+ */
+export function protocolEnabled(config: Pick<GateConfig, 'proxy'>, protocol: UpstreamProtocol): boolean {
+  return protocol === 'tunnel' || config.proxy.upstreams[protocol] !== undefined;
+}
+
+/**
+ * Where the proxy accepts a protocol's traffic, or undefined when the protocol is off (`protocolEnabled`).
  * Multiplex mode: the web address (peering excepted). Separate mode: the configured address, else the
  * web address's host with the legacy port — the web host rather than all interfaces, so that a proxy
  * bound to loopback does not open its other ports to the network by default.
@@ -46,7 +54,7 @@ export function listenAddressFor(
 ): HostPort | undefined {
   const web = config.proxy.webListenAddr;
   if (protocol === 'web') return web;
-  if (!config.proxy.upstreams[protocol]) return undefined;
+  if (!protocolEnabled(config, protocol)) return undefined;
   if (!hasOwnPort(protocol, config)) return web;
   return config.proxy.listenAddrs[protocol] ?? { host: web.host, port: LEGACY_PORTS[protocol] };
 }

@@ -1,6 +1,7 @@
 import type { HostPort } from './address.js';
 import type { ChannelConfig } from './channel.js';
 import type { MaintenanceConfig } from './maintenance-schedule.js';
+import type { JoinTokenRule } from '../tunnel/join-tokens.js';
 
 /**
  * `multiplex`: one port (web_listen_addr) serves every protocol, routed by TLS SNI/ALPN or plaintext
@@ -14,6 +15,35 @@ export type UpstreamProtocol = (typeof UPSTREAM_PROTOCOLS)[number];
 
 /** Every route the proxy knows (docs/ARCHITECTURE.md, "The wire contract"). */
 export type ProxyProtocolName = 'web' | UpstreamProtocol;
+
+/**
+ * An upstream reached through an agent's reverse tunnel (`tunnel:<agent>/<host:port>`): `target`
+ * is dialled by the agent, in its own network, if its allow-list has it.
+ */
+export interface AgentUpstream {
+  agent: string;
+  /** `host:port` (IPv6 bracketed) as the agent dials it. */
+  target: string;
+}
+
+/** Where a protocol's traffic goes: an address the proxy dials, or a target behind an agent. */
+export type Upstream = HostPort | AgentUpstream;
+
+export function isAgentUpstream(upstream: Upstream): upstream is AgentUpstream {
+  return 'agent' in upstream;
+}
+
+/** A join token from the configuration (`auth_service.join_tokens`): what lib/tunnel's JoinTokens accepts. */
+export type JoinTokenConfig = JoinTokenRule;
+
+/** How agents join and how long their certificates live (`auth_service`). */
+export interface AgentAuthConfig {
+  joinTokens: JoinTokenConfig[];
+  /** Lifetime of an agent certificate; agents renew at two thirds of it. Default 1 h. */
+  certificateTtlMs: number;
+  /** Serial numbers (lower-case hex) of agent certificates the tunnel route refuses. */
+  revokedSerials: string[];
+}
 
 export interface KeyPairFiles {
   certFile: string;
@@ -44,8 +74,11 @@ export interface ProxyServiceConfig {
   automaticUpgradesChannels: Record<string, ChannelConfig>;
   /** The agents' maintenance schedule, served for `gate-upgrade export-schedule`; undefined: none. */
   clusterMaintenanceConfig: MaintenanceConfig | undefined;
-  /** Where each protocol's traffic goes. A protocol without an upstream is not routed at all. */
-  upstreams: Partial<Record<UpstreamProtocol, HostPort>>;
+  /**
+   * Where each protocol's traffic goes. A protocol without an upstream is not routed at all, except
+   * `tunnel`, which has none: the proxy itself hosts agents' reverse tunnels.
+   */
+  upstreams: Partial<Record<UpstreamProtocol, Upstream>>;
   /** Deadline for detecting a connection's protocol, PROXY header included. Default 10 s. */
   detectTimeoutMs: number;
   /** Idle timeout for routed connections; 0 is none (the default). */
@@ -72,6 +105,8 @@ export interface GateConfig {
   dataDir: string | undefined;
   /** From `auth_service.proxy_listener_mode`. */
   listenerMode: ListenerMode;
+  /** Join tokens, agent certificate lifetime and revocations (from `auth_service`). */
+  agents: AgentAuthConfig;
   proxy: ProxyServiceConfig;
 }
 

@@ -2,12 +2,17 @@ import { formatAddress, isCidr, isWildcardHost, parseAddress, type HostPort, typ
 import { channelNameProblem, normalizeVersion, type ChannelConfig } from './channel.js';
 import { checkAgentUpgrades, type MaintenanceConfig } from './maintenance-schedule.js';
 import { parseDuration } from './duration.js';
-import { LEGACY_PORTS, LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor } from './listen-addresses.js';
+import { LEGACY_PORTS, LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor, protocolEnabled } from './listen-addresses.js';
 import { nearestKey } from './suggest.js';
 import { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from '../mux/connection-budget.js';
+import { isTunnelUpstream, parseTunnelUpstream } from '../tunnel/tunnel-upstream.js';
+import { isValidAgentName } from '../tunnel/agent-identity.js';
 import {
   UPSTREAM_PROTOCOLS,
+  type AgentAuthConfig,
   type GateConfig,
+  type JoinTokenConfig,
+  type Upstream,
   type KeyPairFiles,
   type ListenerMode,
   type ProxyServiceConfig,
@@ -34,7 +39,11 @@ export interface ValidationResult {
 }
 
 const TOP_KEYS = ['version', 'data_dir', 'auth_service', 'proxy_service'] as const;
-const AUTH_KEYS = ['proxy_listener_mode'] as const;
+const AUTH_KEYS = ['proxy_listener_mode', 'join_tokens', 'agent_certificate_ttl', 'revoked_agent_certificates'] as const;
+const JOIN_TOKEN_KEYS = ['token', 'agents', 'expires', 'max_uses'] as const;
+const DEFAULT_AGENT_CERTIFICATE_TTL_MS = 60 * 60 * 1000;
+/** Below this a certificate could expire before the agent's renewal (at two thirds) gets through. */
+const MIN_AGENT_CERTIFICATE_TTL_MS = 60 * 1000;
 const PUBLIC_ADDR_KEYS = [
   'public_addr',
   'ssh_public_addr',
@@ -306,18 +315,111 @@ function readForwardUrl(c: Checker, raw: unknown, path: PathSegment[]): string |
   return url.href.replace(/\/+$/, '');
 }
 
-function readUpstreams(c: Checker, value: unknown): Partial<Record<UpstreamProtocol, HostPort>> {
+function readUpstreams(c: Checker, value: unknown): Partial<Record<UpstreamProtocol, Upstream>> {
   const path = ['proxy_service', 'upstreams'];
-  const out: Partial<Record<UpstreamProtocol, HostPort>> = {};
+  const out: Partial<Record<UpstreamProtocol, Upstream>> = {};
   const map = c.section(value, path);
   if (!map) return out;
   c.keys(map, UPSTREAM_PROTOCOLS, path);
   for (const protocol of UPSTREAM_PROTOCOLS) {
-    if (map[protocol] === undefined) continue;
-    const address = c.address(map[protocol], [...path, protocol], 'host:port or [IPv6]:port', {});
+    const raw = map[protocol];
+    if (raw === undefined) continue;
+    const at = [...path, protocol];
+    if (protocol === 'tunnel') {
+      // Until issue 13 the proxy forwarded the tunnel ALPN's cleartext to this address; now it
+      // hosts agents itself, so an old file must be edited rather than silently half-obeyed.
+      c.fail(
+        at,
+        'no longer used: the proxy hosts agents\' reverse tunnels itself (mutual TLS against its CA); remove this key, ' +
+          'and point a protocol at a resource behind an agent with tunnel:<agent>/<host:port>, e.g. postgres: tunnel:db-agent/127.0.0.1:5432',
+      );
+      continue;
+    }
+    if (typeof raw === 'string' && isTunnelUpstream(raw.trim())) {
+      if (protocol === 'peer') {
+        c.fail(at, 'expected host:port: peering goes to another proxy, never through an agent');
+        continue;
+      }
+      try {
+        out[protocol] = parseTunnelUpstream(raw.trim());
+      } catch (err) {
+        c.fail(at, `expected tunnel:<agent>/<host:port>: ${(err as Error).message}`);
+      }
+      continue;
+    }
+    const address = c.address(raw, at, 'host:port, [IPv6]:port or tunnel:<agent>/<host:port>', {});
     if (address) out[protocol] = address;
   }
   return out;
+}
+
+function readJoinToken(c: Checker, item: unknown, path: PathSegment[]): JoinTokenConfig | undefined {
+  if (!isPlainMap(item)) return c.fail(path, `expected a mapping with token (and optionally agents, expires, max_uses), got ${describe(item)}`);
+  c.keys(item, JOIN_TOKEN_KEYS, path);
+  // Never echo the token itself in a message: configuration errors are printed and logged.
+  const token = typeof item.token === 'string' ? item.token.trim() : undefined;
+  if (token === undefined) return c.fail([...path, 'token'], 'expected a secret string');
+  if (token.length < 16) return c.fail([...path, 'token'], `expected at least 16 characters (got ${token.length}): a join token is a secret`);
+  const agents: string[] = [];
+  if (item.agents !== undefined) {
+    const list = typeof item.agents === 'string' ? [item.agents] : item.agents;
+    if (!Array.isArray(list)) return c.fail([...path, 'agents'], `expected a list of agent names, got ${describe(item.agents)}`);
+    list.forEach((name, index) => {
+      if (typeof name === 'string' && isValidAgentName(name)) agents.push(name);
+      else c.fail([...path, 'agents', index], `expected an agent name (letters, digits, . _ -), got ${describe(name)}`);
+    });
+  }
+  let expiresAt: number | undefined;
+  if (item.expires !== undefined) {
+    // YAML reads an unquoted timestamp as a Date; a quoted one is a string.
+    const ms = item.expires instanceof Date ? item.expires.getTime() : typeof item.expires === 'string' ? Date.parse(item.expires) : Number.NaN;
+    if (Number.isNaN(ms)) return c.fail([...path, 'expires'], `expected an RFC 3339 time such as 2026-12-31T00:00:00Z, got ${describe(item.expires)}`);
+    expiresAt = ms;
+  }
+  let maxUses: number | undefined;
+  if (item.max_uses !== undefined) {
+    if (typeof item.max_uses !== 'number' || !Number.isSafeInteger(item.max_uses) || item.max_uses < 1) {
+      return c.fail([...path, 'max_uses'], `expected a whole number >= 1, got ${describe(item.max_uses)}`);
+    }
+    maxUses = item.max_uses;
+  }
+  return { token, agents, expiresAt, maxUses };
+}
+
+function readAgentAuth(c: Checker, auth: Record<string, unknown>): AgentAuthConfig {
+  const path: PathSegment[] = ['auth_service'];
+  const joinTokens: JoinTokenConfig[] = [];
+  if (auth.join_tokens !== undefined) {
+    if (!Array.isArray(auth.join_tokens)) {
+      c.fail([...path, 'join_tokens'], `expected a list of {token, agents, expires, max_uses}, got ${describe(auth.join_tokens)}`);
+    } else {
+      const seen = new Set<string>();
+      auth.join_tokens.forEach((item, index) => {
+        const token = readJoinToken(c, item, [...path, 'join_tokens', index]);
+        if (!token) return;
+        if (seen.has(token.token)) c.fail([...path, 'join_tokens', index, 'token'], 'the same token is listed twice');
+        seen.add(token.token);
+        joinTokens.push(token);
+      });
+    }
+  }
+  const certificateTtlMs = c.duration(auth.agent_certificate_ttl, [...path, 'agent_certificate_ttl'], DEFAULT_AGENT_CERTIFICATE_TTL_MS);
+  if (certificateTtlMs < MIN_AGENT_CERTIFICATE_TTL_MS) c.fail([...path, 'agent_certificate_ttl'], 'expected at least 1m');
+  const revokedSerials: string[] = [];
+  if (auth.revoked_agent_certificates !== undefined) {
+    const list = auth.revoked_agent_certificates;
+    if (!Array.isArray(list)) {
+      c.fail([...path, 'revoked_agent_certificates'], `expected a list of certificate serial numbers (hex), got ${describe(list)}`);
+    } else {
+      list.forEach((serial, index) => {
+        // Accept the colon-separated form `openssl x509 -serial` and browsers print.
+        const hex = typeof serial === 'string' ? serial.replace(/:/g, '').trim().toLowerCase() : '';
+        if (/^[0-9a-f]{1,64}$/.test(hex)) revokedSerials.push(hex.replace(/^0+(?=.)/, ''));
+        else c.fail([...path, 'revoked_agent_certificates', index], `expected a serial number in hex, got ${describe(serial)}`);
+      });
+    }
+  }
+  return { joinTokens, certificateTtlMs, revokedSerials };
 }
 
 function readCount(c: Checker, value: unknown, key: string, zero: string): number {
@@ -352,7 +454,7 @@ function checkListeners(c: Checker, config: GateConfig): void {
         ['proxy_service', key],
         `ignored in multiplex mode: ${protocol} is served on web_listen_addr (set auth_service.proxy_listener_mode: separate to use it)`,
       );
-    } else if (proxy.upstreams[protocol] === undefined) {
+    } else if (!protocolEnabled(config, protocol)) {
       c.warn(['proxy_service', key], `ignored: proxy_service.upstreams.${protocol} is not set, so ${protocol} is off`);
     }
   }
@@ -396,6 +498,7 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
   const auth = c.section(top.auth_service, ['auth_service']) ?? {};
   c.keys(auth, AUTH_KEYS, ['auth_service']);
   const listenerMode = readListenerMode(c, auth);
+  const agents = readAgentAuth(c, auth);
 
   const p = c.section(top.proxy_service, ['proxy_service']) ?? {};
   c.keys(p, PROXY_KEYS, ['proxy_service']);
@@ -452,7 +555,7 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     );
   }
 
-  const config: GateConfig = { source, version, dataDir, listenerMode, proxy };
+  const config: GateConfig = { source, version, dataDir, listenerMode, agents, proxy };
   if (c.issues.length === 0) checkListeners(c, config);
   if (proxy.proxyProtocol === 'on' && p.proxy_protocol_trusted_networks === undefined) {
     // Compatible with the platform, but on a port the internet reaches directly anyone could claim

@@ -18,10 +18,22 @@ export interface IssueOptions {
   /** 'server' (default), 'client' or 'both': sets extendedKeyUsage. */
   usage?: 'server' | 'client' | 'both';
   days?: number;
+  /** Lifetime in milliseconds, for short-lived certificates; takes precedence over `days`. */
+  ttlMs?: number;
+  /** How far notBefore is set back, for clocks behind ours (default one hour). */
+  backdateMs?: number;
+}
+
+/** A certificate the CA issued for a public key it was given (a CSR's), with its serial number. */
+export interface IssuedCertificate {
+  cert: string;
+  /** Lower-case hex, no leading zeros (as `X509Certificate#serialNumber`, lower-cased). */
+  serial: string;
+  notAfter: Date;
 }
 
 // Keys come from Node's native generator (milliseconds) rather than forge's pure-JS one
-// (RSA-2048 key generation in forge takes 0.1–0.5 s); forge only builds and signs the X.509 structure,
+// (RSA-2048 in forge's JavaScript takes 0.1–0.5 s); forge only builds and signs the X.509 structure,
 // which it can do with RSA keys only.
 function newRsaKey(): { privateKey: forge.pki.rsa.PrivateKey; publicKey: forge.pki.rsa.PublicKey } {
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -37,11 +49,15 @@ function serialNumber(): string {
   return bytes.toString('hex');
 }
 
-function validity(cert: forge.pki.Certificate, days: number): void {
+const HOUR_MS = 60 * 60 * 1000;
+
+function validity(cert: forge.pki.Certificate, ttlMs: number, backdateMs = HOUR_MS): void {
   const now = Date.now();
-  cert.validity.notBefore = new Date(now - 60 * 60 * 1000); // tolerate an hour of clock skew
-  cert.validity.notAfter = new Date(now + days * 24 * 60 * 60 * 1000);
+  cert.validity.notBefore = new Date(now - backdateMs); // tolerate clock skew (an hour by default)
+  cert.validity.notAfter = new Date(now + ttlMs);
 }
+
+const DAY_MS = 24 * 60 * 60 * 1000;
 
 /**
  * A self-signed certificate authority for development, tests and the example proxy's first start.
@@ -65,7 +81,7 @@ export class CertificateAuthority {
     const cert = forge.pki.createCertificate();
     cert.publicKey = keys.publicKey;
     cert.serialNumber = serialNumber();
-    validity(cert, days);
+    validity(cert, days * DAY_MS);
     const subject = [{ name: 'commonName', value: commonName }, { name: 'organizationName', value: 'gate-mux' }];
     cert.setSubject(subject);
     cert.setIssuer(subject);
@@ -88,10 +104,24 @@ export class CertificateAuthority {
 
   issue(options: IssueOptions): KeyPair {
     const keys = newRsaKey();
+    const cert = this.build(keys.publicKey, options);
+    return { cert: forge.pki.certificateToPem(cert), key: forge.pki.privateKeyToPem(keys.privateKey) };
+  }
+
+  /**
+   * A certificate for a public key the CA never sees the private half of (from a CSR whose
+   * signature the caller has checked): how agents get certificates while their keys stay theirs.
+   */
+  issueFor(publicKey: forge.pki.PublicKey, options: IssueOptions): IssuedCertificate {
+    const cert = this.build(publicKey, options);
+    return { cert: forge.pki.certificateToPem(cert), serial: cert.serialNumber.replace(/^0+(?=.)/, ''), notAfter: cert.validity.notAfter };
+  }
+
+  private build(publicKey: forge.pki.PublicKey, options: IssueOptions): forge.pki.Certificate {
     const cert = forge.pki.createCertificate();
-    cert.publicKey = keys.publicKey;
+    cert.publicKey = publicKey;
     cert.serialNumber = serialNumber();
-    validity(cert, options.days ?? 825);
+    validity(cert, options.ttlMs ?? (options.days ?? 825) * DAY_MS, options.backdateMs);
     cert.setSubject([{ name: 'commonName', value: options.commonName }]);
     cert.setIssuer(this.forgeCert.subject.attributes);
     const usage = options.usage ?? 'server';
@@ -115,6 +145,6 @@ export class CertificateAuthority {
     if (altNames.length > 0) extensions.push({ name: 'subjectAltName', altNames });
     cert.setExtensions(extensions);
     cert.sign(this.forgeKey, forge.md.sha256.create());
-    return { cert: forge.pki.certificateToPem(cert), key: forge.pki.privateKeyToPem(keys.privateKey) };
+    return cert;
   }
 }

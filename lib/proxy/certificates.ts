@@ -9,12 +9,22 @@ import type { GateConfig } from '../config/types.js';
 
 /** The certificates the proxy terminates TLS with. */
 export interface ProxyCertificates {
-  /** Default key pair (the first of https_keypairs, or the one issued by the dev CA). */
+  /** Default key pair (the first of https_keypairs, or the one issued by the cluster CA). */
   default: KeyPair;
   /** Further key pairs by the DNS names in their subjectAltName, for SNI selection. */
   bySni: Record<string, SecureContextOptions>;
-  /** The development CA's certificate file, when the proxy made its own certificates. */
+  /** The cluster CA's certificate file, when the web port uses certificates the proxy made itself. */
   caFile: string | undefined;
+  /**
+   * The cluster CA in `data_dir`: it signs agents' client certificates and the proxy's own server
+   * certificate for the tunnel route, whatever https_keypairs says, because agents trust exactly
+   * this CA (pinned when they join), not the public web PKI.
+   */
+  clusterCa: CertificateAuthority;
+  /** Its certificate file (always written). */
+  clusterCaFile: string;
+  /** The server key pair issued by the cluster CA, for the tunnel route. */
+  clusterServer: KeyPair;
 }
 
 async function readKeyPair(certFile: string, keyFile: string): Promise<KeyPair> {
@@ -41,12 +51,8 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
-/**
- * The dev CA lives in `dataDir` and is made once, so clients that trust it keep working across
- * restarts; the server certificate is issued anew at each start for the names the configuration
- * uses (public and listen addresses), which may have changed.
- */
-async function devCertificates(config: GateConfig, dataDir: string): Promise<ProxyCertificates> {
+/** The cluster CA in `dataDir`, made at first start and kept, so agents that pinned it keep trusting it. */
+async function clusterAuthority(dataDir: string): Promise<{ ca: CertificateAuthority; caFile: string }> {
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   const caFile = join(dataDir, 'ca.pem');
   const caKeyFile = join(dataDir, 'ca-key.pem');
@@ -58,6 +64,15 @@ async function devCertificates(config: GateConfig, dataDir: string): Promise<Pro
     await writeFile(caKeyFile, ca.key, { mode: 0o600 });
     await writeFile(caFile, ca.cert);
   }
+  await chmod(caKeyFile, 0o600);
+  return { ca, caFile };
+}
+
+/**
+ * The server certificate is issued anew at each start for the names the configuration uses
+ * (public and listen addresses), which may have changed.
+ */
+async function clusterServerCertificate(config: GateConfig, ca: CertificateAuthority, dataDir: string): Promise<KeyPair> {
   const p = config.proxy;
   const hosts = new Set(['localhost', 'kube.gate.cluster.local', '127.0.0.1', '::1']);
   for (const address of [p.webListenAddr, ...p.publicAddrs, ...p.sshPublicAddrs, ...p.tunnelPublicAddrs, ...p.postgresPublicAddrs, ...p.mysqlPublicAddrs]) {
@@ -72,16 +87,22 @@ async function devCertificates(config: GateConfig, dataDir: string): Promise<Pro
   });
   await writeFile(join(dataDir, 'server-key.pem'), server.key, { mode: 0o600 });
   await writeFile(join(dataDir, 'server.pem'), server.cert);
-  await chmod(caKeyFile, 0o600);
-  return { default: server, bySni: {}, caFile };
+  return server;
 }
 
-/** https_keypairs when configured, else the development CA's certificates in `data_dir`. */
+/**
+ * The cluster CA and its server certificate from `data_dir` (made when absent); the web port
+ * terminates with https_keypairs when configured, else with that same server certificate.
+ */
 export async function loadProxyCertificates(config: GateConfig, fallbackDataDir = '.data'): Promise<ProxyCertificates> {
+  const dataDir = config.dataDir ?? fallbackDataDir;
+  const { ca, caFile } = await clusterAuthority(dataDir);
+  const clusterServer = await clusterServerCertificate(config, ca, dataDir);
+  const cluster = { clusterCa: ca, clusterCaFile: caFile, clusterServer };
   const pairs = config.proxy.httpsKeypairs;
-  if (pairs.length === 0) return devCertificates(config, config.dataDir ?? fallbackDataDir);
+  if (pairs.length === 0) return { default: clusterServer, bySni: {}, caFile, ...cluster };
   const loaded = await Promise.all(pairs.map((p) => readKeyPair(p.certFile, p.keyFile)));
   const bySni: Record<string, SecureContextOptions> = {};
   for (const pair of loaded.slice(1)) for (const name of dnsNames(pair.cert)) bySni[name] ??= pair;
-  return { default: loaded[0]!, bySni, caFile: undefined };
+  return { default: loaded[0]!, bySni, caFile: undefined, ...cluster };
 }

@@ -17,6 +17,13 @@ import { VersionChannels, type FetchText } from '../web/version-channels.js';
 import { loadProxyCertificates, type ProxyCertificates } from './certificates.js';
 import { planListeners, type ListenerPlan, type ListenerSpec } from './listener-plan.js';
 import { routeFor, type WebServers } from './route-handlers.js';
+import { caPin } from '../pki/ca-pin.js';
+import { AgentAuthority } from '../tunnel/agent-authority.js';
+import { DEV_TOKEN_FILE, loadDevToken } from '../tunnel/dev-token.js';
+import { join } from 'node:path';
+import { createJoinRoutes } from '../tunnel/join-endpoint.js';
+import { JoinTokens } from '../tunnel/join-tokens.js';
+import { TunnelRegistry } from '../tunnel/registry.js';
 
 export interface GateProxyOptions {
   config: GateConfig;
@@ -25,6 +32,8 @@ export interface GateProxyOptions {
   logger?: Logger;
   /** How forwarded channels are fetched; default: through HTTPS_PROXY/NO_PROXY with the dialer. */
   fetchText?: FetchText;
+  /** HTTPS_PROXY / NO_PROXY for the upstream dials that honour them (Kubernetes); default `process.env`, read at each (re)load. */
+  env?: NodeJS.ProcessEnv;
 }
 
 interface RunningListener {
@@ -77,11 +86,26 @@ export class GateProxy {
   private sniContexts = new Map<string, SecureContext>();
   /** The slots of every listener: descriptors are per process, so one budget for all of them. */
   private budget: ConnectionBudget | undefined;
+  private readonly registry: TunnelRegistry;
+  private readonly joinTokens = new JoinTokens();
+  private authority!: AgentAuthority;
+  private revoked = new Set<string>();
+  private devTokenPath!: string;
 
   private constructor(private readonly options: GateProxyOptions) {
     this.config = options.config;
     this.logger = componentLogger(options.logger, 'proxy');
+    this.registry = new TunnelRegistry({
+      ...(options.logger ? { logger: options.logger } : {}),
+      isRevoked: (serial) => this.revoked.has(serial),
+    });
+    const joinRoutes = createJoinRoutes(
+      () => this.authority,
+      () => this.certificates.clusterCa.cert,
+      options.logger,
+    );
     const onRequest = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse): void => {
+      if (joinRoutes(req as IncomingMessage, res as ServerResponse)) return;
       if (this.webRoutes(req, res as ServerResponse)) return;
       res.statusCode = 404;
       res.setHeader('Content-Type', 'application/json');
@@ -90,8 +114,16 @@ export class GateProxy {
     // The secure server does its own TLS with SNICallback, so certificate reloads reach it through
     // `this.secureContext`; h2 and http/1.1 are chosen by ALPN.
     this.web = {
+      // A client certificate is asked for but never required: agents renew with theirs (verified
+      // against the cluster CA, which each context names, so browsers holding no certificate from
+      // it are not prompted); everyone else sends none and is served as before.
       secure: createSecureServer(
-        { allowHTTP1: true, SNICallback: (name, cb) => cb(null, this.sniContexts.get(name.toLowerCase()) ?? this.secureContext) },
+        {
+          allowHTTP1: true,
+          requestCert: true,
+          rejectUnauthorized: false,
+          SNICallback: (name, cb) => cb(null, this.sniContexts.get(name.toLowerCase()) ?? this.secureContext),
+        },
         onRequest,
       ),
       http1: createHttpServer(onRequest),
@@ -115,6 +147,31 @@ export class GateProxy {
   /** Where the development CA is, when the proxy made its own certificates. */
   get caFile(): string | undefined {
     return this.certificates.caFile;
+  }
+
+  /** The configuration running now. */
+  get currentConfig(): GateConfig {
+    return this.config;
+  }
+
+  /** The cluster CA's certificate file (in data_dir): what agents trust and what signs their certificates. */
+  get clusterCaFile(): string {
+    return this.certificates.clusterCaFile;
+  }
+
+  /** The pin agents are given to check the cluster CA with: `sha256:<hex of its SubjectPublicKeyInfo>`. */
+  get caPin(): string {
+    return caPin(this.certificates.clusterCa.cert);
+  }
+
+  /** The file holding the development join token (mode 0600 in data_dir). */
+  get devTokenFile(): string {
+    return this.devTokenPath;
+  }
+
+  /** Agents' reverse tunnels: who is connected, and streams through them. */
+  get tunnels(): TunnelRegistry {
+    return this.registry;
   }
 
   /** The listeners with the ports they are bound to. */
@@ -144,15 +201,23 @@ export class GateProxy {
   async close(options: { graceMs?: number } = {}): Promise<void> {
     const listeners = this.listeners;
     this.listeners = [];
+    // Agents are told first (GOAWAY): their open streams may finish within the grace period,
+    // and they reconnect elsewhere or when this proxy is back instead of waiting on a dead path.
+    this.registry.goAway();
     await Promise.all(listeners.map((l) => l.mux.close(options)));
+    this.registry.close();
   }
 
   private async apply(config: GateConfig): Promise<void> {
     // Everything that can fail (files, certificates, route tables, listening sockets) is done
     // before anything is swapped, so a bad reload leaves the running proxy as it was.
-    const certificates = await loadProxyCertificates(config);
-    const secureContext = createSecureContext(certificates.default);
-    const sniContexts = new Map(Object.entries(certificates.bySni).map(([name, pair]) => [name, createSecureContext(pair)]));
+    const dataDir = config.dataDir ?? '.data';
+    const certificates = await loadProxyCertificates(config, dataDir);
+    const devToken = await loadDevToken(dataDir);
+    // Each context names the cluster CA: it verifies the client certificates agents renew with.
+    const clientCa = certificates.clusterCa.cert;
+    const secureContext = createSecureContext({ ...certificates.default, ca: clientCa });
+    const sniContexts = new Map(Object.entries(certificates.bySni).map(([name, pair]) => [name, createSecureContext({ ...pair, ca: clientCa })]));
     const channels = new VersionChannels({
       channels: config.proxy.automaticUpgradesChannels,
       proxyVersion: this.options.version,
@@ -160,7 +225,7 @@ export class GateProxy {
       ...(this.options.logger ? { logger: this.options.logger } : {}),
     });
     const plan = planListeners(config);
-    const routesOf = (spec: ListenerSpec): Route[] => spec.routes.map((r) => routeFor(r, certificates, this.web));
+    const routesOf = (spec: ListenerSpec) => spec.routes.map((r) => routeFor(r, certificates, this.web, { tunnels: this.registry, ...(this.options.env ? { env: this.options.env } : {}) }));
     const next = plan.listeners.map((spec) => ({ spec, routes: routesOf(spec) }));
     const budgetSettings = this.budgetSettings(config);
     const budget = this.budget ?? new ConnectionBudget(budgetSettings.options);
@@ -190,8 +255,20 @@ export class GateProxy {
     this.certificates = certificates;
     this.secureContext = secureContext;
     this.sniContexts = sniContexts;
+    this.revoked = new Set(config.agents.revokedSerials);
+    // A certificate revoked by this reload ends its agent's tunnel now, not at its next connect.
+    this.registry.revalidate();
+    this.joinTokens.replace([...config.agents.joinTokens, devToken]);
+    this.devTokenPath = join(dataDir, DEV_TOKEN_FILE);
+    this.authority = new AgentAuthority({
+      ca: certificates.clusterCa,
+      tokens: this.joinTokens,
+      certificateTtlMs: () => this.config.agents.certificateTtlMs,
+      isRevoked: (serial) => this.revoked.has(serial),
+      ...(this.options.logger ? { logger: this.options.logger } : {}),
+    });
     // The default context, for clients that send no SNI (curl to an IP address).
-    (this.web.secure as TlsServer).setSecureContext(certificates.default);
+    (this.web.secure as TlsServer).setSecureContext({ ...certificates.default, ca: clientCa });
     this.channels = channels;
     this.webRoutes = createWebRoutes({
       ping: () => buildPing(this.config, this.plan, this.options.version),

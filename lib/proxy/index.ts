@@ -6,7 +6,8 @@
 export { GateProxy, type GateProxyOptions } from './gate-proxy.js';
 export { loadProxyCertificates, type ProxyCertificates } from './certificates.js';
 export { planListeners, routeMatchFor, routeMatchesFor, type ListenerPlan, type ListenerSpec, type RouteSpec, type RouteTransport, type RouteFraming } from './listener-plan.js';
-export { routeFor, type WebServers } from './route-handlers.js';
+export { routeFor, type WebServers, type RouteForOptions } from './route-handlers.js';
+export { agentJoinHint, agentsInConfig, type JoinHintOptions } from './join-hint.js';
 
 // Configuration (YAML)
 export { parseConfig, loadConfig, ConfigError, type ConfigProblem, type ParseConfigOptions } from '../config/load.js';

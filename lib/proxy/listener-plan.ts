@@ -1,6 +1,6 @@
 import type { HostPort } from '../config/address.js';
-import { LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor } from '../config/listen-addresses.js';
-import { UPSTREAM_PROTOCOLS, type GateConfig, type ProxyProtocolName, type UpstreamProtocol } from '../config/types.js';
+import { LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor, protocolEnabled } from '../config/listen-addresses.js';
+import { UPSTREAM_PROTOCOLS, type GateConfig, type Upstream, type ProxyProtocolName, type UpstreamProtocol } from '../config/types.js';
 import type { RouteMatch } from '../mux/types.js';
 import {
   ALPN_MONGODB,
@@ -50,8 +50,11 @@ export interface RouteSpec {
   match: RouteMatch;
   transport: RouteTransport;
   framing: RouteFraming;
-  /** Where to send the traffic; undefined for web, which the proxy serves itself. */
-  upstream: HostPort | undefined;
+  /**
+   * Where to send the traffic: an address, or a target behind an agent's tunnel; undefined for web
+   * and the tunnel route, which the proxy serves itself.
+   */
+  upstream: Upstream | undefined;
 }
 
 export interface ListenerSpec {
@@ -181,13 +184,9 @@ function ownPortAlternatives(protocol: UpstreamProtocol): { routes: Alternative[
         silent: { route: 'ssh', afterMs: SSH_PORT_SILENT_AFTER_MS },
       };
     case 'tunnel':
-      // Legacy agents speak SSH straight to the tunnel port; newer ones may wrap it in TLS.
-      return {
-        routes: [
-          { name: 'tunnel-ssh', match: { protocol: 'ssh' }, transport: 'plaintext', framing: 'raw' },
-          terminate('tunnel', { alpn: ALPN_REVERSE_TUNNEL }, 'raw'),
-        ],
-      };
+      // Agents dial in with TLS, ALPN gate-reversetunnel and their client certificate; the proxy
+      // ends the TLS itself and hosts the tunnel (issue 13), so there is no plaintext route.
+      return { routes: [terminate('tunnel', { alpn: ALPN_REVERSE_TUNNEL }, 'raw')] };
     case 'kube':
       return { routes: [passthrough('kube')] };
     case 'postgres':
@@ -230,7 +229,7 @@ export function routeMatchFor(protocol: ProxyProtocolName): RouteMatch {
 }
 
 function enabledProtocols(config: GateConfig): UpstreamProtocol[] {
-  return UPSTREAM_PROTOCOLS.filter((p) => config.proxy.upstreams[p] !== undefined);
+  return UPSTREAM_PROTOCOLS.filter((p) => protocolEnabled(config, p));
 }
 
 /**

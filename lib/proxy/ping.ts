@@ -1,4 +1,5 @@
 import { formatAddress, type HostPort } from '../config/address.js';
+import { protocolEnabled } from '../config/listen-addresses.js';
 import type { GateConfig, UpstreamProtocol } from '../config/types.js';
 import type { PingResponse } from '../web/ping.js';
 import type { ListenerPlan } from './listener-plan.js';
@@ -22,7 +23,7 @@ export function buildPing(config: GateConfig, plan: ListenerPlan, serverVersion:
   const tlsRouting = plan.mode === 'multiplex';
   const shared = plan.listeners.find((l) => l.name === (tlsRouting ? 'multiplex' : 'web'));
   const webAddress = shared ? formatAddress(shared) : formatAddress(config.proxy.webListenAddr);
-  const enabled = (protocol: UpstreamProtocol): boolean => config.proxy.upstreams[protocol] !== undefined;
+  const enabled = (protocol: UpstreamProtocol): boolean => protocolEnabled(config, protocol);
   const listenOf = (protocol: UpstreamProtocol): string | undefined => {
     if (!enabled(protocol)) return undefined;
     if (tlsRouting) return webAddress;

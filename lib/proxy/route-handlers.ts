@@ -7,6 +7,14 @@ import type { Route, RouteMatch } from '../mux/types.js';
 import { isPingAlpn } from '../wire/names.js';
 import type { ProxyCertificates } from './certificates.js';
 import type { RouteSpec } from './listener-plan.js';
+import { isAgentUpstream } from '../config/types.js';
+import type { HostPort } from '../config/address.js';
+import { proxyForTarget } from '../client/resolve-proxy.js';
+import { formatHostPort } from '../client/target.js';
+import { forwardThroughProxy } from './env-proxy-upstream.js';
+import { tunnelEndpoint } from '../tunnel/endpoint.js';
+import type { TunnelRegistry } from '../tunnel/registry.js';
+import { viaTunnel } from '../tunnel/via-tunnel.js';
 
 /** The servers the proxy answers web traffic with itself. */
 export interface WebServers {
@@ -34,6 +42,13 @@ function alpnChooser(match: RouteMatch): TerminateHandler['tls']['selectAlpn'] {
   return (offered) => offered.find((p) => exact.has(p) || prefixes.some((prefix) => p.startsWith(prefix)));
 }
 
+/** `forward` (the fast path), unless the environment routes this protocol's target through a proxy. */
+function directOrProxied(spec: RouteSpec, upstream: HostPort, env: NodeJS.ProcessEnv | undefined): Handler {
+  const target = formatHostPort(upstream.host, upstream.port);
+  const via = ENV_PROXY_PROTOCOLS.has(spec.protocol) ? proxyForTarget(target, env ?? process.env) : undefined;
+  return via ? forwardThroughProxy(target, via) : forward({ host: upstream.host, port: upstream.port });
+}
+
 function framed(spec: RouteSpec, inner: Handler): Handler {
   const pingWrap = wrap((socket) => new PingFramedStream(socket), inner);
   switch (spec.framing) {
@@ -46,16 +61,51 @@ function framed(spec: RouteSpec, inner: Handler): Handler {
   }
 }
 
-/** Turns one planned route into a multiplexer route with its handler. */
-export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: WebServers): Route {
+export interface RouteForOptions {
+  /** Hosts agents: the tunnel route registers them, `tunnel:<agent>/<host:port>` upstreams use them. */
+  tunnels?: TunnelRegistry;
+  /** Where HTTPS_PROXY / NO_PROXY come from for the dials that honour them (default `process.env`). */
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * Which upstream dials honour the environment proxy: Kubernetes only. The platform's proxy reaches
+ * a Kubernetes API through HTTPS_PROXY like any HTTPS client it makes (its kube forwarder is an
+ * HTTP client), and says a local cluster "may fail unless kube.gate.cluster.local is in NO_PROXY"
+ * (issue 13, item 5). Database, SSH and peer upstreams are raw TCP the platform dials directly,
+ * as gate-mux does on its fast path.
+ */
+const ENV_PROXY_PROTOCOLS: ReadonlySet<string> = new Set(['kube']);
+
+/**
+ * Turns one planned route into a multiplexer route with its handler. Without `tunnels`, the tunnel
+ * route and `tunnel:` upstreams are configuration errors.
+ */
+export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: WebServers, options: RouteForOptions = {}): Route {
+  const { tunnels } = options;
   const tls = (match: RouteMatch): TerminateHandler['tls'] => ({
     ...certificates.default,
     sniCertificates: certificates.bySni,
     selectAlpn: alpnChooser(match),
   });
-  const upstream = spec.upstream && forward({ host: spec.upstream.host, port: spec.upstream.port });
+  const needTunnels = (): TunnelRegistry => {
+    if (!tunnels) throw new GateError(ErrorCodes.CONFIG_INVALID, `route ${spec.name} needs the proxy's tunnel registry`);
+    return tunnels;
+  };
+  const upstream =
+    spec.upstream &&
+    (isAgentUpstream(spec.upstream)
+      ? viaTunnel(needTunnels(), spec.upstream.agent, spec.upstream.target)
+      : directOrProxied(spec, spec.upstream, options.env));
   let handler: Handler;
-  if (spec.protocol === 'web') {
+  if (spec.protocol === 'tunnel') {
+    // Agents trust the cluster CA (pinned when they joined), so the tunnel route always presents
+    // the cluster CA's server certificate, whatever https_keypairs gives the web port.
+    handler = tunnelEndpoint(needTunnels(), {
+      ...certificates.clusterServer,
+      ca: certificates.clusterCa.cert,
+    });
+  } else if (spec.protocol === 'web') {
     handler =
       spec.transport === 'plaintext'
         ? select((info) => serve(info.protocol === 'h2' ? web.h2c : web.http1))

@@ -51,6 +51,14 @@ function relayBuffered(reader: ReadBuffer, src: Socket, dst: Duplex): void {
   if (reader.attach(sink)) src.resume();
 }
 
+export interface SpliceOptions {
+  /**
+   * How to let `b` go when `a` closes early, instead of destroying it (a tunnel stream is ended
+   * with END_STREAM rather than reset: see tunnel/release-stream.ts). It must still close `b`.
+   */
+  releaseB?: (b: Duplex) => void;
+}
+
 /**
  * Joins two duplex streams: each direction is relayed with backpressure (a slow reader pauses the
  * other side's reads) and ends on its own, so a client's FIN reaches the upstream while the
@@ -60,7 +68,13 @@ function relayBuffered(reader: ReadBuffer, src: Socket, dst: Duplex): void {
  * the other; `onClose` runs once when both are closed, with the first error if there was one.
  * `bReader`: `b` is a socket reading through it (see `relayBuffered`).
  */
-export function splice(a: Duplex, b: Duplex, onClose: (error: Error | undefined) => void, bReader?: ReadBuffer): void {
+export function splice(
+  a: Duplex,
+  b: Duplex,
+  onClose: (error: Error | undefined) => void,
+  bReader?: ReadBuffer,
+  options: SpliceOptions = {},
+): void {
   let firstError: Error | undefined;
   let closed = 0;
   const onError = (err: Error): void => {
@@ -69,7 +83,10 @@ export function splice(a: Duplex, b: Duplex, onClose: (error: Error | undefined)
   const closeHandler = (self: Duplex, other: Duplex) => (): void => {
     // A side that closed without finishing both directions (reset, destroy, timeout) takes the
     // other with it; a clean close means the other side already got our FIN and sent its own.
-    if (!other.destroyed && !(self.readableEnded && self.writableFinished && !firstError)) other.destroy();
+    if (!other.destroyed && !(self.readableEnded && self.writableFinished && !firstError)) {
+      if (self === a && options.releaseB) options.releaseB(b);
+      else other.destroy();
+    }
     if (++closed === 2) onClose(firstError);
   };
   a.on('error', onError);

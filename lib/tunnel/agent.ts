@@ -9,6 +9,8 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
+import { readRefusalDebugData } from './admission.js';
+import { h2ErrorName } from './connect-request.js';
 import { serveAgentStream } from './agent-stream.js';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
@@ -57,8 +59,10 @@ export interface AgentConnectedEvent {
 }
 
 /**
- * A running agent. Events: `connected` (AgentConnectedEvent) once the proxy's HTTP/2 SETTINGS
- * arrive, which means the proxy has registered it; `disconnected` ({reason}) when the session ends.
+ * A running agent. Events: `connected` (AgentConnectedEvent) once the proxy has registered it (its
+ * SETTINGS and the answer to a first PING arrived); `disconnected` ({reason}) when the session
+ * ends; `refused` (GateError) when the proxy refuses the tunnel, with the proxy's code
+ * (GATE_ERR_AGENT_CERT_EXPIRED, _REVOKED, _UNTRUSTED, GATE_ERR_AGENT_DUPLICATE, ...).
  */
 export interface TunnelAgent extends EventEmitter {
   readonly name: string;
@@ -67,10 +71,18 @@ export interface TunnelAgent extends EventEmitter {
   readonly connections: number;
   /** Target connections open right now. */
   readonly openStreams: number;
+  /** Streams the proxy has opened in this agent's tunnels so far. */
+  readonly streamsServed: number;
   /** Resolves once the tunnel is up (at once if it is); rejects after `timeoutMs`. */
   waitConnected(timeoutMs?: number): Promise<AgentConnectedEvent>;
-  /** Stops reconnecting and destroys the session, its streams and their target sockets. */
-  stop(): Promise<void>;
+  /**
+   * Stops reconnecting and destroys the session, its streams and their target sockets. With
+   * `graceMs`, first closes the tunnel cleanly: GOAWAY (NO_ERROR) so the proxy stops opening
+   * streams and frees the name at once, then up to `graceMs` for open streams to finish.
+   */
+  stop(options?: { graceMs?: number }): Promise<void>;
+  /** Use this certificate and key from the next tunnel connection on (after a renewal). */
+  setIdentity(identity: { cert: string | Buffer; key: string | Buffer }): void;
 }
 
 function defaultPolicy(resources: readonly string[]): (target: string) => boolean {
@@ -88,6 +100,7 @@ class Agent extends EventEmitter implements TunnelAgent {
   readonly name: string;
   connected = false;
   connections = 0;
+  streamsServed = 0;
   private readonly log: Logger;
   private readonly allow: (target: string) => boolean;
   private readonly targets = new Set<Socket>();
@@ -99,12 +112,16 @@ class Agent extends EventEmitter implements TunnelAgent {
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private current: AgentConnectedEvent | undefined;
+  private identity: { cert: string | Buffer; key: string | Buffer };
+  /** Sessions the proxy sent GOAWAY on, finishing their streams while a new tunnel takes over. */
+  private readonly draining = new Set<{ session: ServerHttp2Session; socket: TLSSocket }>();
 
   constructor(private readonly options: AgentOptions) {
     super();
     this.name = options.name;
     this.log = componentLogger(options.logger, 'tunnel-agent').child({ agent: options.name });
     this.allow = options.allow ?? defaultPolicy(options.resources ?? []);
+    this.identity = { cert: options.cert, key: options.key };
     // The agent is the HTTP/2 *server* on a connection it dialled: the proxy is the one that opens
     // streams (one per client connection), so it must be the client (RFC 9113 §5.1.1: clients open
     // odd-numbered streams). The server object only builds sessions; it never listens.
@@ -130,15 +147,34 @@ class Agent extends EventEmitter implements TunnelAgent {
     }
   }
 
-  async stop(): Promise<void> {
+  setIdentity(identity: { cert: string | Buffer; key: string | Buffer }): void {
+    const named = certificateName(identity.cert);
+    if (named !== this.name) throw new GateError(ErrorCodes.AGENT_IDENTITY, `agent ${JSON.stringify(this.name)} was given a certificate for ${JSON.stringify(named)}`);
+    this.identity = { cert: identity.cert, key: identity.key };
+  }
+
+  async stop(options: { graceMs?: number } = {}): Promise<void> {
     if (this.stopped) return this.loop;
     this.stopped = true;
     this.abort.abort(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
     this.wake?.();
+    const session = this.session;
+    if (options.graceMs !== undefined && session && !session.destroyed && !session.closed) {
+      // close() sends GOAWAY NO_ERROR and waits for open streams; the timer bounds the wait.
+      const closed = once(session, 'close').then(() => undefined);
+      session.close();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, options.graceMs)))]);
+      clearTimeout(timer);
+    }
     // With an error, Node resets each open stream with INTERNAL_ERROR before the socket goes;
     // without one it would send RST_STREAM NO_ERROR, which reads as a finished stream.
     this.session?.destroy(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
     this.socket?.destroy();
+    for (const old of this.draining) {
+      old.session.destroy(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
+      old.socket.destroy();
+    }
     for (const socket of this.targets) socket.destroy();
     await this.loop;
   }
@@ -177,8 +213,8 @@ class Agent extends EventEmitter implements TunnelAgent {
       alpn: [ALPN_REVERSE_TUNNEL],
       requireAlpn: true,
       ca: o.ca,
-      cert: o.cert,
-      key: o.key,
+      cert: this.identity.cert,
+      key: this.identity.key,
       ...(o.serverName === undefined ? {} : { serverName: o.serverName }),
       ...(o.env === undefined ? {} : { env: o.env }),
       ...(o.dialProxy === undefined ? {} : { proxy: o.dialProxy }),
@@ -212,7 +248,8 @@ class Agent extends EventEmitter implements TunnelAgent {
       reason ??= err.message;
       this.log.debug({ err }, 'tunnel session error');
     });
-    current.on('stream', (stream, headers) =>
+    current.on('stream', (stream, headers) => {
+      this.streamsServed++;
       serveAgentStream(stream, headers, {
         allow: this.allow,
         dialTimeoutMs: o.targetDialTimeoutMs ?? 10_000,
@@ -221,17 +258,38 @@ class Agent extends EventEmitter implements TunnelAgent {
           this.targets.add(target);
           target.once('close', () => this.targets.delete(target));
         },
-      }),
-    );
-    // The proxy's SETTINGS prove it has taken the session (it registers before it speaks).
+      });
+    });
+    // A proxy that refuses the agent (foreign CA, expired, revoked, duplicate name) says why in a
+    // GOAWAY's debug data, right after the SETTINGS every HTTP/2 session starts with.
+    let refusal: GateError | undefined;
+    let onGoaway = (): void => {};
+    const goawaySeen = new Promise<void>((resolve) => (onGoaway = resolve));
+    current.on('goaway', (code: number, _last: number, data?: Buffer) => {
+      const refused = readRefusalDebugData(data);
+      // A GOAWAY ends this tunnel for new streams (RFC 9113 §6.8): the open ones finish on it
+      // while the agent dials a new one, so the proxy is never left without this agent.
+      reason ??= refused ? `the proxy refused the tunnel: ${refused.message}` : `proxy sent GOAWAY (${h2ErrorName(code)})`;
+      onGoaway();
+      if (!refused || refusal) return;
+      refusal = new GateError(refused.code, `the proxy refused the tunnel: ${refused.message}`);
+      this.log.warn({ code: refusal.code }, refusal.message);
+      this.emit('refused', refusal);
+    });
+    // SETTINGS alone do not prove the proxy registered us (a refusal starts with them too); a PING
+    // answered after them does: a refused session has sent its GOAWAY before it could answer, and
+    // TCP keeps that order.
     current.once('remoteSettings', () => {
       if (current.destroyed) return;
       current.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
-      this.connected = true;
-      this.connections++;
-      this.current = { via: viaText, connections: this.connections };
-      this.log.info(this.current, 'tunnel up');
-      this.emit('connected', this.current);
+      current.ping((err) => {
+        if (err || refusal || current.destroyed || current.closed) return;
+        this.connected = true;
+        this.connections++;
+        this.current = { via: viaText, connections: this.connections };
+        this.log.info(this.current, 'tunnel up');
+        this.emit('connected', this.current);
+      });
     });
     startHeartbeat(current, {
       intervalMs: o.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
@@ -243,8 +301,22 @@ class Agent extends EventEmitter implements TunnelAgent {
         socket.destroy();
       },
     });
-    await once(current, 'close');
-    socket.destroy();
+    let sessionClosed = false;
+    const closedNow = once(current, 'close').then(() => {
+      sessionClosed = true;
+    });
+    await Promise.race([closedNow, goawaySeen]);
+    // `closed` turns true as soon as a GOAWAY arrives (Node begins a graceful close), so whether
+    // the session is really over is read from its 'close' event.
+    if (sessionClosed || current.destroyed) socket.destroy();
+    else {
+      const old = { session: current, socket };
+      this.draining.add(old);
+      current.once('close', () => {
+        socket.destroy();
+        this.draining.delete(old);
+      });
+    }
     this.session = undefined;
     this.socket = undefined;
     const wasConnected = this.connected;
@@ -253,6 +325,8 @@ class Agent extends EventEmitter implements TunnelAgent {
       const why = reason ?? 'proxy closed the tunnel';
       this.log.info({ reason: why }, 'tunnel down');
       this.emit('disconnected', { reason: why });
+    } else if (refusal) {
+      throw refusal;
     } else if (!this.stopped) {
       throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy spoke HTTP/2: ${reason ?? 'closed'}`);
     }

@@ -15,9 +15,11 @@ export interface TunnelEndpointTls {
 }
 
 /**
- * The tunnel route's handler: TLS ends here with a required, verified client certificate (mutual
- * TLS: the certificate is the agent's identity) and ALPN `gate-reversetunnel`, then the registry
- * takes the socket.
+ * The tunnel route's handler: TLS ends here with a client certificate requested (mutual TLS: the
+ * certificate is the agent's identity) and ALPN `gate-reversetunnel`, then the registry takes the
+ * socket. OpenSSL verifies the certificate against `ca` but does not abort the handshake itself
+ * (`rejectUnauthorized: false`): the registry refuses an unverified one with a code saying why
+ * (foreign CA, expired, revoked, duplicate name) and tells the agent, instead of one opaque alert.
  */
 export function tunnelEndpoint(registry: TunnelRegistry, tls: TunnelEndpointTls): TerminateHandler {
   return terminate(
@@ -29,7 +31,7 @@ export function tunnelEndpoint(registry: TunnelRegistry, tls: TunnelEndpointTls)
       ...(tls.handshakeTimeoutMs === undefined ? {} : { handshakeTimeoutMs: tls.handshakeTimeoutMs }),
       alpnProtocols: [ALPN_REVERSE_TUNNEL],
       requestCert: true,
-      rejectUnauthorized: true,
+      rejectUnauthorized: false,
     },
     registry.handler(),
   );

@@ -9,3 +9,10 @@ export { agentNameOf, isValidAgentName, commonNameOfSubject, type CertificateNam
 export { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
 export { startHeartbeat, DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, type HeartbeatOptions } from './heartbeat.js';
 export { ERROR_CODE_HEADER, ERROR_MESSAGE_HEADER, statusForCode, readRefusal } from './connect-request.js';
+export { LocalAgentSessions, type AgentSessions, type AgentSessionEntry } from './agent-sessions.js';
+export { admitAgent, type AgentTlsFacts } from './admission.js';
+export { joinProxy, renewIdentity, fetchPinnedCa, renewalTime, type JoinEndpoint, type AgentIdentity } from './join-client.js';
+export { AgentAuthority, type AgentAuthorityOptions, type IssuedAgentCertificate } from './agent-authority.js';
+export { JoinTokens, type JoinTokenRule } from './join-tokens.js';
+export { readAgentState, writeAgentState, type StoredIdentity } from './agent-state.js';
+export { releaseStream, RELEASE_GRACE_MS } from './release-stream.js';

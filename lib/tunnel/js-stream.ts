@@ -13,7 +13,7 @@ import type { Socket } from 'node:net';
  * JS, which works everywhere. Backpressure holds both ways: `push` returning false pauses the
  * socket and `read` resumes it; `write` completes when the socket has taken the bytes.
  */
-export function jsStreamOver(socket: Socket): Duplex {
+export function jsStreamOver(socket: Socket, options: { destroyError?: () => Error } = {}): Duplex {
   const duplex = new Duplex({
     read() {
       socket.resume();
@@ -22,11 +22,16 @@ export function jsStreamOver(socket: Socket): Duplex {
       socket.write(chunk, (err) => callback(err ?? null));
     },
     final(callback) {
-      socket.end();
+      // Every write before this one has been taken by the socket (write completes on its
+      // callback), so a refusal's GOAWAY is out before the socket is destroyed with the reason.
+      const error = options.destroyError?.();
+      if (error) socket.destroy(error);
+      else socket.end();
       callback();
     },
     destroy(err, callback) {
-      socket.destroy(err ?? undefined);
+      // `destroyError`: a socket ended on purpose (a refused agent) carries the reason to its owner.
+      socket.destroy(err ?? options.destroyError?.());
       callback(err);
     },
   });

@@ -4,8 +4,10 @@ import { TLSSocket } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { CustomHandler } from '../handlers/types.js';
-import { agentNameOf } from './agent-identity.js';
+import { admitAgent, normalizeSerial, refusalDebugData, verifyErrorCode } from './admission.js';
+import { LocalAgentSessions, type AgentSessionEntry, type AgentSessions } from './agent-sessions.js';
 import { jsStreamOver } from './js-stream.js';
+import { releaseStream } from './release-stream.js';
 import { connectRequestHeaders, h2ErrorName, readRefusal } from './connect-request.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
 import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from './settings.js';
@@ -16,6 +18,10 @@ export interface TunnelRegistryOptions {
   heartbeatTimeoutMs?: number;
   /** Milliseconds an agent has to answer a stream (dial its target) before the open fails (default 15 s). */
   openTimeoutMs?: number;
+  /** Is a certificate serial (lower-case hex, no leading zeros) revoked? Asked at each admission. */
+  isRevoked?: (serial: string) => boolean;
+  /** Where connected agents are kept (default: this process's map). */
+  sessions?: AgentSessions;
 }
 
 export interface OpenStreamOptions {
@@ -23,43 +29,55 @@ export interface OpenStreamOptions {
   timeoutMs?: number;
 }
 
-interface AgentSession {
-  name: string;
-  session: ClientHttp2Session;
+interface AgentSession extends AgentSessionEntry {
   socket: TLSSocket;
-  remote: string;
-  since: number;
+  /** The client certificate's serial (normalised), checked again by `revalidate`. */
+  serial: string;
+  /** Set while a duplicate's arrival has this session proving it is alive. */
+  probing?: boolean;
+  /** Why the proxy ended the session itself, for the disconnect reason. */
+  endedBy?: string;
 }
+
+/** Milliseconds a refused agent's socket is given to flush the GOAWAY that says why. */
+const REFUSAL_FLUSH_MS = 2000;
 
 /**
  * The proxy side of reverse tunnels: connected agents by name, each one HTTP/2 session over the
  * TLS connection it dialled in. The proxy is that session's HTTP/2 client and opens one CONNECT
- * stream per client connection routed to the agent. Events: `agent-connected` (name) and
- * `agent-disconnected` (name, reason).
+ * stream per client connection routed to the agent. Events: `agent-connected` (name),
+ * `agent-disconnected` (name, reason) and `agent-refused` (GateError).
  *
- * An agent that reconnects under a name already held replaces the old session: the old one is
- * most likely half-dead (its network path broke and its heartbeat has not yet noticed), so new
- * streams go to the new session and the old one is closed gracefully (GOAWAY), letting its
- * streams finish.
+ * One name, one tunnel: an agent connecting under a name already held is refused
+ * (GATE_ERR_AGENT_DUPLICATE) and the tunnel that holds it is left alone, so a copied certificate
+ * cannot take over an agent's traffic. A restarted agent gets its name back as soon as the old
+ * tunnel is gone: at once after a GOAWAY or a closed connection, within the heartbeat deadline
+ * when the old path died silently.
  */
 export class TunnelRegistry extends EventEmitter {
   private readonly log: Logger;
-  private readonly sessions = new Map<string, AgentSession>();
+  private readonly sessions: AgentSessions;
   private readonly all = new Set<AgentSession>();
   private closed = false;
+  /**
+   * Streams opened through agents, and how many ended with RST_STREAM (sent or received) rather
+   * than END_STREAM both ways. Resets are what an agent's nghttp2 rate-limits (rapid reset).
+   */
+  readonly streamStats = { opened: 0, reset: 0 };
 
   constructor(private readonly options: TunnelRegistryOptions = {}) {
     super();
     this.log = componentLogger(options.logger, 'tunnel-registry');
+    this.sessions = options.sessions ?? new LocalAgentSessions();
   }
 
   /** Names of the agents connected now. */
   agents(): string[] {
-    return [...this.sessions.keys()];
+    return this.sessions.names();
   }
 
   has(name: string): boolean {
-    return this.sessions.has(name);
+    return this.sessions.get(name) !== undefined;
   }
 
   /** Resolves once `name` is connected (at once if it is). */
@@ -93,34 +111,73 @@ export class TunnelRegistry extends EventEmitter {
   }
 
   /**
-   * Registers the agent on an authenticated TLS socket. The name comes from the verified client
-   * certificate only; throws GATE_ERR_AGENT_IDENTITY when the socket is not authorized or the
-   * certificate names no agent.
+   * Registers the agent on a TLS socket whose client certificate the handshake requested. The name
+   * comes from the certificate only. A refused agent (see `admitAgent`, and GATE_ERR_AGENT_DUPLICATE)
+   * is told why in a GOAWAY's debug data, the socket is closed with the error (so the listener
+   * records its code) and the error is returned; undefined when the agent was registered.
    */
-  accept(socket: TLSSocket): string {
-    if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'tunnel registry is closed');
-    if (!socket.authorized) {
-      throw new GateError(ErrorCodes.AGENT_IDENTITY, `agent certificate not verified: ${String(socket.authorizationError ?? 'no certificate')}`);
-    }
-    const peer = socket.getPeerCertificate();
-    const name = agentNameOf({ commonName: peer.subject?.CN, subjectAltName: peer.subjectaltname });
+  accept(socket: TLSSocket): GateError | undefined {
     const remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
+    let name: string;
+    let serial = '';
+    try {
+      if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'tunnel registry is closed');
+      const peer = socket.getPeerCertificate();
+      serial = normalizeSerial(peer?.serialNumber ?? '');
+      name = admitAgent(
+        {
+          authorized: socket.authorized,
+          authorizationError: verifyErrorCode(socket.authorizationError),
+          certificate: peer && Object.keys(peer).length > 0 ? peer : undefined,
+        },
+        this.options.isRevoked ?? (() => false),
+      );
+    } catch (err) {
+      return this.refuse(socket, err as GateError, remote);
+    }
+    const duplicate = (): GateError =>
+      new GateError(ErrorCodes.AGENT_DUPLICATE, `agent ${name} is already connected (from ${this.sessions.get(name)?.remote ?? '?'}); one tunnel per name`);
+    const held = this.sessions.get(name);
+    // Checked before the session starts, so the refusal can still be told over this socket.
+    if (held && !held.session.closed && !held.session.destroyed) {
+      // The holder may be a path that died without a FIN (the agent restarted elsewhere): make
+      // it prove it is alive now rather than at its next heartbeat, so the name frees sooner.
+      const local = [...this.all].find((e) => e === held);
+      if (local) this.probe(local);
+      return this.refuse(socket, duplicate(), remote);
+    }
     const session = connect('http://agent.tunnel', {
       createConnection: () => jsStreamOver(socket),
       settings: TUNNEL_SESSION_SETTINGS,
     });
-    const entry: AgentSession = { name, session, socket, remote, since: Date.now() };
-    const previous = this.sessions.get(name);
-    this.sessions.set(name, entry);
-    this.all.add(entry);
-    if (previous) {
-      this.log.info({ agent: name, remote, previous: previous.remote }, 'agent reconnected: the new session replaces the old');
-      previous.session.close();
+    const entry: AgentSession = { name, session, socket, remote, since: Date.now(), serial };
+    if (!this.sessions.claim(entry)) {
+      // Another holder appeared since the check (a store shared with other proxies): refuse without a GOAWAY.
+      const error = duplicate();
+      this.log.warn({ remote, code: error.code }, `agent refused: ${error.message}`);
+      this.emit('agent-refused', error);
+      session.destroy();
+      socket.destroy(error);
+      return error;
     }
+    this.all.add(entry);
     let reason: string | undefined;
+    const release = (why: string): void => {
+      if (!this.sessions.release(entry)) return;
+      this.log.info({ agent: name, remote, reason: why }, 'agent disconnected');
+      this.emit('agent-disconnected', name, why);
+    };
     session.on('error', (err) => {
       reason ??= err.message;
       this.log.debug({ agent: name, err }, 'agent session error');
+    });
+    // An agent going away cleanly says so with GOAWAY: its name is free for its successor at
+    // once, and new clients fail with GATE_ERR_AGENT_OFFLINE instead of queueing behind it.
+    session.on('goaway', (errorCode: number) => {
+      reason ??= `agent sent GOAWAY (${h2ErrorName(errorCode)})`;
+      release(reason);
+      // Our side closes too once its streams are done, so the connection does not linger.
+      if (!session.closed && !session.destroyed) session.close();
     });
     session.once('connect', () => {
       if (!session.destroyed) session.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
@@ -137,30 +194,99 @@ export class TunnelRegistry extends EventEmitter {
     });
     session.once('close', () => {
       this.all.delete(entry);
-      // A replaced session must not unregister its successor.
-      if (this.sessions.get(name) === entry) {
-        this.sessions.delete(name);
-        const why = reason ?? 'agent closed the tunnel';
-        this.log.info({ agent: name, remote, reason: why }, 'agent disconnected');
-        this.emit('agent-disconnected', name, why);
-      }
+      release(entry.endedBy ?? reason ?? 'agent closed the tunnel');
       socket.destroy();
     });
     this.log.info({ agent: name, remote }, 'agent connected');
     this.emit('agent-connected', name);
-    return name;
+    return undefined;
+  }
+
+  /**
+   * Checks the connected agents again, after the revocation list changed (a configuration
+   * reload): a session whose certificate is now revoked is ended at once, streams included, and
+   * the agent told why (GATE_ERR_AGENT_CERT_REVOKED in the GOAWAY). Returns the agents ended.
+   */
+  revalidate(): string[] {
+    const ended: string[] = [];
+    const isRevoked = this.options.isRevoked ?? (() => false);
+    for (const entry of this.all) {
+      if (entry.session.destroyed || !isRevoked(entry.serial)) continue;
+      const error = new GateError(ErrorCodes.AGENT_CERT_REVOKED, `the agent certificate (serial ${entry.serial}) has been revoked`);
+      this.log.warn({ agent: entry.name, remote: entry.remote, code: error.code }, `agent tunnel ended: ${error.message}`);
+      entry.endedBy = error.message;
+      this.sessions.release(entry);
+      this.emit('agent-disconnected', entry.name, error.message);
+      if (!entry.session.closed) entry.session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
+      // Give the GOAWAY a moment on the wire, then cut every stream: a revoked agent carries nothing more.
+      const timer = setTimeout(() => {
+        entry.session.destroy(error);
+        entry.socket.destroy();
+      }, 200);
+      timer.unref();
+      ended.push(entry.name);
+    }
+    return ended;
+  }
+
+  /** One PING with the heartbeat deadline; a session that does not answer is torn down. */
+  private probe(entry: AgentSession): void {
+    if (entry.probing || entry.session.destroyed || entry.session.closed) return;
+    entry.probing = true;
+    const timeoutMs = this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
+    const fail = (): void => {
+      entry.endedBy = `heartbeat: no PING answer within ${timeoutMs} ms after a second agent claimed the name`;
+      this.log.warn({ agent: entry.name, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, entry.endedBy);
+      entry.session.destroy(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, `agent ${entry.name}: ${entry.endedBy}`));
+      entry.socket.destroy();
+    };
+    const timer = setTimeout(fail, timeoutMs);
+    timer.unref();
+    try {
+      entry.session.ping((err) => {
+        clearTimeout(timer);
+        entry.probing = false;
+        if (err && !entry.session.destroyed) fail();
+      });
+    } catch {
+      clearTimeout(timer);
+      fail();
+    }
+  }
+
+  /** Tells a refused agent why (GOAWAY debug data), then closes its connection with the error. */
+  private refuse(socket: TLSSocket, error: GateError, remote: string): GateError {
+    this.log.warn({ remote, code: error.code }, `agent refused: ${error.message}`);
+    this.emit('agent-refused', error);
+    const session = connect('http://agent.tunnel', {
+      createConnection: () => jsStreamOver(socket, { destroyError: () => error }),
+      settings: TUNNEL_SESSION_SETTINGS,
+    });
+    session.on('error', () => {}); // the agent may already be gone; the refusal is logged above
+    const timer = setTimeout(() => socket.destroy(error), REFUSAL_FLUSH_MS);
+    timer.unref();
+    session.once('close', () => {
+      clearTimeout(timer);
+      socket.destroy(error);
+    });
+    session.once('connect', () => {
+      session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
+      // close() after goaway(): no stream will open, so the session ends once the frame is written.
+      session.close();
+    });
+    return error;
   }
 
   /**
    * Opens a stream to `target` (`host:port`) through agent `name` and resolves once the agent has
-   * connected to it. Errors: GATE_ERR_AGENT_NOT_CONNECTED (no such agent now),
+   * connected to it. Errors: GATE_ERR_AGENT_OFFLINE (no such agent now),
    * GATE_ERR_AGENT_TARGET_DENIED (outside the agent's policy), GATE_ERR_AGENT_STREAM_FAILED (the
    * agent could not reach the target, went away, or did not answer in time).
    */
   open(name: string, target: string, options: OpenStreamOptions = {}): Promise<ClientHttp2Stream> {
     const entry = this.sessions.get(name);
     if (!entry || entry.session.closed || entry.session.destroyed) {
-      return Promise.reject(new GateError(ErrorCodes.AGENT_NOT_CONNECTED, `agent ${name} is not connected`));
+      return Promise.reject(new GateError(ErrorCodes.AGENT_OFFLINE, `agent ${name} is offline (not connected to this proxy)`));
     }
     const where = `agent ${name} -> ${target}`;
     let stream: ClientHttp2Stream;
@@ -169,6 +295,10 @@ export class TunnelRegistry extends EventEmitter {
     } catch (err) {
       return Promise.reject(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${(err as Error).message}`, { cause: err }));
     }
+    this.streamStats.opened++;
+    stream.once('close', () => {
+      if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) this.streamStats.reset++;
+    });
     const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
     return new Promise<ClientHttp2Stream>((resolve, reject) => {
       const done = (err: GateError | undefined): void => {
@@ -177,7 +307,10 @@ export class TunnelRegistry extends EventEmitter {
         stream.removeListener('response', onResponse);
         stream.removeListener('close', onClose);
         if (!err) return resolve(stream);
-        if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+        // A client that went away while the agent dialled releases the stream (END_STREAM, see
+        // release-stream.ts); an agent that did not answer in time gets a cancel.
+        if (err.code === ErrorCodes.DIAL_ABORTED) releaseStream(stream);
+        else if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
         reject(err);
       };
       const onResponse = (headers: IncomingHttpHeaders): void => {
@@ -207,6 +340,11 @@ export class TunnelRegistry extends EventEmitter {
   /** Session of a connected agent, for `viaTunnel`'s messages. */
   sessionOf(name: string): ClientHttp2Session | undefined {
     return this.sessions.get(name)?.session;
+  }
+
+  /** Tells every agent the proxy is going away (GOAWAY NO_ERROR): no new streams, open ones may finish. */
+  goAway(): void {
+    for (const entry of this.all) if (!entry.session.closed && !entry.session.destroyed) entry.session.close();
   }
 
   /** Destroys every agent session (and so every stream through them). */

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
 import { splice } from '../transport/splice.js';
 import { h2ErrorName } from './connect-request.js';
+import { releaseStream } from './release-stream.js';
 import type { CustomHandler } from '../handlers/types.js';
 import type { TunnelRegistry } from './registry.js';
 
@@ -48,7 +49,7 @@ export function viaTunnel(registry: TunnelRegistry, agent: string, target: strin
         client.removeListener('close', onEarlyClose);
       }
       if (client.destroyed) {
-        stream.close(constants.NGHTTP2_CANCEL);
+        releaseStream(stream);
         return;
       }
       const session = registry.sessionOf(agent);
@@ -62,7 +63,8 @@ export function viaTunnel(registry: TunnelRegistry, agent: string, target: strin
           : `agent ${agent} disconnected`;
         failClient(client, new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${target} via agent ${agent}: ${why}`));
       });
-      splice(client, stream, () => {});
+      // A client that leaves early releases its stream with END_STREAM, never a reset.
+      splice(client, stream, () => {}, undefined, { releaseB: (s) => releaseStream(s) });
       client.resume();
     },
   };

@@ -75,3 +75,13 @@ export function mysqlVersionFromAlpn(alpn: string): string | undefined {
 export function mysqlVersionAlpn(version: string): string {
   return `${ALPN_MYSQL_VERSION_PREFIX}${Buffer.from(version, 'latin1').toString('base64')}`;
 }
+
+/**
+ * Agent joining, on the web port. `GET` the CA path: the cluster CA (PEM), which the agent checks
+ * against its pin before trusting anything. `POST` the join path with `{token, name, csr}` (JSON):
+ * a short-lived client certificate for `name`. `POST` the renew path with `{csr}` over mutual TLS
+ * with the current certificate (no token): a fresh one for the same name.
+ */
+export const AGENT_CA_PATH = '/v1/webapi/agents/ca';
+export const AGENT_JOIN_PATH = '/v1/webapi/agents/join';
+export const AGENT_RENEW_PATH = '/v1/webapi/agents/renew';

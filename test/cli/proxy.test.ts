@@ -14,6 +14,13 @@ t.test('npm start on the embedded default configuration answers curl --cacert on
   t.match(output(), /listening on 127\.0\.0\.1:3080 \(multiplex/);
   const ca = join(cwd, '.data', 'ca.pem');
   t.match(output(), `development CA: .data/ca.pem`);
+  t.match(output(), /agents: CA pin sha256:[0-9a-f]{64}\n/, 'the CA pin is printed');
+  t.match(
+    output(),
+    /node \/\S+\/dist\/lib\/cli\/gate-mux\.js agent --proxy localhost:3080 --ca-pin sha256:[0-9a-f]{64} --token "\$\(cat \.data\/join-token\)" --name local-agent --allow 127\.0\.0\.1:5432 --state-dir \.agent-local-agent/,
+    'a ready-to-paste agent command for the configured agent',
+  );
+  t.notOk(output().includes(readFileSync(join(cwd, '.data', 'join-token'), 'utf8').trim()), 'the token itself is not printed');
   const ping = await run(curl, ['-sS', '--cacert', ca, 'https://127.0.0.1:3080/webapi/ping']);
   t.equal(ping.code, 0, ping.stderr);
   t.match(JSON.parse(ping.stdout), { proxy: { tls_routing_enabled: true, ssh: { listen_addr: '127.0.0.1:3080' } }, server_version: '0.1.0' });
@@ -93,6 +100,9 @@ t.test('usage: --help, --version, an unknown command or option, each with its ex
   const proxyHelp = await gateMux('proxy', '--help');
   t.equal(proxyHelp.code, 0);
   t.match(proxyHelp.stdout, /--pid-file FILE[\s\S]*--drain-timeout/);
+  const agent = await gateMux('agent', '--help');
+  t.equal(agent.code, 0, 'gate-mux agent is the agent command');
+  t.match(agent.stdout, /--allow[\s\S]*--state-dir/);
   const upgrade = await gateMux('upgrade', '--help');
   t.equal(upgrade.code, 0, 'gate-mux upgrade is gate-upgrade');
   t.match(upgrade.stdout, /dry-run[\s\S]*export-schedule/);

@@ -98,22 +98,48 @@ proxy_service:
     },
   },
   {
-    name: 'every upstream, IPv6 included',
+    name: 'every upstream, IPv6 included, and ones behind agents',
     yaml: `proxy_service:
   upstreams:
     ssh: 127.0.0.1:22
-    tunnel: 127.0.0.1:3024
     kube: kube.internal:6443
     postgres: "[::1]:5432"
-    mysql: 127.0.0.1:3306
+    mysql: tunnel:db-agent/10.0.0.5:3306
     mongodb: 127.0.0.1:27017
-    redis: 127.0.0.1:6379
+    redis: " tunnel:cache.edge/[::1]:6379 "
     peer: 10.0.0.2:3021
 `,
     check: (c, _w, t) => {
-      t.equal(Object.keys(c.proxy.upstreams).length, 8);
+      t.equal(Object.keys(c.proxy.upstreams).length, 7);
       t.same(c.proxy.upstreams.postgres, { host: '::1', port: 5432 });
       t.same(c.proxy.upstreams.kube, { host: 'kube.internal', port: 6443 });
+      t.same(c.proxy.upstreams.mysql, { agent: 'db-agent', target: '10.0.0.5:3306' });
+      t.same(c.proxy.upstreams.redis, { agent: 'cache.edge', target: '[::1]:6379' });
+      t.same(c.agents, { joinTokens: [], certificateTtlMs: 3_600_000, revokedSerials: [] }, 'agent defaults: no static token, 1 h certificates');
+    },
+  },
+  {
+    name: 'join tokens, certificate lifetime and revocations',
+    yaml: `auth_service:
+  join_tokens:
+    - token: 0123456789abcdef-static
+      agents: [db-agent, cache]
+      expires: 2030-01-01T00:00:00Z
+      max_uses: 3
+    - token: "another-token-of-16+"
+      agents: solo
+  agent_certificate_ttl: 10m
+  revoked_agent_certificates: ["0A:1B:2c", "00ff"]
+`,
+    check: (c, _w, t) => {
+      t.same(c.agents, {
+        joinTokens: [
+          { token: '0123456789abcdef-static', agents: ['db-agent', 'cache'], expiresAt: Date.parse('2030-01-01T00:00:00Z'), maxUses: 3 },
+          { token: 'another-token-of-16+', agents: ['solo'], expiresAt: undefined, maxUses: undefined },
+        ],
+        certificateTtlMs: 600_000,
+        revokedSerials: ['a1b2c', 'ff'],
+      });
     },
   },
   {
@@ -242,7 +268,7 @@ const invalid: InvalidCase[] = [
   { name: 'public_addr list item bad', yaml: 'proxy_service:\n  public_addr:\n    - ok.example.com\n    - "bad host"\n', path: 'proxy_service.public_addr[1]', says: /expected host\[:port\]: "bad host" contains white space/, line: 4 },
   { name: 'public_addr a mapping', yaml: 'proxy_service:\n  ssh_public_addr: {host: x}\n', path: 'proxy_service.ssh_public_addr', says: /expected a host name or IP with an optional port, or a list of them, got a mapping/ },
   { name: 'public_addr with scheme', yaml: 'proxy_service:\n  public_addr: https://gate.example.com\n', path: 'proxy_service.public_addr', says: /URL scheme/ },
-  { name: 'upstream without port', yaml: 'proxy_service:\n  upstreams:\n    postgres: 127.0.0.1\n', path: 'proxy_service.upstreams.postgres', says: /expected host:port or \[IPv6\]:port: "127.0.0.1" has no port/, line: 3 },
+  { name: 'upstream without port', yaml: 'proxy_service:\n  upstreams:\n    postgres: 127.0.0.1\n', path: 'proxy_service.upstreams.postgres', says: /expected host:port, \[IPv6\]:port or tunnel:<agent>\/<host:port>: "127.0.0.1" has no port/, line: 3 },
   { name: 'unknown upstream', yaml: 'proxy_service:\n  upstreams:\n    mongo: 127.0.0.1:27017\n', path: 'proxy_service.upstreams.mongo', says: /did you mean "mongodb"/ },
   { name: 'upstream empty', yaml: 'proxy_service:\n  upstreams:\n    ssh:\n', path: 'proxy_service.upstreams.ssh', says: /got an empty value/, line: 3 },
   { name: 'keypair missing key_file', yaml: 'proxy_service:\n  https_keypairs:\n    - cert_file: a.crt\n', path: 'proxy_service.https_keypairs[0].key_file', says: /expected a private key file path, got an empty value/ },
@@ -272,7 +298,22 @@ const invalid: InvalidCase[] = [
   { name: 'max_connections negative', yaml: 'proxy_service:\n  max_connections: -1\n', path: 'proxy_service.max_connections', says: /expected a whole number >= 0/ },
   { name: 'max_connections fractional', yaml: 'proxy_service:\n  max_connections: 1.5\n', path: 'proxy_service.max_connections', says: /whole number/ },
   { name: 'separate mode port clash with web', yaml: 'auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  web_listen_addr: 0.0.0.0:3080\n  mysql_listen_addr: 127.0.0.1:3080\n  upstreams: {mysql: 127.0.0.1:3306}\n', path: 'proxy_service.mysql_listen_addr', says: /expected an address of its own, but 127\.0\.0\.1:3080 is also proxy_service\.web_listen_addr/, line: 4 },
-  { name: 'separate mode default port clash', yaml: 'auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  listen_addr: :3024\n  upstreams: {ssh: 127.0.0.1:22, tunnel: 127.0.0.1:4024}\n', path: 'proxy_service.tunnel_listen_addr', says: /0\.0\.0\.0:3024 \(its default\) is also proxy_service\.listen_addr/ },
+  { name: 'separate mode default port clash', yaml: 'auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  listen_addr: :3024\n  upstreams: {ssh: 127.0.0.1:22}\n', path: 'proxy_service.tunnel_listen_addr', says: /0\.0\.0\.0:3024 \(its default\) is also proxy_service\.listen_addr/ },
+  { name: 'upstreams.tunnel is gone', yaml: 'proxy_service:\n  upstreams: {tunnel: 127.0.0.1:3024}\n', path: 'proxy_service.upstreams.tunnel', says: /no longer used: the proxy hosts agents' reverse tunnels itself.*tunnel:<agent>\/<host:port>/ },
+  { name: 'tunnel upstream without target', yaml: 'proxy_service:\n  upstreams: {postgres: "tunnel:db-agent"}\n', path: 'proxy_service.upstreams.postgres', says: /expected tunnel:<agent>\/<host:port>/ },
+  { name: 'peering through an agent', yaml: 'proxy_service:\n  upstreams: {peer: "tunnel:a/10.0.0.2:3021"}\n', path: 'proxy_service.upstreams.peer', says: /never through an agent/ },
+  { name: 'join token too short', yaml: 'auth_service:\n  join_tokens: [{token: short}]\n', path: 'auth_service.join_tokens[0].token', says: /at least 16 characters \(got 5\)/ },
+  { name: 'join token listed twice', yaml: 'auth_service:\n  join_tokens: [{token: aaaaaaaaaaaaaaaaaaaa}, {token: aaaaaaaaaaaaaaaaaaaa}]\n', path: 'auth_service.join_tokens[1].token', says: /listed twice/ },
+  { name: 'join token bad agent name', yaml: 'auth_service:\n  join_tokens: [{token: aaaaaaaaaaaaaaaaaaaa, agents: ["a b"]}]\n', path: 'auth_service.join_tokens[0].agents[0]', says: /expected an agent name/ },
+  { name: 'join token bad expiry', yaml: 'auth_service:\n  join_tokens: [{token: aaaaaaaaaaaaaaaaaaaa, expires: tomorrow}]\n', path: 'auth_service.join_tokens[0].expires', says: /RFC 3339/ },
+  { name: 'join token zero uses', yaml: 'auth_service:\n  join_tokens: [{token: aaaaaaaaaaaaaaaaaaaa, max_uses: 0}]\n', path: 'auth_service.join_tokens[0].max_uses', says: /whole number >= 1/ },
+  { name: 'join token not a mapping', yaml: 'auth_service:\n  join_tokens: [aaaaaaaaaaaaaaaaaaaa]\n', path: 'auth_service.join_tokens[0]', says: /expected a mapping with token/ },
+  { name: 'join tokens not a list', yaml: 'auth_service:\n  join_tokens: {token: x}\n', path: 'auth_service.join_tokens', says: /expected a list/ },
+  { name: 'join token agents not a list', yaml: 'auth_service:\n  join_tokens: [{token: aaaaaaaaaaaaaaaaaaaa, agents: {a: 1}}]\n', path: 'auth_service.join_tokens[0].agents', says: /expected a list of agent names/ },
+  { name: 'join token missing', yaml: 'auth_service:\n  join_tokens: [{agents: [a]}]\n', path: 'auth_service.join_tokens[0].token', says: /expected a secret string/ },
+  { name: 'agent certificate lifetime too short', yaml: 'auth_service:\n  agent_certificate_ttl: 30s\n', path: 'auth_service.agent_certificate_ttl', says: /at least 1m/ },
+  { name: 'revocation list not a list', yaml: 'auth_service:\n  revoked_agent_certificates: abc\n', path: 'auth_service.revoked_agent_certificates', says: /serial numbers/ },
+  { name: 'revoked serial not hex', yaml: 'auth_service:\n  revoked_agent_certificates: [xyz]\n', path: 'auth_service.revoked_agent_certificates[0]', says: /serial number in hex/ },
   { name: 'peer port clash in multiplex mode', yaml: 'proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n  peer_listen_addr: 127.0.0.1:3080\n  upstreams: {peer: 10.0.0.2:3021}\n', path: 'proxy_service.peer_listen_addr', says: /is also proxy_service\.web_listen_addr/ },
   { name: 'high_water above 1', yaml: 'proxy_service:\n  high_water: 1.5\n', path: 'proxy_service.high_water', says: /expected a fraction above 0 and at most 1, such as 0\.8 or 80%, got number 1\.5/ },
   { name: 'source_share zero', yaml: 'proxy_service:\n  source_share: 0%\n', path: 'proxy_service.source_share', says: /expected a fraction above 0/ },
@@ -339,7 +380,7 @@ t.test('the example configuration loads cleanly', async (t) => {
   t.same(config.proxy.webListenAddr, { host: '127.0.0.1', port: 3080 });
   t.same(config.proxy.publicAddrs, [{ host: 'localhost', port: 3080 }]);
   t.same(config.proxy.upstreams.ssh, { host: '127.0.0.1', port: 22 });
-  t.same(config.proxy.upstreams.postgres, { host: '127.0.0.1', port: 5432 });
+  t.same(config.proxy.upstreams.postgres, { agent: 'local-agent', target: '127.0.0.1:5432' }, 'PostgreSQL behind the agent the README starts');
   t.equal(config.dataDir, '.data');
   t.same(config.proxy.automaticUpgradesChannels['stable/cloud'], { kind: 'static', version: 'v0.1.0' });
   t.same(

@@ -14,6 +14,10 @@ import { dial } from '../../lib/client/dial.js';
 import { parseProxyUrl } from '../../lib/client/proxy-config.js';
 import { closeServer, tcpClient, until } from '../helpers/net.js';
 import { captureLogs } from './log-capture.js';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { joinProxy, renewIdentity } from '../../lib/tunnel/join-client.js';
+import { startGateProxy } from '../helpers/gate-proxy.js';
 
 const PASSWORD = 'hunter2-s3cret';
 
@@ -84,4 +88,32 @@ t.test('dialer logs and errors: a proxy password is never shown', async (t) => {
   t.ok(logs.lines.length > 0, 'the dialer did log');
   t.notOk(logs.text().includes(PASSWORD), 'no password in any log line');
   for (const m of messages) t.notOk(m.includes(PASSWORD), `no password in the error: ${m.slice(0, 80)}`);
+});
+
+t.test('agent joining: join tokens, agent keys and the CA key never reach a log line or an error', async (t) => {
+  const staticToken = 'log-secret-static-token-0123456789';
+  const logs = captureLogs();
+  const gate = await startGateProxy(t, {
+    mode: 'multiplex',
+    upstreams: {},
+    auth: { join_tokens: [{ token: staticToken, agents: ['quiet'], max_uses: 1 }] },
+    logger: logs.logger,
+  });
+  const devToken = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const caKey = await readFile(join(gate.dataDir, 'ca-key.pem'), 'utf8');
+  const endpoint = { proxy: `127.0.0.1:${gate.port('multiplex')}`, serverName: 'localhost', env: {} };
+  const pin = gate.proxy.caPin;
+  const errors: string[] = [];
+  const attempt = (p: Promise<unknown>): Promise<void> => p.then(() => undefined, (e: Error) => void errors.push(`${e.message} ${JSON.stringify(e)}`));
+  const joined = await joinProxy(endpoint, { token: staticToken, name: 'quiet', caPin: pin });
+  await attempt(joinProxy(endpoint, { token: staticToken, name: 'quiet', caPin: pin })); // exhausted
+  await attempt(joinProxy(endpoint, { token: staticToken, name: 'loud', caPin: pin })); // name not allowed
+  await attempt(joinProxy(endpoint, { token: `${devToken}x`, name: 'quiet', caPin: pin })); // unknown
+  const renewed = await renewIdentity(endpoint, { ...joined, name: 'quiet' });
+  t.equal(errors.length, 3, 'three refusals');
+  t.ok(logs.lines.some((l) => l.component === 'agent-authority'), 'the authority did log');
+  for (const secret of [staticToken, devToken, ...keyFragments(joined.key), ...keyFragments(renewed.key), ...keyFragments(caKey)]) {
+    t.notOk(logs.text().includes(secret), `not in the log: ${secret.slice(0, 10)}…`);
+    for (const e of errors) t.notOk(e.includes(secret), `not in an error: ${secret.slice(0, 10)}…`);
+  }
 });

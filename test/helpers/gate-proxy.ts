@@ -5,6 +5,7 @@ import { LISTEN_ADDR_KEYS } from '../../lib/config/listen-addresses.js';
 import type { ListenerMode, UpstreamProtocol } from '../../lib/config/types.js';
 import type { RouteCounters, StatsSnapshot } from '../../lib/mux/stats.js';
 import { GateProxy } from '../../lib/proxy/gate-proxy.js';
+import type { Logger } from '../../lib/log.js';
 import type { Teardownable } from './daemon.js';
 import { tempDir } from './temp-dir.js';
 
@@ -25,6 +26,8 @@ export interface RunningGateProxy {
   route(listener: string, route: string): RouteCounters;
   /** The configuration text the proxy was started with, for failure messages. */
   yaml: string;
+  /** The data directory (cluster CA, development join token). */
+  dataDir: string;
 }
 
 export interface StartGateProxyOptions {
@@ -33,8 +36,13 @@ export interface StartGateProxyOptions {
   upstreams: Partial<Record<UpstreamProtocol, string>>;
   /** `detect_timeout`, e.g. `3s` (default 10s). */
   detectTimeout?: string;
-  /** Further `proxy_service` keys, as YAML values (e.g. `automatic_upgrades_channels`). */
+  /** Extra `auth_service` keys (join_tokens, agent_certificate_ttl, revoked_agent_certificates). */
+  auth?: Record<string, unknown>;
+  /** Further `proxy_service` keys, as YAML values (public_addr, automatic_upgrades_channels, ...). */
   proxyService?: Record<string, unknown>;
+  logger?: Logger;
+  /** HTTPS_PROXY / NO_PROXY for the proxy's own dials (default: none, so the test's environment never leaks in). */
+  env?: NodeJS.ProcessEnv;
 }
 
 /**
@@ -53,13 +61,19 @@ export async function startGateProxy(t: Teardownable, options: StartGateProxyOpt
     ...options.proxyService,
   };
   if (options.mode === 'separate') {
-    for (const protocol of Object.keys(options.upstreams) as UpstreamProtocol[]) {
+    // The tunnel port is always open (the proxy hosts agents), upstream or not.
+    for (const protocol of [...Object.keys(options.upstreams), 'tunnel'] as UpstreamProtocol[]) {
       proxyService[LISTEN_ADDR_KEYS[protocol]] = '127.0.0.1:0';
     }
   }
-  const yaml = stringify({ version: 'v3', data_dir: dataDir, auth_service: { proxy_listener_mode: options.mode }, proxy_service: proxyService });
+  const yaml = stringify({
+    version: 'v3',
+    data_dir: dataDir,
+    auth_service: { proxy_listener_mode: options.mode, ...options.auth },
+    proxy_service: proxyService,
+  });
   const { config } = parseConfig(yaml, { source: `interop ${options.mode} config` });
-  const proxy = await GateProxy.start({ config, version: PROXY_VERSION });
+  const proxy = await GateProxy.start({ config, version: PROXY_VERSION, env: options.env ?? {}, ...(options.logger ? { logger: options.logger } : {}) });
   t.teardown(() => proxy.close({ graceMs: 500 }));
   const caFile = proxy.caFile;
   if (!caFile) throw new Error('the proxy made no development CA');
@@ -84,5 +98,6 @@ export async function startGateProxy(t: Teardownable, options: StartGateProxyOpt
     stats,
     route: (listener, route) => stats(listener).byRoute[route] ?? { connections: 0, open: 0, bytesIn: 0, bytesOut: 0, errors: 0 },
     yaml,
+    dataDir,
   };
 }

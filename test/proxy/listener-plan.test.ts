@@ -6,7 +6,6 @@ import { planListeners, routeMatchFor, routeMatchesFor, SSH_PORT_SILENT_AFTER_MS
 
 const ALL_UPSTREAMS = `  upstreams:
     ssh: 127.0.0.1:22
-    tunnel: 127.0.0.1:4024
     kube: 127.0.0.1:6443
     postgres: 127.0.0.1:5432
     mysql: 127.0.0.1:3306
@@ -47,7 +46,7 @@ t.test('multiplex: one listener on the web address carries every protocol', asyn
   t.match(route('web-plaintext'), { match: { protocol: ['http1', 'h2'] }, transport: 'plaintext' });
   t.match(route('ssh'), { match: { protocol: 'ssh' }, transport: 'plaintext', upstream: { host: '127.0.0.1', port: 22 } });
   t.match(route('ssh-tls'), { match: { alpn: 'gate-proxy-ssh' }, transport: 'tls-terminate' });
-  t.match(route('tunnel'), { match: { alpn: 'gate-reversetunnel' }, upstream: { port: 4024 } });
+  t.match(route('tunnel'), { match: { alpn: 'gate-reversetunnel' }, transport: 'tls-terminate', upstream: undefined }, 'the proxy hosts agents itself');
   t.match(route('kube'), { match: { sniPrefix: 'kube-gate-proxy-alpn.', protocol: 'tls' }, transport: 'tls-passthrough', upstream: { port: 6443 } });
   t.match(route('kube-local'), { match: { sni: 'kube.gate.cluster.local' }, transport: 'tls-passthrough' });
   t.same(route('postgres')?.match, { alpn: ['gate-postgres', 'postgresql'] }, 'no protocol: TLS after SSLRequest too');
@@ -59,10 +58,11 @@ t.test('multiplex: one listener on the web address carries every protocol', asyn
   t.match(route('redis'), { match: { alpn: 'gate-redis' }, upstream: { port: 6379 } });
 });
 
-t.test('multiplex: a protocol without upstream has no route (fails closed)', async (t) => {
-  const { config } = parseConfig('proxy_service:\n  upstreams: {postgres: 127.0.0.1:5432}\n');
-  const names = planListeners(config).listeners[0]?.routes.map((r) => r.name) ?? [];
-  t.same(names.filter((n) => !n.startsWith('web')), ['postgres', 'postgres-ping', 'postgres-startup']);
+t.test('multiplex: a protocol without upstream has no route (fails closed); the tunnel route is always there', async (t) => {
+  const { config } = parseConfig('proxy_service:\n  upstreams: {postgres: "tunnel:db/127.0.0.1:5432"}\n');
+  const routes = planListeners(config).listeners[0]?.routes ?? [];
+  t.same(routes.map((r) => r.name).filter((n) => !n.startsWith('web')), ['tunnel', 'postgres', 'postgres-ping', 'postgres-startup']);
+  t.same(routes.find((r) => r.name === 'postgres')?.upstream, { agent: 'db', target: '127.0.0.1:5432' }, 'an upstream behind an agent');
 });
 
 t.test('separate: each protocol on its legacy port, web still routes TLS by ALPN', async (t) => {
@@ -115,10 +115,8 @@ t.test('separate: each protocol on its legacy port, web still routes TLS by ALPN
   t.equal(postgres.silentRoute, undefined);
 
   t.match(byName(plan.listeners, 'kube').routes, [{ match: { protocol: 'tls' }, transport: 'tls-passthrough' }]);
-  t.match(byName(plan.listeners, 'tunnel').routes, [
-    { name: 'tunnel-ssh', match: { protocol: 'ssh' } },
-    { name: 'tunnel', match: { alpn: 'gate-reversetunnel' } },
-  ]);
+  t.match(byName(plan.listeners, 'tunnel').routes, [{ name: 'tunnel', match: { alpn: 'gate-reversetunnel' }, transport: 'tls-terminate', upstream: undefined }]);
+  t.equal(byName(plan.listeners, 'tunnel').routes.length, 1, 'no plaintext SSH route: agents speak TLS');
   t.match(byName(plan.listeners, 'redis').routes, [{ match: { protocol: 'tls' }, transport: 'tls-terminate', framing: 'per-alpn' }]);
 });
 
@@ -132,8 +130,9 @@ proxy_service:
   const plan = planListeners(config);
   t.same(plan.listeners.map((l) => [l.name, l.host, l.port]), [
     ['web', '0.0.0.0', 443],
+    ['tunnel', '0.0.0.0', 3024],
     ['mysql', '10.0.0.1', 13306],
-  ]);
+  ], 'the tunnel port is always open in separate mode');
 });
 
 t.test('peering has its own port in both modes', async (t) => {
@@ -142,7 +141,7 @@ t.test('peering has its own port in both modes', async (t) => {
   t.match(byName(multiplex.listeners, 'peer').routes, [{ name: 'peer', match: { protocol: 'tls' }, transport: 'tls-passthrough', upstream: { host: '10.0.0.2', port: 3021 } }]);
   t.notOk(multiplex.listeners[0]?.routes.some((r) => r.protocol === 'peer'), 'no peer route on the shared port');
   const separate = planListeners(parseConfig('auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  peer_listen_addr: :13021\n  upstreams: {peer: 10.0.0.2:3021}\n').config);
-  t.same(separate.listeners.map((l) => [l.name, l.host, l.port]), [['web', '0.0.0.0', 3080], ['peer', '0.0.0.0', 13021]]);
+  t.same(separate.listeners.map((l) => [l.name, l.host, l.port]), [['web', '0.0.0.0', 3080], ['tunnel', '0.0.0.0', 3024], ['peer', '0.0.0.0', 13021]]);
 });
 
 t.test('routeMatchFor gives the primary TLS recognition', async (t) => {

@@ -13,7 +13,6 @@ const FILE = `proxy_service:
   mysql_public_addr: mysql.example.com:3036
   upstreams:
     ssh: 127.0.0.1:22
-    tunnel: 127.0.0.1:4024
     kube: 127.0.0.1:6443
     postgres: 127.0.0.1:5432
     mysql: 127.0.0.1:3306
@@ -70,12 +69,12 @@ t.test('separate: each listen address is its own port', async (t) => {
   t.equal(ping.server_version, '1.2.3');
 });
 
-t.test('disabled protocols and empty public addresses are left out', async (t) => {
+t.test('disabled protocols and empty public addresses are left out (the tunnel is always served)', async (t) => {
   const { config } = parseConfig('proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n');
   const ping = buildPing(config, planListeners(config), 'v0.1.0');
   t.same(ping.proxy, {
     kube: { enabled: false },
-    ssh: { web_listen_addr: '127.0.0.1:3080' },
+    ssh: { web_listen_addr: '127.0.0.1:3080', tunnel_listen_addr: '127.0.0.1:3080' },
     db: {},
     tls_routing_enabled: true,
   });

@@ -6,7 +6,8 @@ import { connect as connectTcp, createServer, type Server, type Socket } from 'n
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
-import { ErrorCodes } from '../../lib/errors.js';
+import { ErrorCodes, type GateError } from '../../lib/errors.js';
+import { X509Certificate } from 'node:crypto';
 import { listening, closeServer, readUntil, tlsClient, until } from '../helpers/net.js';
 import type { Teardownable } from '../helpers/daemon.js';
 import { agentCertificate, startProxySide, type ProxySide } from '../helpers/tunnel-rig.js';
@@ -119,7 +120,7 @@ t.test('two agents at once, each reaching its own target; refusals carry their c
   await until(() => Object.keys(proxy.mux.stats().failures).length === 2, 'both refusals recorded');
   const failures = proxy.mux.stats().failures;
   t.equal(failures[ErrorCodes.AGENT_TARGET_DENIED], 1, 'the agent refused a target outside its policy');
-  t.equal(failures[ErrorCodes.AGENT_NOT_CONNECTED], 1, 'no agent of that name');
+  t.equal(failures[ErrorCodes.AGENT_OFFLINE], 1, 'no agent of that name: offline');
   t.equal(two.sockets.size, 0, 'the refused target was never dialled by agent-one');
 });
 
@@ -152,20 +153,72 @@ t.test('a killed agent: its streams fail at once with GATE_ERR_AGENT_STREAM_FAIL
 
   const after = await tlsClient(proxy.port, { servername: 'localhost', ALPNProtocols: ['gate-redis'] });
   await closed(after);
-  await until(() => proxy.mux.stats().failures[ErrorCodes.AGENT_NOT_CONNECTED] === 1, 'new clients are refused');
+  await until(() => proxy.mux.stats().failures[ErrorCodes.AGENT_OFFLINE] === 1, 'new clients are refused: agent offline');
 });
 
-t.test('identity: the certificate names the agent; a foreign CA is refused', async (t) => {
+t.test('identity: the certificate names the agent; a foreign CA is refused with its code, told to the agent', async (t) => {
   const proxy = await proxySide(t, []);
   t.throws(() => startAgent({ proxy: `127.0.0.1:${proxy.port}`, name: 'someone-else', ...agentCertificate('agent-a'), ca: ca.cert }), {
     code: ErrorCodes.AGENT_IDENTITY,
   });
   const foreign = CertificateAuthority.create('not the proxy CA').issue({ commonName: 'intruder', usage: 'client' });
   const intruder = agent(t, proxy, 'intruder', [], { cert: foreign.cert, key: foreign.key });
-  await until(() => proxy.mux.stats().failures[ErrorCodes.TLS_HANDSHAKE] !== undefined, 'handshake refused', 10_000);
+  const [refusal] = (await once(intruder, 'refused')) as [GateError];
+  t.equal(refusal.code, ErrorCodes.AGENT_CERT_UNTRUSTED, 'the agent learns why');
+  t.match(refusal.message, /not from this proxy's CA/);
+  await until(() => proxy.mux.stats().failures[ErrorCodes.AGENT_CERT_UNTRUSTED] !== undefined, 'the refusal is recorded with its code');
   t.equal(intruder.connected, false);
+  t.equal(intruder.connections, 0, 'never counted as connected');
   t.same(proxy.registry.agents(), []);
   void server;
+});
+
+t.test('expired and revoked certificates are refused with their own codes; a duplicate name leaves the first tunnel alone', async (t) => {
+  const echo = await taggedEcho(t, 'first');
+  let revokedSerial = '';
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'twin', target: echo.address }], {
+    registry: { isRevoked: (serial) => serial === revokedSerial },
+  });
+  const expired = ca.issue({ commonName: 'late', usage: 'client', ttlMs: -60_000 });
+  const late = agent(t, proxy, 'late', [], { cert: expired.cert, key: expired.key });
+  t.equal(((await once(late, 'refused')) as [GateError])[0].code, ErrorCodes.AGENT_CERT_EXPIRED);
+
+  const revokedPair = ca.issue({ commonName: 'banned', usage: 'client' });
+  revokedSerial = new X509Certificate(revokedPair.cert).serialNumber.toLowerCase().replace(/^0+/, '');
+  const banned = agent(t, proxy, 'banned', [], { cert: revokedPair.cert, key: revokedPair.key });
+  t.equal(((await once(banned, 'refused')) as [GateError])[0].code, ErrorCodes.AGENT_CERT_REVOKED);
+
+  const first = agent(t, proxy, 'twin', [echo.address]);
+  await first.waitConnected();
+  const held = await greet(proxy.port, 'gate-redis');
+  t.equal(held.line, 'first');
+  const second = agent(t, proxy, 'twin', [echo.address]);
+  t.equal(((await once(second, 'refused')) as [GateError])[0].code, ErrorCodes.AGENT_DUPLICATE, 'the copy is refused');
+  await second.stop();
+  held.socket.write('still mine\n');
+  t.match(await readUntil(held.socket, (s) => s.includes('still mine')), /still mine/, 'the first tunnel carries on');
+  t.equal(first.connected, true);
+  t.equal(first.connections, 1, 'the first agent never dropped');
+  held.socket.destroy();
+  const failures = proxy.mux.stats().failures;
+  t.ok((failures[ErrorCodes.AGENT_CERT_EXPIRED] ?? 0) >= 1, 'each retry of the expired agent is refused');
+  t.ok((failures[ErrorCodes.AGENT_CERT_REVOKED] ?? 0) >= 1);
+  t.ok((failures[ErrorCodes.AGENT_DUPLICATE] ?? 0) >= 1);
+});
+
+t.test('a graceful stop sends GOAWAY: the proxy frees the name at once, and it is not a reset', async (t) => {
+  const echo = await taggedEcho(t, 'bye');
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'polite', target: echo.address }]);
+  const a = agent(t, proxy, 'polite', [echo.address]);
+  await a.waitConnected();
+  const gone = once(proxy.registry, 'agent-disconnected');
+  await a.stop({ graceMs: 2000 });
+  const [name, reason] = (await gone) as [string, string];
+  t.equal(name, 'polite');
+  t.match(reason, /agent sent GOAWAY \(NO_ERROR\)/, 'the proxy saw a clean GOAWAY');
+  const again = agent(t, proxy, 'polite', [echo.address]);
+  await again.waitConnected();
+  t.same(proxy.registry.agents(), ['polite'], 'the restarted agent has its name back');
 });
 
 /** A TCP relay to `port` whose existing connections can be frozen: bytes stop, nothing closes (a NAT dropping a flow). */
@@ -228,4 +281,61 @@ t.test('heartbeats: a path that goes silent (no FIN) is torn down on both sides,
   const again = await greet(proxy.port, 'gate-redis');
   t.equal(again.line, 'hb');
   again.socket.destroy();
+});
+
+t.test('revocation at reload ends a live tunnel, streams included, and tells the agent', async (t) => {
+  const echo = await taggedEcho(t, 'soon-revoked');
+  let revoked = '';
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'revokee', target: echo.address }], { registry: { isRevoked: (s) => s === revoked } });
+  const a = agent(t, proxy, 'revokee', [echo.address], { backoff: { initialMs: 5000, maxMs: 5000 } });
+  await a.waitConnected();
+  const { socket, line } = await greet(proxy.port, 'gate-redis');
+  t.equal(line, 'soon-revoked');
+  t.same(proxy.registry.revalidate(), [], 'nothing revoked yet');
+  revoked = new X509Certificate(agentCertificate('revokee').cert).serialNumber.toLowerCase().replace(/^0+/, '');
+  const refused = once(a, 'refused');
+  t.same(proxy.registry.revalidate(), ['revokee']);
+  t.equal(((await refused) as [GateError])[0].code, ErrorCodes.AGENT_CERT_REVOKED, 'the agent learns why');
+  await closed(socket);
+  t.same(proxy.registry.agents(), []);
+});
+
+t.test('a second agent under a held name makes the holder prove it is alive: a dead path frees the name', async (t) => {
+  const echo = await taggedEcho(t, 'successor');
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'phoenix', target: echo.address }], {
+    registry: { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 1000 },
+  });
+  const relay = await freezableRelay(t, proxy.port);
+  const old = agent(t, relay.port, 'phoenix', [echo.address], { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 60_000 });
+  await old.waitConnected();
+  relay.freeze(); // the old agent's path dies without a FIN; no heartbeat is due for a minute
+  const gone = once(proxy.registry, 'agent-disconnected');
+  const successor = agent(t, proxy, 'phoenix', [echo.address]);
+  const [, reason] = (await gone) as [string, string];
+  t.match(reason, /after a second agent claimed the name/, 'the probe found the old path dead');
+  await successor.waitConnected();
+  const again = await greet(proxy.port, 'gate-redis');
+  t.equal(again.line, 'successor', 'the restarted agent carries the route');
+  again.socket.destroy();
+  await old.stop();
+});
+
+t.test("the proxy's GOAWAY: the agent dials a new tunnel at once while open streams finish on the old one", async (t) => {
+  const echo = await taggedEcho(t, 'drain');
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'drainer', target: echo.address }]);
+  const a = agent(t, proxy, 'drainer', [echo.address]);
+  await a.waitConnected();
+  const before = await greet(proxy.port, 'gate-redis');
+  const down = once(a, 'disconnected');
+  const up = once(a, 'connected');
+  proxy.registry.goAway();
+  t.match(((await down) as [{ reason: string }])[0].reason, /proxy sent GOAWAY \(NO_ERROR\)/);
+  t.equal(((await up) as [{ connections: number }])[0].connections, 2, 'a new tunnel came up');
+  before.socket.write('still flowing\n');
+  t.match(await readUntil(before.socket, (s) => s.includes('still flowing')), /still flowing/, 'the open stream finished on the old tunnel');
+  before.socket.destroy();
+  await proxy.registry.waitFor('drainer');
+  const after = await greet(proxy.port, 'gate-redis');
+  t.equal(after.line, 'drain', 'new clients use the new tunnel');
+  after.socket.destroy();
 });

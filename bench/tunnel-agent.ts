@@ -1,0 +1,18 @@
+// The bench's agent process: holds a reverse tunnel to the tunnel router (bench/tunnel-router.ts)
+// and serves TARGET. Certificates come in the environment (PEM text) from the router that made them.
+import { startAgent } from '../lib/index.js';
+
+const env = process.env;
+const agent = startAgent({
+  proxy: env.PROXY ?? '',
+  name: env.AGENT_NAME ?? 'bench-agent',
+  cert: env.AGENT_CERT ?? '',
+  key: env.AGENT_KEY ?? '',
+  ca: env.AGENT_CA ?? '',
+  serverName: 'localhost',
+  env: {},
+  resources: [env.TARGET ?? ''],
+});
+process.once('SIGTERM', () => {
+  void agent.stop({ graceMs: 500 }).then(() => process.exit(0));
+});

@@ -1,0 +1,258 @@
+#!/usr/bin/env node
+// The agent: joins the proxy once with a token and a CA pin, keeps its key and short-lived
+// certificate in a state directory, holds the reverse tunnel, renews before expiry, and serves the
+// targets its --allow list names. `gate-mux agent --help` (or node dist/lib/cli/agent.js --help).
+import { readFile } from 'node:fs/promises';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { pino } from 'pino';
+import { dialTls } from '../client/dial-tls.js';
+import { ErrorCodes, GateError, isGateError } from '../errors.js';
+import { silentLogger, type Logger } from '../log.js';
+import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
+import { startAgent, type AgentConnectedEvent, type TunnelAgent } from '../tunnel/agent.js';
+import { readAgentState, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
+import { joinProxy, renewalTime, renewIdentity, type JoinEndpoint } from '../tunnel/join-client.js';
+
+const USAGE = `usage:
+  agent --proxy HOST:PORT --name NAME --allow HOST:PORT [--allow ...] --state-dir DIR
+        [--token TOKEN --ca-pin sha256:HEX]      (first start: join; later starts reuse DIR)
+  agent --proxy HOST:PORT --name NAME --cert FILE --key FILE --ca FILE --allow HOST:PORT [...]
+                                                  (a pre-issued identity; no joining or renewal)
+  agent --proxy HOST:PORT [--ca FILE | --insecure]  (report the way to the proxy and exit)
+options:
+  --tunnel-addr HOST:PORT  the tunnel port when the proxy runs separate ports (default: --proxy)
+  --server-name NAME       the name the proxy's certificate is checked for (default: the proxy host)
+  --timeout-ms N           dial and handshake deadline (default 10000)
+  --log-level LEVEL        pino level for the log on stderr (default warn)
+HTTPS_PROXY / HTTP_PROXY / NO_PROXY choose how the proxy is reached. SIGTERM or Ctrl-C closes the
+tunnel with a GOAWAY and exits 0.`;
+
+/** Milliseconds to wait before retrying a failed renewal (the certificate's last third allows many). */
+const RENEW_RETRY_MS = 60_000;
+/** Open streams get this long to finish after SIGTERM before the tunnel is torn down. */
+const STOP_GRACE_MS = 5_000;
+
+interface Io {
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+const defaultIo: Io = { out: (l) => console.log(l), err: (l) => console.error(l) };
+
+function failure(err: unknown): string {
+  return `agent: ${isGateError(err) ? err.code : 'error'}: ${(err as Error).message}`;
+}
+
+/** Report-only mode: dial the tunnel endpoint the way the agent does and say which way it went. */
+async function reportRoute(values: { proxy: string; ca?: string | undefined; insecure?: boolean | undefined; serverName?: string | undefined; timeoutMs: number }, io: Io): Promise<number> {
+  const { socket, via, alpn } = await dialTls(values.proxy, {
+    alpn: [ALPN_REVERSE_TUNNEL],
+    requireAlpn: true,
+    ...(values.serverName ? { serverName: values.serverName } : {}),
+    ...(values.ca ? { ca: await readFile(values.ca) } : {}),
+    rejectUnauthorized: !values.insecure,
+    timeoutMs: values.timeoutMs,
+  });
+  io.out(`connected to ${values.proxy} ${via ? `via ${via.display} (from ${via.source})` : 'direct'}, ALPN ${alpn ?? 'none'}`);
+  socket.end();
+  return 0;
+}
+
+/** The identity to start with: the state directory's, else a new one by joining (then saved). */
+async function identityFor(endpoint: JoinEndpoint, opts: { name: string; stateDir: string; token?: string | undefined; caPin?: string | undefined }, io: Io): Promise<StoredIdentity> {
+  const stored = await readAgentState(opts.stateDir);
+  if (stored && stored.name !== opts.name) {
+    throw new GateError(ErrorCodes.AGENT_STATE, `${opts.stateDir} holds the identity of agent ${JSON.stringify(stored.name)}, not ${JSON.stringify(opts.name)}`);
+  }
+  if (stored && stored.expiresAt > Date.now()) return stored;
+  if (!opts.token || !opts.caPin) {
+    const why = stored ? `the certificate in ${opts.stateDir} expired at ${new Date(stored.expiresAt).toISOString()}` : `${opts.stateDir} holds no identity yet`;
+    throw new GateError(ErrorCodes.AGENT_STATE, `${why}: join with --token and --ca-pin`);
+  }
+  const joined = await joinProxy(endpoint, { token: opts.token, name: opts.name, caPin: opts.caPin });
+  await writeAgentState(opts.stateDir, joined);
+  io.out(`joined as ${opts.name}; identity kept in ${opts.stateDir}`);
+  const saved = await readAgentState(opts.stateDir);
+  if (!saved) throw new GateError(ErrorCodes.AGENT_STATE, `${opts.stateDir}: the identity just written cannot be read back`);
+  return saved;
+}
+
+/**
+ * Renews at two thirds of each certificate's life, saves the new identity and hands it to the
+ * agent for its next connection; a failed renewal is retried every minute. Returns a stop function.
+ */
+function keepRenewed(
+  agent: TunnelAgent,
+  endpoint: JoinEndpoint,
+  stateDir: string,
+  first: StoredIdentity,
+  io: Io,
+  log: Logger,
+  renewAt: (certPem: string) => number,
+  onExpired: (error: GateError) => void,
+): () => void {
+  let current = first;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const schedule = (at: number): void => {
+    if (stopped) return;
+    timer = setTimeout(renew, Math.max(0, Math.min(at - Date.now(), 2 ** 31 - 1)));
+    timer.unref();
+  };
+  const renew = (): void => {
+    renewIdentity(endpoint, current)
+      .then(async (next) => {
+        await writeAgentState(stateDir, next);
+        const saved = await readAgentState(stateDir);
+        if (!saved) throw new GateError(ErrorCodes.AGENT_STATE, `${stateDir}: the renewed identity cannot be read back`);
+        current = saved;
+        agent.setIdentity(saved);
+        io.out(`certificate renewed, valid until ${new Date(saved.expiresAt).toISOString()}`);
+        schedule(renewAt(saved.cert));
+      })
+      .catch((err: unknown) => {
+        // Past expiry no renewal can succeed (it needs a valid certificate): only a new join can.
+        if (current.expiresAt <= Date.now()) {
+          onExpired(new GateError(ErrorCodes.AGENT_STATE, `the certificate in ${stateDir} expired at ${new Date(current.expiresAt).toISOString()} before it could be renewed (${(err as Error).message}): join again with --token and --ca-pin`));
+          return;
+        }
+        log.warn({ code: isGateError(err) ? err.code : undefined }, `renewal failed, retrying in ${RENEW_RETRY_MS / 1000} s: ${(err as Error).message}`);
+        schedule(Date.now() + RENEW_RETRY_MS);
+      });
+  };
+  schedule(renewAt(first.cert));
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
+
+/** Resolves on SIGTERM / SIGINT (handlers removed afterwards). */
+function untilSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    const on = (signal: string): void => {
+      process.removeListener('SIGTERM', onTerm);
+      process.removeListener('SIGINT', onInt);
+      resolve(signal);
+    };
+    const onTerm = (): void => on('SIGTERM');
+    const onInt = (): void => on('SIGINT');
+    process.once('SIGTERM', onTerm);
+    process.once('SIGINT', onInt);
+  });
+}
+
+export interface AgentCliHooks {
+  io?: Io;
+  /** Resolves when the agent should stop (default: SIGTERM or SIGINT). */
+  stopSignal?: Promise<unknown>;
+  env?: NodeJS.ProcessEnv;
+  /** When to renew a certificate (default `renewalTime`: two thirds of its validity). */
+  renewAt?: (certPem: string) => number;
+}
+
+export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<number> {
+  const io = hooks.io ?? defaultIo;
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        help: { type: 'boolean', short: 'h', default: false },
+        proxy: { type: 'string' },
+        'tunnel-addr': { type: 'string' },
+        token: { type: 'string' },
+        'ca-pin': { type: 'string' },
+        name: { type: 'string' },
+        allow: { type: 'string', multiple: true, default: [] },
+        'state-dir': { type: 'string' },
+        cert: { type: 'string' },
+        key: { type: 'string' },
+        ca: { type: 'string' },
+        insecure: { type: 'boolean', default: false },
+        'server-name': { type: 'string' },
+        'timeout-ms': { type: 'string', default: '10000' },
+        'log-level': { type: 'string', default: 'warn' },
+      },
+    }));
+  } catch (err) {
+    io.err(`agent: ${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    io.out(USAGE);
+    return 0;
+  }
+  const timeoutMs = Number(values['timeout-ms']);
+  if (!values.proxy || !Number.isInteger(timeoutMs) || timeoutMs <= 0) {
+    io.err(USAGE);
+    return 2;
+  }
+  const serverName = values['server-name'];
+  try {
+    if (!values.name) return await reportRoute({ proxy: values.proxy, ca: values.ca, insecure: values.insecure, serverName, timeoutMs }, io);
+  } catch (err) {
+    io.err(failure(err));
+    return 1;
+  }
+  // Logs go to stderr; tokens and keys are never passed to it.
+  const logger = values['log-level'] === 'silent' ? silentLogger() : pino({ level: values['log-level'] ?? 'warn' }, pino.destination(2));
+  const endpoint: JoinEndpoint = {
+    proxy: values.proxy,
+    ...(serverName ? { serverName } : {}),
+    ...(hooks.env ? { env: hooks.env } : {}),
+    timeoutMs,
+    logger,
+  };
+  let agent: TunnelAgent;
+  let stopRenewal = (): void => {};
+  let expired: GateError | undefined;
+  let onExpired = (): void => {};
+  const expiry = new Promise<void>((resolve) => (onExpired = resolve));
+  try {
+    let identity: { cert: string | Buffer; key: string | Buffer; ca: string | Buffer };
+    let stored: StoredIdentity | undefined;
+    if (values.cert) {
+      if (!values.key || !values.ca) throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'a pre-issued identity needs --cert, --key and --ca');
+      identity = { cert: await readFile(values.cert), key: await readFile(values.key), ca: await readFile(values.ca) };
+    } else {
+      if (!values['state-dir']) throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'an agent that joins needs --state-dir (its key and certificate are kept there)');
+      stored = await identityFor(endpoint, { name: values.name, stateDir: values['state-dir'], token: values.token, caPin: values['ca-pin'] }, io);
+      identity = stored;
+    }
+    agent = startAgent({
+      proxy: values['tunnel-addr'] ?? values.proxy,
+      name: values.name,
+      ...identity,
+      resources: values.allow ?? [],
+      ...(serverName ? { serverName } : {}),
+      ...(hooks.env ? { env: hooks.env } : {}),
+      dialTimeoutMs: timeoutMs,
+      logger,
+    });
+    if (stored && values['state-dir']) {
+      stopRenewal = keepRenewed(agent, endpoint, values['state-dir'], stored, io, logger, hooks.renewAt ?? renewalTime, (error) => {
+        expired = error;
+        onExpired();
+      });
+    }
+  } catch (err) {
+    io.err(failure(err));
+    return 1;
+  }
+  agent.on('connected', (e: AgentConnectedEvent) => io.out(`tunnel up: agent ${agent.name} via ${e.via} (connection ${e.connections})`));
+  agent.on('disconnected', (e: { reason: string }) => io.out(`tunnel down: ${e.reason}`));
+  agent.on('refused', (e: GateError) => io.err(failure(e)));
+  await Promise.race([hooks.stopSignal ?? untilSignal(), expiry]);
+  stopRenewal();
+  await agent.stop({ graceMs: STOP_GRACE_MS });
+  io.out('tunnel closed');
+  if (expired) {
+    io.err(failure(expired));
+    return 1;
+  }
+  return 0;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]!).href) process.exitCode = await main(process.argv.slice(2));

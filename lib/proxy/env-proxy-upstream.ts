@@ -1,0 +1,39 @@
+import type { Duplex } from 'node:stream';
+import { dial } from '../client/dial.js';
+import type { ProxyConfig } from '../client/proxy-config.js';
+import { ErrorCodes, GateError, isGateError } from '../errors.js';
+import type { CustomHandler } from '../handlers/types.js';
+import { splice } from '../transport/splice.js';
+
+/**
+ * An upstream the environment says to reach through a proxy (HTTPS_PROXY and NO_PROXY, the rules
+ * `proxyForTarget` applies to every dial): the client is held paused while `dial` goes through
+ * `via` (CONNECT or SOCKS), then spliced to the tunnelled socket. A failed dial closes the client
+ * with the dialer's code (GATE_ERR_PROXY_UNREACHABLE, GATE_ERR_PROXY_FORBIDDEN, ...), which the
+ * listener logs once with the route.
+ */
+export function forwardThroughProxy(target: string, via: ProxyConfig, options: { timeoutMs?: number } = {}): CustomHandler {
+  return {
+    kind: 'custom',
+    handle: async (client: Duplex) => {
+      const abort = new AbortController();
+      const onEarlyClose = (): void => abort.abort(new Error('client closed'));
+      client.once('close', onEarlyClose);
+      try {
+        const { socket } = await dial(target, { proxy: via, allowHalfOpen: true, signal: abort.signal, ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }) });
+        if (client.destroyed) {
+          socket.destroy();
+          return;
+        }
+        socket.setNoDelay(true);
+        splice(client, socket, () => {});
+        client.resume();
+      } catch (err) {
+        if (abort.signal.aborted || client.destroyed) return;
+        client.destroy(isGateError(err) ? err : new GateError(ErrorCodes.DIAL_FAILED, `${target} via ${via.display}: ${(err as Error).message}`, { cause: err }));
+      } finally {
+        client.removeListener('close', onEarlyClose);
+      }
+    },
+  };
+}

@@ -1,0 +1,91 @@
+import { ErrorCodes, GateError } from '../errors.js';
+import { componentLogger, type Logger } from '../log.js';
+import type { CertificateAuthority } from '../pki/certificate-authority.js';
+import { verifyRequest } from '../pki/certificate-request.js';
+import { admitAgent, type AgentTlsFacts } from './admission.js';
+import { isValidAgentName } from './agent-identity.js';
+import type { JoinTokens } from './join-tokens.js';
+
+export interface AgentAuthorityOptions {
+  ca: CertificateAuthority;
+  tokens: JoinTokens;
+  /** Lifetime of the certificates it issues. */
+  certificateTtlMs: () => number;
+  isRevoked: (serial: string) => boolean;
+  logger?: Logger;
+}
+
+/** What a joining or renewing agent receives. */
+export interface IssuedAgentCertificate {
+  /** The client certificate (PEM) for the key whose CSR was sent. */
+  cert: string;
+  /** The cluster CA (PEM): what the agent verifies the proxy's tunnel certificate against. */
+  ca: string;
+  /** ISO 8601 end of validity; the agent renews at two thirds of the lifetime. */
+  expires: string;
+}
+
+/**
+ * Issues agents' short-lived client certificates from the cluster CA: against a join token the
+ * first time, against the current certificate (mutual TLS, no token) to renew. The agent's key
+ * stays with the agent; only its CSR, whose self-signature proves possession, comes here. Every
+ * refusal is a GateError with its own code and issues nothing; tokens never reach a log line.
+ */
+export class AgentAuthority {
+  private readonly log: Logger;
+
+  constructor(private readonly options: AgentAuthorityOptions) {
+    this.log = componentLogger(options.logger, 'agent-authority');
+  }
+
+  /** A first certificate for `name`, paid for with `token`. */
+  join(request: { token: unknown; name: unknown; csr: unknown }): IssuedAgentCertificate {
+    const { name, csr } = this.readRequest(request);
+    if (typeof request.token !== 'string' || request.token === '') throw new GateError(ErrorCodes.JOIN_TOKEN_INVALID, 'no join token given');
+    const checked = this.checkCsr(csr, name);
+    const label = this.options.tokens.redeem(request.token, name);
+    const issued = this.issue(name, checked.publicKey);
+    this.log.info({ agent: name, token: label, serial: issued.serial }, 'agent joined');
+    return issued.answer;
+  }
+
+  /** A fresh certificate for the agent that holds a valid current one (the renew request's TLS). */
+  renew(facts: AgentTlsFacts, request: { csr: unknown }): IssuedAgentCertificate {
+    let name: string;
+    try {
+      name = admitAgent(facts, this.options.isRevoked);
+    } catch (err) {
+      throw new GateError(ErrorCodes.JOIN_RENEW_REFUSED, `renewal needs a valid agent certificate: ${(err as Error).message}`, { cause: err });
+    }
+    const { csr } = this.readRequest({ name, csr: request.csr });
+    const checked = this.checkCsr(csr, name);
+    const issued = this.issue(name, checked.publicKey);
+    this.log.info({ agent: name, serial: issued.serial }, 'agent certificate renewed');
+    return issued.answer;
+  }
+
+  private readRequest(request: { name: unknown; csr: unknown }): { name: string; csr: string } {
+    if (typeof request.name !== 'string' || !isValidAgentName(request.name)) {
+      throw new GateError(ErrorCodes.JOIN_NAME_NOT_ALLOWED, 'the agent name must be letters, digits, ".", "_" or "-"');
+    }
+    if (typeof request.csr !== 'string') throw new GateError(ErrorCodes.JOIN_CSR_INVALID, 'no certificate request (csr) given');
+    return { name: request.name, csr: request.csr };
+  }
+
+  private checkCsr(csr: string, name: string): ReturnType<typeof verifyRequest> {
+    const checked = verifyRequest(csr);
+    if (checked.commonName !== name) {
+      throw new GateError(ErrorCodes.JOIN_CSR_NAME_MISMATCH, `the certificate request names ${JSON.stringify(checked.commonName ?? '')}, not ${JSON.stringify(name)}`);
+    }
+    return checked;
+  }
+
+  private issue(name: string, publicKey: ReturnType<typeof verifyRequest>['publicKey']): { answer: IssuedAgentCertificate; serial: string } {
+    const ttlMs = this.options.certificateTtlMs();
+    // A short life tolerates less skew: an hour of backdating would put a 1 h certificate's
+    // renewal point (two thirds of its validity) at the moment it is issued.
+    const backdateMs = Math.min(5 * 60_000, Math.floor(ttlMs / 4));
+    const issued = this.options.ca.issueFor(publicKey, { commonName: name, usage: 'client', ttlMs, backdateMs });
+    return { answer: { cert: issued.cert, ca: this.options.ca.cert, expires: issued.notAfter.toISOString() }, serial: issued.serial };
+  }
+}
