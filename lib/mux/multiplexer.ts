@@ -3,13 +3,14 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import { runHandler } from '../handlers/run.js';
 import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
-import { forwardOnHandles } from '../handlers/forward-handles.js';
+import { forwardOnHandles, type NativeRelayUse } from '../handlers/forward-handles.js';
 import { HandleEnd, SocketEnd, type ClientEnd } from '../transport/client-end.js';
 import { Connection, type Part } from './connection.js';
 import { HandleRelay } from '../transport/handle-relay.js';
 import { IdleSweep } from '../transport/idle-sweep.js';
 import { errnoError, takeConnections, type TcpHandle } from '../transport/uv.js';
 import { checkHandles } from '../transport/self-test.js';
+import { loadNativeRelay, NATIVE_RELAY_ENV } from '../transport/native-relay.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
 import { SourceLimiter } from './source-limit.js';
@@ -69,6 +70,8 @@ export class Multiplexer {
    */
   fastPath: boolean;
   private readonly idle: IdleSweep<HandleRelay> | undefined;
+  /** The native relay when asked for and loaded (forward routes on handles only). */
+  private readonly native: NativeRelayUse | undefined;
   /** Puts a new relay under the idle sweep; made once, undefined without an idle timeout. */
   private readonly watchRelay: ((relay: HandleRelay, conn: ConnectionParts) => void) | undefined;
 
@@ -82,6 +85,7 @@ export class Multiplexer {
     this.maxConnectionsPerSource = options.maxConnectionsPerSource ?? 0;
     this.perSource = new SourceLimiter(this.maxConnectionsPerSource);
     this.fastPath = options.fastPath ?? true;
+    this.native = (options.nativeRelay ?? nativeRelayAskedFor()) ? nativeRelayUse(this.logger, this.idleTimeoutMs) : undefined;
     const idle = this.idleTimeoutMs > 0 ? new IdleSweep<HandleRelay>(this.idleTimeoutMs) : undefined;
     this.idle = idle;
     this.watchRelay = idle
@@ -317,7 +321,7 @@ export class Multiplexer {
     // Raw passthrough runs on the bare handles; a Postgres SSLRequest to replay, and every other
     // handler, get the client as a net.Socket.
     if (client instanceof HandleEnd && handler.kind === 'forward' && !info.postgresSslRequest) {
-      forwardOnHandles(client, detected.rest, handler, conn, this.watchRelay);
+      forwardOnHandles(client, detected.rest, handler, conn, this.watchRelay, this.native);
       return;
     }
     const socket = client.toSocket(detected.rest);
@@ -381,4 +385,21 @@ function reportFastPathOff(logger: Logger, reason: string): void {
   if (fastPathOffReported) return;
   fastPathOffReported = true;
   logger.warn({ reason }, 'passthrough runs on net.Socket (bare-handle fast path off)');
+}
+
+function nativeRelayAskedFor(): boolean {
+  const value = process.env[NATIVE_RELAY_ENV]?.trim().toLowerCase();
+  return value === '1' || value === 'on' || value === 'true';
+}
+
+let nativeOffReported = false;
+
+function nativeRelayUse(logger: Logger, idleTimeoutMs: number): NativeRelayUse | undefined {
+  const load = loadNativeRelay();
+  if (load.ok) return { relay: load.relay, idleTimeoutMs };
+  if (!nativeOffReported) {
+    nativeOffReported = true;
+    logger.warn({ reason: load.reason }, 'native relay off: forward routes relay in TypeScript');
+  }
+  return undefined;
 }
