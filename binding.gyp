@@ -11,7 +11,7 @@
       "conditions": [
         ["OS!='linux'", { "type": "none", "sources": [] }],
         ["'<!(node -p \"process.env.GATE_MUX_SANITIZE || ''\")'=='1'", {
-          "cflags_cc": ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"],
+          "cflags_cc": ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-O1", "-g"],
           "ldflags": ["-fsanitize=address,undefined"]
         }]
       ]

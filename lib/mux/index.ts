@@ -13,6 +13,7 @@ export { RouteTable, type RouteQuery } from './route-table.js';
 export type { StatsSnapshot, RouteCounters } from './stats.js';
 export type { ListenOptions, MultiplexerOptions, Route, RouteMatch } from './types.js';
 export { FAST_PATH_ENV } from '../transport/self-test.js';
+export { NATIVE_RELAY_ENV, nativeRelayStatus } from '../transport/native-relay.js';
 
 // Handlers: what a route does with a connection
 export { forward, terminate, serve, custom, select, wrap, parseHostPort } from '../handlers/builders.js';

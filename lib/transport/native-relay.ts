@@ -29,6 +29,12 @@ export interface NativeEnd {
   clientWritten: number;
 }
 
+/** Whether the native relay can run in this process, and if not why (for health checks and support). */
+export function nativeRelayStatus(): { available: true } | { available: false; reason: string } {
+  const load = loadNativeRelay();
+  return load.ok ? { available: true } : { available: false, reason: load.reason };
+}
+
 export type NativeRelayLoad = { ok: true; relay: NativeRelay } | { ok: false; reason: string };
 
 let loaded: NativeRelayLoad | undefined;
