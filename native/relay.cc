@@ -119,9 +119,19 @@ class Engine {
     // Not holding the event loop open by itself: JavaScript refs it while connections run.
     onEnd_.Unref(env);
     thread_ = std::thread([this] { Run(); });
+    // Stop before Node tears the thread-safe function down. Cleanup hooks run last-registered
+    // first, so this runs before the function's own hook. Stopping later, from the instance
+    // data's finalizer, deadlocks on Node 24: that finalizer runs while Node holds the
+    // function's lock, and releasing the function takes the same lock.
+    env_ = env;
+    napi_add_env_cleanup_hook(env, StopHook, this);
+    hooked_ = true;
   }
 
-  ~Engine() { Stop(); }
+  ~Engine() {
+    if (hooked_) napi_remove_env_cleanup_hook(env_, StopHook, this);
+    Stop();
+  }
 
   bool ok() const { return thread_.joinable(); }
 
@@ -169,7 +179,10 @@ class Engine {
   void Ref(Napi::Env env) { onEnd_.Ref(env); }
   void Unref(Napi::Env env) { onEnd_.Unref(env); }
 
+  static void StopHook(void* engine) { static_cast<Engine*>(engine)->Stop(); }
+
   void Stop() {
+    hooked_ = false;  // run once, from the hook or the destructor
     if (!thread_.joinable()) return;
     Send(Command{Command::kStop, nullptr, 0});
     thread_.join();
@@ -388,6 +401,8 @@ class Engine {
 
   int epoll_ = -1;
   int wake_ = -1;
+  napi_env env_ = nullptr;
+  bool hooked_ = false;
   uint32_t lastId_ = 0;  // main thread only
   Napi::ThreadSafeFunction onEnd_;
   std::thread thread_;
