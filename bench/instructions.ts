@@ -9,6 +9,7 @@
 //   npm run bench:instructions                              gate-mux, node-baseline, haproxy, nginx
 //   npm run bench:instructions -- --peers gate-mux --compare /tmp/before/dist/bench/router.js
 //   npm run bench:instructions -- --warmup 3000 --count 300
+//   npm run bench:instructions -- --peers gate-mux-native --keep   keep the callgrind files to annotate
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,11 +23,12 @@ import { findBinary } from '../test/helpers/peers.js';
 
 const distDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-function parseArgs(argv: string[]): { peers: string[]; compare: string[]; warmup: number; count: number } {
-  let peers = ['gate-mux', 'node-baseline', 'haproxy', 'nginx'];
+function parseArgs(argv: string[]): { peers: string[]; compare: string[]; warmup: number; count: number; keep: boolean } {
+  let peers = ['gate-mux', 'gate-mux-native', 'node-baseline', 'haproxy', 'nginx'];
   let compare: string[] = [];
   let warmup = 3000;
   let count = 300;
+  let keep = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const value = (): string => {
@@ -38,10 +40,11 @@ function parseArgs(argv: string[]): { peers: string[]; compare: string[]; warmup
     else if (arg === '--compare') compare = value().split(',').map((p) => resolve(p));
     else if (arg === '--warmup') warmup = Number(value());
     else if (arg === '--count') count = Number(value());
+    else if (arg === '--keep') keep = true;
     else throw new Error(`unknown option ${arg} (--peers, --compare, --warmup, --count)`);
   }
   if (compare.length > 0) peers.push(...compare.map((_, i) => `gate-mux-ref${i === 0 ? '' : i + 1}`));
-  return { peers, compare, warmup, count };
+  return { peers, compare, warmup, count, keep };
 }
 
 function log(message: string): void {
@@ -130,7 +133,8 @@ async function main(): Promise<void> {
     }
   } finally {
     await stopChild(upstreams);
-    rmSync(dir, { recursive: true, force: true });
+    if (args.keep) log(`callgrind files kept in ${dir} (callgrind_annotate <file>)`);
+    else rmSync(dir, { recursive: true, force: true });
   }
   process.stdout.write(`\nUser-space instructions per routed connection (callgrind; ${args.warmup} warm-up connections, then ${args.count} measured, 8 concurrent TLS handshakes)\n\n`);
   process.stdout.write(`${markdownTable(['router', 'instructions/conn', 'connections', 'failed'], rows)}\n`);

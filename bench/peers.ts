@@ -61,7 +61,7 @@ async function startProcess(name: string, ctx: PeerContext, command: string, arg
   return { port, pid: child.pid, stop: () => stopChild(child) };
 }
 
-function nodePeer(name: string, script: string, withEnv: boolean, scriptPath?: string, nodeArgs?: string[]): Peer {
+function nodePeer(name: string, script: string, withEnv: boolean, scriptPath?: string, nodeArgs?: string[], extraEnv: Record<string, string> = {}): Peer {
   return {
     name,
     missing: undefined,
@@ -73,6 +73,7 @@ function nodePeer(name: string, script: string, withEnv: boolean, scriptPath?: s
         UPSTREAM_A_PORT: String(ctx.upstreamA),
         UPSTREAM_B_PORT: String(ctx.upstreamB),
         ...(withEnv ? ctx.env : {}),
+        ...extraEnv,
       };
       const args = withEnv ? (nodeArgs ?? [...GATE_MUX_NODE_FLAGS, ...(ctx.nodeArgs ?? [])]) : [];
       return startProcess(name, ctx, process.execPath, [...args, scriptPath ?? join(ctx.distDir, 'bench', script)], env);
@@ -194,7 +195,10 @@ const directPeer: Peer = {
 export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[] {
   return [
     directPeer,
-    nodePeer('gate-mux', 'router.js', true),
+    // The same router, relaying forwarded connections in TypeScript on bare handles, and in the
+    // native addon (native/relay.cc) after the routing decision.
+    nodePeer('gate-mux', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '0' }),
+    nodePeer('gate-mux-native', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1' }),
     // The same route with upstream A behind an agent's reverse tunnel (router + agent process).
     nodePeer('gate-mux-tunnel', 'tunnel-router.js', true),
     ...compare.map((path, i) => nodePeer(`gate-mux-ref${i === 0 ? '' : i + 1}`, 'router.js', true, path, refNodeArgs)),

@@ -40,6 +40,8 @@ export {
   type Route,
   type RouteMatch,
   FAST_PATH_ENV,
+  NATIVE_RELAY_ENV,
+  nativeRelayStatus,
   forward,
   terminate,
   serve,

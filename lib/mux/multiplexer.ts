@@ -3,13 +3,14 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import { runHandler } from '../handlers/run.js';
 import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
-import { forwardOnHandles } from '../handlers/forward-handles.js';
+import { forwardOnHandles, type NativeRelayUse } from '../handlers/forward-handles.js';
 import { HandleEnd, SocketEnd, type ClientEnd } from '../transport/client-end.js';
 import { Connection, type Part } from './connection.js';
 import { HandleRelay } from '../transport/handle-relay.js';
 import { IdleSweep } from '../transport/idle-sweep.js';
 import { errnoError, takeConnections, type TcpHandle } from '../transport/uv.js';
 import { checkHandles } from '../transport/self-test.js';
+import { loadNativeRelay, NATIVE_RELAY_ENV } from '../transport/native-relay.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
 import { ConnectionBudget, processBudget } from './connection-budget.js';
@@ -83,6 +84,11 @@ export class Multiplexer {
   fastPath: boolean;
   /** Puts a new relay under the idle sweep; made once per idle timeout, undefined without one. */
   private watchRelay: ((relay: HandleRelay, conn: ConnectionParts) => void) | undefined = undefined;
+  /**
+   * The native relay when asked for and loaded (forward routes on handles only), with the idle
+   * timeout it applies to connections handed over from now on.
+   */
+  private readonly native: NativeRelayUse | undefined;
 
   constructor(options: MultiplexerOptions) {
     this.table = new RouteTable(options.routes);
@@ -93,6 +99,7 @@ export class Multiplexer {
     });
     this.fastPath = options.fastPath ?? true;
     this.setOptions(options);
+    this.native = (options.nativeRelay ?? nativeRelayAskedFor()) ? nativeRelayUse(this.logger, this.idleTimeoutMs) : undefined;
   }
 
   /** Open connections allowed right now (the budget's cap; shared when the budget is). */
@@ -116,6 +123,7 @@ export class Multiplexer {
     this.trusted = trusted;
     this.budget = budget;
     const idleTimeoutMs = options.idleTimeoutMs ?? 0;
+    if (this.native) this.native.idleTimeoutMs = idleTimeoutMs;
     if (idleTimeoutMs !== this.idleTimeoutMs || (idleTimeoutMs > 0 && !this.watchRelay)) {
       // A new sweep for relays routed from now on; relays in the old one stay there until they end.
       this.idleTimeoutMs = idleTimeoutMs;
@@ -455,7 +463,7 @@ export class Multiplexer {
     // Raw passthrough runs on the bare handles; a Postgres SSLRequest to replay, and every other
     // handler, get the client as a net.Socket.
     if (client instanceof HandleEnd && handler.kind === 'forward' && !info.postgresSslRequest) {
-      forwardOnHandles(client, detected.rest, handler, conn, this.watchRelay);
+      forwardOnHandles(client, detected.rest, handler, conn, this.watchRelay, this.native);
       return;
     }
     const socket = client.toSocket(detected.rest);
@@ -530,4 +538,21 @@ function reportFastPathOff(logger: Logger, reason: string): void {
   if (fastPathOffReported) return;
   fastPathOffReported = true;
   logger.warn({ reason }, 'passthrough runs on net.Socket (bare-handle fast path off)');
+}
+
+function nativeRelayAskedFor(): boolean {
+  const value = process.env[NATIVE_RELAY_ENV]?.trim().toLowerCase();
+  return value === '1' || value === 'on' || value === 'true';
+}
+
+let nativeOffReported = false;
+
+function nativeRelayUse(logger: Logger, idleTimeoutMs: number): NativeRelayUse | undefined {
+  const load = loadNativeRelay();
+  if (load.ok) return { relay: load.relay, idleTimeoutMs };
+  if (!nativeOffReported) {
+    nativeOffReported = true;
+    logger.warn({ reason: load.reason }, 'native relay off: forward routes relay in TypeScript');
+  }
+  return undefined;
 }

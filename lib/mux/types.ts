@@ -83,6 +83,13 @@ export interface MultiplexerOptions {
    * not offer the handles. Other handlers always get a net.Socket.
    */
   fastPath?: boolean;
+  /**
+   * Relay `forward` routes in the optional native addon (native/relay.cc) once routed and dialed:
+   * one epoll thread, no JavaScript per read, write or close. Needs the fast path. Default: on
+   * when GATE_MUX_NATIVE_RELAY=1; when the addon is not built or does not load, the TypeScript
+   * relay runs and one warn line says why.
+   */
+  nativeRelay?: boolean;
   /** PROXY protocol: 'off' rejects headers; 'on' requires one from trusted networks (CIDRs). */
   proxyProtocol?: { mode: 'off' } | { mode: 'on'; trusted: string[] };
 }

@@ -28,6 +28,8 @@ export interface TcpHandle {
   readonly bytesRead: number;
   readonly bytesWritten: number;
   readonly writeQueueSize: number;
+  /** The socket descriptor (Unix): what the native relay duplicates. */
+  readonly fd: number;
   /** Our back-pointer from the handle to whoever consumes its events. */
   [OWNER]?: HandleOwner;
   /** The buffer the next relay read lands in (startRelayReading). */

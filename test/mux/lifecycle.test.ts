@@ -1,4 +1,5 @@
 import t from 'tap';
+import { availableTransports, TRANSPORT_OPTIONS, type TransportOptions } from '../helpers/transports.js';
 import { once } from 'node:events';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward } from '../../lib/handlers/builders.js';
@@ -18,10 +19,10 @@ const routes = [
 ];
 
 // Every test runs twice: with passthrough on bare libuv handles (the default) and on net.Socket.
-let fastPath = true;
+let transport: TransportOptions = TRANSPORT_OPTIONS.handles;
 
 async function withMux(options: Partial<ConstructorParameters<typeof Multiplexer>[0]>, fn: (port: number, mux: Multiplexer) => Promise<void>): Promise<void> {
-  const mux = new Multiplexer({ routes, fastPath, ...options });
+  const mux = new Multiplexer({ routes, ...transport, ...options });
   const { port } = await mux.listen({ port: 0 });
   try {
     await fn(port, mux);
@@ -30,9 +31,9 @@ async function withMux(options: Partial<ConstructorParameters<typeof Multiplexer
   }
 }
 
-for (const onHandles of [true, false]) {
-  t.test(onHandles ? 'passthrough on bare handles' : 'passthrough on net.Socket', async (t) => {
-    fastPath = onHandles;
+for (const name of availableTransports(t)) {
+  t.test(`passthrough on ${name === 'native' ? 'the native relay' : name === 'handles' ? 'bare handles' : 'net.Socket'}`, async (t) => {
+    transport = TRANSPORT_OPTIONS[name];
     t.test('a client that never decides is closed at the detection deadline', async (t) => {
       await withMux({ detectTimeoutMs: 150 }, async (port, mux) => {
         const socket = await tcpClient(port);
@@ -135,7 +136,7 @@ for (const onHandles of [true, false]) {
       });
       upstream.listen(0, '127.0.0.1');
       await once(upstream, 'listening');
-      const mux = new Multiplexer({ routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: (upstream.address() as { port: number }).port }) }], fastPath });
+      const mux = new Multiplexer({ routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: (upstream.address() as { port: number }).port }) }], ...transport });
       const { port } = await mux.listen({ port: 0 });
       const socket = await tcpClient(port, { allowHalfOpen: true });
       socket.write('SSH-2.0-late\r\n');
@@ -148,7 +149,7 @@ for (const onHandles of [true, false]) {
     });
 
     t.test('close(): stops accepting, destroys what is left after the grace period, leaks nothing', async (t) => {
-      const mux = new Multiplexer({ routes, fastPath });
+      const mux = new Multiplexer({ routes, ...transport });
       const { port } = await mux.listen({ port: 0 });
       const routed = await tcpClient(port);
       routed.write('SSH-2.0-stay\r\n');
@@ -175,7 +176,7 @@ for (const onHandles of [true, false]) {
     });
 
     t.test('close() resolves early when connections finish within the grace period', async (t) => {
-      const mux = new Multiplexer({ routes, fastPath });
+      const mux = new Multiplexer({ routes, ...transport });
       const { port } = await mux.listen({ port: 0 });
       const socket = await tcpClient(port);
       socket.write('SSH-2.0-bye\r\n');

@@ -3,6 +3,7 @@
 // on its own. Guards the relay's buffer reuse: a buffer overwritten under a pending write would
 // corrupt the stream only when writes are partial, i.e. exactly when a reader is slow.
 import t from 'tap';
+import { availableTransports, TRANSPORT_OPTIONS, type TransportOptions } from '../helpers/transports.js';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
@@ -85,7 +86,7 @@ async function stalled(progress: { sent: number; blocked: boolean }): Promise<vo
 }
 
 // Every test runs twice: with passthrough on bare libuv handles (the default) and on net.Socket.
-let fastPath = true;
+let transport: TransportOptions = TRANSPORT_OPTIONS.handles;
 
 async function setup(t: { teardown(fn: () => Promise<void>): void }, onUpstream: (socket: Socket) => void): Promise<number> {
   const upstream = createServer({ allowHalfOpen: true }, (s) => {
@@ -93,7 +94,7 @@ async function setup(t: { teardown(fn: () => Promise<void>): void }, onUpstream:
     onUpstream(s);
   });
   const upstreamPort = await listening(upstream);
-  const mux = new Multiplexer({ routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: upstreamPort }) }], fastPath });
+  const mux = new Multiplexer({ routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: upstreamPort }) }], ...transport });
   const { port } = await mux.listen({ port: 0 });
   t.teardown(async () => {
     await mux.close({ graceMs: 100 });
@@ -102,9 +103,9 @@ async function setup(t: { teardown(fn: () => Promise<void>): void }, onUpstream:
   return port;
 }
 
-for (const onHandles of [true, false]) {
-  t.test(onHandles ? 'relay on bare handles' : 'relay on net.Socket', async (t) => {
-    fastPath = onHandles;
+for (const name of availableTransports(t)) {
+  t.test(`relay on ${name === 'native' ? 'the native relay' : name === 'handles' ? 'bare handles' : 'net.Socket'}`, async (t) => {
+    transport = TRANSPORT_OPTIONS[name];
     t.test('bytes arrive exact both ways to stuttering readers, each direction ending on its own', async (t) => {
       const down = payload(1, 24 * MiB);
       const up = payload(2, 6 * MiB);

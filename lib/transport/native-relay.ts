@@ -1,0 +1,106 @@
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import type { TcpHandle } from './uv.js';
+
+/**
+ * The optional native relay (native/relay.cc): after routing and dialing, a passthrough
+ * connection's two sockets are handed to one epoll thread in C++ that relays both ways with
+ * backpressure, half-close and the idle timeout, and reports the end once. Detection, routing,
+ * dialing, stats and logs stay in TypeScript. Optional, as `ws` treats `bufferutil`: when the
+ * addon is not built, does not load, or `GATE_MUX_NATIVE_RELAY=0`, the TypeScript relay runs.
+ */
+export const NATIVE_RELAY_ENV = 'GATE_MUX_NATIVE_RELAY';
+
+interface Binding {
+  start(onEnd: (id: number, code: string, side: string, clientRead: number, clientWritten: number) => void): void;
+  /** Duplicates both descriptors; the caller closes its handles. Throws with an errno name. */
+  adopt(clientFd: number, upstreamFd: number, initial: Buffer | null, idleMs: number): number;
+  destroy(id: number): void;
+  ref(): void;
+  unref(): void;
+}
+
+/** How a native relay ended: `code` '' (both sides finished), an errno name, 'IDLE' or 'DESTROYED'. */
+export interface NativeEnd {
+  code: string;
+  side: 'client' | 'upstream' | undefined;
+  /** Bytes the relay read from the client and wrote to it (the detection phase not included). */
+  clientRead: number;
+  clientWritten: number;
+}
+
+/** Whether the native relay can run in this process, and if not why (for health checks and support). */
+export function nativeRelayStatus(): { available: true } | { available: false; reason: string } {
+  const load = loadNativeRelay();
+  return load.ok ? { available: true } : { available: false, reason: load.reason };
+}
+
+export type NativeRelayLoad = { ok: true; relay: NativeRelay } | { ok: false; reason: string };
+
+let loaded: NativeRelayLoad | undefined;
+
+/** Loads the addon once per process (prebuilt for this platform, or built at install). */
+export function loadNativeRelay(env: NodeJS.ProcessEnv = process.env): NativeRelayLoad {
+  const switchValue = env[NATIVE_RELAY_ENV]?.trim().toLowerCase();
+  if (switchValue === '0' || switchValue === 'off' || switchValue === 'false') return { ok: false, reason: `turned off by ${NATIVE_RELAY_ENV}=${env[NATIVE_RELAY_ENV]}` };
+  if (loaded) return loaded;
+  try {
+    const require = createRequire(import.meta.url);
+    const nodeGypBuild = require('node-gyp-build') as (dir: string) => Binding;
+    // dist/lib/transport/ → the package root, where binding.gyp, build/ and prebuilds/ are.
+    const binding = nodeGypBuild(fileURLToPath(new URL('../../../', import.meta.url)));
+    loaded = { ok: true, relay: new NativeRelay(binding) };
+  } catch (err) {
+    loaded = { ok: false, reason: `the native relay did not load: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}` };
+  }
+  return loaded;
+}
+
+/** Receives the end of a native connection, once. */
+export interface NativeOwner {
+  onNativeEnd(end: NativeEnd): void;
+}
+
+export class NativeRelay {
+  private readonly owners = new Map<number, NativeOwner>();
+
+  constructor(private readonly binding: Binding) {
+    binding.start((id, code, side, clientRead, clientWritten) => {
+      const owner = this.owners.get(id);
+      if (!owner) return;
+      this.owners.delete(id);
+      // The addon's callback does not hold the event loop open by itself: while connections
+      // run it must (their ends are still to be delivered), and not a moment longer.
+      if (this.owners.size === 0) binding.unref();
+      owner.onNativeEnd({ code, side: side === 'client' || side === 'upstream' ? side : undefined, clientRead, clientWritten });
+    });
+  }
+
+  /** Connections the native side holds now. */
+  get size(): number {
+    return this.owners.size;
+  }
+
+  /**
+   * Hands both sockets over: the addon duplicates their descriptors, then the handles are closed
+   * here, so each descriptor has exactly one owner. `initial` (a PROXY header and the peeked
+   * bytes) is written to the upstream first. Returns the connection id, or an errno name when
+   * the descriptors could not be taken (the handles are then untouched).
+   */
+  adopt(client: TcpHandle, upstream: TcpHandle, initial: Buffer, idleMs: number, owner: NativeOwner): number | string {
+    let id: number;
+    try {
+      id = this.binding.adopt(client.fd, upstream.fd, initial.length > 0 ? initial : null, idleMs);
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    }
+    if (this.owners.size === 0) this.binding.ref();
+    this.owners.set(id, owner);
+    return id;
+  }
+
+  /** Ends a connection now (shutdown grace over, a failure elsewhere): its end says DESTROYED. */
+  destroy(id: number): void {
+    this.binding.destroy(id);
+  }
+}

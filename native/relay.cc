@@ -1,0 +1,480 @@
+// The optional native relay: after the TypeScript side has detected, routed and dialed a
+// passthrough connection, this relays its bytes both ways for the rest of its life on one
+// epoll thread, without a trip into JavaScript per read, write, shutdown or close. It parses
+// nothing: it moves bytes between two sockets and reports the end once.
+//
+// Ownership: adopt() duplicates both descriptors (F_DUPFD_CLOEXEC) and the caller closes its
+// own handles right after, so the descriptors here are owned by this thread alone. A close on
+// the JavaScript side can never let this side write into a descriptor number the process has
+// meanwhile reused for another connection, and the other way round.
+//
+// Per connection and direction: bytes read from `src` are written to `dst`. A read lands in
+// the engine's one scratch buffer and is written at once; only what the destination did not
+// take is copied into a buffer the direction owns until it is written (backpressure: nothing
+// more is read from `src` meanwhile). An idle connection therefore holds no buffer at all.
+// A FIN is passed on with shutdown(SHUT_WR) (half-close); the connection ends when both
+// directions have passed their FIN on, or at the first error, which closes both sockets.
+#include <napi.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+constexpr size_t kScratchSize = 64 * 1024;
+// Edge-triggered epoll reports readiness once: a connection must be pumped until EAGAIN or it
+// is never told again. To keep one bulk transfer from starving every other connection, a pump
+// stops after this many reads and the connection is pumped again after the others' events.
+constexpr int kReadsPerTurn = 16;
+constexpr int kSweepEveryMs = 250;
+constexpr uint64_t kWakeToken = ~uint64_t{0};
+
+int64_t NowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+}
+
+/** `ECONNRESET` for ECONNRESET: the names the TypeScript relay reports (libuv's, the same on Linux). */
+const char* ErrnoName(int err) {
+  const char* name = strerrorname_np(err);  // glibc 2.32+
+  return name != nullptr ? name : "EIO";
+}
+
+enum class Side { kNone, kClient, kUpstream };
+
+struct Direction {
+  int src = -1;
+  int dst = -1;
+  Side srcSide = Side::kNone;
+  Side dstSide = Side::kNone;
+  std::unique_ptr<char[]> pending;  // bytes read from src that dst has not taken yet
+  size_t pendingOffset = 0;
+  size_t pendingLength = 0;
+  bool srcEnded = false;
+  bool finSent = false;
+  uint64_t bytesRead = 0;
+};
+
+struct Connection {
+  uint32_t id = 0;
+  int client = -1;
+  int upstream = -1;
+  Direction toUpstream;
+  Direction toClient;
+  int64_t idleMs = 0;
+  int64_t lastActive = 0;
+  uint64_t clientWritten = 0;
+};
+
+struct Outcome {
+  std::string code;  // "" when both sides ended cleanly
+  Side side = Side::kNone;
+};
+
+/** What JavaScript is told once per connection. */
+struct Ended {
+  uint32_t id;
+  std::string code;
+  Side side;
+  double clientRead;
+  double clientWritten;
+};
+
+struct Command {
+  enum Kind { kAdopt, kDestroy, kStop } kind;
+  std::unique_ptr<Connection> connection;
+  uint32_t id = 0;
+};
+
+class Engine {
+ public:
+  Engine(Napi::Env env, Napi::Function onEnd) {
+    epoll_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_ < 0 || wake_ < 0) {
+      Napi::Error::New(env, std::string("native relay: ") + strerror(errno)).ThrowAsJavaScriptException();
+      return;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kWakeToken;
+    epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &ev);
+    onEnd_ = Napi::ThreadSafeFunction::New(env, onEnd, "gate-mux native relay", 0, 1);
+    // Not holding the event loop open by itself: JavaScript refs it while connections run.
+    onEnd_.Unref(env);
+    thread_ = std::thread([this] { Run(); });
+    // Stop before Node tears the thread-safe function down. Cleanup hooks run last-registered
+    // first, so this runs before the function's own hook. Stopping later, from the instance
+    // data's finalizer, deadlocks on Node 24: that finalizer runs while Node holds the
+    // function's lock, and releasing the function takes the same lock.
+    env_ = env;
+    napi_add_env_cleanup_hook(env, StopHook, this);
+    hooked_ = true;
+  }
+
+  ~Engine() {
+    if (hooked_) napi_remove_env_cleanup_hook(env_, StopHook, this);
+    Stop();
+  }
+
+  bool ok() const { return thread_.joinable(); }
+
+  /** Main thread: takes duplicates of both sockets; returns the connection id, or 0 with errno set. */
+  uint32_t Adopt(int clientFd, int upstreamFd, const uint8_t* initial, size_t initialLength, int64_t idleMs) {
+    int client = fcntl(clientFd, F_DUPFD_CLOEXEC, 0);
+    if (client < 0) return 0;
+    int upstream = fcntl(upstreamFd, F_DUPFD_CLOEXEC, 0);
+    if (upstream < 0) {
+      int saved = errno;
+      close(client);
+      errno = saved;
+      return 0;
+    }
+    // O_NONBLOCK is a property of the open file, shared with libuv's descriptor: set anyway, so
+    // this side does not depend on how the other opened it.
+    for (int fd : {client, upstream}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    auto c = std::make_unique<Connection>();
+    c->id = ++lastId_;
+    if (c->id == 0) c->id = ++lastId_;  // 0 means failure to the caller
+    c->client = client;
+    c->upstream = upstream;
+    c->toUpstream.src = client;
+    c->toUpstream.dst = upstream;
+    c->toUpstream.srcSide = Side::kClient;
+    c->toUpstream.dstSide = Side::kUpstream;
+    c->toClient.src = upstream;
+    c->toClient.dst = client;
+    c->toClient.srcSide = Side::kUpstream;
+    c->toClient.dstSide = Side::kClient;
+    c->idleMs = idleMs;
+    if (initialLength > 0) {
+      // The peeked bytes (and a PROXY header) go out first, before anything read here.
+      c->toUpstream.pending.reset(new char[initialLength]);
+      memcpy(c->toUpstream.pending.get(), initial, initialLength);
+      c->toUpstream.pendingLength = initialLength;
+    }
+    uint32_t id = c->id;
+    Send(Command{Command::kAdopt, std::move(c), 0});
+    return id;
+  }
+
+  void Destroy(uint32_t id) { Send(Command{Command::kDestroy, nullptr, id}); }
+
+  void Ref(Napi::Env env) { onEnd_.Ref(env); }
+  void Unref(Napi::Env env) { onEnd_.Unref(env); }
+
+  static void StopHook(void* engine) { static_cast<Engine*>(engine)->Stop(); }
+
+  void Stop() {
+    hooked_ = false;  // run once, from the hook or the destructor
+    if (!thread_.joinable()) return;
+    Send(Command{Command::kStop, nullptr, 0});
+    thread_.join();
+    onEnd_.Release();
+    close(wake_);
+    close(epoll_);
+  }
+
+ private:
+  void Send(Command command) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      commands_.push_back(std::move(command));
+    }
+    uint64_t one = 1;
+    while (write(wake_, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+  }
+
+  void Run() {
+    std::vector<epoll_event> events(256);
+    std::vector<uint32_t> again;
+    int64_t lastSweep = NowMs();
+    for (;;) {
+      again.swap(pumpAgain_);
+      pumpAgain_.clear();
+      int timeout = !again.empty() ? 0 : idleWatched_ > 0 ? kSweepEveryMs : -1;
+      int n = epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), timeout);
+      if (n < 0 && errno != EINTR) return;
+      bool stop = false;
+      for (int i = 0; i < n; i++) {
+        uint64_t token = events[i].data.u64;
+        if (token == kWakeToken) {
+          uint64_t count;
+          while (read(wake_, &count, sizeof count) > 0) {
+          }
+          stop = TakeCommands() || stop;
+          continue;
+        }
+        Pump(static_cast<uint32_t>(token));
+      }
+      // Connections that used up their turn: their sockets may still hold bytes, and an
+      // edge-triggered epoll will not say so again.
+      for (uint32_t id : again) Pump(id);
+      if (idleWatched_ > 0) {
+        int64_t now = NowMs();
+        if (now - lastSweep >= kSweepEveryMs) {
+          lastSweep = now;
+          Sweep(now);
+        }
+      }
+      if (stop) {
+        std::vector<uint32_t> ids;
+        for (auto& entry : connections_) ids.push_back(entry.first);
+        for (uint32_t id : ids) Finish(id, Outcome{"DESTROYED", Side::kNone}, false);
+        return;
+      }
+    }
+  }
+
+  /** Returns true on kStop. */
+  bool TakeCommands() {
+    std::deque<Command> batch;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      batch.swap(commands_);
+    }
+    bool stop = false;
+    for (Command& command : batch) {
+      switch (command.kind) {
+        case Command::kAdopt: {
+          Connection* c = command.connection.get();
+          uint32_t id = c->id;
+          c->lastActive = NowMs();
+          if (c->idleMs > 0) idleWatched_++;
+          connections_.emplace(id, std::move(command.connection));
+          // Both sockets, both ways, edge-triggered: one registration for the connection's life.
+          epoll_event ev{};
+          ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+          ev.data.u64 = id;
+          if (epoll_ctl(epoll_, EPOLL_CTL_ADD, c->client, &ev) < 0 || epoll_ctl(epoll_, EPOLL_CTL_ADD, c->upstream, &ev) < 0) {
+            Finish(id, Outcome{ErrnoName(errno), Side::kNone}, true);
+            break;
+          }
+          Pump(id);  // the initial bytes, and whatever arrived before registration
+          break;
+        }
+        case Command::kDestroy:
+          Finish(command.id, Outcome{"DESTROYED", Side::kNone}, true);
+          break;
+        case Command::kStop:
+          stop = true;
+          break;
+      }
+    }
+    return stop;
+  }
+
+  void Pump(uint32_t id) {
+    auto found = connections_.find(id);
+    if (found == connections_.end()) return;  // ended while its event was queued
+    Connection& c = *found->second;
+    bool more = false;
+    Outcome outcome;
+    if (!PumpDirection(c, c.toUpstream, &outcome, &more) || !PumpDirection(c, c.toClient, &outcome, &more)) {
+      Finish(id, outcome, true);
+      return;
+    }
+    if (c.toUpstream.finSent && c.toClient.finSent) {
+      Finish(id, Outcome{}, true);
+      return;
+    }
+    if (more) pumpAgain_.push_back(id);
+  }
+
+  /** Moves what it can from d.src to d.dst; false on an error (then `outcome` says which). */
+  bool PumpDirection(Connection& c, Direction& d, Outcome* outcome, bool* more) {
+    for (int reads = 0;;) {
+      if (d.pendingLength > 0) {
+        ssize_t w = send(d.dst, d.pending.get() + d.pendingOffset, d.pendingLength, MSG_NOSIGNAL);
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EAGAIN || errno == EWOULDBLOCK) return true;  // EPOLLOUT resumes it
+          *outcome = Outcome{ErrnoName(errno), d.dstSide};
+          return false;
+        }
+        Wrote(c, d, static_cast<size_t>(w));
+        d.pendingOffset += static_cast<size_t>(w);
+        d.pendingLength -= static_cast<size_t>(w);
+        if (d.pendingLength > 0) continue;
+        d.pending.reset();
+        d.pendingOffset = 0;
+      }
+      if (d.srcEnded) {
+        if (!d.finSent) {
+          d.finSent = true;
+          if (shutdown(d.dst, SHUT_WR) < 0 && errno != ENOTCONN) {
+            *outcome = Outcome{ErrnoName(errno), d.dstSide};
+            return false;
+          }
+        }
+        return true;
+      }
+      if (reads++ == kReadsPerTurn) {
+        *more = true;
+        return true;
+      }
+      ssize_t r = recv(d.src, scratch_, kScratchSize, 0);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+        *outcome = Outcome{ErrnoName(errno), d.srcSide};
+        return false;
+      }
+      if (r == 0) {
+        d.srcEnded = true;
+        continue;
+      }
+      d.bytesRead += static_cast<uint64_t>(r);
+      c.lastActive = NowMs();
+      ssize_t w = send(d.dst, scratch_, static_cast<size_t>(r), MSG_NOSIGNAL);
+      if (w < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          *outcome = Outcome{ErrnoName(errno), d.dstSide};
+          return false;
+        }
+        w = 0;
+      }
+      Wrote(c, d, static_cast<size_t>(w));
+      if (w < r) {
+        size_t rest = static_cast<size_t>(r - w);
+        d.pending.reset(new char[rest]);
+        memcpy(d.pending.get(), scratch_ + w, rest);
+        d.pendingOffset = 0;
+        d.pendingLength = rest;
+      }
+    }
+  }
+
+  void Wrote(Connection& c, Direction& d, size_t n) {
+    if (n == 0) return;
+    c.lastActive = NowMs();
+    if (d.dstSide == Side::kClient) c.clientWritten += n;
+  }
+
+  void Sweep(int64_t now) {
+    std::vector<uint32_t> idle;
+    for (auto& entry : connections_) {
+      Connection& c = *entry.second;
+      if (c.idleMs > 0 && now - c.lastActive >= c.idleMs) idle.push_back(entry.first);
+    }
+    for (uint32_t id : idle) Finish(id, Outcome{"IDLE", Side::kNone}, true);
+  }
+
+  void Finish(uint32_t id, const Outcome& outcome, bool report) {
+    auto found = connections_.find(id);
+    if (found == connections_.end()) return;
+    std::unique_ptr<Connection> c = std::move(found->second);
+    connections_.erase(found);
+    if (c->idleMs > 0) idleWatched_--;
+    for (int fd : {c->client, c->upstream}) {
+      epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+      close(fd);
+    }
+    auto* ended = new Ended{id, outcome.code, outcome.side, static_cast<double>(c->toUpstream.bytesRead), static_cast<double>(c->clientWritten)};
+    if (!report || onEnd_.NonBlockingCall(ended, Deliver) != napi_ok) delete ended;
+  }
+
+  static void Deliver(Napi::Env env, Napi::Function onEnd, Ended* ended) {
+    std::unique_ptr<Ended> owned(ended);
+    if (env == nullptr || onEnd == nullptr) return;
+    const char* side = ended->side == Side::kClient ? "client" : ended->side == Side::kUpstream ? "upstream" : "";
+    onEnd.Call({Napi::Number::New(env, ended->id), Napi::String::New(env, ended->code), Napi::String::New(env, side),
+                Napi::Number::New(env, ended->clientRead), Napi::Number::New(env, ended->clientWritten)});
+  }
+
+  int epoll_ = -1;
+  int wake_ = -1;
+  napi_env env_ = nullptr;
+  bool hooked_ = false;
+  uint32_t lastId_ = 0;  // main thread only
+  Napi::ThreadSafeFunction onEnd_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::deque<Command> commands_;
+  // Engine thread only:
+  std::unordered_map<uint32_t, std::unique_ptr<Connection>> connections_;
+  int idleWatched_ = 0;
+  std::vector<uint32_t> pumpAgain_;  // connections to pump again on the next turn
+  char scratch_[kScratchSize];
+};
+
+class Addon : public Napi::Addon<Addon> {
+ public:
+  Addon(Napi::Env env, Napi::Object exports) {
+    DefineAddon(exports, {
+                             InstanceMethod("start", &Addon::Start),
+                             InstanceMethod("adopt", &Addon::Adopt),
+                             InstanceMethod("destroy", &Addon::Destroy),
+                             InstanceMethod("ref", &Addon::Ref),
+                             InstanceMethod("unref", &Addon::Unref),
+                         });
+  }
+
+  ~Addon() { engine_.reset(); }
+
+ private:
+  /** start(onEnd(id, code, side, clientRead, clientWritten)): once per process. */
+  Napi::Value Start(const Napi::CallbackInfo& info) {
+    if (engine_) return info.Env().Undefined();
+    if (info.Length() < 1 || !info[0].IsFunction()) throw Napi::TypeError::New(info.Env(), "start(onEnd)");
+    engine_ = std::make_unique<Engine>(info.Env(), info[0].As<Napi::Function>());
+    if (!engine_->ok()) engine_.reset();
+    return info.Env().Undefined();
+  }
+
+  /** adopt(clientFd, upstreamFd, initial: Buffer | null, idleMs): id. Throws with the errno name. */
+  Napi::Value Adopt(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!engine_) throw Napi::Error::New(env, "native relay not started");
+    if (info.Length() < 4 || !info[0].IsNumber() || !info[1].IsNumber() || !info[3].IsNumber()) throw Napi::TypeError::New(env, "adopt(clientFd, upstreamFd, initial, idleMs)");
+    const uint8_t* data = nullptr;
+    size_t length = 0;
+    if (info[2].IsBuffer()) {
+      auto buffer = info[2].As<Napi::Buffer<uint8_t>>();
+      data = buffer.Data();
+      length = buffer.Length();
+    }
+    uint32_t id = engine_->Adopt(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value(), data, length,
+                                 info[3].As<Napi::Number>().Int64Value());
+    if (id == 0) throw Napi::Error::New(env, ErrnoName(errno));
+    return Napi::Number::New(env, id);
+  }
+
+  Napi::Value Destroy(const Napi::CallbackInfo& info) {
+    if (engine_ && info.Length() > 0 && info[0].IsNumber()) engine_->Destroy(info[0].As<Napi::Number>().Uint32Value());
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Ref(const Napi::CallbackInfo& info) {
+    if (engine_) engine_->Ref(info.Env());
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Unref(const Napi::CallbackInfo& info) {
+    if (engine_) engine_->Unref(info.Env());
+    return info.Env().Undefined();
+  }
+
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace
+
+NODE_API_ADDON(Addon)
