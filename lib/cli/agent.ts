@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { pino } from 'pino';
+import { cliLogger, isLogLevel, parseLogFormat } from './log.js';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -25,6 +25,7 @@ options:
   --server-name NAME       the name the proxy's certificate is checked for (default: the proxy host)
   --timeout-ms N           dial and handshake deadline (default 10000)
   --log-level LEVEL        pino level for the log on stderr (default warn)
+  --log-format FORMAT      pretty (default on a terminal) or json (default otherwise)
 HTTPS_PROXY / HTTP_PROXY / NO_PROXY choose how the proxy is reached. SIGTERM or Ctrl-C closes the
 tunnel with a GOAWAY and exits 0.`;
 
@@ -174,6 +175,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
         'server-name': { type: 'string' },
         'timeout-ms': { type: 'string', default: '10000' },
         'log-level': { type: 'string', default: 'warn' },
+        'log-format': { type: 'string' },
       },
     }));
   } catch (err) {
@@ -185,7 +187,9 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     return 0;
   }
   const timeoutMs = Number(values['timeout-ms']);
-  if (!values.proxy || !Number.isInteger(timeoutMs) || timeoutMs <= 0) {
+  const level = values['log-level'] ?? 'warn';
+  const format = parseLogFormat(values['log-format']);
+  if (!values.proxy || !Number.isInteger(timeoutMs) || timeoutMs <= 0 || !isLogLevel(level) || format instanceof Error) {
     io.err(USAGE);
     return 2;
   }
@@ -197,7 +201,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     return 1;
   }
   // Logs go to stderr; tokens and keys are never passed to it.
-  const logger = values['log-level'] === 'silent' ? silentLogger() : pino({ level: values['log-level'] ?? 'warn' }, pino.destination(2));
+  const logger = level === 'silent' ? silentLogger() : cliLogger(level, format, 2);
   const endpoint: JoinEndpoint = {
     proxy: values.proxy,
     ...(serverName ? { serverName } : {}),
