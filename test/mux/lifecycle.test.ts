@@ -124,6 +124,29 @@ for (const name of availableTransports(t)) {
       });
     });
 
+    t.test('setRoutes (a reload): an established connection keeps its upstream, a new one follows the new route', async (t) => {
+      const other = await startTaggedTcpServer('OTHER');
+      t.teardown(async () => {
+        for (const socket of other.sockets) socket.destroy();
+        await closeServer(other.server);
+      });
+      await withMux({}, async (port, mux) => {
+        const before = await tcpClient(port);
+        before.write('SSH-2.0-before\r\n');
+        t.match(await readUntil(before, (s) => s.includes('SSH-2.0-before')), /^ECHO\n/);
+        mux.setRoutes([{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: other.port }) }, routes[1]!]);
+        const after = await tcpClient(port);
+        after.write('SSH-2.0-after\r\n');
+        t.match(await readUntil(after, (s) => s.includes('SSH-2.0-after')), /^OTHER\n/, 'a new connection follows the new route');
+        before.write('still flowing');
+        t.match(await readUntil(before, (s) => s.includes('still flowing')), /still flowing/, 'the established connection kept its upstream');
+        before.destroy();
+        after.destroy();
+        await until(() => mux.openConnections === 0, 'connections to settle');
+        t.same(mux.stats().failures, {}, 'no failure on either side of the reload');
+      });
+    });
+
     t.test('the upstream half-closes first; the client can still send and receive the echo', async (t) => {
       // Upstream that sends a line and FINs at once, then keeps reading and logs what it got.
       const { createServer } = await import('node:net');
