@@ -237,6 +237,9 @@ export class TunnelRegistry extends EventEmitter {
     const fail = (): void => {
       entry.endedBy = `heartbeat: no PING answer within ${timeoutMs} ms after a second agent claimed the name`;
       this.log.warn({ agent: entry.name, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, entry.endedBy);
+      // Free the name now, as revalidate() does: the session's 'close' (which would release it)
+      // can come late on a dead path, and meanwhile every claim of the successor was refused.
+      if (this.sessions.release(entry)) this.emit('agent-disconnected', entry.name, entry.endedBy);
       entry.session.destroy(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, `agent ${entry.name}: ${entry.endedBy}`));
       entry.socket.destroy();
     };
