@@ -1,14 +1,13 @@
 #!/usr/bin/env node
 // The agent: joins the proxy once with a token and a CA pin, keeps its key and short-lived
 // certificate in a state directory, holds the reverse tunnel, renews before expiry, and serves the
-// targets its --allow list names. `gate-mux agent --help` (or node dist/lib/cli/agent.js --help).
+// targets its --allow list names. `gate-mux agent --help` (or node dist/examples/agent.js --help).
 import { readFile } from 'node:fs/promises';
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { cliLogger, isLogLevel, parseLogFormat } from './log.js';
+import { loggerFromOptions } from './log.js';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
-import { silentLogger, type Logger } from '../log.js';
+import type { Logger } from '../log.js';
 import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { startAgent, type AgentConnectedEvent, type TunnelAgent } from '../tunnel/agent.js';
 import { readAgentState, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
@@ -187,10 +186,10 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     return 0;
   }
   const timeoutMs = Number(values['timeout-ms']);
-  const level = values['log-level'] ?? 'warn';
-  const format = parseLogFormat(values['log-format']);
-  if (!values.proxy || !Number.isInteger(timeoutMs) || timeoutMs <= 0 || !isLogLevel(level) || format instanceof Error) {
-    io.err(USAGE);
+  // Logs go to stderr; tokens and keys are never passed to it.
+  const logger = loggerFromOptions(values['log-level'] ?? 'warn', values['log-format'], 2);
+  if (!values.proxy || !Number.isInteger(timeoutMs) || timeoutMs <= 0 || logger instanceof Error) {
+    io.err(logger instanceof Error ? `agent: ${logger.message}\n${USAGE}` : USAGE);
     return 2;
   }
   const serverName = values['server-name'];
@@ -200,8 +199,6 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     io.err(failure(err));
     return 1;
   }
-  // Logs go to stderr; tokens and keys are never passed to it.
-  const logger = level === 'silent' ? silentLogger() : cliLogger(level, format, 2);
   const endpoint: JoinEndpoint = {
     proxy: values.proxy,
     ...(serverName ? { serverName } : {}),
@@ -259,4 +256,4 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   return 0;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]!).href) process.exitCode = await main(process.argv.slice(2));
+

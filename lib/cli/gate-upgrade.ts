@@ -6,7 +6,7 @@ import { realpathSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { cliLogger, isLogLevel } from './log.js';
+import { loggerFromOptions } from './log.js';
 import { packageVersion } from './package-info.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
@@ -218,10 +218,10 @@ async function run(argv: string[]): Promise<number> {
   const versionCommand = values['version-command'];
   const timeoutMs = installTimeoutMs(values['install-timeout']);
   splitCommandLine(install); // a broken command line is a usage error before anything is asked
-  const level = values['log-level']!;
-  if (!isLogLevel(level)) throw new UsageError(`--log-level ${level}: expected trace, debug, info, warn, error, fatal or silent`);
   // To stderr (stdout is for the decision): readable on a terminal, JSON lines otherwise.
-  const log = componentLogger(cliLogger(level, undefined, 2), 'gate-upgrade');
+  const logger = loggerFromOptions(values['log-level']!, undefined, 2);
+  if (logger instanceof Error) throw new UsageError(logger.message);
+  const log = componentLogger(logger, 'gate-upgrade');
 
   const lock = await acquireLock(values.lock);
   try {

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { parseAddress } from '../config/address.js';
 import { proxyForTarget } from '../client/resolve-proxy.js';
 import { startLocalProxy } from '../client/local-proxy.js';
-import { cliLogger, isLogLevel, parseLogFormat } from './log.js';
+import { loggerFromOptions } from './log.js';
 import { parseCommand, usageError } from './usage.js';
 
 export const LOCAL_PROXY_USAGE = `usage: gate-mux local-proxy --proxy HOST:PORT --alpn ALPN[,ALPN] (--ca FILE | --insecure)
@@ -61,11 +61,8 @@ export async function main(argv: string[]): Promise<number> {
   if ((values.cert === undefined) !== (values.key === undefined)) return usageError('--cert and --key go together', LOCAL_PROXY_USAGE);
   const listen = parseAddress(values.listen!, { allowZeroPort: true });
   if (!listen.ok) return usageError(`--listen ${values.listen}: ${listen.reason}`, LOCAL_PROXY_USAGE);
-  const level = values['log-level']!;
-  if (!isLogLevel(level)) return usageError(`--log-level ${level}: expected trace, debug, info, warn, error, fatal or silent`, LOCAL_PROXY_USAGE);
-  const format = parseLogFormat(values['log-format']);
-  if (format instanceof Error) return usageError(format.message, LOCAL_PROXY_USAGE);
-  const logger = cliLogger(level, format, 2);
+  const logger = loggerFromOptions(values['log-level']!, values['log-format'], 2);
+  if (logger instanceof Error) return usageError(logger.message, LOCAL_PROXY_USAGE);
   const target = values.proxy;
 
   try {

@@ -27,3 +27,14 @@ export function parseLogFormat(value: string | undefined): LogFormat | undefined
   if (value === undefined || value === 'pretty' || value === 'json') return value;
   return new Error(`--log-format ${value}: expected pretty or json`);
 }
+
+/**
+ * A command's logger from its `--log-level` and `--log-format` values, or the usage mistake to
+ * report: one check for every command.
+ */
+export function loggerFromOptions(level: string, format: string | undefined, fd: 1 | 2 = 1): Logger | Error {
+  if (!isLogLevel(level)) return new Error(`--log-level ${level}: expected ${LEVELS.join(', ')}`);
+  const parsed = parseLogFormat(format);
+  if (parsed instanceof Error) return parsed;
+  return cliLogger(level, parsed, fd);
+}

@@ -13,7 +13,7 @@ import { loadConfig } from '../config/load.js';
 import { formatAddress } from '../config/address.js';
 import { GateProxy } from '../proxy/gate-proxy.js';
 import { agentJoinHint } from '../proxy/join-hint.js';
-import { cliLogger, isLogLevel, parseLogFormat } from './log.js';
+import { loggerFromOptions } from './log.js';
 import { defaultConfigPath, packageVersion } from './package-info.js';
 import { parseCommand, usageError } from './usage.js';
 
@@ -54,14 +54,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(PROXY_USAGE);
     return 0;
   }
-  const level = values['log-level']!;
-  if (!isLogLevel(level)) return usageError(`--log-level ${level}: expected trace, debug, info, warn, error, fatal or silent`, PROXY_USAGE);
-  const format = parseLogFormat(values['log-format']);
-  if (format instanceof Error) return usageError(format.message, PROXY_USAGE);
+  const logger = loggerFromOptions(values['log-level']!, values['log-format']);
+  if (logger instanceof Error) return usageError(logger.message, PROXY_USAGE);
   const drainSeconds = Number(values['drain-timeout']);
   if (!(drainSeconds >= 0)) return usageError(`--drain-timeout ${values['drain-timeout']}: expected seconds`, PROXY_USAGE);
   const configPath = values.config ?? defaultConfigPath;
-  const logger = cliLogger(level, format);
   const pidFile = values['pid-file'];
 
   let proxy: GateProxy;

@@ -1,4 +1,3 @@
-import type { HostPort } from '../config/address.js';
 import { LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor, protocolEnabled } from '../config/listen-addresses.js';
 import { UPSTREAM_PROTOCOLS, type GateConfig, type Upstream, type ProxyProtocolName, type UpstreamProtocol } from '../config/types.js';
 import type { RouteMatch } from '../mux/types.js';

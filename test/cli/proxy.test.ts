@@ -114,6 +114,12 @@ t.test('usage: --help, --version, an unknown command or option, each with its ex
   const badOption = await gateMux('proxy', '--no-such-option');
   t.equal(badOption.code, 2);
   t.match(badOption.stderr, /no-such-option[\s\S]*usage: gate-mux proxy/);
+  const badLevel = await gateMux('proxy', '--log-level', 'loud');
+  t.equal(badLevel.code, 2, 'an unknown log level is a usage error');
+  t.match(badLevel.stderr, /--log-level loud: expected trace, debug, info/);
+  const badFormat = await gateMux('local-proxy', '--proxy', 'x:1', '--alpn', 'a', '--insecure', '--log-format', 'xml');
+  t.equal(badFormat.code, 2, 'an unknown log format is a usage error');
+  t.match(badFormat.stderr, /--log-format xml: expected pretty or json/);
   const badDrain = await gateMux('proxy', '--drain-timeout', 'soon');
   t.equal(badDrain.code, 2);
   const none = await gateMux();
