@@ -1,0 +1,74 @@
+import type { ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
+
+interface Expiring<T> {
+  value: T;
+  expiresAt: number;
+}
+
+/**
+ * The route store of a proxy that runs alone (the default): maps with expiry times, read lazily.
+ * Several `GateProxy` instances in one process may share one, which is how in-process tests build
+ * a cluster without Redis.
+ */
+export class MemoryRouteStore implements RouteStore {
+  private readonly presence = new Map<string, Expiring<ProxyPresence>>();
+  /** agent → proxy id → holding. */
+  private readonly tunnels = new Map<string, Map<string, Expiring<TunnelHolding>>>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  async announce(presence: ProxyPresence, ttlMs: number): Promise<void> {
+    this.presence.set(presence.id, { value: { ...presence }, expiresAt: this.now() + ttlMs });
+  }
+
+  async withdraw(proxyId: string): Promise<void> {
+    this.presence.delete(proxyId);
+  }
+
+  async proxies(): Promise<ProxyPresence[]> {
+    return [...this.livePresence().values()].map((p) => ({ ...p }));
+  }
+
+  async holdTunnel(holding: TunnelHolding, ttlMs: number): Promise<void> {
+    let byProxy = this.tunnels.get(holding.agent);
+    if (!byProxy) this.tunnels.set(holding.agent, (byProxy = new Map()));
+    const held = byProxy.get(holding.proxyId);
+    // An older generation never overwrites a newer one (a refresh racing a reconnect).
+    if (held && held.expiresAt > this.now() && held.value.generation > holding.generation) return;
+    byProxy.set(holding.proxyId, { value: { ...holding }, expiresAt: this.now() + ttlMs });
+  }
+
+  async dropTunnel(holding: TunnelHolding): Promise<boolean> {
+    const byProxy = this.tunnels.get(holding.agent);
+    const held = byProxy?.get(holding.proxyId);
+    if (!byProxy || !held || held.value.generation !== holding.generation) return false;
+    byProxy.delete(holding.proxyId);
+    if (byProxy.size === 0) this.tunnels.delete(holding.agent);
+    return true;
+  }
+
+  async holders(agent: string): Promise<TunnelHolding[]> {
+    const byProxy = this.tunnels.get(agent);
+    if (!byProxy) return [];
+    const live = this.livePresence();
+    const now = this.now();
+    const found: TunnelHolding[] = [];
+    for (const [proxyId, held] of byProxy) {
+      if (held.expiresAt <= now) byProxy.delete(proxyId);
+      else if (live.has(proxyId)) found.push({ ...held.value });
+    }
+    return found;
+  }
+
+  async close(): Promise<void> {}
+
+  private livePresence(): Map<string, ProxyPresence> {
+    const now = this.now();
+    const live = new Map<string, ProxyPresence>();
+    for (const [id, entry] of this.presence) {
+      if (entry.expiresAt <= now) this.presence.delete(id);
+      else live.set(id, entry.value);
+    }
+    return live;
+  }
+}
