@@ -9,6 +9,7 @@ import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import type { ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { captureLogs } from '../hardening/log-capture.js';
+import { eventually } from '../helpers/cluster.js';
 
 class Agents extends EventEmitter {
   readonly connected = new Set<string>();
@@ -53,15 +54,6 @@ function member(t: { teardown(fn: () => unknown): unknown }, options: Constructo
   const m = new ClusterMember(options);
   t.teardown(() => m.stop());
   return m;
-}
-
-/** Polls an async condition (bounded): the member's refresh timer runs on its own. */
-async function eventually(condition: () => Promise<boolean>, what: string, limitMs = 5000): Promise<void> {
-  const start = Date.now();
-  while (!(await condition())) {
-    if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 t.test('presence: announced at start, registered while fresh, peers are the others', async (t) => {
