@@ -2,16 +2,20 @@
 // `cluster.store: redis://…` and a real agent: store operations fail fast with
 // GATE_ERR_STORE_UNAVAILABLE, the local tunnel keeps carrying clients, and once redis-server is
 // restarted on the same port (empty: no persistence) the proxy re-registers its presence and its
-// agent's tunnel by itself. Also: a password in the URL, and a wrong one.
+// agent's tunnel by itself. Also: a password in the URL, and a wrong one; rediss:// with a private CA.
 import t from 'tap';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { RedisRouteStore } from '../../lib/cluster/redis-route-store.js';
 import { routeStoreFor } from '../../lib/cluster/store-for-config.js';
 import { parseConfig } from '../../lib/config/load.js';
+import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { ErrorCodes, isGateError, type GateError } from '../../lib/errors.js';
 import { eventually, joinedAgent } from '../helpers/cluster.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, readUntil, startTaggedTcpServer, tlsClient } from '../helpers/net.js';
 import { startRedis } from '../helpers/redis.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 /** Whether `operation` failed with GATE_ERR_STORE_UNAVAILABLE rather than hanging; `limitMs` only catches a hang. */
 async function failsFast(operation: Promise<unknown>, limitMs = 10_000): Promise<{ code: string | undefined; ms: number }> {
@@ -111,4 +115,30 @@ t.test('a password in the URL; a wrong one fails with the code and never shows i
 t.test('an unreadable store_ca_file stops the start with GATE_ERR_CONFIG_INVALID', async (t) => {
   const config = parseConfig('cluster:\n  store: rediss://127.0.0.1:1\n  store_ca_file: /nonexistent/redis-ca.pem\n').config;
   await t.rejects(routeStoreFor(config.cluster), { code: ErrorCodes.CONFIG_INVALID, message: /cluster\.store_ca_file: cannot read \/nonexistent\/redis-ca\.pem \(ENOENT\)/ });
+});
+
+t.test('rediss:// with store_ca_file: TLS to Redis verified against a private CA; another CA is refused', async (t) => {
+  const dir = await tempDir(t, 'redis-tls');
+  const ca = CertificateAuthority.create('redis test CA');
+  const server = ca.issue({ commonName: 'localhost', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
+  const files = { certFile: join(dir, 'redis.pem'), keyFile: join(dir, 'redis-key.pem'), caFile: join(dir, 'ca.pem'), otherCa: join(dir, 'other-ca.pem') };
+  await writeFile(files.certFile, server.cert);
+  await writeFile(files.keyFile, server.key, { mode: 0o600 });
+  await writeFile(files.caFile, ca.cert);
+  await writeFile(files.otherCa, CertificateAuthority.create('someone else').cert);
+  const redis = await startRedis(t, { tls: files });
+  if (!redis) return;
+
+  const trusted = parseConfig(`cluster:\n  store: rediss://localhost:${redis.port}\n  store_ca_file: ${files.caFile}\n`).config;
+  const store = await routeStoreFor(trusted.cluster);
+  t.teardown(() => store.close());
+  await store.announce({ id: 'over-tls', peerAddr: '', version: '1', draining: false, channelFingerprint: '' }, 10_000);
+  t.same((await store.proxies()).map((p) => p.id), ['over-tls'], 'records written over TLS');
+
+  const untrusted = parseConfig(`cluster:\n  store: rediss://localhost:${redis.port}\n  store_ca_file: ${files.otherCa}\n`).config;
+  const refused = await routeStoreFor(untrusted.cluster);
+  t.teardown(() => refused.close());
+  const err = (await refused.proxies().catch((e: unknown) => e)) as GateError;
+  t.equal(err.code, ErrorCodes.STORE_UNAVAILABLE);
+  t.match(err.message, /not connected \(.*(certificate|self.signed|verify)/i, 'the certificate is why');
 });

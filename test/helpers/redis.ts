@@ -19,6 +19,8 @@ export interface RunningRedis {
 export interface StartRedisOptions {
   /** `requirepass`: clients must AUTH with it. */
   password?: string;
+  /** TLS only (`--port 0 --tls-port`), with this certificate, key and client CA (PEM files); clients send no certificate. */
+  tls?: { certFile: string; keyFile: string; caFile: string };
 }
 
 type PeerTest = Teardownable & Parameters<typeof requirePeer>[0];
@@ -36,6 +38,10 @@ export async function startRedis(t: PeerTest, options: StartRedisOptions = {}): 
   const port = await freePort(host);
   const args = ['--port', String(port), '--bind', host, '--save', '', '--appendonly', 'no', '--dir', dir, '--daemonize', 'no', '--loglevel', 'warning'];
   if (options.password !== undefined) args.push('--requirepass', options.password);
+  if (options.tls) {
+    args.splice(0, 2, '--port', '0', '--tls-port', String(port));
+    args.push('--tls-cert-file', options.tls.certFile, '--tls-key-file', options.tls.keyFile, '--tls-ca-cert-file', options.tls.caFile, '--tls-auth-clients', 'no');
+  }
   const start = () => startDaemon(t, { command: binary, args, host, port, cwd: dir });
   let daemon = await start();
   let earlier = '';
