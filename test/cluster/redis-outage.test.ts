@@ -11,6 +11,7 @@ import { routeStoreFor } from '../../lib/cluster/store-for-config.js';
 import { parseConfig } from '../../lib/config/load.js';
 import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { ErrorCodes, isGateError, type GateError } from '../../lib/errors.js';
+import { captureLogs } from '../hardening/log-capture.js';
 import { eventually, joinedAgent } from '../helpers/cluster.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, readUntil, startTaggedTcpServer, tlsClient } from '../helpers/net.js';
@@ -103,13 +104,24 @@ t.test('a password in the URL; a wrong one fails with the code and never shows i
   t.same((await store.proxies()).map((p) => p.id), ['p'], 'authenticated');
 
   const bad = parseConfig(`cluster:\n  store: redis://:wrong-staple-secret@${redis.host}:${redis.port}\n`).config;
-  const refused = await routeStoreFor(bad.cluster);
+  const logs = captureLogs();
+  const refused = await routeStoreFor(bad.cluster, logs.logger);
   t.teardown(() => refused.close());
   const err = (await refused.proxies().catch((e: unknown) => e)) as GateError;
   t.equal(err.code, ErrorCodes.STORE_UNAVAILABLE);
   t.notOk(err.message.includes('wrong-staple-secret'), err.message);
   t.match(err.message, /redis:\/\/:\*\*\*@127\.0\.0\.1/, 'the message names the store with the password hidden');
   t.match(err.message, /WRONGPASS/, 'and says why it is not connected');
+
+  // A whole proxy on the wrong password, and on a Redis nobody listens on: its logs name the store, never the password.
+  const proxy = await startGateProxy(t, { mode: 'multiplex', upstreams: {}, cluster: { store: `redis://:wrong-staple-secret@${redis.host}:${redis.port}` }, logger: logs.logger });
+  t.notOk(proxy.proxy.cluster.registered, 'not registered with the wrong password');
+  await proxy.proxy.close({ graceMs: 0 });
+  const nobody = await startGateProxy(t, { mode: 'multiplex', upstreams: {}, cluster: { store: `redis://:wrong-staple-secret@127.0.0.1:1` }, logger: logs.logger });
+  await nobody.proxy.close({ graceMs: 0 });
+  t.match(logs.text(), /GATE_ERR_STORE_UNAVAILABLE/, 'the failures are logged with their code');
+  t.match(logs.text(), /redis:\/\/:\*\*\*@127\.0\.0\.1/);
+  t.notOk(logs.text().includes('wrong-staple-secret'), 'no log line carries the password');
 });
 
 t.test('an unreadable store_ca_file stops the start with GATE_ERR_CONFIG_INVALID', async (t) => {
