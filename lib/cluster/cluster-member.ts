@@ -115,7 +115,10 @@ export class ClusterMember extends EventEmitter {
     return this.held.get(agent);
   }
 
-  /** The other live proxies, as of the last refresh. */
+  /**
+   * The other live proxies as of the last successful refresh (kept while the store is unreachable),
+   * draining ones included: their `draining` says so.
+   */
   peers(): ProxyPresence[] {
     return this.lastProxies.filter((p) => p.id !== this.proxyId).map((p) => ({ ...p }));
   }
