@@ -253,6 +253,6 @@ export {
 export type { RouteStore, ProxyPresence, TunnelHolding } from './cluster/route-store.js';
 export { MemoryRouteStore } from './cluster/memory-route-store.js';
 export { RedisRouteStore, type RedisRouteStoreOptions } from './cluster/redis-route-store.js';
-export { ClusterMember, type ClusterMemberOptions, type ChannelMismatch, type TunnelEvents } from './cluster/cluster-member.js';
+export { ClusterMember, type ClusterMemberOptions, type ChannelMismatch, type StoreOperation, type TunnelEvents } from './cluster/cluster-member.js';
 export { channelFingerprint } from './cluster/channel-fingerprint.js';
 export type { ClusterConfig, StoreConfig } from './config/types.js';

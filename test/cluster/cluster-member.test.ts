@@ -131,10 +131,15 @@ t.test('store outage: errors carry GATE_ERR_STORE_UNAVAILABLE, one log line, and
 
   store.down = true;
   const errors: GateError[] = [];
-  a.on('store-error', (err: GateError) => errors.push(err));
+  const operations = new Set<string>();
+  a.on('store-error', (err: GateError, operation: string) => {
+    errors.push(err);
+    operations.add(operation);
+  });
   agents.connect('other'); // recorded locally while the store is down
   await eventually(async () => errors.length >= 3, 'several failed refreshes');
   t.ok(errors.every((e) => e.code === ErrorCodes.STORE_UNAVAILABLE), 'every failure has the code');
+  t.ok(operations.has('holdTunnel') && operations.has('announce'), `each names its operation: ${[...operations].join(', ')}`);
   t.equal(lines.filter((l) => l.code === ErrorCodes.STORE_UNAVAILABLE).length, 1, 'one log line per outage, not one per refresh');
   await eventually(async () => !a.registered, 'registered turning false after a TTL without an announce');
 
