@@ -1,0 +1,150 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { caPin } from '../../lib/pki/ca-pin.js';
+import { haproxyConfig, proxyConfig, type ClusterLayoutOptions, type ClusterPorts } from '../../examples/cluster/layout.js';
+import { freePort, startDaemon, type Daemon, type Teardownable } from './daemon.js';
+import { requirePeer } from './peers.js';
+import { GATE_MUX, startProxyCommand } from './proxy-command.js';
+import { readUntil } from './net.js';
+import { startRedis, type RunningRedis } from './redis.js';
+import { tempDir } from './temp-dir.js';
+
+type PeerTest = Teardownable & Parameters<typeof requirePeer>[0];
+
+export interface ClusterProxy {
+  index: number;
+  child: ChildProcess;
+  output(): string;
+  ports: { web: number; peer: number; diag: number };
+  dataDir: string;
+  configFile: string;
+}
+
+export interface RunningCluster {
+  host: string;
+  redis: RunningRedis;
+  proxies: ClusterProxy[];
+  haproxy: Daemon;
+  /** The one address agents and clients use. */
+  balancerPort: number;
+  /** The cluster CA (the same in every proxy's data_dir) and its pin. */
+  caFile: string;
+  caPin: string;
+  /** The development join token (copied with the CA, so every proxy accepts it). */
+  token: string;
+  layout: ClusterLayoutOptions;
+  /** Starts proxy `index` again (after a kill) from its files, on its ports. */
+  restartProxy(index: number): Promise<ClusterProxy>;
+  /** Kills Redis (as a crash) and starts it again on the same port, empty. */
+  restartRedis(): Promise<void>;
+}
+
+/** Files the first proxy makes in its data_dir that every proxy of the cluster must share. */
+const SHARED_FILES = ['ca.pem', 'ca-key.pem', 'join-token'];
+
+/**
+ * The cluster of `examples/cluster/layout.ts` from real processes on 127.0.0.1: redis-server,
+ * `count` `gate-mux proxy` processes (the first makes the cluster CA and the development token, the
+ * others get copies, as an operator provisions them), HAProxy in front with PROXY v2 and `/readyz`
+ * checks. Everything is stopped at teardown. Undefined when a peer is missing.
+ */
+export async function startCluster(
+  t: PeerTest,
+  options: { count: number; upstreams: Record<string, string>; presenceTtlSeconds?: number; channelVersions?: string[] },
+): Promise<RunningCluster | undefined> {
+  const haproxyBinary = requirePeer(t, 'haproxy', 'haproxy');
+  const redis = await startRedis(t);
+  if (!haproxyBinary || !redis) return undefined;
+  const host = '127.0.0.1';
+  const root = await tempDir(t, 'cluster');
+  const ports: ClusterPorts = { balancer: await freePort(host), redis: redis.port, proxies: [] };
+  for (let i = 0; i < options.count; i++) ports.proxies.push({ web: await freePort(host), peer: await freePort(host), diag: await freePort(host) });
+  const layout: ClusterLayoutOptions = {
+    host,
+    ports,
+    dataDirs: ports.proxies.map((_, i) => join(root, `proxy${i + 1}`)),
+    upstreams: options.upstreams,
+    presenceTtlSeconds: options.presenceTtlSeconds ?? 4,
+    ...(options.channelVersions ? { channelVersions: options.channelVersions } : {}),
+  };
+
+  const start = async (index: number): Promise<ClusterProxy> => {
+    const configFile = join(root, `proxy${index + 1}.yaml`);
+    await writeFile(configFile, proxyConfig(layout, index));
+    const started = await startProxyCommand(t, ['--config', configFile, '--drain-timeout', '20'], root);
+    return { index, child: started.child, output: started.output, ports: ports.proxies[index]!, dataDir: layout.dataDirs[index]!, configFile };
+  };
+  const proxies: ClusterProxy[] = [await start(0)];
+  for (const dir of layout.dataDirs.slice(1)) {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    for (const file of SHARED_FILES) await copyFile(join(layout.dataDirs[0]!, file), join(dir, file));
+  }
+  proxies.push(...(await Promise.all(layout.dataDirs.slice(1).map((_, i) => start(i + 1)))));
+
+  const haproxyDir = await tempDir(t, 'cluster-haproxy');
+  const haproxyFile = join(haproxyDir, 'haproxy.cfg');
+  await writeFile(haproxyFile, haproxyConfig(layout));
+  const haproxy = await startDaemon(t, { command: haproxyBinary, args: ['-db', '-f', haproxyFile], host, port: ports.balancer });
+  const caFile = join(layout.dataDirs[0]!, 'ca.pem');
+  const cluster: RunningCluster = {
+    host,
+    redis,
+    proxies,
+    haproxy,
+    balancerPort: ports.balancer,
+    caFile,
+    caPin: caPin(await readFile(caFile)),
+    token: (await readFile(join(layout.dataDirs[0]!, 'join-token'), 'utf8')).trim(),
+    layout,
+    async restartProxy(index) {
+      const proxy = await start(index);
+      proxies[index] = proxy;
+      return proxy;
+    },
+    restartRedis: async () => {
+      await redis.stop();
+      await redis.restart();
+    },
+  };
+  return cluster;
+}
+
+export interface ClusterAgent {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<unknown>;
+}
+
+/**
+ * `gate-mux agent` joined to the cluster through the balancer (the only address it is given),
+ * reaching it through `httpsProxy` when set. Killed at teardown.
+ */
+export function startClusterAgent(
+  t: Teardownable,
+  cluster: RunningCluster,
+  options: { name: string; stateDir: string; allow: string[]; connectionCount?: number; httpsProxy?: string },
+): ClusterAgent {
+  const args = [GATE_MUX, 'agent', '--proxy', `0.0.0.0:${cluster.balancerPort}`, '--server-name', 'localhost', '--name', options.name,
+    '--state-dir', options.stateDir, '--token', cluster.token, '--ca-pin', cluster.caPin,
+    ...(options.connectionCount === undefined ? [] : ['--connection-count', String(options.connectionCount)]),
+    ...options.allow.flatMap((target) => ['--allow', target])];
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...(options.httpsProxy ? { HTTPS_PROXY: options.httpsProxy } : {}) };
+  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let text = '';
+  child.stdout!.on('data', (d: Buffer) => (text += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (text += d.toString()));
+  const exited = once(child, 'exit');
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return { child, output: () => text, exited };
+}
+
+/** Waits until the agent's output satisfies `predicate` (or it exits). */
+export async function agentSaid(agent: ClusterAgent, predicate: (text: string) => boolean): Promise<void> {
+  if (predicate(agent.output())) return;
+  await readUntil(agent.child.stdout!, () => predicate(agent.output()) || agent.child.exitCode !== null);
+  agent.child.stdout!.resume();
+}
