@@ -108,6 +108,11 @@ export interface GateConfig {
   /** Join tokens, agent certificate lifetime and revocations (from `auth_service`). */
   agents: AgentAuthConfig;
   proxy: ProxyServiceConfig;
+  /**
+   * Top-level `diag_addr`: the plain-HTTP listener for /healthz, /readyz and /metrics (issue 14),
+   * never one of the public listeners' addresses. Undefined (the default): not served.
+   */
+  diagAddr: HostPort | undefined;
 }
 
 export interface LoadedConfig {
