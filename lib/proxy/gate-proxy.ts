@@ -24,6 +24,11 @@ import { join } from 'node:path';
 import { createJoinRoutes } from '../tunnel/join-endpoint.js';
 import { JoinTokens } from '../tunnel/join-tokens.js';
 import { TunnelRegistry } from '../tunnel/registry.js';
+import { DiagServer } from '../cluster/diag-server.js';
+import { GateMetrics } from '../cluster/metrics.js';
+import { listenersReadiness, type ReadinessSource } from '../cluster/readiness.js';
+import { formatAddress, type HostPort } from '../config/address.js';
+import type { AddressInfo } from 'node:net';
 
 export interface GateProxyOptions {
   config: GateConfig;
@@ -91,6 +96,15 @@ export class GateProxy {
   private authority!: AgentAuthority;
   private revoked = new Set<string>();
   private devTokenPath!: string;
+  /** Prometheus metrics, served on `diag_addr`; peering and the route store report through it too. */
+  readonly metrics = new GateMetrics();
+  /** The diagnostics listener, while `diag_addr` is set; `diagSpec` is the address it was asked for. */
+  private diag: { server: DiagServer; spec: HostPort } | undefined;
+  /** What /readyz asks: the listeners, and whatever `addReadiness` adds (the cluster member). */
+  private readonly readiness: ReadinessSource[] = [];
+  /** Listeners being closed (dropped by a reload, or by close()): still counted in the metrics until they are gone. */
+  private readonly retiring = new Set<Multiplexer>();
+  private closing = false;
 
   private constructor(private readonly options: GateProxyOptions) {
     this.config = options.config;
@@ -129,6 +143,17 @@ export class GateProxy {
       http1: createHttpServer(onRequest),
       h2c: createH2cServer(onRequest),
     };
+    this.metrics.setSources({
+      listeners: () => [...this.listeners.map((l) => l.mux.stats()), ...[...this.retiring].map((mux) => mux.stats())],
+      tunnels: () => ({ agents: this.registry.agents().length, streamsOpened: this.registry.streamStats.opened, streamsReset: this.registry.streamStats.reset }),
+    });
+    this.readiness.push(
+      listenersReadiness(() =>
+        this.closing
+          ? []
+          : this.listeners.map((l) => ({ name: l.spec.name, address: formatAddress({ host: l.spec.host, port: l.port }), listening: l.mux.listening })),
+      ),
+    );
   }
 
   /** Binds every listener, or none: a listener that cannot be bound closes those that were. */
@@ -174,6 +199,19 @@ export class GateProxy {
     return this.registry;
   }
 
+  /** The diagnostics listener's bound address, while `diag_addr` is set. */
+  get diagAddress(): AddressInfo | undefined {
+    return this.diag?.server.address;
+  }
+
+  /**
+   * One more thing /readyz must find ready (e.g. `clusterReadiness(member, store)` once the proxy
+   * is a cluster member).
+   */
+  addReadiness(source: ReadinessSource): void {
+    this.readiness.push(source);
+  }
+
   /** The listeners with the ports they are bound to. */
   get plan(): ListenerPlan {
     return {
@@ -199,13 +237,46 @@ export class GateProxy {
   }
 
   async close(options: { graceMs?: number } = {}): Promise<void> {
+    // /readyz says 503 from now on (the load balancer stops sending), while the diagnostics
+    // listener stays up for the grace period so that the prober sees it.
+    this.closing = true;
     const listeners = this.listeners;
     this.listeners = [];
     // Agents are told first (GOAWAY): their open streams may finish within the grace period,
     // and they reconnect elsewhere or when this proxy is back instead of waiting on a dead path.
     this.registry.goAway();
-    await Promise.all(listeners.map((l) => l.mux.close(options)));
+    await Promise.all(listeners.map((l) => this.retire(l.mux, options)));
     this.registry.close();
+    const diag = this.diag;
+    this.diag = undefined;
+    await diag?.server.close();
+  }
+
+  /** Closes a listener's multiplexer, counting it in the metrics until it is gone and its totals after. */
+  private async retire(mux: Multiplexer, options: { graceMs?: number }): Promise<void> {
+    this.retiring.add(mux);
+    try {
+      await mux.close(options);
+    } finally {
+      this.retiring.delete(mux);
+      this.metrics.retire(mux.stats());
+    }
+  }
+
+  /** The diagnostics listener `config` asks for: the running one when its address is unchanged, a new one bound, or none. */
+  private async diagFor(config: GateConfig): Promise<{ server: DiagServer; spec: HostPort } | undefined> {
+    const spec = config.diagAddr;
+    if (!spec) return undefined;
+    const running = this.diag;
+    if (running && running.spec.host === spec.host && running.spec.port === spec.port) return running;
+    const server = await DiagServer.start({
+      host: spec.host,
+      port: spec.port,
+      metrics: this.metrics,
+      readiness: () => this.readiness,
+      ...(this.options.logger ? { logger: this.options.logger } : {}),
+    });
+    return { server, spec };
   }
 
   private async apply(config: GateConfig): Promise<void> {
@@ -234,6 +305,8 @@ export class GateProxy {
     const running = new Set(this.listeners);
     const kept: Array<{ existing: RunningListener; spec: ListenerSpec; routes: Route[] }> = [];
     const opened: RunningListener[] = [];
+    // First, so that at start a prober finds /readyz saying 503 while the listeners are bound.
+    const diag = await this.diagFor(config);
     try {
       for (const { spec, routes } of next) {
         const existing = [...running].find((l) => serves(l, spec));
@@ -247,6 +320,7 @@ export class GateProxy {
       }
     } catch (err) {
       await Promise.all(opened.map((l) => l.mux.close({ graceMs: 0 })));
+      if (diag && diag !== this.diag) await diag.server.close();
       throw err;
     }
 
@@ -289,7 +363,9 @@ export class GateProxy {
       existing.spec = spec;
     }
     // Listeners the new configuration no longer has: stop accepting, let their connections finish.
-    for (const gone of running) void gone.mux.close({ graceMs: 30_000 });
+    for (const gone of running) void this.retire(gone.mux, { graceMs: 30_000 });
+    if (this.diag && this.diag !== diag) void this.diag.server.close();
+    this.diag = diag;
     // In the plan's order (the shared port first), as the ping and `plan` report them.
     const order = new Map(next.map(({ spec }, i) => [spec, i]));
     this.listeners = [...kept.map((k) => k.existing), ...opened].sort((a, b) => order.get(a.spec)! - order.get(b.spec)!);

@@ -43,6 +43,8 @@ export interface StartGateProxyOptions {
   logger?: Logger;
   /** HTTPS_PROXY / NO_PROXY for the proxy's own dials (default: none, so the test's environment never leaks in). */
   env?: NodeJS.ProcessEnv;
+  /** Further top-level keys (diag_addr, ...). */
+  top?: Record<string, unknown>;
 }
 
 /**
@@ -69,6 +71,7 @@ export async function startGateProxy(t: Teardownable, options: StartGateProxyOpt
   const yaml = stringify({
     version: 'v3',
     data_dir: dataDir,
+    ...options.top,
     auth_service: { proxy_listener_mode: options.mode, ...options.auth },
     proxy_service: proxyService,
   });
