@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
+import { once } from 'node:events';
 import { connect } from 'node:net';
 import { parse as parseYaml, stringify } from 'yaml';
 import { parseConfig } from '../../lib/config/load.js';
@@ -11,6 +12,8 @@ import { clusterReadiness, listenersReadiness, type ChannelMismatch } from '../.
 import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, readUntil, run, startTaggedTcpServer, tcpClient, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
+import { freePort } from '../helpers/daemon.js';
+import { startHaproxy } from '../helpers/haproxy.js';
 import { httpGet, scrape } from '../helpers/prometheus.js';
 
 /**
@@ -231,3 +234,76 @@ t.test('reload: diag_addr kept, moved and removed', async (t) => {
 function parseConfigDoc(yaml: string): Record<string, unknown> {
   return parseYaml(yaml) as Record<string, unknown>;
 }
+
+t.test('HAProxy health-checks /readyz: a proxy that is not ready gets no clients', async (t) => {
+  const haproxy = requirePeer(t, 'haproxy', 'haproxy');
+  if (!haproxy) return;
+  const gate = await startGateProxy(t, {
+    mode: 'multiplex',
+    upstreams: { ssh: `127.0.0.1:${ssh.port}` },
+    proxyService: { proxy_protocol: 'on', proxy_protocol_trusted_networks: ['127.0.0.1/32'] },
+    top: { diag_addr: '127.0.0.1:0' },
+  });
+  const member = { proxyId: 'p-1', registered: true };
+  gate.proxy.addReadiness(clusterReadiness(member, 'memory'));
+  const front = await freePort('127.0.0.2');
+  // The README's example: the check goes to the diagnostics port, the traffic (with a PROXY v2
+  // header) to the public one.
+  await startHaproxy(
+    t,
+    haproxy,
+    [
+      'listen front',
+      `  bind 127.0.0.2:${front}`,
+      '  option httpchk GET /readyz',
+      '  http-check expect status 200',
+      '  default-server inter 100ms fall 1 rise 1 send-proxy-v2',
+      '  source 127.0.0.1',
+      `  server gate 127.0.0.1:${gate.port('multiplex')} check port ${gate.proxy.diagAddress!.port}`,
+    ],
+    { host: '127.0.0.2', port: front },
+  );
+  /** One SSH greeting through HAProxy: true when the upstream answered. */
+  const through = async (): Promise<boolean> => {
+    const socket = connect(front, '127.0.0.2');
+    socket.on('error', () => {});
+    socket.write('SSH-2.0-via-haproxy\r\n');
+    let got = '';
+    socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    await Promise.race([once(socket, 'close'), new Promise((r) => setTimeout(r, 1000))]);
+    socket.destroy();
+    return got.includes('SSH-2.0-upstream');
+  };
+  /** Bounded: HAProxy notices a change at its next check (100 ms). */
+  const eventually = async (want: boolean): Promise<boolean> => {
+    for (let i = 0; i < 50; i++) {
+      if ((await through()) === want) return true;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return false;
+  };
+  t.ok(await eventually(true), 'ready: clients reach the upstream through HAProxy');
+  member.registered = false;
+  t.ok(await eventually(false), '/readyz 503: HAProxy takes the proxy out');
+  member.registered = true;
+  t.ok(await eventually(true), 'ready again: back in');
+});
+
+t.test('a listener dropped by a reload keeps its counts in /metrics', async (t) => {
+  const gate = await startGateProxy(t, { mode: 'separate', upstreams: { ssh: `127.0.0.1:${ssh.port}` }, top: { diag_addr: '127.0.0.1:0' } });
+  const diag = gate.proxy.diagAddress!.port;
+  await sshRoundTrip(gate.port('ssh'));
+  await until(() => gate.stats('ssh').open === 0, 'the connection to close');
+  const before = await scrape(diag);
+  t.equal(before.value('gate_mux_route_connections_total{route="ssh"}'), 1, 'counted on the ssh port');
+  const doc = parseConfigDoc(gate.yaml);
+  const { config } = parseConfig(stringify({ ...doc, auth_service: { proxy_listener_mode: 'multiplex' } }), { source: 'reload' });
+  await gate.proxy.reload(config);
+  t.notOk(gate.proxy.plan.listeners.some((l) => l.name === 'ssh'), 'the ssh port is gone');
+  // Whether the dropped listener is still closing (counted live) or gone (counted as retired),
+  // its totals are the same.
+  const after = await scrape(diag);
+  t.equal(after.value('gate_mux_route_connections_total{route="ssh"}'), 1, 'its count is still there, not reset');
+  t.equal(after.value('gate_mux_connections_accepted_total'), before.value('gate_mux_connections_accepted_total'), 'nor the accepted total');
+  t.equal(after.value('gate_mux_connections_open'), 0);
+});
