@@ -1,3 +1,5 @@
+import { redactProxyValue } from '../client/proxy-config.js';
+
 /**
  * What `/readyz` asks before it tells a load balancer to send traffic here. Each source answers
  * for one part (the listeners, the cluster membership); the proxy is ready when every one is.
@@ -86,6 +88,8 @@ export interface ClusterMemberView {
  * balancer over a configuration difference would be an outage, not a warning.
  */
 export function clusterReadiness(member: ClusterMemberView, store: string): ReadinessSource {
+  // `redis://:password@host` is configuration; /readyz answers anyone who reaches diag_addr.
+  const shownStore = redactProxyValue(store);
   return {
     name: 'cluster',
     ready() {
@@ -95,7 +99,7 @@ export function clusterReadiness(member: ClusterMemberView, store: string): Read
         ready: registered && !draining,
         detail: {
           proxyId: member.proxyId,
-          store,
+          store: shownStore,
           registered,
           draining,
           channelMismatches: member.channelMismatches?.() ?? [],

@@ -191,7 +191,7 @@ t.test('/readyz follows a multiplexer: 503 before it listens, 200 while it does,
 t.test('cluster readiness: registered and not draining; mismatches shown, not fatal', async (t) => {
   const member = { proxyId: 'p-1', registered: false, draining: false, mismatches: [] as ChannelMismatch[], channelMismatches(): ChannelMismatch[] { return this.mismatches; } };
   const { gate, diag } = await startWithDiag(t);
-  gate.proxy.addReadiness(clusterReadiness(member, 'redis://127.0.0.1:6379'));
+  gate.proxy.addReadiness(clusterReadiness(member, 'redis://:s3cret-pass@127.0.0.1:6379/0'));
   const readyz = async (): Promise<{ status: number; cluster: Record<string, unknown> }> => {
     const res = await httpGet(diag, '/readyz');
     return { status: res.status, cluster: (JSON.parse(res.body) as { checks: { cluster: { detail: Record<string, unknown> } } }).checks.cluster.detail };
@@ -199,6 +199,8 @@ t.test('cluster readiness: registered and not draining; mismatches shown, not fa
   let r = await readyz();
   t.equal(r.status, 503, 'not registered in the store: not ready');
   t.equal(r.cluster.registered, false);
+  t.equal(r.cluster.store, 'redis://:***@127.0.0.1:6379/0', 'the store named without its password');
+  t.notMatch(JSON.stringify(r.cluster), /s3cret/, 'the password appears nowhere');
   member.registered = true;
   member.mismatches = [{ proxyId: 'p-2', theirs: 'sha256:bb', ours: 'sha256:aa' }];
   r = await readyz();
