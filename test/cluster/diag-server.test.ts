@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { parse as parseYaml, stringify } from 'yaml';
 import { parseConfig } from '../../lib/config/load.js';
@@ -8,6 +9,8 @@ import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward } from '../../lib/handlers/builders.js';
 import { DiagServer } from '../../lib/cluster/diag-server.js';
 import { GateMetrics } from '../../lib/cluster/metrics.js';
+import { joinProxy, type JoinEndpoint } from '../../lib/tunnel/join-client.js';
+import { startAgent } from '../../lib/tunnel/agent.js';
 import { clusterReadiness, listenersReadiness, type ChannelMismatch } from '../../lib/cluster/readiness.js';
 import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, readUntil, run, startTaggedTcpServer, tcpClient, until } from '../helpers/net.js';
@@ -308,4 +311,26 @@ t.test('a listener dropped by a reload keeps its counts in /metrics', async (t) 
   t.equal(after.value('gate_mux_route_connections_total{route="ssh"}'), 1, 'its count is still there, not reset');
   t.equal(after.value('gate_mux_connections_accepted_total'), before.value('gate_mux_connections_accepted_total'), 'nor the accepted total');
   t.equal(after.value('gate_mux_connections_open'), 0);
+});
+
+t.test('tunnel metrics: a joined agent, a stream through it, the agent gone', async (t) => {
+  const target = `127.0.0.1:${ssh.port}`;
+  const gate = await startGateProxy(t, { mode: 'multiplex', upstreams: { ssh: `tunnel:metrics-agent/${target}` }, top: { diag_addr: '127.0.0.1:0' } });
+  const diag = gate.proxy.diagAddress!.port;
+  const endpoint: JoinEndpoint = { proxy: gate.address('multiplex'), serverName: 'localhost', env: {} };
+  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const identity = await joinProxy(endpoint, { token, name: 'metrics-agent', caPin: gate.proxy.caPin });
+  const agent = startAgent({ proxy: gate.address('multiplex'), name: 'metrics-agent', ...identity, serverName: 'localhost', env: {}, resources: [target] });
+  t.teardown(() => agent.stop());
+  await agent.waitConnected();
+  const before = await scrape(diag);
+  t.equal(before.value('gate_mux_tunnel_agents'), 1, 'one agent connected');
+  await sshRoundTrip(gate.port('multiplex'));
+  await sshRoundTrip(gate.port('multiplex'));
+  await until(() => gate.stats('multiplex').open === 1, 'the SSH connections to close (the tunnel stays)');
+  const after = await scrape(diag);
+  t.equal(after.value('gate_mux_tunnel_streams_opened_total') - before.value('gate_mux_tunnel_streams_opened_total'), 2, 'two streams through the agent');
+  await agent.stop();
+  await until(() => gate.proxy.tunnels.agents().length === 0, 'the proxy to see the agent go');
+  t.equal((await scrape(diag)).value('gate_mux_tunnel_agents'), 0, 'no agent connected');
 });
