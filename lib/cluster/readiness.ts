@@ -63,7 +63,10 @@ export function listenersReadiness(listeners: () => ListenerState[]): ReadinessS
   };
 }
 
-/** Another proxy publishing a different automatic-upgrade channel configuration (issue 14, item 6). */
+/**
+ * Another proxy publishing a different automatic-upgrade channel configuration (issue 14, item 6);
+ * the same shape as ClusterMember's.
+ */
 export interface ChannelMismatch {
   proxyId: string;
   theirs: string;
@@ -71,13 +74,14 @@ export interface ChannelMismatch {
 }
 
 /**
- * What readiness needs of a cluster member (lib/cluster/cluster-member.ts): registered in the route
- * store within its TTL, draining or not, and the channel mismatches it has seen.
+ * What readiness needs of a cluster member (lib/cluster/cluster-member.ts, whose getters these are,
+ * so the member itself is passed): registered in the route store within its TTL, draining or not,
+ * and the channel mismatches it has seen.
  */
 export interface ClusterMemberView {
   readonly proxyId: string;
   readonly registered: boolean;
-  readonly draining?: boolean;
+  readonly isDraining?: boolean;
   channelMismatches?(): ChannelMismatch[];
 }
 
@@ -93,7 +97,7 @@ export function clusterReadiness(member: ClusterMemberView, store: string): Read
   return {
     name: 'cluster',
     ready() {
-      const draining = member.draining ?? false;
+      const draining = member.isDraining ?? false;
       const registered = member.registered;
       return {
         ready: registered && !draining,

@@ -16,7 +16,6 @@ export {
   clusterReadiness,
   listenersReadiness,
   readinessOf,
-  type ChannelMismatch,
   type ClusterMemberView,
   type ListenerState,
   type Readiness,

@@ -192,7 +192,7 @@ t.test('/readyz follows a multiplexer: 503 before it listens, 200 while it does,
 });
 
 t.test('cluster readiness: registered and not draining; mismatches shown, not fatal', async (t) => {
-  const member = { proxyId: 'p-1', registered: false, draining: false, mismatches: [] as ChannelMismatch[], channelMismatches(): ChannelMismatch[] { return this.mismatches; } };
+  const member = { proxyId: 'p-1', registered: false, isDraining: false, mismatches: [] as ChannelMismatch[], channelMismatches(): ChannelMismatch[] { return this.mismatches; } };
   const { gate, diag } = await startWithDiag(t);
   gate.proxy.addReadiness(clusterReadiness(member, 'redis://:s3cret-pass@127.0.0.1:6379/0'));
   const readyz = async (): Promise<{ status: number; cluster: Record<string, unknown> }> => {
@@ -209,7 +209,7 @@ t.test('cluster readiness: registered and not draining; mismatches shown, not fa
   r = await readyz();
   t.equal(r.status, 200, 'registered: ready, a channel mismatch notwithstanding');
   t.same(r.cluster.channelMismatches, member.mismatches, 'the mismatch named in the detail');
-  member.draining = true;
+  member.isDraining = true;
   r = await readyz();
   t.equal(r.status, 503, 'draining: not ready');
   t.equal(r.cluster.draining, true);
