@@ -201,6 +201,20 @@ export {
   WebErrorCodes,
   type WebRequestHandler,
   type WebRoutesOptions,
+  GateMetrics,
+  type MetricSources,
+  type PeerDialOutcome,
+  DiagServer,
+  DIAG_PATHS,
+  type DiagServerOptions,
+  clusterReadiness,
+  listenersReadiness,
+  readinessOf,
+  type ClusterMemberView,
+  type ListenerState,
+  type Readiness,
+  type ReadinessReport,
+  type ReadinessSource,
 } from './proxy/index.js';
 
 // Development certificates (node-forge)

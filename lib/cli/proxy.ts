@@ -103,6 +103,8 @@ function printBanner(proxy: GateProxy, configPath: string): void {
   for (const l of plan.listeners) console.log(`  listening on ${formatAddress(l)} (${l.name}: ${l.routes.map((r) => r.name).join(', ')})`);
   const { cap, from } = proxy.connectionCap;
   console.log(`  at most ${cap} open connections: ${from}`);
+  const diag = proxy.diagAddress;
+  if (diag) console.log(`  diagnostics on http://${formatAddress({ host: diag.address, port: diag.port })} (/healthz, /readyz, /metrics)`);
   console.log(agentJoinHint({ config: proxy.currentConfig, plan, caPin: proxy.caPin, tokenFile: proxy.devTokenFile, agentCommand: agentCommand() }));
   if (proxy.caFile) {
     console.log(`  development CA: ${proxy.caFile}`);

@@ -145,6 +145,11 @@ export interface GateConfig {
   proxy: ProxyServiceConfig;
   /** The route store and membership settings (defaults: memory, 10 s). */
   cluster: ClusterConfig;
+  /**
+   * Top-level `diag_addr`: the plain-HTTP listener for /healthz, /readyz and /metrics (issue 14),
+   * never one of the public listeners' addresses. Undefined (the default): not served.
+   */
+  diagAddr: HostPort | undefined;
 }
 
 export interface LoadedConfig {

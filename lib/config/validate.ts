@@ -43,6 +43,7 @@ export interface ValidationResult {
 const TOP_KEYS = [
   'version',
   'data_dir',
+  'diag_addr',
   'auth_service',
   'proxy_service',
   'cluster',
@@ -537,6 +538,17 @@ function checkListeners(c: Checker, config: GateConfig): void {
       taken.push({ key, address });
     }
   }
+  // The diagnostics listener answers anyone who reaches it, in plain HTTP: on a public listener's
+  // address it would either fail to bind or, worse, expose /metrics where clients connect.
+  if (config.diagAddr) {
+    const clash = taken.find((other) => overlaps(other.address, config.diagAddr!));
+    if (clash) {
+      c.fail(
+        ['diag_addr'],
+        `expected an address of its own, never a public listener's: ${formatAddress(config.diagAddr)} is also proxy_service.${clash.key} (use e.g. 127.0.0.1:3000)`,
+      );
+    }
+  }
 }
 
 /** Validates a parsed configuration document. `raw` is the YAML value (undefined for an empty file). */
@@ -553,6 +565,8 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     else c.fail(['version'], `expected "v3" (the only file version gate reads), got ${describe(top.version)}`);
   }
   const dataDir = top.data_dir === undefined ? undefined : c.string(top.data_dir, ['data_dir'], 'a directory path');
+  // No default host: where the load balancer's health checks come from is the operator's choice.
+  const diagAddr = top.diag_addr === undefined ? undefined : c.address(top.diag_addr, ['diag_addr'], 'host:port or [IPv6]:port', { allowZeroPort: true });
 
   const auth = c.section(top.auth_service, ['auth_service']) ?? {};
   c.keys(auth, AUTH_KEYS, ['auth_service']);
@@ -616,7 +630,7 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
   }
 
   const cluster = readCluster(c, top.cluster);
-  const config: GateConfig = { source, version, dataDir, listenerMode, agents, proxy, cluster };
+  const config: GateConfig = { source, version, dataDir, listenerMode, agents, proxy, cluster, diagAddr };
   if (c.issues.length === 0) checkListeners(c, config);
   if (proxy.proxyProtocol === 'on' && p.proxy_protocol_trusted_networks === undefined) {
     // Compatible with the platform, but on a port the internet reaches directly anyone could claim

@@ -18,7 +18,18 @@ export interface StatsSnapshot {
   failures: Record<string, number>;
   /** ClientHello handshake sizes: count, sum, max and a power-of-two histogram (upper bound → count). */
   helloBytes: { count: number; sum: number; max: number; histogram: Record<string, number> };
+  /**
+   * Milliseconds from accept to the routing decision, for connections that reached one: count,
+   * sum and a histogram over DETECT_MS_BOUNDS (upper bound → count in that bucket, not cumulative).
+   */
+  detectMs: { count: number; sum: number; histogram: Record<string, number> };
 }
+
+/**
+ * Upper bounds (ms) of the detection-time buckets. Fixed, so that an exported histogram keeps the
+ * same series; the last one is the default detection deadline (a longer deadline lands in +Inf).
+ */
+export const DETECT_MS_BOUNDS: readonly number[] = [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000];
 
 function emptyRoute(): RouteCounters {
   return { connections: 0, open: 0, bytesIn: 0, bytesOut: 0, errors: 0 };
@@ -33,6 +44,8 @@ export class Stats {
   private readonly byProtocol = new Map<string, number>();
   private readonly failures = new Map<string, number>();
   private readonly hello = { count: 0, sum: 0, max: 0, histogram: new Map<number, number>() };
+  /** One slot per DETECT_MS_BOUNDS entry and one for the rest: a plain array, no allocation per connection. */
+  private readonly detect = { count: 0, sum: 0, buckets: new Array<number>(DETECT_MS_BOUNDS.length + 1).fill(0) };
 
   route(name: string): RouteCounters {
     let counters = this.byRoute.get(name);
@@ -60,6 +73,15 @@ export class Stats {
     this.hello.histogram.set(bucket, (this.hello.histogram.get(bucket) ?? 0) + 1);
   }
 
+  detectTime(ms: number): void {
+    const detect = this.detect;
+    detect.count++;
+    detect.sum += ms;
+    let i = 0;
+    while (i < DETECT_MS_BOUNDS.length && DETECT_MS_BOUNDS[i]! < ms) i++;
+    detect.buckets[i]!++;
+  }
+
   snapshot(): StatsSnapshot {
     const byRoute: Record<string, RouteCounters> = {};
     for (const [name, c] of this.byRoute) byRoute[name] = { ...c };
@@ -73,6 +95,15 @@ export class Stats {
       byProtocol: Object.fromEntries(this.byProtocol),
       failures: Object.fromEntries(this.failures),
       helloBytes: { count: this.hello.count, sum: this.hello.sum, max: this.hello.max, histogram },
+      detectMs: { count: this.detect.count, sum: this.detect.sum, histogram: detectHistogram(this.detect.buckets) },
     };
   }
+}
+
+function detectHistogram(buckets: readonly number[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  buckets.forEach((n, i) => {
+    if (n > 0) out[i < DETECT_MS_BOUNDS.length ? String(DETECT_MS_BOUNDS[i]) : '+Inf'] = n;
+  });
+  return out;
 }

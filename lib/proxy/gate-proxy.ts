@@ -26,11 +26,15 @@ import { join } from 'node:path';
 import { createJoinRoutes } from '../tunnel/join-endpoint.js';
 import { JoinTokens } from '../tunnel/join-tokens.js';
 import { TunnelRegistry } from '../tunnel/registry.js';
-import { formatAddress, isWildcardHost } from '../config/address.js';
+import { formatAddress, isWildcardHost, type HostPort } from '../config/address.js';
 import { channelFingerprint } from '../cluster/channel-fingerprint.js';
 import { ClusterMember } from '../cluster/cluster-member.js';
 import type { RouteStore } from '../cluster/route-store.js';
 import { routeStoreFor } from '../cluster/store-for-config.js';
+import { DiagServer } from '../cluster/diag-server.js';
+import { GateMetrics } from '../cluster/metrics.js';
+import { clusterReadiness, listenersReadiness, type ReadinessSource } from '../cluster/readiness.js';
+import type { AddressInfo } from 'node:net';
 
 export interface GateProxyOptions {
   config: GateConfig;
@@ -108,6 +112,15 @@ export class GateProxy {
   private store!: RouteStore;
   private ownsStore = false;
   private member!: ClusterMember;
+  /** Prometheus metrics, served on `diag_addr`; peering and the route store report through it too. */
+  readonly metrics = new GateMetrics();
+  /** The diagnostics listener, while `diag_addr` is set; `diagSpec` is the address it was asked for. */
+  private diag: { server: DiagServer; spec: HostPort } | undefined;
+  /** What /readyz asks: the listeners, and whatever `addReadiness` adds (the cluster member). */
+  private readonly readiness: ReadinessSource[] = [];
+  /** Listeners being closed (dropped by a reload, or by close()): still counted in the metrics until they are gone. */
+  private readonly retiring = new Set<Multiplexer>();
+  private closing = false;
 
   private constructor(private readonly options: GateProxyOptions) {
     this.proxyId = randomUUID();
@@ -147,6 +160,17 @@ export class GateProxy {
       http1: createHttpServer(onRequest),
       h2c: createH2cServer(onRequest),
     };
+    this.metrics.setSources({
+      listeners: () => [...this.listeners.map((l) => l.mux.stats()), ...[...this.retiring].map((mux) => mux.stats())],
+      tunnels: () => ({ agents: this.registry.agents().length, streamsOpened: this.registry.streamStats.opened, streamsReset: this.registry.streamStats.reset }),
+    });
+    this.readiness.push(
+      listenersReadiness(() =>
+        this.closing
+          ? []
+          : this.listeners.map((l) => ({ name: l.spec.name, address: formatAddress({ host: l.spec.host, port: l.port }), listening: l.mux.listening })),
+      ),
+    );
   }
 
   /** Binds every listener, or none: a listener that cannot be bound closes those that were. */
@@ -208,6 +232,19 @@ export class GateProxy {
     return this.registry;
   }
 
+  /** The diagnostics listener's bound address, while `diag_addr` is set. */
+  get diagAddress(): AddressInfo | undefined {
+    return this.diag?.server.address;
+  }
+
+  /**
+   * One more thing /readyz must find ready (e.g. `clusterReadiness(member, store)` once the proxy
+   * is a cluster member).
+   */
+  addReadiness(source: ReadinessSource): void {
+    this.readiness.push(source);
+  }
+
   /** The listeners with the ports they are bound to. */
   get plan(): ListenerPlan {
     return {
@@ -238,6 +275,9 @@ export class GateProxy {
   }
 
   async close(options: { graceMs?: number } = {}): Promise<void> {
+    // /readyz says 503 from now on (the load balancer stops sending), while the diagnostics
+    // listener stays up for the grace period so that the prober sees it.
+    this.closing = true;
     const listeners = this.listeners;
     this.listeners = [];
     // Out of the cluster first: no other proxy sends this one a dial it is about to refuse.
@@ -245,8 +285,11 @@ export class GateProxy {
     // Agents are told first (GOAWAY): their open streams may finish within the grace period,
     // and they reconnect elsewhere or when this proxy is back instead of waiting on a dead path.
     this.registry.goAway();
-    await Promise.all(listeners.map((l) => l.mux.close(options)));
+    await Promise.all(listeners.map((l) => this.retire(l.mux, options)));
     this.registry.close();
+    const diag = this.diag;
+    this.diag = undefined;
+    await diag?.server.close();
     if (this.ownsStore) await this.store.close();
   }
 
@@ -265,6 +308,11 @@ export class GateProxy {
       ttlMs: this.config.cluster.presenceTtlMs,
       ...(this.options.logger ? { logger: this.options.logger } : {}),
     });
+    // /readyz: registered in the store within its TTL and not draining; the metrics count what
+    // the member runs into.
+    this.addReadiness(clusterReadiness(this.member, this.storeLabel(this.config)));
+    this.member.on('store-error', (_error: unknown, operation: string) => this.metrics.storeError(operation));
+    this.member.on('proxies-changed', () => this.metrics.channelMismatch(this.member.channelMismatches().length));
     await this.member.start();
     this.logger.info({ proxyId: this.proxyId, store: this.storeLabel(this.config), peerAddr: this.presenceFields(this.config).peerAddr }, 'joined the cluster');
   }
@@ -288,6 +336,33 @@ export class GateProxy {
 
   private storeLabel(config: GateConfig): string {
     return config.cluster.store.kind === 'memory' ? 'memory' : config.cluster.store.label;
+  }
+
+  /** Closes a listener's multiplexer, counting it in the metrics until it is gone and its totals after. */
+  private async retire(mux: Multiplexer, options: { graceMs?: number }): Promise<void> {
+    this.retiring.add(mux);
+    try {
+      await mux.close(options);
+    } finally {
+      this.retiring.delete(mux);
+      this.metrics.retire(mux.stats());
+    }
+  }
+
+  /** The diagnostics listener `config` asks for: the running one when its address is unchanged, a new one bound, or none. */
+  private async diagFor(config: GateConfig): Promise<{ server: DiagServer; spec: HostPort } | undefined> {
+    const spec = config.diagAddr;
+    if (!spec) return undefined;
+    const running = this.diag;
+    if (running && running.spec.host === spec.host && running.spec.port === spec.port) return running;
+    const server = await DiagServer.start({
+      host: spec.host,
+      port: spec.port,
+      metrics: this.metrics,
+      readiness: () => this.readiness,
+      ...(this.options.logger ? { logger: this.options.logger } : {}),
+    });
+    return { server, spec };
   }
 
   private async apply(config: GateConfig): Promise<void> {
@@ -316,6 +391,8 @@ export class GateProxy {
     const running = new Set(this.listeners);
     const kept: Array<{ existing: RunningListener; spec: ListenerSpec; routes: Route[] }> = [];
     const opened: RunningListener[] = [];
+    // First, so that at start a prober finds /readyz saying 503 while the listeners are bound.
+    const diag = await this.diagFor(config);
     try {
       for (const { spec, routes } of next) {
         const existing = [...running].find((l) => serves(l, spec));
@@ -329,6 +406,7 @@ export class GateProxy {
       }
     } catch (err) {
       await Promise.all(opened.map((l) => l.mux.close({ graceMs: 0 })));
+      if (diag && diag !== this.diag) await diag.server.close();
       throw err;
     }
 
@@ -371,7 +449,9 @@ export class GateProxy {
       existing.spec = spec;
     }
     // Listeners the new configuration no longer has: stop accepting, let their connections finish.
-    for (const gone of running) void gone.mux.close({ graceMs: 30_000 });
+    for (const gone of running) void this.retire(gone.mux, { graceMs: 30_000 });
+    if (this.diag && this.diag !== diag) void this.diag.server.close();
+    this.diag = diag;
     // In the plan's order (the shared port first), as the ping and `plan` report them.
     const order = new Map(next.map(({ spec }, i) => [spec, i]));
     this.listeners = [...kept.map((k) => k.existing), ...opened].sort((a, b) => order.get(a.spec)! - order.get(b.spec)!);

@@ -9,6 +9,20 @@ export { planListeners, routeMatchFor, routeMatchesFor, type ListenerPlan, type 
 export { routeFor, type WebServers, type RouteForOptions } from './route-handlers.js';
 export { agentJoinHint, agentsInConfig, type JoinHintOptions } from './join-hint.js';
 
+// Health and metrics (`diag_addr`: /healthz, /readyz, /metrics)
+export { GateMetrics, type MetricSources, type PeerDialOutcome } from '../cluster/metrics.js';
+export { DiagServer, DIAG_PATHS, type DiagServerOptions } from '../cluster/diag-server.js';
+export {
+  clusterReadiness,
+  listenersReadiness,
+  readinessOf,
+  type ClusterMemberView,
+  type ListenerState,
+  type Readiness,
+  type ReadinessReport,
+  type ReadinessSource,
+} from '../cluster/readiness.js';
+
 // Configuration (YAML)
 export { parseConfig, loadConfig, ConfigError, type ConfigProblem, type ParseConfigOptions } from '../config/load.js';
 export { parseAddress, formatAddress, type HostPort, type ParseAddressResult } from '../config/address.js';

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { requirePeer } from '../helpers/peers.js';
 import { GATE_MUX, startProxyCommand, stopProxyCommand } from '../helpers/proxy-command.js';
 import { closeServer, readUntil, run, startTaggedTcpServer, tcpClient } from '../helpers/net.js';
+import { httpGet } from '../helpers/prometheus.js';
 
 t.test('npm start on the embedded default configuration answers curl --cacert on 127.0.0.1:3080', async (t) => {
   const curl = requirePeer(t, 'curl', 'curl');
@@ -90,6 +91,18 @@ t.test('logs: JSON lines when the output is not a terminal, readable lines with 
   await stopProxyCommand(pretty.child);
   t.match(pretty.output(), /INFO.*listening/, 'pino-pretty formats the same line');
   t.notMatch(pretty.output(), /"msg":"listening"/, 'and no JSON');
+});
+
+t.test('diag_addr: the banner names the diagnostics listener, which answers /readyz', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gate-cli-'));
+  const config = join(dir, 'gate.yaml');
+  writeFileSync(config, `version: v3\ndata_dir: ${join(dir, 'data')}\ndiag_addr: 127.0.0.1:0\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n`);
+  const { child, output } = await startProxyCommand(t, ['--config', config], dir);
+  const match = /diagnostics on http:\/\/127\.0\.0\.1:(\d+) \(\/healthz, \/readyz, \/metrics\)/.exec(output());
+  t.ok(match, `the banner names it:\n${output()}`);
+  const ready = await httpGet(Number(match![1]), '/readyz');
+  t.equal(ready.status, 200, ready.body);
+  t.equal(await stopProxyCommand(child), 0, 'SIGTERM: a clean exit');
 });
 
 t.test('usage: --help, --version, an unknown command or option, each with its exit code', async (t) => {

@@ -48,6 +48,8 @@ export interface StartGateProxyOptions {
   cluster?: Record<string, unknown>;
   /** A route store shared with other proxies of the test (default: the one `cluster.store` names). */
   routeStore?: RouteStore;
+  /** Further top-level keys (diag_addr, ...). */
+  top?: Record<string, unknown>;
 }
 
 /**
@@ -74,6 +76,7 @@ export async function startGateProxy(t: Teardownable, options: StartGateProxyOpt
   const yaml = stringify({
     version: 'v3',
     data_dir: dataDir,
+    ...options.top,
     auth_service: { proxy_listener_mode: options.mode, ...options.auth },
     proxy_service: proxyService,
     ...(options.cluster ? { cluster: options.cluster } : {}),

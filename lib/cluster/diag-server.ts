@@ -1,0 +1,105 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ErrorCodes, GateError } from '../errors.js';
+import { componentLogger, type Logger } from '../log.js';
+import type { GateMetrics } from './metrics.js';
+import { readinessOf, type ReadinessSource } from './readiness.js';
+
+export interface DiagServerOptions {
+  host: string;
+  port: number;
+  metrics: GateMetrics;
+  /** Asked at each `/readyz`; the list may change while the server runs (a cluster member joins later). */
+  readiness: () => Iterable<ReadinessSource>;
+  logger?: Logger;
+}
+
+/** The paths served, each GET (and HEAD, which Node answers without the body). */
+export const DIAG_PATHS = ['/healthz', '/readyz', '/metrics'] as const;
+
+/**
+ * The diagnostics listener (`diag_addr`, issue 14): plain HTTP for load balancers and Prometheus,
+ * apart from the public listeners so that /metrics is never served where clients connect.
+ * `/healthz`: 200 while the process serves. `/readyz`: 200 when every readiness source is ready,
+ * else 503, with JSON detail either way. `/metrics`: Prometheus text.
+ */
+export class DiagServer {
+  private readonly log: Logger;
+
+  private constructor(
+    private readonly server: Server,
+    private readonly options: DiagServerOptions,
+    logger: Logger,
+  ) {
+    this.log = logger;
+  }
+
+  /** Binds the listener; GATE_ERR_LISTEN_FAILED when the address cannot be. */
+  static async start(options: DiagServerOptions): Promise<DiagServer> {
+    const log = componentLogger(options.logger, 'diag');
+    let diag: DiagServer | undefined;
+    const server = createServer((req, res) => diag!.serve(req, res));
+    diag = new DiagServer(server, options, log);
+    // A scraper or prober that stops mid-request must not hold a socket for long.
+    server.headersTimeout = 10_000;
+    server.requestTimeout = 10_000;
+    server.keepAliveTimeout = 5_000;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen({ host: options.host, port: options.port }, () => {
+          server.removeListener('error', reject);
+          resolve();
+        });
+      });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      throw new GateError(ErrorCodes.LISTEN_FAILED, `diag_addr: cannot listen on ${options.host}:${options.port} (${code})`, { cause: err });
+    }
+    server.on('error', (err) => log.error({ err: new GateError(ErrorCodes.LISTEN_FAILED, `diag listener: ${err.message}`, { cause: err }) }, 'diag listener error'));
+    const address = diag.address;
+    log.info({ address: address.address, port: address.port }, 'diagnostics listening (/healthz, /readyz, /metrics)');
+    return diag;
+  }
+
+  get address(): AddressInfo {
+    return this.server.address() as AddressInfo;
+  }
+
+  /** Stops listening and ends every connection (keep-alive ones included) at once. */
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+
+  private serve(req: IncomingMessage, res: ServerResponse): void {
+    const path = (req.url ?? '/').split('?', 1)[0];
+    if (!(DIAG_PATHS as readonly string[]).includes(path ?? '')) return send(res, 404, 'application/json', JSON.stringify({ error: 'not found', paths: DIAG_PATHS }));
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('Allow', 'GET, HEAD');
+      return send(res, 405, 'application/json', JSON.stringify({ error: 'method not allowed' }));
+    }
+    if (path === '/healthz') return send(res, 200, 'application/json', '{"status":"ok"}');
+    if (path === '/readyz') {
+      const report = readinessOf(this.options.readiness());
+      return send(res, report.ready ? 200 : 503, 'application/json', JSON.stringify(report));
+    }
+    const { metrics } = this.options;
+    metrics.metrics().then(
+      (text) => send(res, 200, metrics.contentType, text),
+      (err: unknown) => {
+        this.log.error({ err: new GateError(ErrorCodes.HANDLER_FAILED, `metrics collection failed: ${(err as Error).message}`, { cause: err }) }, 'metrics collection failed');
+        send(res, 500, 'application/json', JSON.stringify({ error: 'metrics collection failed' }));
+      },
+    );
+  }
+}
+
+function send(res: ServerResponse, status: number, contentType: string, body: string): void {
+  res.statusCode = status;
+  res.setHeader('Content-Type', contentType);
+  res.setHeader('Cache-Control', 'no-store');
+  res.end(body);
+}

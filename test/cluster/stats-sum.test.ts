@@ -1,0 +1,31 @@
+import t from 'tap';
+import { Stats } from '../../lib/mux/stats.js';
+import { addSnapshot, emptySnapshot } from '../../lib/cluster/stats-sum.js';
+
+t.test('several listeners sum into one; a retired one keeps its totals but not its open counts', async (t) => {
+  const a = new Stats();
+  a.accepted = 3;
+  a.open = 1;
+  a.route('ssh').connections = 3;
+  a.route('ssh').open = 1;
+  a.protocol('ssh');
+  a.failure('GATE_ERR_DETECT_TIMEOUT');
+  a.helloSize(300);
+  a.detectTime(4);
+  const b = new Stats();
+  b.accepted = 2;
+  b.route('ssh').connections = 2;
+  b.protocol('tls');
+  b.helloSize(2000);
+  b.detectTime(4);
+  const sum = emptySnapshot();
+  addSnapshot(sum, a.snapshot());
+  addSnapshot(sum, b.snapshot(), false);
+  t.equal(sum.accepted, 5);
+  t.equal(sum.open, 1, 'only the first one\'s open connection');
+  t.same(sum.byRoute.ssh, { connections: 5, open: 1, bytesIn: 0, bytesOut: 0, errors: 0 });
+  t.same(sum.byProtocol, { ssh: 1, tls: 1 });
+  t.same(sum.failures, { GATE_ERR_DETECT_TIMEOUT: 1 });
+  t.same(sum.helloBytes, { count: 2, sum: 2300, max: 2000, histogram: { '512': 1, '2048': 1 } });
+  t.same(sum.detectMs, { count: 2, sum: 8, histogram: { '5': 2 } });
+});
