@@ -92,7 +92,10 @@ export interface TunnelAgent extends EventEmitter {
   readonly tunnels: AgentTunnelInfo[];
   /** The proxies of the cluster from the latest list a proxy sent (sorted), or undefined before any. */
   readonly proxies: string[] | undefined;
-  /** Tunnels dialled so far, and how many of them landed on a proxy the agent already held. */
+  /**
+   * Tunnels dialled so far, and how many of them landed on a proxy the agent already held (refused
+   * there with GATE_ERR_AGENT_DUPLICATE, or closed by the agent when the proxy named itself).
+   */
   readonly dials: number;
   readonly duplicates: number;
   /** Target connections open right now. */
@@ -339,6 +342,7 @@ class Agent extends EventEmitter implements TunnelAgent {
           if (!this.stopped && !added && err.code !== ErrorCodes.SHUTDOWN && err !== tunnel.refusal) {
             this.log.warn({ err, code: err.code, attempt: this.dials }, 'tunnel connection failed');
           }
+          if (err.code === ErrorCodes.AGENT_DUPLICATE) this.duplicates++;
           resolve(err.code === ErrorCodes.AGENT_DUPLICATE ? 'duplicate' : 'failed');
           this.poke();
         },

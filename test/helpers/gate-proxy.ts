@@ -43,6 +43,11 @@ export interface StartGateProxyOptions {
   logger?: Logger;
   /** HTTPS_PROXY / NO_PROXY for the proxy's own dials (default: none, so the test's environment never leaks in). */
   env?: NodeJS.ProcessEnv;
+  /**
+   * The data directory (default: a new temp directory). Proxies of one cluster share it, so they
+   * share the cluster CA, as an operator's proxies do; the first to start makes it.
+   */
+  dataDir?: string;
 }
 
 /**
@@ -52,7 +57,7 @@ export interface StartGateProxyOptions {
  * collide. Closed at teardown.
  */
 export async function startGateProxy(t: Teardownable, options: StartGateProxyOptions): Promise<RunningGateProxy> {
-  const dataDir = await tempDir(t, 'proxy-data');
+  const dataDir = options.dataDir ?? (await tempDir(t, 'proxy-data'));
   const proxyService: Record<string, unknown> = {
     web_listen_addr: '127.0.0.1:0',
     public_addr: 'localhost',
