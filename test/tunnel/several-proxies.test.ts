@@ -2,8 +2,8 @@
 // this process sharing one cluster CA (one data_dir), behind a real HAProxy in TCP round-robin mode
 // (Debian package haproxy), and once behind tinyproxy (tinyproxy); the agent reaches the proxies
 // only through the balancer, and learns which proxy each tunnel landed on from the proxies'
-// cluster views (TunnelRegistry.setClusterView; the cluster member keeps them current in a real
-// cluster, here the test sets them as the store would).
+// cluster views, which each GateProxy keeps current from the route store they share (a
+// MemoryRouteStore here, presence_ttl 1s: a closed proxy leaves the others' lists within a second).
 import t from 'tap';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -21,6 +21,7 @@ import { startHaproxy } from '../helpers/haproxy.js';
 import { readUntil, startTaggedTcpServer, tlsClient, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import { startTinyproxy } from '../helpers/tinyproxy.js';
 import { startProxySide } from '../helpers/tunnel-rig.js';
 
@@ -28,22 +29,24 @@ const AGENT = 'pool-agent';
 
 interface Cluster {
   proxies: RunningGateProxy[];
-  /** The id each proxy tells its agents. */
+  /** The id each proxy tells its agents (GateProxy.proxyId). */
   ids: string[];
+  store: MemoryRouteStore;
   /** `127.0.0.2:port`: HAProxy, round robin over the proxies' shared ports. */
   front: string;
   frontPort: number;
   /** The cluster CA (PEM) and an agent certificate from it. */
   ca: string;
   agentPair: KeyPair;
-  /** Sets every listed proxy's view to the listed ids (what the route store would say). */
-  announce(indexes: number[]): void;
   /** The proxies (by index) whose registry holds the agent now. */
   holders(): number[];
 }
 
-/** `count` GateProxy instances sharing one cluster CA, and HAProxy in front; `servers` lists the proxy index of each HAProxy server line (default one each). */
-async function startCluster(t: Teardownable & Parameters<typeof requirePeer>[0], count: number, options: { servers?: number[]; ids?: string[] } = {}): Promise<Cluster | undefined> {
+/**
+ * `count` GateProxy instances sharing one cluster CA and one route store (unless `ownStores`: each
+ * its own, so each tells agents only itself until the test says otherwise), and HAProxy in front.
+ */
+async function startCluster(t: Teardownable & Parameters<typeof requirePeer>[0], count: number, options: { ownStores?: boolean } = {}): Promise<Cluster | undefined> {
   const haproxy = requirePeer(t, 'haproxy', 'haproxy');
   if (!haproxy) return undefined;
   const echo = await startTaggedTcpServer('through-the-agent');
@@ -53,16 +56,24 @@ async function startCluster(t: Teardownable & Parameters<typeof requirePeer>[0],
   });
   const dataDir = await tempDir(t, 'cluster-data');
   const proxies: RunningGateProxy[] = [];
+  const store = new MemoryRouteStore();
   // One after the other: the first makes the cluster CA in the shared data_dir, the others load it.
   for (let i = 0; i < count; i++) {
-    proxies.push(await startGateProxy(t, { mode: 'multiplex', dataDir, upstreams: { redis: `tunnel:${AGENT}/127.0.0.1:${echo.port}` } }));
+    proxies.push(
+      await startGateProxy(t, {
+        mode: 'multiplex',
+        dataDir,
+        upstreams: { redis: `tunnel:${AGENT}/127.0.0.1:${echo.port}` },
+        cluster: { presence_ttl: '1s' },
+        ...(options.ownStores ? {} : { routeStore: store }),
+      }),
+    );
   }
   const ca = await readFile(join(dataDir, 'ca.pem'), 'utf8');
   const authority = CertificateAuthority.fromPem({ cert: ca, key: await readFile(join(dataDir, 'ca-key.pem'), 'utf8') });
   const agentPair = authority.issue({ commonName: AGENT, usage: 'client' });
-  const ids = options.ids ?? proxies.map((_, i) => `proxy-${String.fromCharCode(97 + i)}`);
+  const ids = proxies.map((p) => p.proxy.proxyId);
   const frontPort = await freePort('127.0.0.2');
-  const servers = options.servers ?? proxies.map((_, i) => i);
   await startHaproxy(
     t,
     haproxy,
@@ -75,24 +86,22 @@ async function startCluster(t: Teardownable & Parameters<typeof requirePeer>[0],
       '  timeout server 1m',
       '  retries 1',
       '  option redispatch',
-      ...servers.map((p, n) => `  server s${n} 127.0.0.1:${proxies[p]!.port('multiplex')}`),
+      ...proxies.map((p, n) => `  server s${n} 127.0.0.1:${p.port('multiplex')}`),
     ],
     { host: '127.0.0.2', port: frontPort },
   );
-  const cluster: Cluster = {
+  // Every proxy sees the others at its next refresh (a third of presence_ttl).
+  if (!options.ownStores) await until(() => proxies.every((p) => p.proxy.tunnels.clusterView?.proxyIds.length === count), 'every proxy sees the cluster');
+  return {
     proxies,
     ids,
+    store,
     front: `127.0.0.2:${frontPort}`,
     frontPort,
     ca,
     agentPair,
-    announce: (indexes) => {
-      for (const i of indexes) proxies[i]!.proxy.tunnels.setClusterView({ proxyId: ids[i]!, proxyIds: indexes.map((j) => ids[j]!) });
-    },
     holders: () => proxies.flatMap((p, i) => (p.proxy.tunnels.has(AGENT) ? [i] : [])),
   };
-  cluster.announce(proxies.map((_, i) => i));
-  return cluster;
 }
 
 function poolAgent(t: Teardownable, cluster: Cluster, extra: Partial<AgentOptions> = {}): TunnelAgent {
@@ -144,8 +153,8 @@ t.test('two proxies behind HAProxy round robin, connection_count 2: one tunnel o
   if (!cluster) return;
   const agent = poolAgent(t, cluster, { connectionCount: 2 });
   await until(() => agent.tunnels.length === 2, 'two tunnels up', 15_000);
-  t.same(tunnelIds(agent), ['proxy-a', 'proxy-b'], 'on two distinct proxies');
-  t.same(agent.proxies, ['proxy-a', 'proxy-b'], 'the agent learned the cluster from the proxies');
+  t.same(tunnelIds(agent), [...cluster.ids].sort(), 'on two distinct proxies');
+  t.same(agent.proxies, [...cluster.ids].sort(), 'the agent learned the cluster from the proxies');
   t.same(cluster.holders(), [0, 1], 'each proxy holds the agent');
   t.equal(await throughProxy(cluster, 0), 'through-the-agent', 'a client on proxy a reaches the target');
   t.equal(await throughProxy(cluster, 1), 'through-the-agent', 'a client on proxy b reaches the target');
@@ -154,11 +163,14 @@ t.test('two proxies behind HAProxy round robin, connection_count 2: one tunnel o
 });
 
 t.test('a dial that lands on a proxy the agent holds is refused there as a duplicate and retried, never taken for a failure; a shrunk list stops it', async (t) => {
-  // Only proxy a is behind this balancer, but the list says b exists too: every further dial lands
-  // on a, which refuses the second tunnel under the same name (GATE_ERR_AGENT_DUPLICATE).
+  // Only proxy a is behind this balancer, but the store says a proxy b is up too (one this balancer
+  // does not reach): every further dial lands on a, which refuses a second tunnel under the same
+  // name (GATE_ERR_AGENT_DUPLICATE).
   const cluster = await startCluster(t, 1);
   if (!cluster) return;
-  cluster.proxies[0]!.proxy.tunnels.setClusterView({ proxyId: 'proxy-a', proxyIds: ['proxy-a', 'proxy-b'] });
+  const a = cluster.ids[0]!;
+  await cluster.store.announce({ id: 'proxy-b', peerAddr: '', version: 'test', draining: false, channelFingerprint: '' }, 120_000);
+  await until(() => cluster.proxies[0]!.proxy.tunnels.clusterView?.proxyIds.length === 2, 'proxy a lists proxy b');
   const refusedAtProxy: GateError[] = [];
   cluster.proxies[0]!.proxy.tunnels.on('agent-refused', (e: GateError) => refusedAtProxy.push(e));
   const lost: unknown[] = [];
@@ -167,22 +179,23 @@ t.test('a dial that lands on a proxy the agent holds is refused there as a dupli
   await agent.waitConnected();
   await until(() => agent.duplicates >= 3, 'three dials landed on the held proxy', 20_000);
   t.ok(refusedAtProxy.length >= 3 && refusedAtProxy.every((e) => e.code === ErrorCodes.AGENT_DUPLICATE), 'the proxy refused each with GATE_ERR_AGENT_DUPLICATE');
-  t.same(tunnelIds(agent), ['proxy-a'], 'the held tunnel is untouched');
+  t.same(tunnelIds(agent), [a], 'the held tunnel is untouched');
   t.equal(agent.connections, 1, 'it never dropped');
   t.same(lost, []);
   t.equal(await throughProxy(cluster, 0), 'through-the-agent');
-  cluster.proxies[0]!.proxy.tunnels.setClusterView({ proxyId: 'proxy-a', proxyIds: ['proxy-a'] });
-  await until(() => agent.proxies?.length === 1, 'the agent forgot proxy b');
+  await cluster.store.withdraw('proxy-b');
+  await until(() => agent.proxies?.length === 1, 'the agent forgot proxy b once the store did');
   // A dial already under way when the list shrank may still finish; after that the pool is settled.
   await dialsDuring(agent, 500);
   t.equal(await dialsDuring(agent, 1500), 0, 'one proxy left in the list: no more dials');
-  t.same(tunnelIds(agent), ['proxy-a']);
+  t.same(tunnelIds(agent), [a]);
 });
 
 t.test('a tunnel the agent learns landed on a proxy it already holds (same proxy id) is closed with GOAWAY', async (t) => {
-  // Two proxies that both say they are "proxy-x" (as a proxy that admitted the agent twice would
-  // look), in a cluster of x and y, where y is not behind this balancer.
-  const cluster = await startCluster(t, 2, { ids: ['proxy-x', 'proxy-x'] });
+  // Two proxies, each on its own store, that the test makes both say they are "proxy-x" (as a
+  // proxy that admitted the agent twice would look), in a cluster of x and y, where y is not
+  // behind this balancer. Their own lists never change, so nothing overwrites these views.
+  const cluster = await startCluster(t, 2, { ownStores: true });
   if (!cluster) return;
   const seen: Array<{ proxy: number; event: string; reason?: string }> = [];
   cluster.proxies.forEach((p, i) => {
@@ -211,19 +224,19 @@ t.test('three proxies, connection_count 2: a closed proxy is replaced, a proxy t
   t.same([...held].sort(), cluster.holders(), 'the two proxies the agent names hold it');
   const [gone, kept] = held as [number, number];
   const spare = [0, 1, 2].find((i) => !held.includes(i))!;
-  // Proxy `gone` stops (GOAWAY to its agents); the store would drop it from the list within its TTL.
+  // Proxy `gone` stops: it leaves the store and sends its agents GOAWAY; the others drop it from
+  // their lists at their next refresh.
   await cluster.proxies[gone]!.proxy.close({ graceMs: 200 });
-  cluster.announce([kept, spare]);
   const live = [cluster.ids[kept]!, cluster.ids[spare]!].sort();
   await until(() => tunnelIds(agent).join() === live.join(), 'the agent re-established on the spare proxy', 15_000);
   t.pass('tunnels on the two live proxies');
   t.ok(cluster.proxies[spare]!.proxy.tunnels.has(AGENT) && cluster.proxies[kept]!.proxy.tunnels.has(AGENT), 'both hold it');
-  t.same(agent.proxies, [cluster.ids[kept]!, cluster.ids[spare]!].sort(), 'the closed proxy is forgotten');
+  await until(() => agent.proxies?.length === 2, 'the agent forgot the closed proxy once the store did');
+  t.same(agent.proxies, live, 'the closed proxy is forgotten');
   t.equal(await throughProxy(cluster, spare), 'through-the-agent', 'the new tunnel carries clients');
 
   // One more proxy goes: fewer proxies than connection_count.
   await cluster.proxies[kept]!.proxy.close({ graceMs: 200 });
-  cluster.announce([spare]);
   await until(() => agent.tunnels.length === 1 && agent.proxies?.length === 1, 'one proxy left, one tunnel', 15_000);
   t.same(tunnelIds(agent), [cluster.ids[spare]!]);
   t.equal(await dialsDuring(agent, 1500), 0, 'one tunnel per proxy and no spinning for a second');
@@ -235,7 +248,7 @@ t.test('connection_count 1: one tunnel although two proxies exist', async (t) =>
   if (!cluster) return;
   const agent = poolAgent(t, cluster, { connectionCount: 1 });
   const up = await agent.waitConnected();
-  t.ok(up.proxyId === 'proxy-a' || up.proxyId === 'proxy-b', 'the proxy said which one it is');
+  t.ok(cluster.ids.includes(up.proxyId ?? ''), 'the proxy said which one it is');
   t.equal(await dialsDuring(agent, 1500), 0, 'no second dial');
   t.equal(agent.tunnels.length, 1);
   t.equal(cluster.holders().length, 1, 'one proxy holds it');
@@ -252,7 +265,7 @@ t.test('through tinyproxy (CONNECT) and HAProxy: two tunnels on distinct proxies
   const events: Array<{ via: string }> = [];
   agent.on('connected', (e: { via: string }) => events.push(e));
   await until(() => agent.tunnels.length === 2, 'two tunnels up', 15_000);
-  t.same(tunnelIds(agent), ['proxy-a', 'proxy-b']);
+  t.same(tunnelIds(agent), [...cluster.ids].sort());
   t.ok(agent.tunnels.every((x) => x.via === tinyproxy.url), 'both went through tinyproxy');
   t.equal((tinyproxy.output().match(new RegExp(`CONNECT 127\\.0\\.0\\.2:${cluster.frontPort}`, 'g')) ?? []).length >= 2, true, 'tinyproxy carried both');
   t.equal(await throughProxy(cluster, 0), 'through-the-agent');
@@ -284,7 +297,7 @@ t.test('an older agent, which answers the view like any non-CONNECT stream, keep
   t.same(methods, ['POST'], 'the proxy sent its view');
   t.equal(await throughProxy(cluster, 0), 'through-the-agent', 'clients reach the older agent');
   t.same(methods, ['POST', 'CONNECT']);
-  registry.setClusterView({ proxyId: 'proxy-a', proxyIds: ['proxy-a', 'proxy-b'] });
+  registry.setClusterView({ proxyId: cluster.ids[0]!, proxyIds: [cluster.ids[0]!, 'proxy-b'] });
   t.equal(await throughProxy(cluster, 0), 'through-the-agent');
   t.same(methods, ['POST', 'CONNECT', 'CONNECT'], 'no second view to an agent that refused the first');
 });
