@@ -1,4 +1,4 @@
-import { EventEmitter, once } from 'node:events';
+import { EventEmitter } from 'node:events';
 import type { Http2Server, IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
@@ -50,6 +50,8 @@ export class AgentTunnel extends EventEmitter {
   proxyId: string | undefined;
   /** True from `up` until the session stops taking new streams. */
   up = false;
+  /** True once `up` was emitted, whatever happened since. */
+  private cameUp = false;
   /** The environment proxy it went through, redacted, or `direct`. */
   via = 'direct';
   /** Epoch milliseconds the dial began. */
@@ -157,6 +159,7 @@ export class AgentTunnel extends EventEmitter {
       current.ping((err) => {
         if (err || this.refusal || current.destroyed || current.closed || this.ended) return;
         this.up = true;
+        this.cameUp = true;
         this.emit('up');
       });
     });
@@ -171,17 +174,20 @@ export class AgentTunnel extends EventEmitter {
       },
     });
     let sessionClosed = false;
-    const closedNow = once(current, 'close').then(() => {
-      sessionClosed = true;
-    });
+    // Not events.once: that rejects on the 'error' a session destroyed with an error emits first.
+    const closedNow = new Promise<void>((resolve) =>
+      current.once('close', () => {
+        sessionClosed = true;
+        resolve();
+      }),
+    );
     await Promise.race([closedNow, goawaySeen]);
     // `closed` turns true as soon as a GOAWAY arrives (Node begins a graceful close), so whether
     // the session is really over is read from its 'close' event.
     if (sessionClosed || current.destroyed) socket.destroy();
-    const wasUp = this.up;
     this.up = false;
     this.ended = true;
-    if (wasUp) return;
+    if (this.cameUp) return;
     if (this.refusal) throw this.refusal;
     throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy spoke HTTP/2: ${this.reason ?? 'closed'}`);
   }
@@ -198,6 +204,28 @@ export class AgentTunnel extends EventEmitter {
     }
     this.proxyId = view.proxyId;
     this.emit('view', view);
+  }
+
+  /**
+   * Resolves true when the proxy answers a PING within `timeoutMs`, false when it does not (or the
+   * session is gone): whether this tunnel's path is alive now rather than at its next heartbeat.
+   */
+  probe(timeoutMs: number): Promise<boolean> {
+    const session = this.session;
+    if (!session || session.destroyed || session.closed || !this.up) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs);
+      timer.unref();
+      try {
+        session.ping((err) => {
+          clearTimeout(timer);
+          resolve(!err);
+        });
+      } catch {
+        clearTimeout(timer);
+        resolve(false);
+      }
+    });
   }
 
   /**
@@ -223,6 +251,7 @@ export class AgentTunnel extends EventEmitter {
    * goes; without one it would send RST_STREAM NO_ERROR, which reads as a finished stream.
    */
   destroy(error: GateError): void {
+    this.reason ??= error.message;
     this.ended = true;
     this.up = false;
     this.session?.destroy(error);

@@ -319,18 +319,33 @@ class Agent extends EventEmitter implements TunnelAgent {
         else this.log.warn({ code: error.code }, error.message);
         this.emit('refused', error);
       });
-      tunnel.once('up', () => {
-        if (this.stopped) return;
-        if (this.pool.duplicateOf(tunnel, this.upTunnels()) !== undefined) {
-          this.dropDuplicate(tunnel);
-          return resolve('duplicate');
-        }
+      const admit = (): void => {
         added = true;
         this.connections++;
         this.current = { via: tunnel.via, connections: this.connections, ...(tunnel.proxyId === undefined ? {} : { proxyId: tunnel.proxyId }) };
         this.log.info(this.current, 'tunnel up');
         this.emit('connected', this.current);
         resolve('added');
+      };
+      tunnel.once('up', () => {
+        if (this.stopped) return;
+        const held = this.pool.duplicateOf(tunnel, this.upTunnels());
+        if (!held) return admit();
+        // Two tunnels on one proxy. A proxy admits a second tunnel under a name only once it holds
+        // the first one gone (a heartbeat or probe found its path dead, RFC 9113 §6.7 PINGs), so
+        // the held one may be a dead path this agent has not noticed yet: it proves itself with a
+        // PING. Alive, the new tunnel is the duplicate and is closed; silent, the held one is
+        // dropped and the new one, which the proxy has registered, is kept.
+        void held.probe(this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS).then((alive) => {
+          if (this.stopped) return resolve('failed');
+          if (alive || !tunnel.up) {
+            this.dropDuplicate(tunnel);
+            return resolve('duplicate');
+          }
+          this.log.warn({ proxyId: held.proxyId, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, 'a new tunnel came up on a proxy whose held tunnel no longer answers: the held one is dropped');
+          held.destroy(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, 'heartbeat: no PING answer after a newer tunnel to the same proxy came up'));
+          admit();
+        });
       });
       tunnel.run().then(
         () => {

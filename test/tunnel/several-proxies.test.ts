@@ -5,6 +5,7 @@
 // cluster views, which each GateProxy keeps current from the route store they share (a
 // MemoryRouteStore here, presence_ttl 1s: a closed proxy leaves the others' lists within a second).
 import t from 'tap';
+import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createServer as createH2Server, type ServerHttp2Session } from 'node:http2';
@@ -18,12 +19,13 @@ import { ALPN_REVERSE_TUNNEL } from '../../lib/wire/names.js';
 import { freePort, type Teardownable } from '../helpers/daemon.js';
 import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js';
 import { startHaproxy } from '../helpers/haproxy.js';
-import { readUntil, startTaggedTcpServer, tlsClient, until } from '../helpers/net.js';
+import { freezableRelay, readUntil, startTaggedTcpServer, tlsClient, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import { startTinyproxy } from '../helpers/tinyproxy.js';
-import { startProxySide } from '../helpers/tunnel-rig.js';
+import { agentCertificate, startProxySide } from '../helpers/tunnel-rig.js';
+import { devCertificates } from '../../lib/pki/dev-certificates.js';
 
 const AGENT = 'pool-agent';
 
@@ -305,8 +307,6 @@ t.test('an older agent, which answers the view like any non-CONNECT stream, keep
 t.test('a proxy that sends no view (on its own, or older): the agent keeps one tunnel whatever connection_count says', async (t) => {
   const side = await startProxySide([]);
   t.teardown(() => side.close());
-  const { agentCertificate } = await import('../helpers/tunnel-rig.js');
-  const { devCertificates } = await import('../../lib/pki/dev-certificates.js');
   const agent = startAgent({
     proxy: `127.0.0.1:${side.port}`,
     name: 'lonely',
@@ -322,4 +322,45 @@ t.test('a proxy that sends no view (on its own, or older): the agent keeps one t
   t.equal(agent.proxies, undefined);
   t.equal(await dialsDuring(agent, 1000), 0, 'no second tunnel');
   t.equal(agent.dials, 1);
+});
+
+t.test('a new tunnel admitted on a proxy whose held tunnel went silent: the held one is dropped, the new one kept', async (t) => {
+  const echo = await startTaggedTcpServer('fresh-path');
+  t.teardown(() => {
+    for (const s of echo.sockets) s.destroy();
+    echo.server.close();
+  });
+  const target = `127.0.0.1:${echo.port}`;
+  const side = await startProxySide([{ alpn: 'gate-redis', agent: 'stale', target }], { registry: { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 1000 } });
+  t.teardown(() => side.close());
+  // The proxy says a second proxy exists, so the agent keeps dialling for it; every dial lands here.
+  side.registry.setClusterView({ proxyId: 'only', proxyIds: ['only', 'elsewhere'] });
+  const relay = await freezableRelay(t, side.port);
+  const agent = startAgent({
+    proxy: `127.0.0.1:${relay.port}`,
+    name: 'stale',
+    ...agentCertificate('stale'),
+    ca: devCertificates().ca.cert,
+    serverName: 'localhost',
+    resources: [target],
+    env: {},
+    backoff: { initialMs: 50, maxMs: 400 },
+    // No heartbeat is due for a minute on either side: only the probes can find the dead path.
+    heartbeatIntervalMs: 60_000,
+    heartbeatTimeoutMs: 1000,
+    connectionCount: 2,
+  });
+  t.teardown(() => agent.stop());
+  await agent.waitConnected();
+  await until(() => agent.duplicates >= 1, 'a dial refused as a duplicate while the path is alive', 10_000);
+  t.equal(agent.connections, 1, 'the live tunnel was kept');
+  const lost = once(agent, 'disconnected');
+  relay.freeze(); // the held tunnel's path goes silent, without a FIN
+  const [{ reason }] = (await lost) as [{ reason: string }];
+  t.match(reason, /no PING answer after a newer tunnel to the same proxy came up/, 'the held tunnel was dropped for its silence');
+  t.same(tunnelIds(agent), ['only'], 'one tunnel on the proxy');
+  t.equal(agent.connections, 2, 'the new one, which the proxy registered, was kept');
+  const socket = await tlsClient(side.port, { servername: 'localhost', ALPNProtocols: ['gate-redis'] });
+  t.equal((await readUntil(socket, (x) => x.includes('\n'))).trim(), 'fresh-path', 'clients use it');
+  socket.destroy();
 });
