@@ -5,6 +5,7 @@ import { AgentPool, RedialSchedule } from '../../lib/tunnel/agent-pool.js';
 import { clusterViewRequestHeaders, isClusterViewRequest, normalizeClusterView, readClusterView, sameClusterView } from '../../lib/tunnel/cluster-view.js';
 import { PROXY_IDS_HEADER, PROXY_ID_HEADER, TUNNEL_CLUSTER_VIEW_PATH } from '../../lib/wire/names.js';
 import { ErrorCodes, isGateError } from '../../lib/errors.js';
+import { TunnelRegistry } from '../../lib/tunnel/registry.js';
 
 t.test('cluster view: canonical form, header round trip, bounds', async (t) => {
   t.same(normalizeClusterView({ proxyId: 'b', proxyIds: ['c', 'a', 'c'] }), { proxyId: 'b', proxyIds: ['a', 'b', 'c'] }, 'the sender is added; sorted; no repeats');
@@ -94,4 +95,25 @@ t.test('redial schedule: failures grow, duplicates grow apart and reset failures
   t.ok(near(s.afterTunnelEnd(10), 200), 'one that ended at once counts as a failure');
   const zero = new RedialSchedule({ initialMs: 100, maxMs: 1600 }, 10_000, () => 0);
   t.equal(zero.afterDial('failed'), 0, 'full jitter reaches zero');
+});
+
+t.test('registry: the view it tells agents is checked and kept in canonical form', async (t) => {
+  const registry = new TunnelRegistry();
+  t.equal(registry.clusterView, undefined, 'none until set: agents are told nothing');
+  registry.setClusterView({ proxyId: 'p2', proxyIds: ['p1'] });
+  t.same(registry.clusterView, { proxyId: 'p2', proxyIds: ['p1', 'p2'] }, 'itself included, sorted');
+  const copy = registry.clusterView!;
+  copy.proxyIds.push('tampered');
+  t.same(registry.clusterView, { proxyId: 'p2', proxyIds: ['p1', 'p2'] }, 'a copy is handed out');
+  for (const bad of [{ proxyId: '', proxyIds: [] }, { proxyId: 'p1', proxyIds: ['has space'] }]) {
+    let thrown: unknown;
+    try {
+      registry.setClusterView(bad);
+    } catch (err) {
+      thrown = err;
+    }
+    t.ok(isGateError(thrown, ErrorCodes.INVALID_ARGUMENT), `refused: ${JSON.stringify(bad)}`);
+  }
+  t.same(registry.clusterView, { proxyId: 'p2', proxyIds: ['p1', 'p2'] }, 'a refused view changes nothing');
+  registry.close();
 });
