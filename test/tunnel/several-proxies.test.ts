@@ -8,14 +8,17 @@ import t from 'tap';
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createServer as createH2Server, type ServerHttp2Session } from 'node:http2';
+import { connect as connectH2, createServer as createH2Server, type ClientHttp2Session, type ServerHttp2Session } from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import { parseProxyUrl } from '../../lib/client/proxy-config.js';
 import { dialTls } from '../../lib/client/dial-tls.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { CertificateAuthority, type KeyPair } from '../../lib/pki/certificate-authority.js';
 import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
 import { serveAgentStream } from '../../lib/tunnel/agent-stream.js';
-import { ALPN_REVERSE_TUNNEL } from '../../lib/wire/names.js';
+import { ALPN_REVERSE_TUNNEL, PROXY_IDS_HEADER, PROXY_ID_HEADER, TUNNEL_CLUSTER_VIEW_PATH } from '../../lib/wire/names.js';
+import { clusterViewRequestHeaders } from '../../lib/tunnel/cluster-view.js';
 import { freePort, type Teardownable } from '../helpers/daemon.js';
 import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js';
 import { startHaproxy } from '../helpers/haproxy.js';
@@ -363,4 +366,55 @@ t.test('a new tunnel admitted on a proxy whose held tunnel went silent: the held
   const socket = await tlsClient(side.port, { servername: 'localhost', ALPNProtocols: ['gate-redis'] });
   t.equal((await readUntil(socket, (x) => x.includes('\n'))).trim(), 'fresh-path', 'clients use it');
   socket.destroy();
+});
+
+t.test('a malformed view is answered 400 and ignored by the agent; CONNECT streams still work', async (t) => {
+  // A stand-in proxy: TLS with the tunnel ALPN, then an HTTP/2 client over the agent's connection
+  // that sends what the registry never would.
+  const echo = await startTaggedTcpServer('still-served');
+  t.teardown(() => {
+    for (const s of echo.sockets) s.destroy();
+    echo.server.close();
+  });
+  const target = `127.0.0.1:${echo.port}`;
+  const { server: pair, ca } = devCertificates();
+  const sessions: ClientHttp2Session[] = [];
+  const tls = createTlsServer({ ...pair, ALPNProtocols: [ALPN_REVERSE_TUNNEL] }, (socket) => {
+    sessions.push(connectH2('http://agent.tunnel', { createConnection: () => socket }));
+  });
+  await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const s of sessions) s.destroy();
+    tls.close();
+  });
+  const agent = startAgent({
+    proxy: `127.0.0.1:${(tls.address() as AddressInfo).port}`,
+    name: 'picky',
+    ...agentCertificate('picky'),
+    ca: ca.cert,
+    serverName: 'localhost',
+    resources: [target],
+    env: {},
+    connectionCount: 2,
+  });
+  t.teardown(() => agent.stop());
+  await agent.waitConnected();
+  const session = sessions[0]!;
+  const answer = (headers: Record<string, string>): Promise<number> =>
+    new Promise((resolve) => {
+      const stream = session.request(headers, { endStream: true });
+      stream.on('error', () => {});
+      stream.once('response', (h) => resolve(Number(h[':status'])));
+    });
+  t.equal(await answer(clusterViewRequestHeaders({ proxyId: 'ok', proxyIds: ['ok'] }) as Record<string, string>), 204, 'a good view: 204');
+  t.same(agent.proxies, ['ok']);
+  t.equal(await answer({ ':method': 'POST', ':path': TUNNEL_CLUSTER_VIEW_PATH, [PROXY_ID_HEADER]: 'bad id', [PROXY_IDS_HEADER]: '' }), 400, 'a malformed one: 400');
+  t.equal(await answer({ ':method': 'POST', ':path': TUNNEL_CLUSTER_VIEW_PATH, [PROXY_ID_HEADER]: 'x', [PROXY_IDS_HEADER]: 'a,,b' }), 400);
+  t.same(agent.proxies, ['ok'], 'ignored: the list is unchanged');
+  const stream = session.request({ ':method': 'CONNECT', ':authority': target }, { endStream: false });
+  const [headers] = (await once(stream, 'response')) as [Record<string, unknown>];
+  t.equal(headers[':status'], 200, 'the tunnel still serves CONNECT');
+  t.match(await readUntil(stream, (x) => x.includes('\n')), /still-served/);
+  stream.end();
+  t.equal(agent.streamsServed, 1, 'views are not counted as served streams');
 });
