@@ -102,6 +102,9 @@ export {
   isPingAlpn,
   mysqlVersionFromAlpn,
   mysqlVersionAlpn,
+  TUNNEL_CLUSTER_VIEW_PATH,
+  PROXY_ID_HEADER,
+  PROXY_IDS_HEADER,
 } from './wire/index.js';
 
 // Client side: environment proxies, dialers, HTTP agent, local proxy (`gate-mux/client`)
@@ -241,6 +244,9 @@ export {
   type AgentOptions,
   type TunnelAgent,
   type AgentConnectedEvent,
+  type AgentTunnelInfo,
+  DEFAULT_CONNECTION_COUNT,
+  type ClusterView,
   type TunnelRegistryOptions,
   type TunnelUpstream,
 } from './tunnel/index.js';

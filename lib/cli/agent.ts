@@ -10,6 +10,7 @@ import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { startAgent, type AgentConnectedEvent, type TunnelAgent } from '../tunnel/agent.js';
+import { DEFAULT_CONNECTION_COUNT } from '../tunnel/agent-pool.js';
 import { readAgentState, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
 import { joinProxy, renewalTime, renewIdentity, type JoinEndpoint } from '../tunnel/join-client.js';
 
@@ -22,6 +23,9 @@ const USAGE = `usage:
 options:
   --tunnel-addr HOST:PORT  the tunnel port when the proxy runs separate ports (default: --proxy)
   --server-name NAME       the name the proxy's certificate is checked for (default: the proxy host)
+  --connection-count N     tunnels to keep, each to a distinct proxy of a cluster behind a load
+                           balancer (default 2); fewer when fewer proxies exist, one to a proxy
+                           that runs alone
   --timeout-ms N           dial and handshake deadline (default 10000)
   --log-level LEVEL        pino level for the log on stderr (default warn)
   --log-format FORMAT      pretty (default on a terminal) or json (default otherwise)
@@ -30,6 +34,8 @@ tunnel with a GOAWAY and exits 0.`;
 
 /** Milliseconds to wait before retrying a failed renewal (the certificate's last third allows many). */
 const RENEW_RETRY_MS = 60_000;
+/** More tunnels than this is a typo, not a cluster: each one is a TLS connection held open. */
+const MAX_CONNECTION_COUNT = 64;
 /** Open streams get this long to finish after SIGTERM before the tunnel is torn down. */
 const STOP_GRACE_MS = 5_000;
 
@@ -173,6 +179,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
         insecure: { type: 'boolean', default: false },
         'server-name': { type: 'string' },
         'timeout-ms': { type: 'string', default: '10000' },
+        'connection-count': { type: 'string', default: String(DEFAULT_CONNECTION_COUNT) },
         'log-level': { type: 'string', default: 'warn' },
         'log-format': { type: 'string' },
       },
@@ -186,6 +193,11 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     return 0;
   }
   const timeoutMs = Number(values['timeout-ms']);
+  const connectionCount = Number(values['connection-count']);
+  if (!Number.isInteger(connectionCount) || connectionCount < 1 || connectionCount > MAX_CONNECTION_COUNT) {
+    io.err(`agent: --connection-count takes a whole number from 1 to ${MAX_CONNECTION_COUNT}, not ${JSON.stringify(values['connection-count'])}\n${USAGE}`);
+    return 2;
+  }
   // Logs go to stderr; tokens and keys are never passed to it.
   const logger = loggerFromOptions(values['log-level'] ?? 'warn', values['log-format'], 2);
   if (!values.proxy || !Number.isInteger(timeoutMs) || timeoutMs <= 0 || logger instanceof Error) {
@@ -230,6 +242,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
       ...(serverName ? { serverName } : {}),
       ...(hooks.env ? { env: hooks.env } : {}),
       dialTimeoutMs: timeoutMs,
+      connectionCount,
       logger,
     });
     if (stored && values['state-dir']) {
@@ -242,9 +255,15 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     io.err(failure(err));
     return 1;
   }
-  agent.on('connected', (e: AgentConnectedEvent) => io.out(`tunnel up: agent ${agent.name} via ${e.via} (connection ${e.connections})`));
-  agent.on('disconnected', (e: { reason: string }) => io.out(`tunnel down: ${e.reason}`));
-  agent.on('refused', (e: GateError) => io.err(failure(e)));
+  const onProxy = (proxyId: string | undefined): string => (proxyId ? ` (proxy ${proxyId})` : '');
+  agent.on('connected', (e: AgentConnectedEvent) => io.out(`tunnel up: agent ${agent.name} via ${e.via} (connection ${e.connections})${onProxy(e.proxyId)}`));
+  agent.on('disconnected', (e: { reason: string; proxyId?: string }) => io.out(`tunnel down: ${e.reason}${onProxy(e.proxyId)}`));
+  agent.on('refused', (e: GateError) => {
+    // With tunnels up, a duplicate refusal is a dial the balancer sent to a proxy this agent
+    // already holds (each proxy takes one tunnel per name): retried, not a failure to report.
+    if (e.code === ErrorCodes.AGENT_DUPLICATE && agent.connected) return;
+    io.err(failure(e));
+  });
   await Promise.race([hooks.stopSignal ?? untilSignal(), expiry]);
   stopRenewal();
   await agent.stop({ graceMs: STOP_GRACE_MS });

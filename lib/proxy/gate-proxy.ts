@@ -29,7 +29,7 @@ import { TunnelRegistry } from '../tunnel/registry.js';
 import { formatAddress, isWildcardHost, type HostPort } from '../config/address.js';
 import { channelFingerprint } from '../cluster/channel-fingerprint.js';
 import { ClusterMember } from '../cluster/cluster-member.js';
-import type { RouteStore } from '../cluster/route-store.js';
+import type { ProxyPresence, RouteStore } from '../cluster/route-store.js';
 import { routeStoreFor } from '../cluster/store-for-config.js';
 import { DiagServer } from '../cluster/diag-server.js';
 import { GateMetrics } from '../cluster/metrics.js';
@@ -313,6 +313,13 @@ export class GateProxy {
     this.addReadiness(clusterReadiness(this.member, this.storeLabel(this.config)));
     this.member.on('store-error', (_error: unknown, operation: string) => this.metrics.storeError(operation));
     this.member.on('proxies-changed', () => this.metrics.channelMismatch(this.member.channelMismatches().length));
+    // What agents are told (issue 14): this proxy's id from the first tunnel on, and the live
+    // proxies whenever the store says they changed, so an agent behind the load balancer keeps its
+    // tunnels on distinct proxies. Draining proxies refuse new tunnels: an agent must not count on them.
+    this.registry.setClusterView({ proxyId: this.proxyId, proxyIds: [this.proxyId] });
+    this.member.on('proxies-changed', (proxies: ProxyPresence[]) => {
+      this.registry.setClusterView({ proxyId: this.proxyId, proxyIds: proxies.filter((p) => !p.draining).map((p) => p.id) });
+    });
     await this.member.start();
     this.logger.info({ proxyId: this.proxyId, store: this.storeLabel(this.config), peerAddr: this.presenceFields(this.config).peerAddr }, 'joined the cluster');
   }

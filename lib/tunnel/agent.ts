@@ -1,20 +1,17 @@
 import { EventEmitter, once } from 'node:events';
 import { X509Certificate } from 'node:crypto';
-import { createServer, type Http2Server, type ServerHttp2Session } from 'node:http2';
+import { createServer, type Http2Server } from 'node:http2';
 import type { Socket } from 'node:net';
-import type { TLSSocket } from 'node:tls';
-import { dialTls } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
-import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
-import { readRefusalDebugData } from './admission.js';
-import { h2ErrorName } from './connect-request.js';
-import { serveAgentStream } from './agent-stream.js';
-import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
-import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
-import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from './settings.js';
+import { AgentPool, DEFAULT_CONNECTION_COUNT, RedialSchedule, type DialOutcome } from './agent-pool.js';
+import { AgentTunnel } from './agent-tunnel.js';
+import { DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
+import type { ClusterView } from './cluster-view.js';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS } from './heartbeat.js';
+import { TUNNEL_SESSION_SETTINGS } from './settings.js';
 
 export interface AgentOptions {
   /** The proxy's tunnel endpoint, `host:port` (the shared port, or the legacy tunnel port). */
@@ -49,26 +46,58 @@ export interface AgentOptions {
   stableAfterMs?: number;
   /** Source of jitter, [0, 1) (default Math.random). */
   random?: () => number;
+  /**
+   * Tunnels to keep, each to a distinct proxy of a cluster (default 2). Proxies say which one a
+   * tunnel landed on and which proxies exist; with fewer proxies the agent holds one per proxy,
+   * and with a proxy that says nothing (on its own, or older) it holds one tunnel.
+   */
+  connectionCount?: number;
 }
 
 export interface AgentConnectedEvent {
   /** The environment proxy the tunnel went through, redacted, or `direct`. */
   via: string;
-  /** How many times the tunnel has come up, this one included. */
+  /** How many times a tunnel has come up, this one included. */
   connections: number;
+  /** The proxy this tunnel landed on, when the proxy said (a proxy of a cluster does). */
+  proxyId?: string;
+}
+
+/** One tunnel the agent holds. */
+export interface AgentTunnelInfo {
+  /** The proxy it landed on, when the proxy said. */
+  proxyId?: string;
+  via: string;
+  /** Epoch milliseconds its dial began. */
+  since: number;
 }
 
 /**
- * A running agent. Events: `connected` (AgentConnectedEvent) once the proxy has registered it (its
- * SETTINGS and the answer to a first PING arrived); `disconnected` ({reason}) when the session
- * ends; `refused` (GateError) when the proxy refuses the tunnel, with the proxy's code
- * (GATE_ERR_AGENT_CERT_EXPIRED, _REVOKED, _UNTRUSTED, GATE_ERR_AGENT_DUPLICATE, ...).
+ * A running agent: up to `connectionCount` tunnels, each to a distinct proxy. Events, per tunnel:
+ * `connected` (AgentConnectedEvent) once the proxy has registered it (its SETTINGS and the answer
+ * to a first PING arrived); `disconnected` ({reason, proxyId?}) when it stops taking streams;
+ * `refused` (GateError) when a proxy refuses a tunnel, with the proxy's code
+ * (GATE_ERR_AGENT_CERT_EXPIRED, _REVOKED, _UNTRUSTED, GATE_ERR_AGENT_DUPLICATE, ...; a duplicate
+ * while the agent holds tunnels is a dial that landed on a proxy it holds, and is simply retried).
  */
 export interface TunnelAgent extends EventEmitter {
   readonly name: string;
+  /** True while at least one tunnel is up. */
   readonly connected: boolean;
-  /** Times the tunnel has come up so far. */
+  /** Times a tunnel has come up so far. */
   readonly connections: number;
+  /** Tunnels it keeps when the proxies allow (the `connectionCount` option). */
+  readonly connectionCount: number;
+  /** The tunnels up now. */
+  readonly tunnels: AgentTunnelInfo[];
+  /** The proxies of the cluster from the latest list a proxy sent (sorted), or undefined before any. */
+  readonly proxies: string[] | undefined;
+  /**
+   * Tunnels dialled so far, and how many of them landed on a proxy the agent already held (refused
+   * there with GATE_ERR_AGENT_DUPLICATE, or closed by the agent when the proxy named itself).
+   */
+  readonly dials: number;
+  readonly duplicates: number;
   /** Target connections open right now. */
   readonly openStreams: number;
   /** Streams the proxy has opened in this agent's tunnels so far. */
@@ -98,23 +127,30 @@ function certificateName(cert: string | Buffer): string {
 
 class Agent extends EventEmitter implements TunnelAgent {
   readonly name: string;
-  connected = false;
   connections = 0;
   streamsServed = 0;
+  dials = 0;
+  duplicates = 0;
   private readonly log: Logger;
   private readonly allow: (target: string) => boolean;
   private readonly targets = new Set<Socket>();
   private readonly h2: Http2Server;
+  private readonly pool: AgentPool;
+  private readonly schedule: RedialSchedule;
   private stopped = false;
-  private session: ServerHttp2Session | undefined;
-  private socket: TLSSocket | undefined;
   private readonly abort = new AbortController();
   private wake: (() => void) | undefined;
+  /** Set when something changed while the loop was not waiting (a tunnel ended, a list came). */
+  private changed = false;
+  private wakeOnChange = false;
+  private nextDelayMs = 0;
   private loop: Promise<void> | undefined;
   private current: AgentConnectedEvent | undefined;
   private identity: { cert: string | Buffer; key: string | Buffer };
-  /** Sessions the proxy sent GOAWAY on, finishing their streams while a new tunnel takes over. */
-  private readonly draining = new Set<{ session: ServerHttp2Session; socket: TLSSocket }>();
+  /** Tunnels that take new streams, or are being dialled: what the pool counts. */
+  private readonly active = new Set<AgentTunnel>();
+  /** Every tunnel not finished yet, those finishing their streams after a GOAWAY included, for stop(). */
+  private readonly all = new Set<AgentTunnel>();
 
   constructor(private readonly options: AgentOptions) {
     super();
@@ -122,6 +158,8 @@ class Agent extends EventEmitter implements TunnelAgent {
     this.log = componentLogger(options.logger, 'tunnel-agent').child({ agent: options.name });
     this.allow = options.allow ?? defaultPolicy(options.resources ?? []);
     this.identity = { cert: options.cert, key: options.key };
+    this.pool = new AgentPool(options.connectionCount ?? DEFAULT_CONNECTION_COUNT);
+    this.schedule = new RedialSchedule(options.backoff ?? DEFAULT_BACKOFF, options.stableAfterMs ?? 10_000, options.random);
     // The agent is the HTTP/2 *server* on a connection it dialled: the proxy is the one that opens
     // streams (one per client connection), so it must be the client (RFC 9113 §5.1.1: clients open
     // odd-numbered streams). The server object only builds sessions; it never listens.
@@ -130,6 +168,24 @@ class Agent extends EventEmitter implements TunnelAgent {
 
   get openStreams(): number {
     return this.targets.size;
+  }
+
+  get connected(): boolean {
+    return [...this.active].some((t) => t.up);
+  }
+
+  get connectionCount(): number {
+    return this.pool.connectionCount;
+  }
+
+  get proxies(): string[] | undefined {
+    return this.pool.proxies;
+  }
+
+  get tunnels(): AgentTunnelInfo[] {
+    return [...this.active]
+      .filter((t) => t.up)
+      .map((t) => ({ via: t.via, since: t.startedAt, ...(t.proxyId === undefined ? {} : { proxyId: t.proxyId }) }));
   }
 
   start(): void {
@@ -158,178 +214,182 @@ class Agent extends EventEmitter implements TunnelAgent {
     this.stopped = true;
     this.abort.abort(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
     this.wake?.();
-    const session = this.session;
-    if (options.graceMs !== undefined && session && !session.destroyed && !session.closed) {
-      // close() sends GOAWAY NO_ERROR and waits for open streams; the timer bounds the wait.
-      const closed = once(session, 'close').then(() => undefined);
-      session.close();
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, options.graceMs)))]);
-      clearTimeout(timer);
+    if (options.graceMs !== undefined) {
+      // close() sends GOAWAY NO_ERROR and waits for open streams; the grace bounds the wait.
+      await Promise.all([...this.active].map((t) => t.close(options.graceMs!, 'agent stopping')));
     }
-    // With an error, Node resets each open stream with INTERNAL_ERROR before the socket goes;
-    // without one it would send RST_STREAM NO_ERROR, which reads as a finished stream.
-    this.session?.destroy(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
-    this.socket?.destroy();
-    for (const old of this.draining) {
-      old.session.destroy(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
-      old.socket.destroy();
-    }
+    for (const tunnel of this.all) tunnel.destroy(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
     for (const socket of this.targets) socket.destroy();
     await this.loop;
   }
 
-  private async run(): Promise<void> {
-    let attempt = 0;
-    while (!this.stopped) {
-      const started = Date.now();
-      try {
-        await this.connectOnce();
-      } catch (err) {
-        if (this.stopped) break;
-        const code = (err as GateError).code;
-        this.log.warn({ err, code, attempt }, 'tunnel connection failed');
+  /** Tells the loop that something it decides on changed (it is not woken from a backoff wait). */
+  private poke(): void {
+    this.changed = true;
+    if (this.wakeOnChange) this.wake?.();
+  }
+
+  /** Waits until poked (or stopped), or for `ms` when given (only stop() cuts that short). */
+  private async pause(ms?: number): Promise<void> {
+    if (ms === undefined && this.changed) {
+      this.changed = false;
+      return;
+    }
+    await new Promise<void>((resolve) => {
+      const timer = ms === undefined ? undefined : setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
       }
+      this.wake = done;
+      this.wakeOnChange = ms === undefined;
+    });
+    this.wake = undefined;
+    this.wakeOnChange = false;
+    if (ms === undefined) this.changed = false;
+  }
+
+  /**
+   * The pool: while fewer tunnels are up (or coming up) than wanted, dial one more, one at a time,
+   * with a jittered wait before each dial after the first; otherwise wait until a tunnel ends or a
+   * proxy sends a new list. Dialling one at a time means every new tunnel is compared with tunnels
+   * whose proxy is already known.
+   */
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      if (!this.pool.short(this.active)) {
+        await this.pause();
+        continue;
+      }
+      if (this.nextDelayMs > 0) {
+        const delay = this.nextDelayMs;
+        this.nextDelayMs = 0;
+        this.log.info({ delayMs: delay }, 'reconnecting after backoff');
+        await this.pause(delay);
+        continue; // things may have changed meanwhile
+      }
+      const outcome = await this.dialOne();
       if (this.stopped) break;
-      if (Date.now() - started >= (this.options.stableAfterMs ?? 10_000)) attempt = 0;
-      const delay = backoffDelay(attempt++, this.options.backoff ?? DEFAULT_BACKOFF, this.options.random);
-      this.log.info({ delayMs: delay, attempt }, 'reconnecting after backoff');
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, delay);
-        function done(): void {
-          clearTimeout(timer);
-          resolve();
-        }
-        this.wake = done;
-      });
-      this.wake = undefined;
+      this.nextDelayMs = Math.max(this.nextDelayMs, this.schedule.afterDial(outcome));
     }
   }
 
-  /** One tunnel: dial, serve streams until the session ends. Resolves on a clean end, throws on a failed dial. */
-  private async connectOnce(): Promise<void> {
-    const o = this.options;
-    const { socket, via } = await dialTls(o.proxy, {
-      alpn: [ALPN_REVERSE_TUNNEL],
-      requireAlpn: true,
-      ca: o.ca,
+  /** Dials one tunnel and resolves once it is known whether it adds a proxy, duplicates one, or failed. */
+  private dialOne(): Promise<DialOutcome> {
+    this.dials++;
+    const tunnel = new AgentTunnel({
+      proxy: this.options.proxy,
+      ca: this.options.ca,
       cert: this.identity.cert,
       key: this.identity.key,
-      ...(o.serverName === undefined ? {} : { serverName: o.serverName }),
-      ...(o.env === undefined ? {} : { env: o.env }),
-      ...(o.dialProxy === undefined ? {} : { proxy: o.dialProxy }),
-      ...(o.dialTimeoutMs === undefined ? {} : { timeoutMs: o.dialTimeoutMs }),
-      ...(o.logger === undefined ? {} : { logger: o.logger }),
+      serverName: this.options.serverName,
+      env: this.options.env,
+      dialProxy: this.options.dialProxy,
+      dialTimeoutMs: this.options.dialTimeoutMs,
+      targetDialTimeoutMs: this.options.targetDialTimeoutMs ?? 10_000,
+      heartbeatIntervalMs: this.options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
+      heartbeatTimeoutMs: this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
+      logger: this.options.logger,
+      log: this.log,
+      h2: this.h2,
+      allow: this.allow,
       signal: this.abort.signal,
+      track: (target) => {
+        this.targets.add(target);
+        target.once('close', () => this.targets.delete(target));
+      },
+      served: () => this.streamsServed++,
     });
-    if (this.stopped) {
-      socket.destroy();
-      return;
-    }
-    const viaText = via?.display ?? 'direct';
-    this.socket = socket;
-    socket.on('error', (err) => this.log.debug({ err }, 'tunnel socket error'));
-    let session: ServerHttp2Session | undefined;
-    const onSession = (s: ServerHttp2Session): void => {
-      session = s;
-    };
-    // 'session' is emitted synchronously from the 'connection' handler.
-    this.h2.once('session', onSession);
-    this.h2.emit('connection', socket);
-    this.h2.removeListener('session', onSession);
-    if (!session) {
-      socket.destroy();
-      throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'HTTP/2 session could not start on the tunnel');
-    }
-    this.session = session;
-    const current = session;
-    let reason: string | undefined;
-    current.on('error', (err) => {
-      reason ??= err.message;
-      this.log.debug({ err }, 'tunnel session error');
-    });
-    current.on('stream', (stream, headers) => {
-      this.streamsServed++;
-      serveAgentStream(stream, headers, {
-        allow: this.allow,
-        dialTimeoutMs: o.targetDialTimeoutMs ?? 10_000,
-        log: this.log,
-        track: (target) => {
-          this.targets.add(target);
-          target.once('close', () => this.targets.delete(target));
-        },
+    this.active.add(tunnel);
+    this.all.add(tunnel);
+    void tunnel.finished.then(() => this.all.delete(tunnel));
+    let added = false;
+    return new Promise<DialOutcome>((resolve) => {
+      tunnel.on('view', (view: ClusterView) => {
+        const forgotten = this.pool.learn(view);
+        if (forgotten.length > 0) this.log.info({ forgotten, proxies: this.pool.proxies }, 'proxies no longer in the cluster forgotten');
+        // A view that comes after the tunnel was counted (late, or a changed list) may reveal a duplicate.
+        if (added && tunnel.up && this.pool.duplicateOf(tunnel, this.upTunnels()) !== undefined) this.dropDuplicate(tunnel);
+        this.poke();
       });
-    });
-    // A proxy that refuses the agent (foreign CA, expired, revoked, duplicate name) says why in a
-    // GOAWAY's debug data, right after the SETTINGS every HTTP/2 session starts with.
-    let refusal: GateError | undefined;
-    let onGoaway = (): void => {};
-    const goawaySeen = new Promise<void>((resolve) => (onGoaway = resolve));
-    current.on('goaway', (code: number, _last: number, data?: Buffer) => {
-      const refused = readRefusalDebugData(data);
-      // A GOAWAY ends this tunnel for new streams (RFC 9113 §6.8): the open ones finish on it
-      // while the agent dials a new one, so the proxy is never left without this agent.
-      reason ??= refused ? `the proxy refused the tunnel: ${refused.message}` : `proxy sent GOAWAY (${h2ErrorName(code)})`;
-      onGoaway();
-      if (!refused || refusal) return;
-      refusal = new GateError(refused.code, `the proxy refused the tunnel: ${refused.message}`);
-      this.log.warn({ code: refusal.code }, refusal.message);
-      this.emit('refused', refusal);
-    });
-    // SETTINGS alone do not prove the proxy registered us (a refusal starts with them too); a PING
-    // answered after them does: a refused session has sent its GOAWAY before it could answer, and
-    // TCP keeps that order.
-    current.once('remoteSettings', () => {
-      if (current.destroyed) return;
-      current.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
-      current.ping((err) => {
-        if (err || refusal || current.destroyed || current.closed) return;
-        this.connected = true;
+      tunnel.on('refused', (error: GateError) => {
+        // The proxy holds one tunnel per agent name: while this agent holds tunnels, a duplicate
+        // refusal means this dial landed on one of its own proxies, which is no failure.
+        if (error.code === ErrorCodes.AGENT_DUPLICATE && this.connected) this.log.debug({ code: error.code }, 'landed on a proxy this agent already holds');
+        else this.log.warn({ code: error.code }, error.message);
+        this.emit('refused', error);
+      });
+      const admit = (): void => {
+        added = true;
         this.connections++;
-        this.current = { via: viaText, connections: this.connections };
+        this.current = { via: tunnel.via, connections: this.connections, ...(tunnel.proxyId === undefined ? {} : { proxyId: tunnel.proxyId }) };
         this.log.info(this.current, 'tunnel up');
         this.emit('connected', this.current);
+        resolve('added');
+      };
+      tunnel.once('up', () => {
+        if (this.stopped) return;
+        const held = this.pool.duplicateOf(tunnel, this.upTunnels());
+        if (!held) return admit();
+        // Two tunnels on one proxy. A proxy admits a second tunnel under a name only once it holds
+        // the first one gone (a heartbeat or probe found its path dead, RFC 9113 §6.7 PINGs), so
+        // the held one may be a dead path this agent has not noticed yet: it proves itself with a
+        // PING. Alive, the new tunnel is the duplicate and is closed; silent, the held one is
+        // dropped and the new one, which the proxy has registered, is kept.
+        void held.probe(this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS).then((alive) => {
+          if (this.stopped) return resolve('failed');
+          if (alive || !tunnel.up) {
+            this.dropDuplicate(tunnel);
+            return resolve('duplicate');
+          }
+          this.log.warn({ proxyId: held.proxyId, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, 'a new tunnel came up on a proxy whose held tunnel no longer answers: the held one is dropped');
+          held.destroy(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, 'heartbeat: no PING answer after a newer tunnel to the same proxy came up'));
+          admit();
+        });
       });
+      tunnel.run().then(
+        () => {
+          this.tunnelEnded(tunnel, added);
+          resolve(added ? 'added' : 'failed'); // settled already unless the agent stopped meanwhile
+        },
+        (err: GateError) => {
+          this.active.delete(tunnel);
+          if (!this.stopped && !added && err.code !== ErrorCodes.SHUTDOWN && err !== tunnel.refusal) {
+            this.log.warn({ err, code: err.code, attempt: this.dials }, 'tunnel connection failed');
+          }
+          if (err.code === ErrorCodes.AGENT_DUPLICATE) this.duplicates++;
+          resolve(err.code === ErrorCodes.AGENT_DUPLICATE ? 'duplicate' : 'failed');
+          this.poke();
+        },
+      );
     });
-    startHeartbeat(current, {
-      intervalMs: o.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
-      timeoutMs: o.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
-      onTimeout: (why) => {
-        reason ??= `heartbeat: ${why}`;
-        this.log.warn({ code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, `proxy heartbeat failed: ${why}`);
-        current.destroy();
-        socket.destroy();
-      },
-    });
-    let sessionClosed = false;
-    const closedNow = once(current, 'close').then(() => {
-      sessionClosed = true;
-    });
-    await Promise.race([closedNow, goawaySeen]);
-    // `closed` turns true as soon as a GOAWAY arrives (Node begins a graceful close), so whether
-    // the session is really over is read from its 'close' event.
-    if (sessionClosed || current.destroyed) socket.destroy();
-    else {
-      const old = { session: current, socket };
-      this.draining.add(old);
-      current.once('close', () => {
-        socket.destroy();
-        this.draining.delete(old);
-      });
+  }
+
+  private upTunnels(): AgentTunnel[] {
+    return [...this.active].filter((t) => t.up);
+  }
+
+  /** A tunnel that landed on a proxy another tunnel holds: closed at once with GOAWAY, streams (none yet) given 5 s. */
+  private dropDuplicate(tunnel: AgentTunnel): void {
+    this.duplicates++;
+    this.active.delete(tunnel);
+    this.log.info({ proxyId: tunnel.proxyId }, 'a new tunnel landed on a proxy this agent already holds: closed');
+    void tunnel.close(5_000, `duplicate: this agent already holds a tunnel to proxy ${tunnel.proxyId}`);
+    this.poke();
+  }
+
+  /** A tunnel stopped taking streams (closed, or GOAWAY with streams finishing on it). */
+  private tunnelEnded(tunnel: AgentTunnel, added: boolean): void {
+    const wasActive = this.active.delete(tunnel);
+    if (this.stopped) return;
+    if (added) {
+      const why = tunnel.reason ?? 'proxy closed the tunnel';
+      this.log.info({ reason: why, proxyId: tunnel.proxyId }, 'tunnel down');
+      this.emit('disconnected', { reason: why, ...(tunnel.proxyId === undefined ? {} : { proxyId: tunnel.proxyId }) });
     }
-    this.session = undefined;
-    this.socket = undefined;
-    const wasConnected = this.connected;
-    this.connected = false;
-    if (wasConnected) {
-      const why = reason ?? 'proxy closed the tunnel';
-      this.log.info({ reason: why }, 'tunnel down');
-      this.emit('disconnected', { reason: why });
-    } else if (refusal) {
-      throw refusal;
-    } else if (!this.stopped) {
-      throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy spoke HTTP/2: ${reason ?? 'closed'}`);
-    }
+    // A duplicate this agent closed was already accounted for (dropDuplicate).
+    if (wasActive) this.nextDelayMs = Math.max(this.nextDelayMs, this.schedule.afterTunnelEnd(Date.now() - tunnel.startedAt));
+    this.poke();
   }
 }
 
@@ -337,7 +397,9 @@ class Agent extends EventEmitter implements TunnelAgent {
  * Starts an agent: it dials the proxy (through HTTPS_PROXY unless NO_PROXY or `dialProxy` say
  * otherwise) with TLS, ALPN `gate-reversetunnel` and its client certificate, holds the connection
  * as an HTTP/2 session in which the proxy opens one CONNECT stream per client connection, and
- * reconnects with capped exponential backoff and full jitter whenever it drops. Throws
+ * reconnects with capped exponential backoff and full jitter whenever it drops. Behind a load
+ * balancer in front of several proxies it keeps up to `connectionCount` such tunnels, each to a
+ * distinct proxy (agent-pool.ts). Throws
  * GATE_ERR_AGENT_IDENTITY at once when the certificate does not name `name`.
  */
 export function startAgent(options: AgentOptions): TunnelAgent {

@@ -1,6 +1,8 @@
 // Reverse tunnels: agents dial the proxy and hold one HTTP/2 session over TLS; the proxy opens a
 // CONNECT stream in it per client connection (client -> proxy -> agent -> resource).
-export { startAgent, type AgentOptions, type TunnelAgent, type AgentConnectedEvent } from './agent.js';
+export { startAgent, type AgentOptions, type TunnelAgent, type AgentConnectedEvent, type AgentTunnelInfo } from './agent.js';
+export { AgentPool, RedialSchedule, DEFAULT_CONNECTION_COUNT, type DialOutcome, type PoolTunnel } from './agent-pool.js';
+export { normalizeClusterView, readClusterView, type ClusterView } from './cluster-view.js';
 export { TunnelRegistry, type TunnelRegistryOptions, type OpenStreamOptions } from './registry.js';
 export { viaTunnel, type ViaTunnelOptions } from './via-tunnel.js';
 export { tunnelEndpoint, tunnelRoute, type TunnelEndpointTls } from './endpoint.js';

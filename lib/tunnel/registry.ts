@@ -9,6 +9,7 @@ import { LocalAgentSessions, type AgentSessionEntry, type AgentSessions } from '
 import { jsStreamOver } from './js-stream.js';
 import { releaseStream } from './release-stream.js';
 import { connectRequestHeaders, h2ErrorName, readRefusal } from './connect-request.js';
+import { clusterViewRequestHeaders, normalizeClusterView, sameClusterView, type ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
 import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from './settings.js';
 
@@ -37,6 +38,8 @@ interface AgentSession extends AgentSessionEntry {
   probing?: boolean;
   /** Why the proxy ended the session itself, for the disconnect reason. */
   endedBy?: string;
+  /** Set once the agent answered a cluster view with a refusal: an older agent, sent no more. */
+  viewUnsupported?: boolean;
 }
 
 /** Milliseconds a refused agent's socket is given to flush the GOAWAY that says why. */
@@ -59,6 +62,7 @@ export class TunnelRegistry extends EventEmitter {
   private readonly sessions: AgentSessions;
   private readonly all = new Set<AgentSession>();
   private closed = false;
+  private view: ClusterView | undefined;
   /**
    * Streams opened through agents, and how many ended with RST_STREAM (sent or received) rather
    * than END_STREAM both ways. Resets are what an agent's nghttp2 rate-limits (rapid reset).
@@ -161,6 +165,8 @@ export class TunnelRegistry extends EventEmitter {
       return error;
     }
     this.all.add(entry);
+    // Queued now, before the agent's first PING can be answered (see TUNNEL_CLUSTER_VIEW_PATH).
+    this.sendView(entry);
     let reason: string | undefined;
     const release = (why: string): void => {
       if (!this.sessions.release(entry)) return;
@@ -200,6 +206,55 @@ export class TunnelRegistry extends EventEmitter {
     this.log.info({ agent: name, remote }, 'agent connected');
     this.emit('agent-connected', name);
     return undefined;
+  }
+
+  /**
+   * What every agent is told about the cluster (issue 14): this proxy's id and the ids of the
+   * live proxies. Sent to each agent at admission and to every connected agent whenever it
+   * changes, so an agent that reaches the proxies through a load balancer can keep its tunnels on
+   * distinct proxies and forget proxies that are gone. Without a view (a proxy on its own) agents
+   * are told nothing and keep one tunnel. GATE_ERR_INVALID_ARGUMENT for ids that are not short
+   * tokens of `[A-Za-z0-9._:-]`.
+   */
+  setClusterView(view: { proxyId: string; proxyIds: readonly string[] }): void {
+    const next = normalizeClusterView(view);
+    if (!next) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `not a usable cluster view: proxy ids must be 1-128 characters of [A-Za-z0-9._:-], at most 1024 of them (${JSON.stringify(view.proxyId)})`);
+    if (sameClusterView(next, this.view)) return;
+    this.view = next;
+    this.log.debug({ proxyId: next.proxyId, proxies: next.proxyIds.length }, 'cluster view changed');
+    for (const entry of this.all) this.sendView(entry);
+  }
+
+  /** The view agents are told, if any. */
+  get clusterView(): ClusterView | undefined {
+    return this.view && { proxyId: this.view.proxyId, proxyIds: [...this.view.proxyIds] };
+  }
+
+  /**
+   * One header-only stream carrying the view. The tunnel session is HTTP/2 with the proxy as the
+   * client, and SETTINGS cannot carry it (custom SETTINGS are not in Node 20, and are for the
+   * connection's parameters, not data), so the proxy uses what a client can always do: a request.
+   * The agent answers 204; an older agent answers 400 as to any non-CONNECT stream, and is sent no
+   * more views (it keeps one tunnel, as before). Not counted in `streamStats`: no client is behind it.
+   */
+  private sendView(entry: AgentSession): void {
+    const view = this.view;
+    if (!view || entry.viewUnsupported || entry.session.closed || entry.session.destroyed) return;
+    let stream: ClientHttp2Stream;
+    try {
+      stream = entry.session.request(clusterViewRequestHeaders(view), { endStream: true });
+    } catch (err) {
+      this.log.debug({ agent: entry.name, err }, 'cluster view not sent');
+      return;
+    }
+    stream.on('error', (err) => this.log.debug({ agent: entry.name, err }, 'cluster view stream failed'));
+    stream.once('response', (headers) => {
+      const status = Number(headers[':status']);
+      if (status >= 200 && status < 300) return;
+      entry.viewUnsupported = true;
+      this.log.info({ agent: entry.name, status }, 'the agent does not take cluster views (an older agent): it keeps one tunnel');
+    });
+    stream.resume(); // a refusal may carry a body; read and drop it so the stream can close
   }
 
   /**

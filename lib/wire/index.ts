@@ -18,4 +18,7 @@ export {
   isPingAlpn,
   mysqlVersionFromAlpn,
   mysqlVersionAlpn,
+  TUNNEL_CLUSTER_VIEW_PATH,
+  PROXY_ID_HEADER,
+  PROXY_IDS_HEADER,
 } from './names.js';

@@ -85,3 +85,18 @@ export function mysqlVersionAlpn(version: string): string {
 export const AGENT_CA_PATH = '/v1/webapi/agents/ca';
 export const AGENT_JOIN_PATH = '/v1/webapi/agents/join';
 export const AGENT_RENEW_PATH = '/v1/webapi/agents/renew';
+
+/**
+ * Agents on several proxies (issue 14): the proxy, which is the HTTP/2 client of a tunnel, tells
+ * the agent which proxy it is and which proxies the cluster has, in a header-only request on a
+ * stream of its own (`POST` this path; the agent answers 204). The view rides in headers rather
+ * than a body so that it is complete the moment the stream's HEADERS arrive: the proxy queues it
+ * at admission, before it can answer the agent's first PING, so an agent whose first PING is
+ * answered without a view knows the proxy sends none. An agent older than this answers the
+ * request like any non-CONNECT stream (400) and the proxy stops sending it views.
+ */
+export const TUNNEL_CLUSTER_VIEW_PATH = '/v1/tunnel/cluster-view';
+/** The sending proxy's id (random per process start). */
+export const PROXY_ID_HEADER = 'gate-proxy-id';
+/** Every live proxy's id, the sender's included, comma-separated. */
+export const PROXY_IDS_HEADER = 'gate-proxy-ids';

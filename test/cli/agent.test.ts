@@ -42,6 +42,12 @@ t.test('usage and argument errors', async (t) => {
   const halfIdentity = capture();
   t.equal(await main(['--proxy', '127.0.0.1:1', '--name', 'x', '--cert', 'c.pem', '--log-level', 'silent'], { io: halfIdentity.io }), 1);
   t.match(halfIdentity.text(), /needs --cert, --key and --ca/);
+  t.match(help.text(), /--connection-count N/);
+  for (const bad of ['0', '-1', '1.5', 'two', '65']) {
+    const badCount = capture();
+    t.equal(await main(['--proxy', 'h:1', '--name', 'x', `--connection-count=${bad}`], { io: badCount.io }), 2, `--connection-count ${bad}`);
+    t.match(badCount.text(), /--connection-count takes a whole number from 1 to 64/);
+  }
 });
 
 t.test('join, hold, renew, restart, pre-issued identity, report mode', async (t) => {
@@ -68,6 +74,10 @@ t.test('join, hold, renew, restart, pre-issued identity, report mode', async (t)
   await until(() => first.out.some((l) => l.startsWith('certificate renewed')), 'joined, connected and renewed', 20_000);
   t.match(first.text(), /joined as cli; identity kept in /);
   await until(() => first.out.some((l) => l.startsWith('tunnel up: agent cli via direct')), 'tunnel up');
+  t.ok(
+    first.out.some((l) => l === `tunnel up: agent cli via direct (connection 1) (proxy ${gate.proxy.proxyId})`),
+    'the line names the proxy the tunnel landed on',
+  );
   const client = await tlsClient(gate.port('multiplex'), { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
   t.equal((await readUntil(client, (s) => s.includes('\n'))).trim(), 'cli-target', 'the CLI agent carries the route');
   client.destroy();

@@ -44,6 +44,11 @@ export interface StartGateProxyOptions {
   logger?: Logger;
   /** HTTPS_PROXY / NO_PROXY for the proxy's own dials (default: none, so the test's environment never leaks in). */
   env?: NodeJS.ProcessEnv;
+  /**
+   * The data directory (default: a new temp directory). Proxies of one cluster share it, so they
+   * share the cluster CA, as an operator's proxies do; the first to start makes it.
+   */
+  dataDir?: string;
   /** The top-level `cluster` section, as YAML values (store, presence_ttl, ...). */
   cluster?: Record<string, unknown>;
   /** A route store shared with other proxies of the test (default: the one `cluster.store` names). */
@@ -59,7 +64,7 @@ export interface StartGateProxyOptions {
  * collide. Closed at teardown.
  */
 export async function startGateProxy(t: Teardownable, options: StartGateProxyOptions): Promise<RunningGateProxy> {
-  const dataDir = await tempDir(t, 'proxy-data');
+  const dataDir = options.dataDir ?? (await tempDir(t, 'proxy-data'));
   const proxyService: Record<string, unknown> = {
     web_listen_addr: '127.0.0.1:0',
     public_addr: 'localhost',

@@ -181,3 +181,47 @@ export async function startMuteServer(t: { teardown(fn: () => unknown): unknown 
   });
   return { address: `127.0.0.1:${port}`, held };
 }
+
+/**
+ * A TCP relay to `port` whose existing connections can be frozen: bytes stop and nothing closes,
+ * not even when one side closes (a NAT that dropped the flow passes no FIN or reset either).
+ * Connections made after a freeze relay normally. Everything is destroyed at teardown.
+ */
+export async function freezableRelay(t: { teardown(fn: () => unknown): unknown }, port: number): Promise<{ port: number; freeze(): void }> {
+  const pairs = new Set<[Socket, Socket]>();
+  const frozen = new Set<[Socket, Socket]>();
+  const relay = createServer((inbound) => {
+    const outbound = connect(port, '127.0.0.1');
+    const pair: [Socket, Socket] = [inbound, outbound];
+    pairs.add(pair);
+    for (const s of pair) {
+      s.on('error', () => {});
+      s.once('close', () => {
+        if (frozen.has(pair)) return; // the dead path carries no close; teardown ends it
+        pairs.delete(pair);
+        inbound.destroy();
+        outbound.destroy();
+      });
+    }
+    inbound.pipe(outbound);
+    outbound.pipe(inbound);
+  });
+  const relayPort = await listening(relay);
+  t.teardown(() => {
+    for (const pair of pairs) for (const s of pair) s.destroy();
+    return closeServer(relay);
+  });
+  return {
+    port: relayPort,
+    freeze: () => {
+      for (const pair of pairs) {
+        const [a, b] = pair;
+        frozen.add(pair);
+        a.unpipe(b);
+        b.unpipe(a);
+        a.pause();
+        b.pause();
+      }
+    },
+  };
+}

@@ -2,13 +2,13 @@
 // through them. Postgres, tinyproxy and proxy restarts are in postgres-e2e.test.ts.
 import t from 'tap';
 import { once } from 'node:events';
-import { connect as connectTcp, createServer, type Server, type Socket } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { X509Certificate } from 'node:crypto';
-import { listening, closeServer, readUntil, tlsClient, until } from '../helpers/net.js';
+import { listening, closeServer, freezableRelay, readUntil, tlsClient, until } from '../helpers/net.js';
 import type { Teardownable } from '../helpers/daemon.js';
 import { agentCertificate, startProxySide, type ProxySide } from '../helpers/tunnel-rig.js';
 
@@ -220,42 +220,6 @@ t.test('a graceful stop sends GOAWAY: the proxy frees the name at once, and it i
   await again.waitConnected();
   t.same(proxy.registry.agents(), ['polite'], 'the restarted agent has its name back');
 });
-
-/** A TCP relay to `port` whose existing connections can be frozen: bytes stop, nothing closes (a NAT dropping a flow). */
-async function freezableRelay(t: Teardownable, port: number): Promise<{ port: number; freeze(): void }> {
-  const pairs = new Set<[Socket, Socket]>();
-  const relay = createServer((inbound) => {
-    const outbound = connectTcp(port, '127.0.0.1');
-    const pair: [Socket, Socket] = [inbound, outbound];
-    pairs.add(pair);
-    for (const s of pair) {
-      s.on('error', () => {});
-      s.once('close', () => {
-        pairs.delete(pair);
-        inbound.destroy();
-        outbound.destroy();
-      });
-    }
-    inbound.pipe(outbound);
-    outbound.pipe(inbound);
-  });
-  const relayPort = await listening(relay);
-  t.teardown(() => {
-    for (const pair of pairs) for (const s of pair) s.destroy();
-    return closeServer(relay);
-  });
-  return {
-    port: relayPort,
-    freeze: () => {
-      for (const [a, b] of pairs) {
-        a.unpipe(b);
-        b.unpipe(a);
-        a.pause();
-        b.pause();
-      }
-    },
-  };
-}
 
 t.test('heartbeats: a path that goes silent (no FIN) is torn down on both sides, and the agent comes back', async (t) => {
   const echo = await taggedEcho(t, 'hb');

@@ -1,0 +1,261 @@
+import { EventEmitter } from 'node:events';
+import type { Http2Server, IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
+import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { dialTls } from '../client/dial-tls.js';
+import type { ProxyConfig } from '../client/proxy-config.js';
+import { ErrorCodes, GateError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
+import { readRefusalDebugData } from './admission.js';
+import { isClusterViewRequest, readClusterView } from './cluster-view.js';
+import { h2ErrorName } from './connect-request.js';
+import { serveAgentStream } from './agent-stream.js';
+import { startHeartbeat } from './heartbeat.js';
+import { TUNNEL_WINDOW_BYTES } from './settings.js';
+
+/** What one tunnel needs from its agent. */
+export interface AgentTunnelSettings {
+  proxy: string;
+  ca: string | Buffer | Array<string | Buffer>;
+  cert: string | Buffer;
+  key: string | Buffer;
+  serverName?: string | undefined;
+  env?: NodeJS.ProcessEnv | undefined;
+  dialProxy?: ProxyConfig | null | undefined;
+  dialTimeoutMs?: number | undefined;
+  targetDialTimeoutMs: number;
+  heartbeatIntervalMs: number;
+  heartbeatTimeoutMs: number;
+  logger?: Logger | undefined;
+  log: Logger;
+  /** The agent's HTTP/2 server object: it only builds sessions, never listens. */
+  h2: Http2Server;
+  allow: (target: string) => boolean;
+  signal: AbortSignal;
+  /** Told about each target socket and each stream served, for the agent's counts and stop(). */
+  track: (target: Socket) => void;
+  served: () => void;
+}
+
+/**
+ * One tunnel of an agent: a TLS connection it dialled to the proxy (through the load balancer and
+ * HTTPS_PROXY), held as an HTTP/2 session whose streams the proxy opens. Events: `up` once the
+ * proxy has registered it (its SETTINGS and the answer to a first PING arrived); `view`
+ * (ClusterView) whenever the proxy says which proxy it is and which proxies exist; `refused`
+ * (GateError) when the proxy refuses the tunnel, with the proxy's code.
+ */
+export class AgentTunnel extends EventEmitter {
+  /** The proxy this tunnel landed on, once it said (see TUNNEL_CLUSTER_VIEW_PATH). */
+  proxyId: string | undefined;
+  /** True from `up` until the session stops taking new streams. */
+  up = false;
+  /** True once `up` was emitted, whatever happened since. */
+  private cameUp = false;
+  /** The environment proxy it went through, redacted, or `direct`. */
+  via = 'direct';
+  /** Epoch milliseconds the dial began. */
+  readonly startedAt = Date.now();
+  /** Why the session ended or stopped taking streams, once known. */
+  reason: string | undefined;
+  refusal: GateError | undefined;
+  private session: ServerHttp2Session | undefined;
+  private socket: TLSSocket | undefined;
+  private ended = false;
+  /** Resolves once the session (or the socket, when no session began) has closed for good. */
+  readonly finished: Promise<void>;
+  private finish = (): void => {};
+
+  constructor(private readonly settings: AgentTunnelSettings) {
+    super();
+    this.finished = new Promise((resolve) => (this.finish = resolve));
+  }
+
+  /**
+   * Dials and serves until the session stops taking new streams: it closed, or the proxy sent
+   * GOAWAY (then the open streams finish on it while the agent dials another; `finished` says when
+   * they have). Resolves after a tunnel that came up; throws the refusal, or the failure, of one
+   * that never did.
+   */
+  async run(): Promise<void> {
+    try {
+      await this.serve();
+    } catch (err) {
+      this.finish();
+      throw err;
+    }
+  }
+
+  private async serve(): Promise<void> {
+    const o = this.settings;
+    const { socket, via } = await dialTls(o.proxy, {
+      alpn: [ALPN_REVERSE_TUNNEL],
+      requireAlpn: true,
+      ca: o.ca,
+      cert: o.cert,
+      key: o.key,
+      ...(o.serverName === undefined ? {} : { serverName: o.serverName }),
+      ...(o.env === undefined ? {} : { env: o.env }),
+      ...(o.dialProxy === undefined ? {} : { proxy: o.dialProxy }),
+      ...(o.dialTimeoutMs === undefined ? {} : { timeoutMs: o.dialTimeoutMs }),
+      ...(o.logger === undefined ? {} : { logger: o.logger }),
+      signal: o.signal,
+    });
+    if (o.signal.aborted || this.ended) {
+      socket.destroy();
+      throw new GateError(ErrorCodes.SHUTDOWN, 'agent stopping');
+    }
+    this.via = via?.display ?? 'direct';
+    this.socket = socket;
+    socket.on('error', (err) => o.log.debug({ err }, 'tunnel socket error'));
+    let session: ServerHttp2Session | undefined;
+    const onSession = (s: ServerHttp2Session): void => {
+      session = s;
+    };
+    // 'session' is emitted synchronously from the 'connection' handler.
+    o.h2.once('session', onSession);
+    o.h2.emit('connection', socket);
+    o.h2.removeListener('session', onSession);
+    if (!session) {
+      socket.destroy();
+      throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'HTTP/2 session could not start on the tunnel');
+    }
+    this.session = session;
+    const current = session;
+    current.once('close', () => {
+      socket.destroy();
+      this.finish();
+    });
+    current.on('error', (err) => {
+      this.reason ??= err.message;
+      o.log.debug({ err }, 'tunnel session error');
+    });
+    current.on('stream', (stream, headers) => {
+      if (isClusterViewRequest(headers)) return this.takeView(stream, headers);
+      o.served();
+      serveAgentStream(stream, headers, { allow: o.allow, dialTimeoutMs: o.targetDialTimeoutMs, log: o.log, track: o.track });
+    });
+    // A proxy that refuses the agent (foreign CA, expired, revoked, duplicate name) says why in a
+    // GOAWAY's debug data, right after the SETTINGS every HTTP/2 session starts with.
+    let onGoaway = (): void => {};
+    const goawaySeen = new Promise<void>((resolve) => (onGoaway = resolve));
+    current.on('goaway', (code: number, _last: number, data?: Buffer) => {
+      const refused = readRefusalDebugData(data);
+      // A GOAWAY ends this tunnel for new streams (RFC 9113 §6.8): the open ones finish on it
+      // while the agent dials a new one, so the proxy is never left without this agent.
+      this.reason ??= refused ? `the proxy refused the tunnel: ${refused.message}` : `proxy sent GOAWAY (${h2ErrorName(code)})`;
+      onGoaway();
+      if (!refused || this.refusal) return;
+      this.refusal = new GateError(refused.code, `the proxy refused the tunnel: ${refused.message}`);
+      this.emit('refused', this.refusal);
+    });
+    // SETTINGS alone do not prove the proxy registered us (a refusal starts with them too); a PING
+    // answered after them does: a refused session has sent its GOAWAY before it could answer, and
+    // TCP keeps that order. A proxy that sends cluster views queued this tunnel's view before it
+    // could answer the PING, so by then `proxyId` is set if the proxy sends views at all.
+    current.once('remoteSettings', () => {
+      if (current.destroyed) return;
+      current.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
+      current.ping((err) => {
+        if (err || this.refusal || current.destroyed || current.closed || this.ended) return;
+        this.up = true;
+        this.cameUp = true;
+        this.emit('up');
+      });
+    });
+    startHeartbeat(current, {
+      intervalMs: o.heartbeatIntervalMs,
+      timeoutMs: o.heartbeatTimeoutMs,
+      onTimeout: (why) => {
+        this.reason ??= `heartbeat: ${why}`;
+        o.log.warn({ code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, proxyId: this.proxyId }, `proxy heartbeat failed: ${why}`);
+        current.destroy();
+        socket.destroy();
+      },
+    });
+    let sessionClosed = false;
+    // Not events.once: that rejects on the 'error' a session destroyed with an error emits first.
+    const closedNow = new Promise<void>((resolve) =>
+      current.once('close', () => {
+        sessionClosed = true;
+        resolve();
+      }),
+    );
+    await Promise.race([closedNow, goawaySeen]);
+    // `closed` turns true as soon as a GOAWAY arrives (Node begins a graceful close), so whether
+    // the session is really over is read from its 'close' event.
+    if (sessionClosed || current.destroyed) socket.destroy();
+    this.up = false;
+    this.ended = true;
+    if (this.cameUp) return;
+    if (this.refusal) throw this.refusal;
+    throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy spoke HTTP/2: ${this.reason ?? 'closed'}`);
+  }
+
+  /** The proxy's cluster view: answered 204 (400 when malformed), never counted as a served stream. */
+  private takeView(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+    stream.on('error', (err) => this.settings.log.debug({ err }, 'cluster view stream error'));
+    const view = readClusterView(headers);
+    if (!stream.destroyed && !stream.headersSent) stream.respond({ ':status': view ? 204 : 400 }, { endStream: true });
+    stream.resume();
+    if (!view) {
+      this.settings.log.warn('the proxy sent a malformed cluster view; ignored');
+      return;
+    }
+    this.proxyId = view.proxyId;
+    this.emit('view', view);
+  }
+
+  /**
+   * Resolves true when the proxy answers a PING within `timeoutMs`, false when it does not (or the
+   * session is gone): whether this tunnel's path is alive now rather than at its next heartbeat.
+   */
+  probe(timeoutMs: number): Promise<boolean> {
+    const session = this.session;
+    if (!session || session.destroyed || session.closed || !this.up) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs);
+      timer.unref();
+      try {
+        session.ping((err) => {
+          clearTimeout(timer);
+          resolve(!err);
+        });
+      } catch {
+        clearTimeout(timer);
+        resolve(false);
+      }
+    });
+  }
+
+  /**
+   * Closes the tunnel cleanly: GOAWAY (NO_ERROR), so the proxy stops opening streams and frees the
+   * name at once; open streams get `graceMs`, then everything is destroyed. Resolves when done.
+   */
+  async close(graceMs: number, why: string): Promise<void> {
+    this.reason ??= why;
+    this.ended = true;
+    this.up = false;
+    const session = this.session;
+    if (session && !session.destroyed && !session.closed) {
+      session.close();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.finished, new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+      clearTimeout(timer);
+    }
+    this.destroy(new GateError(ErrorCodes.SHUTDOWN, why));
+  }
+
+  /**
+   * Ends it now. With an error, Node resets each open stream with INTERNAL_ERROR before the socket
+   * goes; without one it would send RST_STREAM NO_ERROR, which reads as a finished stream.
+   */
+  destroy(error: GateError): void {
+    this.reason ??= error.message;
+    this.ended = true;
+    this.up = false;
+    this.session?.destroy(error);
+    this.socket?.destroy();
+    if (!this.session) this.finish();
+  }
+}
