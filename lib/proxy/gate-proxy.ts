@@ -24,6 +24,8 @@ import { join } from 'node:path';
 import { createJoinRoutes } from '../tunnel/join-endpoint.js';
 import { JoinTokens } from '../tunnel/join-tokens.js';
 import { TunnelRegistry } from '../tunnel/registry.js';
+import { PeerServer } from '../cluster/peer-server.js';
+import { PeerPool } from '../cluster/peer-pool.js';
 
 export interface GateProxyOptions {
   config: GateConfig;
@@ -87,6 +89,10 @@ export class GateProxy {
   /** The slots of every listener: descriptors are per process, so one budget for all of them. */
   private budget: ConnectionBudget | undefined;
   private readonly registry: TunnelRegistry;
+  /** Serves other proxies' forwarded dials on the peer listener, from this proxy's tunnels only. */
+  private readonly peering: PeerServer;
+  /** Sessions to the other proxies, for dials whose agent another proxy holds. */
+  private readonly peerPool: PeerPool;
   private readonly joinTokens = new JoinTokens();
   private authority!: AgentAuthority;
   private revoked = new Set<string>();
@@ -98,6 +104,11 @@ export class GateProxy {
     this.registry = new TunnelRegistry({
       ...(options.logger ? { logger: options.logger } : {}),
       isRevoked: (serial) => this.revoked.has(serial),
+    });
+    this.peering = new PeerServer({ registry: this.registry, ...(options.logger ? { logger: options.logger } : {}) });
+    this.peerPool = new PeerPool({
+      identity: () => ({ ...this.certificates.peer, ca: this.certificates.clusterCa.cert }),
+      ...(options.logger ? { logger: options.logger } : {}),
     });
     const joinRoutes = createJoinRoutes(
       () => this.authority,
@@ -174,6 +185,11 @@ export class GateProxy {
     return this.registry;
   }
 
+  /** Sessions to other proxies of the cluster (issue 14): forwarded dials go through them. */
+  get peers(): PeerPool {
+    return this.peerPool;
+  }
+
   /** The listeners with the ports they are bound to. */
   get plan(): ListenerPlan {
     return {
@@ -204,8 +220,11 @@ export class GateProxy {
     // Agents are told first (GOAWAY): their open streams may finish within the grace period,
     // and they reconnect elsewhere or when this proxy is back instead of waiting on a dead path.
     this.registry.goAway();
+    this.peering.goAway();
     await Promise.all(listeners.map((l) => l.mux.close(options)));
     this.registry.close();
+    this.peering.close();
+    this.peerPool.close();
   }
 
   private async apply(config: GateConfig): Promise<void> {
@@ -225,7 +244,8 @@ export class GateProxy {
       ...(this.options.logger ? { logger: this.options.logger } : {}),
     });
     const plan = planListeners(config);
-    const routesOf = (spec: ListenerSpec) => spec.routes.map((r) => routeFor(r, certificates, this.web, { tunnels: this.registry, ...(this.options.env ? { env: this.options.env } : {}) }));
+    const routeOptions = { tunnels: this.registry, peering: this.peering, ...(this.options.env ? { env: this.options.env } : {}) };
+    const routesOf = (spec: ListenerSpec) => spec.routes.map((r) => routeFor(r, certificates, this.web, routeOptions));
     const next = plan.listeners.map((spec) => ({ spec, routes: routesOf(spec) }));
     const budgetSettings = this.budgetSettings(config);
     const budget = this.budget ?? new ConnectionBudget(budgetSettings.options);

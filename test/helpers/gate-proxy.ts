@@ -43,6 +43,10 @@ export interface StartGateProxyOptions {
   logger?: Logger;
   /** HTTPS_PROXY / NO_PROXY for the proxy's own dials (default: none, so the test's environment never leaks in). */
   env?: NodeJS.ProcessEnv;
+  /** A `data_dir` to use (several proxies of one cluster share one, and so its CA); default a new temp directory. */
+  dataDir?: string;
+  /** Further top-level keys (`cluster`, `diag_addr`, ...), as YAML values. */
+  topLevel?: Record<string, unknown>;
 }
 
 /**
@@ -52,7 +56,7 @@ export interface StartGateProxyOptions {
  * collide. Closed at teardown.
  */
 export async function startGateProxy(t: Teardownable, options: StartGateProxyOptions): Promise<RunningGateProxy> {
-  const dataDir = await tempDir(t, 'proxy-data');
+  const dataDir = options.dataDir ?? (await tempDir(t, 'proxy-data'));
   const proxyService: Record<string, unknown> = {
     web_listen_addr: '127.0.0.1:0',
     public_addr: 'localhost',
@@ -71,6 +75,7 @@ export async function startGateProxy(t: Teardownable, options: StartGateProxyOpt
     data_dir: dataDir,
     auth_service: { proxy_listener_mode: options.mode, ...options.auth },
     proxy_service: proxyService,
+    ...options.topLevel,
   });
   const { config } = parseConfig(yaml, { source: `interop ${options.mode} config` });
   const proxy = await GateProxy.start({ config, version: PROXY_VERSION, env: options.env ?? {}, ...(options.logger ? { logger: options.logger } : {}) });
