@@ -90,6 +90,8 @@ export const ErrorCodes = {
   UPGRADE_LOCKED: 'GATE_ERR_UPGRADE_LOCKED',
   UPGRADE_INSTALL_FAILED: 'GATE_ERR_UPGRADE_INSTALL_FAILED',
   UPGRADE_VERIFY_FAILED: 'GATE_ERR_UPGRADE_VERIFY_FAILED',
+  // several proxies as one cluster (issue 14)
+  STORE_UNAVAILABLE: 'GATE_ERR_STORE_UNAVAILABLE',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

@@ -94,6 +94,41 @@ export interface ProxyServiceConfig {
   highWater: number;
   /** Fraction of the cap (0 < x <= 1) one address may hold above the high-water mark (default 0.1). */
   sourceShare: number;
+  /**
+   * What other proxies dial for peering (`peer_public_addr`); undefined: the peer listener's bound
+   * address (a wildcard host replaced by this machine's host name).
+   */
+  peerPublicAddr: HostPort | undefined;
+}
+
+/**
+ * Where a proxy's route store lives (`cluster.store`): this process's memory (the default: one
+ * proxy, nothing to run), or a Redis server that every proxy of the cluster shares.
+ */
+export type StoreConfig =
+  | { kind: 'memory' }
+  | {
+      kind: 'redis';
+      /** `rediss://`: TLS to Redis, verified against `cluster.store_ca_file` or the system CAs. */
+      tls: boolean;
+      host: string;
+      port: number;
+      /** Redis 6 ACL user, when the URL names one. */
+      username: string | undefined;
+      /** Never logged: `label` is what messages show. */
+      password: string | undefined;
+      db: number;
+      /** The URL with any password replaced by `***`, for messages and logs. */
+      label: string;
+    };
+
+/** The top-level `cluster` section: several proxies sharing one route store (issue 14). */
+export interface ClusterConfig {
+  store: StoreConfig;
+  /** PEM file of the CA that signed the Redis server's certificate (`rediss://` only). */
+  storeCaFile: string | undefined;
+  /** Lifetime of this proxy's presence and tunnel records; refreshed every third of it. Default 10 s. */
+  presenceTtlMs: number;
 }
 
 export interface GateConfig {
@@ -108,6 +143,8 @@ export interface GateConfig {
   /** Join tokens, agent certificate lifetime and revocations (from `auth_service`). */
   agents: AgentAuthConfig;
   proxy: ProxyServiceConfig;
+  /** The route store and membership settings (defaults: memory, 10 s). */
+  cluster: ClusterConfig;
 }
 
 export interface LoadedConfig {

@@ -2,6 +2,7 @@ import { formatAddress, isCidr, isWildcardHost, parseAddress, type HostPort, typ
 import { channelNameProblem, normalizeVersion, type ChannelConfig } from './channel.js';
 import { checkAgentUpgrades, type MaintenanceConfig } from './maintenance-schedule.js';
 import { parseDuration } from './duration.js';
+import { parseStoreUrl } from './store-url.js';
 import { LEGACY_PORTS, LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor, protocolEnabled } from './listen-addresses.js';
 import { nearestKey } from './suggest.js';
 import { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from '../mux/connection-budget.js';
@@ -10,6 +11,7 @@ import { isValidAgentName } from '../tunnel/agent-identity.js';
 import {
   UPSTREAM_PROTOCOLS,
   type AgentAuthConfig,
+  type ClusterConfig,
   type GateConfig,
   type JoinTokenConfig,
   type Upstream,
@@ -38,7 +40,18 @@ export interface ValidationResult {
   warnings: ConfigIssue[];
 }
 
-const TOP_KEYS = ['version', 'data_dir', 'auth_service', 'proxy_service'] as const;
+const TOP_KEYS = [
+  'version',
+  'data_dir',
+  'auth_service',
+  'proxy_service',
+  'cluster',
+] as const;
+const CLUSTER_KEYS = ['store', 'store_ca_file', 'presence_ttl'] as const;
+/** Issue 14's aim: a crashed proxy stops being dialled within 15 s. */
+const DEFAULT_PRESENCE_TTL_MS = 10_000;
+const MIN_PRESENCE_TTL_MS = 1_000;
+const AIMED_PRESENCE_TTL_MS = 15_000;
 const AUTH_KEYS = ['proxy_listener_mode', 'join_tokens', 'agent_certificate_ttl', 'revoked_agent_certificates'] as const;
 const JOIN_TOKEN_KEYS = ['token', 'agents', 'expires', 'max_uses'] as const;
 const DEFAULT_AGENT_CERTIFICATE_TTL_MS = 60 * 60 * 1000;
@@ -68,6 +81,7 @@ const PROXY_KEYS = [
   'max_connections_per_source',
   'high_water',
   'source_share',
+  'peer_public_addr',
 ] as const;
 const KEYPAIR_KEYS = ['cert_file', 'key_file'] as const;
 const CHANNEL_KEYS = ['static_version', 'forward_url', 'critical'] as const;
@@ -77,6 +91,7 @@ const MAINTENANCE_KEYS = ['agent_upgrades'] as const;
 const SECTION_OF: Record<string, string> = {
   ...Object.fromEntries(AUTH_KEYS.map((k) => [k, 'auth_service'])),
   ...Object.fromEntries(PROXY_KEYS.map((k) => [k, 'proxy_service'])),
+  ...Object.fromEntries(CLUSTER_KEYS.map((k) => [k, 'cluster'])),
   ...Object.fromEntries(TOP_KEYS.map((k) => [k, 'the top level'])),
 };
 
@@ -444,6 +459,50 @@ function readFraction(c: Checker, value: unknown, key: string, fallback: number)
   return fallback;
 }
 
+/** The top-level `cluster` section: the route store and how long this proxy's records live. */
+function readCluster(c: Checker, value: unknown): ClusterConfig {
+  const path: PathSegment[] = ['cluster'];
+  const section = c.section(value, path) ?? {};
+  c.keys(section, CLUSTER_KEYS, path);
+  let store: ClusterConfig['store'] = { kind: 'memory' };
+  if (section.store !== undefined) {
+    const expected = 'memory, redis://[:password@]host[:port][/db] or rediss://…';
+    if (typeof section.store !== 'string') {
+      c.fail([...path, 'store'], `expected ${expected}, got ${describe(section.store)}`);
+    } else {
+      const result = parseStoreUrl(section.store);
+      // The reason never repeats the value: it may hold the Redis password.
+      if (result.ok) store = result.store;
+      else c.fail([...path, 'store'], `expected ${expected}: ${result.reason}`);
+    }
+  }
+  let storeCaFile: string | undefined;
+  if (section.store_ca_file !== undefined) {
+    storeCaFile = c.string(section.store_ca_file, [...path, 'store_ca_file'], 'a PEM file path');
+    if (storeCaFile !== undefined && !(store.kind === 'redis' && store.tls)) {
+      c.fail([...path, 'store_ca_file'], 'only read with store: rediss://… (TLS to Redis)');
+    }
+  }
+  const presenceTtlMs = c.duration(section.presence_ttl, [...path, 'presence_ttl'], DEFAULT_PRESENCE_TTL_MS);
+  if (presenceTtlMs < MIN_PRESENCE_TTL_MS) {
+    c.fail([...path, 'presence_ttl'], 'expected at least 1s (the proxy refreshes its records every third of it)');
+  } else if (presenceTtlMs > AIMED_PRESENCE_TTL_MS) {
+    c.warn([...path, 'presence_ttl'], `a crashed proxy is dialled until its presence expires; above ${AIMED_PRESENCE_TTL_MS / 1000}s that is longer than clients usually wait`);
+  }
+  return { store, storeCaFile, presenceTtlMs };
+}
+
+/** `peer_public_addr`: what other proxies dial, so never a wildcard (0.0.0.0 only means "every interface" to a listener). */
+function readPeerPublicAddr(c: Checker, value: unknown): HostPort | undefined {
+  if (value === undefined) return undefined;
+  const path = ['proxy_service', 'peer_public_addr'];
+  const address = c.address(value, path, 'host[:port] other proxies can dial', { defaultPort: LEGACY_PORTS.peer });
+  if (address && isWildcardHost(address.host)) {
+    return c.fail(path, `expected an address other proxies can dial, got the wildcard ${address.host}`);
+  }
+  return address;
+}
+
 /** Two listeners collide when they share a port and their hosts overlap (equal, or one a wildcard). */
 function overlaps(a: HostPort, b: HostPort): boolean {
   if (a.port === 0 || b.port === 0 || a.port !== b.port) return false;
@@ -551,6 +610,7 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     maxConnectionsPerSource: readCount(c, p.max_connections_per_source, 'max_connections_per_source', 'none'),
     highWater: readFraction(c, p.high_water, 'high_water', DEFAULT_HIGH_WATER),
     sourceShare: readFraction(c, p.source_share, 'source_share', DEFAULT_SOURCE_SHARE),
+    peerPublicAddr: readPeerPublicAddr(c, p.peer_public_addr),
   };
   if (proxy.detectTimeoutMs === 0) c.fail(at('detect_timeout'), 'expected a duration above 0 (detection must be bounded)');
 
@@ -561,7 +621,8 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     );
   }
 
-  const config: GateConfig = { source, version, dataDir, listenerMode, agents, proxy };
+  const cluster = readCluster(c, top.cluster);
+  const config: GateConfig = { source, version, dataDir, listenerMode, agents, proxy, cluster };
   if (c.issues.length === 0) checkListeners(c, config);
   if (proxy.proxyProtocol === 'on' && p.proxy_protocol_trusted_networks === undefined) {
     // Compatible with the platform, but on a port the internet reaches directly anyone could claim

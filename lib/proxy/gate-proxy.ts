@@ -1,5 +1,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createSecureServer, createServer as createH2cServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { createSecureContext, type SecureContext, type Server as TlsServer } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
@@ -26,6 +28,11 @@ import { JoinTokens } from '../tunnel/join-tokens.js';
 import { TunnelRegistry } from '../tunnel/registry.js';
 import { PeerServer } from '../cluster/peer-server.js';
 import { PeerPool } from '../cluster/peer-pool.js';
+import { formatAddress, isWildcardHost } from '../config/address.js';
+import { channelFingerprint } from '../cluster/channel-fingerprint.js';
+import { ClusterMember } from '../cluster/cluster-member.js';
+import type { RouteStore } from '../cluster/route-store.js';
+import { routeStoreFor } from '../cluster/store-for-config.js';
 
 export interface GateProxyOptions {
   config: GateConfig;
@@ -36,6 +43,11 @@ export interface GateProxyOptions {
   fetchText?: FetchText;
   /** HTTPS_PROXY / NO_PROXY for the upstream dials that honour them (Kubernetes); default `process.env`, read at each (re)load. */
   env?: NodeJS.ProcessEnv;
+  /**
+   * The route store shared with the other proxies of the cluster; default: the one `cluster.store`
+   * names (a new MemoryRouteStore when unset). A store given here is the caller's to close.
+   */
+  routeStore?: RouteStore;
 }
 
 interface RunningListener {
@@ -97,8 +109,14 @@ export class GateProxy {
   private authority!: AgentAuthority;
   private revoked = new Set<string>();
   private devTokenPath!: string;
+  /** Random per process start: a restarted proxy is a new member, never mistaken for its predecessor. */
+  readonly proxyId: string;
+  private store!: RouteStore;
+  private ownsStore = false;
+  private member!: ClusterMember;
 
   private constructor(private readonly options: GateProxyOptions) {
+    this.proxyId = randomUUID();
     this.config = options.config;
     this.logger = componentLogger(options.logger, 'proxy');
     this.registry = new TunnelRegistry({
@@ -146,7 +164,23 @@ export class GateProxy {
   static async start(options: GateProxyOptions): Promise<GateProxy> {
     const proxy = new GateProxy(options);
     await proxy.apply(options.config);
+    try {
+      await proxy.joinCluster();
+    } catch (err) {
+      await proxy.close({ graceMs: 0 });
+      throw err;
+    }
     return proxy;
+  }
+
+  /** The route store this proxy shares with the others of its cluster. */
+  get routeStore(): RouteStore {
+    return this.store;
+  }
+
+  /** This proxy's membership: presence, its tunnels in the store, the other proxies, channel mismatches. */
+  get cluster(): ClusterMember {
+    return this.member;
   }
 
   /** Open connections allowed over every listener, and how that number came about. */
@@ -210,13 +244,20 @@ export class GateProxy {
    * keep the routes, deadlines and trust they started with.
    */
   async reload(config: GateConfig): Promise<void> {
+    const was = this.config;
     await this.apply(config);
+    if (this.storeLabel(was) !== this.storeLabel(config) || was.cluster.storeCaFile !== config.cluster.storeCaFile || was.cluster.presenceTtlMs !== config.cluster.presenceTtlMs) {
+      this.logger.warn({ store: this.storeLabel(was) }, 'cluster.store, store_ca_file and presence_ttl take effect at the next start; this proxy keeps the ones it started with');
+    }
+    await this.member.update(this.presenceFields(config));
     this.logger.info({ source: config.source }, 'configuration reloaded');
   }
 
   async close(options: { graceMs?: number } = {}): Promise<void> {
     const listeners = this.listeners;
     this.listeners = [];
+    // Out of the cluster first: no other proxy sends this one a dial it is about to refuse.
+    await this.member?.stop();
     // Agents are told first (GOAWAY): their open streams may finish within the grace period,
     // and they reconnect elsewhere or when this proxy is back instead of waiting on a dead path.
     this.registry.goAway();
@@ -225,6 +266,47 @@ export class GateProxy {
     this.registry.close();
     this.peering.close();
     this.peerPool.close();
+    if (this.ownsStore) await this.store.close();
+  }
+
+  /** Opens the route store (unless one was given) and starts announcing this proxy in it. */
+  private async joinCluster(): Promise<void> {
+    if (this.options.routeStore) {
+      this.store = this.options.routeStore;
+    } else {
+      this.store = await routeStoreFor(this.config.cluster, this.options.logger);
+      this.ownsStore = true;
+    }
+    this.member = new ClusterMember({
+      store: this.store,
+      registry: this.registry,
+      presence: { id: this.proxyId, version: this.options.version, ...this.presenceFields(this.config) },
+      ttlMs: this.config.cluster.presenceTtlMs,
+      ...(this.options.logger ? { logger: this.options.logger } : {}),
+    });
+    await this.member.start();
+    this.logger.info({ proxyId: this.proxyId, store: this.storeLabel(this.config), peerAddr: this.presenceFields(this.config).peerAddr }, 'joined the cluster');
+  }
+
+  /** The presence fields a configuration decides (a reload may change them). */
+  private presenceFields(config: GateConfig): { peerAddr: string; channelFingerprint: string } {
+    return { peerAddr: this.peerAddress(config), channelFingerprint: channelFingerprint(config.proxy.automaticUpgradesChannels) };
+  }
+
+  /**
+   * What other proxies dial for peering: `peer_public_addr`, else the peer listener's bound address
+   * (a wildcard host, which only means "every interface" to a listener, replaced by this machine's
+   * host name); empty when this proxy has no peer listener.
+   */
+  private peerAddress(config: GateConfig): string {
+    if (config.proxy.peerPublicAddr) return formatAddress(config.proxy.peerPublicAddr);
+    const peer = this.listeners.find((l) => l.spec.name === 'peer');
+    if (!peer) return '';
+    return formatAddress({ host: isWildcardHost(peer.spec.host) ? hostname() : peer.spec.host, port: peer.port });
+  }
+
+  private storeLabel(config: GateConfig): string {
+    return config.cluster.store.kind === 'memory' ? 'memory' : config.cluster.store.label;
   }
 
   private async apply(config: GateConfig): Promise<void> {

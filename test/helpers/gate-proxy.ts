@@ -6,6 +6,7 @@ import type { ListenerMode, UpstreamProtocol } from '../../lib/config/types.js';
 import type { RouteCounters, StatsSnapshot } from '../../lib/mux/stats.js';
 import { GateProxy } from '../../lib/proxy/gate-proxy.js';
 import type { Logger } from '../../lib/log.js';
+import type { RouteStore } from '../../lib/cluster/route-store.js';
 import type { Teardownable } from './daemon.js';
 import { tempDir } from './temp-dir.js';
 
@@ -45,8 +46,12 @@ export interface StartGateProxyOptions {
   env?: NodeJS.ProcessEnv;
   /** A `data_dir` to use (several proxies of one cluster share one, and so its CA); default a new temp directory. */
   dataDir?: string;
-  /** Further top-level keys (`cluster`, `diag_addr`, ...), as YAML values. */
+  /** Further top-level keys (`diag_addr`, ...), as YAML values. */
   topLevel?: Record<string, unknown>;
+  /** The top-level `cluster` section, as YAML values (store, presence_ttl, ...). */
+  cluster?: Record<string, unknown>;
+  /** A route store shared with other proxies of the test (default: the one `cluster.store` names). */
+  routeStore?: RouteStore;
 }
 
 /**
@@ -75,10 +80,11 @@ export async function startGateProxy(t: Teardownable, options: StartGateProxyOpt
     data_dir: dataDir,
     auth_service: { proxy_listener_mode: options.mode, ...options.auth },
     proxy_service: proxyService,
+    ...(options.cluster ? { cluster: options.cluster } : {}),
     ...options.topLevel,
   });
   const { config } = parseConfig(yaml, { source: `interop ${options.mode} config` });
-  const proxy = await GateProxy.start({ config, version: PROXY_VERSION, env: options.env ?? {}, ...(options.logger ? { logger: options.logger } : {}) });
+  const proxy = await GateProxy.start({ config, version: PROXY_VERSION, env: options.env ?? {}, ...(options.routeStore ? { routeStore: options.routeStore } : {}), ...(options.logger ? { logger: options.logger } : {}) });
   t.teardown(() => proxy.close({ graceMs: 500 }));
   const caFile = proxy.caFile;
   if (!caFile) throw new Error('the proxy made no development CA');
