@@ -28,6 +28,9 @@ import { JoinTokens } from '../tunnel/join-tokens.js';
 import { TunnelRegistry } from '../tunnel/registry.js';
 import { PeerServer } from '../cluster/peer-server.js';
 import { PeerPool } from '../cluster/peer-pool.js';
+import { ClusterDialer } from '../cluster/cluster-dialer.js';
+import type { ClientHttp2Stream } from 'node:http2';
+import type { OpenStreamOptions } from '../tunnel/registry.js';
 import { formatAddress, isWildcardHost } from '../config/address.js';
 import { channelFingerprint } from '../cluster/channel-fingerprint.js';
 import { ClusterMember } from '../cluster/cluster-member.js';
@@ -105,6 +108,8 @@ export class GateProxy {
   private readonly peering: PeerServer;
   /** Sessions to the other proxies, for dials whose agent another proxy holds. */
   private readonly peerPool: PeerPool;
+  /** This proxy's tunnels first, then the other holders (set once the proxy joined the cluster). */
+  private dialer: ClusterDialer | undefined;
   private readonly joinTokens = new JoinTokens();
   private authority!: AgentAuthority;
   private revoked = new Set<string>();
@@ -266,7 +271,13 @@ export class GateProxy {
     this.registry.close();
     this.peering.close();
     this.peerPool.close();
+    this.dialer?.close();
     if (this.ownsStore) await this.store.close();
+  }
+
+  /** A stream through `agent`'s tunnel: this proxy's, else another holder's (issue 14). */
+  private openTunnel(agent: string, target: string, options: OpenStreamOptions): Promise<ClientHttp2Stream> {
+    return this.dialer ? this.dialer.open(agent, target, options) : this.registry.open(agent, target, options);
   }
 
   /** Opens the route store (unless one was given) and starts announcing this proxy in it. */
@@ -284,6 +295,15 @@ export class GateProxy {
       ttlMs: this.config.cluster.presenceTtlMs,
       ...(this.options.logger ? { logger: this.options.logger } : {}),
     });
+    this.dialer = new ClusterDialer({
+      registry: this.registry,
+      store: this.store,
+      member: this.member,
+      peers: this.peerPool,
+      ...(this.options.logger ? { logger: this.options.logger } : {}),
+    });
+    // A proxy that left the store (stopped, or its presence expired) is dialled no more: its session goes.
+    this.member.on('proxies-changed', (proxies: Array<{ id: string }>) => this.peerPool.retain(proxies.map((p) => p.id)));
     await this.member.start();
     this.logger.info({ proxyId: this.proxyId, store: this.storeLabel(this.config), peerAddr: this.presenceFields(this.config).peerAddr }, 'joined the cluster');
   }
@@ -326,7 +346,12 @@ export class GateProxy {
       ...(this.options.logger ? { logger: this.options.logger } : {}),
     });
     const plan = planListeners(config);
-    const routeOptions = { tunnels: this.registry, peering: this.peering, ...(this.options.env ? { env: this.options.env } : {}) };
+    const routeOptions = {
+      tunnels: this.registry,
+      peering: this.peering,
+      openTunnel: (agent: string, target: string, o: OpenStreamOptions) => this.openTunnel(agent, target, o),
+      ...(this.options.env ? { env: this.options.env } : {}),
+    };
     const routesOf = (spec: ListenerSpec) => spec.routes.map((r) => routeFor(r, certificates, this.web, routeOptions));
     const next = plan.listeners.map((spec) => ({ spec, routes: routesOf(spec) }));
     const budgetSettings = this.budgetSettings(config);

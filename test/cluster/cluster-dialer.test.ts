@@ -1,0 +1,217 @@
+// Dials across the cluster (issue 14, item 2): three GateProxy instances in one process share a
+// MemoryRouteStore and one data_dir (so one cluster CA); a real agent holds its tunnel to B; real
+// TLS clients reach the target through A (behind PROXY v2, whose source reaches the agent side)
+// and C. An agent held nowhere fails at once with GATE_ERR_AGENT_OFFLINE; with the store down,
+// local tunnels keep working and remote dials fail with GATE_ERR_STORE_UNAVAILABLE; a holder that
+// died without leaving the store makes the next holder be tried.
+import t from 'tap';
+import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
+import { connect as tcpConnect } from 'node:net';
+import { join } from 'node:path';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
+import { ClusterDialer } from '../../lib/cluster/cluster-dialer.js';
+import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
+import type { ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
+import { ErrorCodes, GateError } from '../../lib/errors.js';
+import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
+import { encodeProxyHeaderV2 } from '../../lib/proxy-protocol/header.js';
+import { startAgent, type TunnelAgent } from '../../lib/tunnel/agent.js';
+import { captureLogs } from '../hardening/log-capture.js';
+import type { Teardownable } from '../helpers/daemon.js';
+import { startEchoServer } from '../helpers/echo-servers.js';
+import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js';
+import { echoOnce, until } from '../helpers/net.js';
+import { tempDir } from '../helpers/temp-dir.js';
+
+/** A MemoryRouteStore that can be made to fail every call, as an unreachable Redis does. */
+class SwitchableStore implements RouteStore {
+  down = false;
+  readonly inner = new MemoryRouteStore();
+  private check(): void {
+    if (this.down) throw new GateError(ErrorCodes.STORE_UNAVAILABLE, 'route store: connection refused (test)');
+  }
+  async announce(p: ProxyPresence, ttlMs: number): Promise<void> {
+    this.check();
+    return this.inner.announce(p, ttlMs);
+  }
+  async withdraw(id: string): Promise<void> {
+    this.check();
+    return this.inner.withdraw(id);
+  }
+  async proxies(): Promise<ProxyPresence[]> {
+    this.check();
+    return this.inner.proxies();
+  }
+  async holdTunnel(h: TunnelHolding, ttlMs: number): Promise<void> {
+    this.check();
+    return this.inner.holdTunnel(h, ttlMs);
+  }
+  async dropTunnel(h: TunnelHolding): Promise<boolean> {
+    this.check();
+    return this.inner.dropTunnel(h);
+  }
+  async holders(agent: string): Promise<TunnelHolding[]> {
+    this.check();
+    return this.inner.holders(agent);
+  }
+  async close(): Promise<void> {}
+}
+
+interface Cluster {
+  ca: CertificateAuthority;
+  echo: string;
+  start(name: string, extra?: { proxyService?: Record<string, unknown>; logger?: ReturnType<typeof captureLogs>['logger'] }): Promise<RunningGateProxy>;
+  agent(proxy: RunningGateProxy, logger?: ReturnType<typeof captureLogs>['logger']): Promise<TunnelAgent>;
+}
+
+async function cluster(t: Teardownable, store: RouteStore): Promise<Cluster> {
+  const dataDir = await tempDir(t, 'cluster-data');
+  const echo = (await startEchoServer(t)).address;
+  let ca: CertificateAuthority | undefined;
+  const self: Cluster = {
+    get ca() {
+      return ca!;
+    },
+    echo,
+    start: async (_name, extra = {}) => {
+      const proxy = await startGateProxy(t, {
+        mode: 'multiplex',
+        // mongodb reaches the echo server through agent edge; redis names an agent that never connects.
+        upstreams: { mongodb: `tunnel:edge/${echo}`, redis: `tunnel:ghost/${echo}` },
+        proxyService: { peer_listen_addr: '127.0.0.1:0', ...extra.proxyService },
+        cluster: { presence_ttl: '3s' },
+        routeStore: store,
+        dataDir,
+        ...(extra.logger ? { logger: extra.logger } : {}),
+      });
+      ca ??= CertificateAuthority.fromPem({ cert: await readFile(join(dataDir, 'ca.pem'), 'utf8'), key: await readFile(join(dataDir, 'ca-key.pem'), 'utf8') });
+      return proxy;
+    },
+    agent: async (proxy, logger) => {
+      const agent = startAgent({
+        proxy: proxy.address('multiplex'),
+        name: 'edge',
+        ...ca!.issue({ commonName: 'edge', usage: 'client' }),
+        ca: ca!.cert,
+        serverName: 'localhost',
+        resources: [echo],
+        env: {},
+        backoff: { initialMs: 50, maxMs: 400 },
+        ...(logger ? { logger } : {}),
+      });
+      t.teardown(() => agent.stop());
+      await agent.waitConnected(10_000);
+      return agent;
+    },
+  };
+  return self;
+}
+
+/** A TLS client of `proxy`'s shared port with `alpn`, optionally behind a PROXY v2 header from `source`. */
+async function client(proxy: RunningGateProxy, ca: string, alpn: string, source?: { address: string; port: number }): Promise<TLSSocket> {
+  const port = proxy.port('multiplex');
+  const raw = tcpConnect({ host: '127.0.0.1', port });
+  await once(raw, 'connect');
+  if (source) raw.write(encodeProxyHeaderV2({ ...source, family: 'IPv4' }, { address: '127.0.0.1', port, family: 'IPv4' }));
+  const socket = tlsConnect({ socket: raw, servername: 'localhost', ca, ALPNProtocols: [alpn] });
+  socket.on('error', () => {});
+  await once(socket, 'secureConnect');
+  return socket;
+}
+
+async function closedWithoutAnswer(socket: TLSSocket): Promise<boolean> {
+  let got = '';
+  socket.on('data', (d: Buffer) => (got += d.toString()));
+  socket.write('anyone?');
+  await once(socket, 'close');
+  return got === '';
+}
+
+t.test('a client on any proxy reaches the agent wherever its tunnel is', async (t) => {
+  const store = new SwitchableStore();
+  const c = await cluster(t, store);
+  const a = await c.start('a', { proxyService: { proxy_protocol: 'on' } });
+  const b = await c.start('b');
+  const third = await c.start('c');
+  const agentLogs = captureLogs();
+  await c.agent(b, agentLogs.logger);
+  t.same((await store.holders('edge')).map((h) => h.proxyId), [b.proxy.proxyId], 'B holds the tunnel, in the store');
+
+  const viaA = await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.20', port: 5555 });
+  t.equal(await echoOnce(viaA, 'client on A'), 'client on A', 'A forwards to B over peering');
+  await until(() => agentLogs.lines.some((l) => l.msg === 'stream opened' && l.client === '198.51.100.20:5555'), 'the agent saw the client address');
+  t.pass("the client's real address (PROXY v2 on A) reached the agent side");
+  const viaC = await client(third, c.ca.cert, 'gate-mongodb');
+  t.equal(await echoOnce(viaC, 'client on C'), 'client on C', 'and C too');
+  const viaB = await client(b, c.ca.cert, 'gate-mongodb');
+  t.equal(await echoOnce(viaB, 'client on B'), 'client on B', 'B uses its own tunnel');
+  t.equal(b.stats('peer').accepted, 2, 'one peering session from A and one from C');
+  t.same(a.proxy.peers.connected(), [b.proxy.proxyId]);
+  for (const s of [viaA, viaB, viaC]) s.destroy();
+
+  // Offline everywhere: the same prompt failure as one proxy.
+  t.ok(await closedWithoutAnswer(await client(a, c.ca.cert, 'gate-redis', { address: '198.51.100.21', port: 1 })), 'a client of an agent held nowhere is closed');
+  await until(() => a.stats('multiplex').failures[ErrorCodes.AGENT_OFFLINE] === 1, 'GATE_ERR_AGENT_OFFLINE recorded on A');
+
+  // The store down: B's local tunnel keeps working; A cannot learn who holds the agent.
+  store.down = true;
+  const local = await client(b, c.ca.cert, 'gate-mongodb');
+  t.equal(await echoOnce(local, 'store down, local'), 'store down, local', 'local tunnels work without the store');
+  local.destroy();
+  t.ok(await closedWithoutAnswer(await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.22', port: 2 })), 'a remote dial fails');
+  await until(() => a.stats('multiplex').failures[ErrorCodes.STORE_UNAVAILABLE] === 1, 'with GATE_ERR_STORE_UNAVAILABLE');
+  store.down = false;
+  await until(() => a.proxy.cluster.registered && b.proxy.cluster.registered, 'both registered again', 5_000);
+  const back = await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.23', port: 3 });
+  t.equal(await echoOnce(back, 'store back'), 'store back', 'remote dials work again once the store is back');
+  back.destroy();
+
+  // B stops: it leaves the store at once, A closes its session to B, and the agent is offline.
+  await b.proxy.close({ graceMs: 0 });
+  await until(() => a.proxy.peers.connected().length === 0, "A closed B's session when B left the store", 5_000);
+  t.ok(await closedWithoutAnswer(await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.24', port: 4 })));
+  await until(() => a.stats('multiplex').failures[ErrorCodes.AGENT_OFFLINE] === 2, 'the agent is offline once its only holder left');
+});
+
+t.test('a holder that died without leaving the store: the next holder is tried', async (t) => {
+  const store = new MemoryRouteStore();
+  const c = await cluster(t, store);
+  const logs = captureLogs();
+  const a = await c.start('a', { logger: logs.logger });
+  const b = await c.start('b');
+  const third = await c.start('c');
+  await c.agent(b);
+  await c.agent(third);
+  const holders = (await store.holders('edge')).map((h) => h.proxyId);
+  t.same(holders, [b.proxy.proxyId, third.proxy.proxyId], 'B and C both hold a tunnel of edge');
+
+  // B dies as under kill -9: its port is gone, its records stay until their TTL.
+  const deadB = (await store.proxies()).find((p) => p.id === b.proxy.proxyId)!;
+  await b.proxy.close({ graceMs: 0 });
+  await store.announce(deadB, 60_000);
+  await store.holdTunnel({ agent: 'edge', proxyId: deadB.id, generation: 1 }, 60_000);
+
+  // A draw that puts B first (Fisher–Yates on two: 0 swaps, 0.99 keeps), so the dial must go on to C.
+  const bFirst = (await store.holders('edge'))[0]?.proxyId === deadB.id ? 0.99 : 0;
+  const dialer = new ClusterDialer({ registry: a.proxy.tunnels, store, member: a.proxy.cluster, peers: a.proxy.peers, random: () => bFirst, logger: logs.logger });
+  t.teardown(() => dialer.close());
+  const stream = await dialer.open('edge', c.echo, { client: '198.51.100.30:6000' });
+  t.equal(await echoOnce(stream, 'via the next holder'), 'via the next holder');
+  stream.end();
+  const failed = logs.lines.find((l) => l.code === ErrorCodes.PEER_DIAL_FAILED);
+  t.equal(failed?.peer, deadB.id, 'the dead holder was tried first and failed with GATE_ERR_PEER_DIAL_FAILED');
+
+  // Through A's route as well, whatever order it draws: every client gets through.
+  for (let i = 0; i < 4; i++) {
+    const s = await client(a, c.ca.cert, 'gate-mongodb');
+    t.equal(await echoOnce(s, `client ${i}`), `client ${i}`);
+    s.destroy();
+  }
+
+  // The target refused by the agent is final: no other holder is asked.
+  const before = logs.lines.filter((l) => l.code === ErrorCodes.PEER_DIAL_FAILED).length;
+  const denied = await dialer.open('edge', '127.0.0.1:9').catch((err: GateError) => err);
+  t.equal((denied as GateError).code, ErrorCodes.AGENT_TARGET_DENIED);
+  t.ok(logs.lines.filter((l) => l.code === ErrorCodes.PEER_DIAL_FAILED).length - before <= 1, 'at most the dead holder was tried before the refusal');
+});
