@@ -83,8 +83,9 @@ export class ClusterDialer {
         return await registry.open(agent, target, options);
       } catch (err) {
         // The agent reached and refusing, or the target unreachable from it, is the answer; only a
-        // tunnel that went away meanwhile sends the dial to the other holders.
-        if (!isGateError(err) || FINAL_CODES.has(err.code) || registry.has(agent)) throw err;
+        // tunnel that went away meanwhile, or is finishing after a GOAWAY (AGENT_OFFLINE: it takes
+        // no new stream), sends the dial to the other holders.
+        if (!isGateError(err) || FINAL_CODES.has(err.code) || (err.code !== ErrorCodes.AGENT_OFFLINE && registry.has(agent))) throw err;
         failure = err;
       }
     }

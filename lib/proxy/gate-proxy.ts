@@ -110,6 +110,7 @@ export class GateProxy {
   private readonly peerPool: PeerPool;
   /** This proxy's tunnels first, then the other holders (set once the proxy joined the cluster). */
   private dialer: ClusterDialer | undefined;
+  private draining = false;
   private readonly joinTokens = new JoinTokens();
   private authority!: AgentAuthority;
   private revoked = new Set<string>();
@@ -128,7 +129,7 @@ export class GateProxy {
       ...(options.logger ? { logger: options.logger } : {}),
       isRevoked: (serial) => this.revoked.has(serial),
     });
-    this.peering = new PeerServer({ registry: this.registry, ...(options.logger ? { logger: options.logger } : {}) });
+    this.peering = new PeerServer({ registry: this.registry, isDraining: () => this.draining, ...(options.logger ? { logger: options.logger } : {}) });
     this.peerPool = new PeerPool({
       identity: () => ({ ...this.certificates.peer, ca: this.certificates.clusterCa.cert }),
       ...(options.logger ? { logger: options.logger } : {}),
@@ -256,6 +257,30 @@ export class GateProxy {
     }
     await this.member.update(this.presenceFields(config));
     this.logger.info({ source: config.source }, 'configuration reloaded');
+  }
+
+  /** True from `drain()` on. */
+  get isDraining(): boolean {
+    return this.draining;
+  }
+
+  /**
+   * The first half of a rolling restart (issue 14, item 4), before `close`: the presence is marked
+   * draining in the store (other proxies try this one last), new tunnels and forwarded dials are
+   * refused with GATE_ERR_DRAINING, and every agent and peer gets a GOAWAY, so agents dial a new
+   * tunnel (through the load balancer, to another proxy) while open streams finish on the old one.
+   * The listeners keep accepting: a client that still lands here is served through another holder.
+   * Resolves once the draining presence has been announced (or the store failed to take it).
+   */
+  async drain(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    this.registry.setDraining(true);
+    this.logger.info({ proxyId: this.proxyId, agents: this.registry.agents().length }, 'draining: no new tunnels, agents told to go elsewhere, open streams finish');
+    // Announced before the agents are told, so the tunnels they open next are not sent back here.
+    await this.member?.setDraining(true);
+    this.registry.goAway();
+    this.peering.goAway();
   }
 
   async close(options: { graceMs?: number } = {}): Promise<void> {

@@ -61,6 +61,7 @@ export class TunnelRegistry extends EventEmitter {
   private readonly sessions: AgentSessions;
   private readonly all = new Set<AgentSession>();
   private closed = false;
+  private draining = false;
   /**
    * Streams opened through agents, and how many ended with RST_STREAM (sent or received) rather
    * than END_STREAM both ways. Resets are what an agent's nghttp2 rate-limits (rapid reset).
@@ -124,6 +125,7 @@ export class TunnelRegistry extends EventEmitter {
     let serial = '';
     try {
       if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'tunnel registry is closed');
+      if (this.draining) throw new GateError(ErrorCodes.DRAINING, 'this proxy is draining (shutting down): connect to another proxy of the cluster');
       const peer = socket.getPeerCertificate();
       serial = normalizeSerial(peer?.serialNumber ?? '');
       name = admitAgent(
@@ -327,6 +329,14 @@ export class TunnelRegistry extends EventEmitter {
   /** Session of a connected agent, for `viaTunnel`'s messages. */
   sessionOf(name: string): ClientHttp2Session | undefined {
     return this.sessions.get(name)?.session;
+  }
+
+  /**
+   * While on, new tunnels are refused with GATE_ERR_DRAINING (told in the GOAWAY, so the agent
+   * knows to go elsewhere) and the tunnels already up are left to `goAway` (issue 14, item 4).
+   */
+  setDraining(on: boolean): void {
+    this.draining = on;
   }
 
   /** Tells every agent the proxy is going away (GOAWAY NO_ERROR): no new streams, open ones may finish. */

@@ -5,24 +5,13 @@
 // local tunnels keep working and remote dials fail with GATE_ERR_STORE_UNAVAILABLE; a holder that
 // died without leaving the store makes the next holder be tried.
 import t from 'tap';
-import { once } from 'node:events';
-import { readFile } from 'node:fs/promises';
-import { connect as tcpConnect } from 'node:net';
-import { join } from 'node:path';
-import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { ClusterDialer } from '../../lib/cluster/cluster-dialer.js';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import type { ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
 import { ErrorCodes, GateError } from '../../lib/errors.js';
-import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
-import { encodeProxyHeaderV2 } from '../../lib/proxy-protocol/header.js';
-import { startAgent, type TunnelAgent } from '../../lib/tunnel/agent.js';
 import { captureLogs } from '../hardening/log-capture.js';
-import type { Teardownable } from '../helpers/daemon.js';
-import { startEchoServer } from '../helpers/echo-servers.js';
-import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js';
+import { closedWithoutAnswer, startCluster as cluster, clusterClient as client } from '../helpers/cluster.js';
 import { echoOnce, until } from '../helpers/net.js';
-import { tempDir } from '../helpers/temp-dir.js';
 
 /** A MemoryRouteStore that can be made to fail every call, as an unreachable Redis does. */
 class SwitchableStore implements RouteStore {
@@ -58,84 +47,14 @@ class SwitchableStore implements RouteStore {
   async close(): Promise<void> {}
 }
 
-interface Cluster {
-  ca: CertificateAuthority;
-  echo: string;
-  start(name: string, extra?: { proxyService?: Record<string, unknown>; logger?: ReturnType<typeof captureLogs>['logger'] }): Promise<RunningGateProxy>;
-  agent(proxy: RunningGateProxy, logger?: ReturnType<typeof captureLogs>['logger']): Promise<TunnelAgent>;
-}
-
-async function cluster(t: Teardownable, store: RouteStore): Promise<Cluster> {
-  const dataDir = await tempDir(t, 'cluster-data');
-  const echo = (await startEchoServer(t)).address;
-  let ca: CertificateAuthority | undefined;
-  const self: Cluster = {
-    get ca() {
-      return ca!;
-    },
-    echo,
-    start: async (_name, extra = {}) => {
-      const proxy = await startGateProxy(t, {
-        mode: 'multiplex',
-        // mongodb reaches the echo server through agent edge; redis names an agent that never connects.
-        upstreams: { mongodb: `tunnel:edge/${echo}`, redis: `tunnel:ghost/${echo}` },
-        proxyService: { peer_listen_addr: '127.0.0.1:0', ...extra.proxyService },
-        cluster: { presence_ttl: '3s' },
-        routeStore: store,
-        dataDir,
-        ...(extra.logger ? { logger: extra.logger } : {}),
-      });
-      ca ??= CertificateAuthority.fromPem({ cert: await readFile(join(dataDir, 'ca.pem'), 'utf8'), key: await readFile(join(dataDir, 'ca-key.pem'), 'utf8') });
-      return proxy;
-    },
-    agent: async (proxy, logger) => {
-      const agent = startAgent({
-        proxy: proxy.address('multiplex'),
-        name: 'edge',
-        ...ca!.issue({ commonName: 'edge', usage: 'client' }),
-        ca: ca!.cert,
-        serverName: 'localhost',
-        resources: [echo],
-        env: {},
-        backoff: { initialMs: 50, maxMs: 400 },
-        ...(logger ? { logger } : {}),
-      });
-      t.teardown(() => agent.stop());
-      await agent.waitConnected(10_000);
-      return agent;
-    },
-  };
-  return self;
-}
-
-/** A TLS client of `proxy`'s shared port with `alpn`, optionally behind a PROXY v2 header from `source`. */
-async function client(proxy: RunningGateProxy, ca: string, alpn: string, source?: { address: string; port: number }): Promise<TLSSocket> {
-  const port = proxy.port('multiplex');
-  const raw = tcpConnect({ host: '127.0.0.1', port });
-  await once(raw, 'connect');
-  if (source) raw.write(encodeProxyHeaderV2({ ...source, family: 'IPv4' }, { address: '127.0.0.1', port, family: 'IPv4' }));
-  const socket = tlsConnect({ socket: raw, servername: 'localhost', ca, ALPNProtocols: [alpn] });
-  socket.on('error', () => {});
-  await once(socket, 'secureConnect');
-  return socket;
-}
-
-async function closedWithoutAnswer(socket: TLSSocket): Promise<boolean> {
-  let got = '';
-  socket.on('data', (d: Buffer) => (got += d.toString()));
-  socket.write('anyone?');
-  await once(socket, 'close');
-  return got === '';
-}
-
 t.test('a client on any proxy reaches the agent wherever its tunnel is', async (t) => {
   const store = new SwitchableStore();
   const c = await cluster(t, store);
-  const a = await c.start('a', { proxyService: { proxy_protocol: 'on' } });
-  const b = await c.start('b');
-  const third = await c.start('c');
+  const a = await c.start({ proxyService: { proxy_protocol: 'on' } });
+  const b = await c.start();
+  const third = await c.start();
   const agentLogs = captureLogs();
-  await c.agent(b, agentLogs.logger);
+  await c.agent(b, { logger: agentLogs.logger });
   t.same((await store.holders('edge')).map((h) => h.proxyId), [b.proxy.proxyId], 'B holds the tunnel, in the store');
 
   const viaA = await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.20', port: 5555 });
@@ -178,9 +97,9 @@ t.test('a holder that died without leaving the store: the next holder is tried',
   const store = new MemoryRouteStore();
   const c = await cluster(t, store);
   const logs = captureLogs();
-  const a = await c.start('a', { logger: logs.logger });
-  const b = await c.start('b');
-  const third = await c.start('c');
+  const a = await c.start({ logger: logs.logger });
+  const b = await c.start();
+  const third = await c.start();
   await c.agent(b);
   await c.agent(third);
   const holders = (await store.holders('edge')).map((h) => h.proxyId);
