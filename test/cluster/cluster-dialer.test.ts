@@ -11,7 +11,9 @@ import type { ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster
 import { ErrorCodes, GateError } from '../../lib/errors.js';
 import { captureLogs } from '../hardening/log-capture.js';
 import { closedWithoutAnswer, startCluster as cluster, clusterClient as client } from '../helpers/cluster.js';
-import { echoOnce, until } from '../helpers/net.js';
+import { echoOnce, run, until } from '../helpers/net.js';
+import { requirePeer } from '../helpers/peers.js';
+import { startPostgres } from '../helpers/postgres.js';
 
 /** A MemoryRouteStore that can be made to fail every call, as an unreachable Redis does. */
 class SwitchableStore implements RouteStore {
@@ -133,4 +135,22 @@ t.test('a holder that died without leaving the store: the next holder is tried',
   const denied = await dialer.open('edge', '127.0.0.1:9').catch((err: GateError) => err);
   t.equal((denied as GateError).code, ErrorCodes.AGENT_TARGET_DENIED);
   t.ok(logs.lines.filter((l) => l.code === ErrorCodes.PEER_DIAL_FAILED).length - before <= 1, 'at most the dead holder was tried before the refusal');
+});
+
+t.test('psql on one proxy, PostgreSQL behind an agent whose tunnel another proxy holds', async (t) => {
+  const pg = await startPostgres(t);
+  const psql = requirePeer(t, 'psql', 'postgresql-client');
+  if (!pg || !psql) return;
+  const target = `127.0.0.1:${pg.port}`;
+  const c = await cluster(t, new MemoryRouteStore());
+  const a = await c.start({ upstreams: { postgres: `tunnel:edge/${target}` } });
+  const b = await c.start({ upstreams: { postgres: `tunnel:edge/${target}` } });
+  await c.agent(b, { resources: [c.echo, target] });
+  // As the README has it: psql straight at the proxy's port, TLS verified against the cluster CA.
+  const result = await run(psql, [`host=localhost port=${a.port('multiplex')} sslmode=verify-full sslrootcert=${a.caFile} user=${pg.user} dbname=postgres`, '-Atc', "select 'across the cluster', 6 * 7"], {
+    env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
+  });
+  t.equal(result.code, 0, result.stderr);
+  t.equal(result.stdout.trim(), 'across the cluster|42', 'psql on A, the tunnel on B');
+  t.equal(b.stats('peer').accepted, 1, 'through the peering session A opened to B');
 });

@@ -21,7 +21,7 @@ export interface Cluster {
   readonly ca: CertificateAuthority;
   /** A TCP echo server the agents serve: `mongodb` routes reach it through agent `edge`, `redis` through `ghost` (never connected). */
   echo: string;
-  start(extra?: { proxyService?: Record<string, unknown>; logger?: Logger }): Promise<RunningGateProxy>;
+  start(extra?: { proxyService?: Record<string, unknown>; upstreams?: Record<string, string>; logger?: Logger }): Promise<RunningGateProxy>;
   /** Agent `edge` with a tunnel to `proxy`, connected. */
   agent(proxy: RunningGateProxy, extra?: Partial<AgentOptions>): Promise<TunnelAgent>;
 }
@@ -39,7 +39,7 @@ export async function startCluster(t: Teardownable, store: RouteStore): Promise<
     start: async (extra = {}) => {
       const proxy = await startGateProxy(t, {
         mode: 'multiplex',
-        upstreams: { mongodb: `tunnel:edge/${echo}`, redis: `tunnel:ghost/${echo}` },
+        upstreams: { mongodb: `tunnel:edge/${echo}`, redis: `tunnel:ghost/${echo}`, ...extra.upstreams },
         proxyService: { peer_listen_addr: '127.0.0.1:0', ...extra.proxyService },
         cluster: { presence_ttl: '3s' },
         routeStore: store,
