@@ -6,6 +6,7 @@ import { readRefusalDebugData } from '../tunnel/admission.js';
 import { awaitConnectAnswer } from '../tunnel/connect-answer.js';
 import { connectRequestHeaders, h2ErrorName } from '../tunnel/connect-request.js';
 import type { OpenStreamOptions } from '../tunnel/registry.js';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
 import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
 import { ALPN_PEER, PEER_AGENT_HEADER } from '../wire/names.js';
 import { admitPeer, peerTlsFacts } from './peer-identity.js';
@@ -139,7 +140,7 @@ export class PeerPool {
     const held = this.peers.get(peer.id);
     if (held && held.addr === peer.peerAddr && held.ended === undefined) return held;
     if (held) held.session.then((s) => s.close(), () => {});
-    const connection: PeerConnection = { addr: peer.peerAddr, session: Promise.resolve(undefined as never) };
+    const connection = { addr: peer.peerAddr } as PeerConnection;
     connection.session = this.dial(peer, connection);
     // A failed dial is not kept: the next forwarded connection tries again.
     connection.session.catch(() => {
@@ -192,6 +193,18 @@ export class PeerPool {
     });
     session.once('remoteSettings', () => {
       if (!session.destroyed) session.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
+    });
+    // A peer whose host died without a FIN is noticed as a tunnel's agent is (PINGs with a
+    // deadline), so dials stop waiting on its session before its presence has even expired.
+    startHeartbeat(session, {
+      intervalMs: DEFAULT_HEARTBEAT_INTERVAL_MS,
+      timeoutMs: DEFAULT_HEARTBEAT_TIMEOUT_MS,
+      onTimeout: (why) => {
+        forget(`heartbeat: ${why}`);
+        this.log.warn({ peer: peer.id, addr: peer.peerAddr, code: ErrorCodes.PEER_DIAL_FAILED }, `peering session lost: ${why}`);
+        session.destroy();
+        socket.destroy();
+      },
     });
     this.log.debug({ peer: peer.id, addr: peer.peerAddr }, 'peering session opened');
     return session;

@@ -13,6 +13,7 @@ import { refusalHeaders } from '../tunnel/connect-request.js';
 import { jsStreamOver } from '../tunnel/js-stream.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
 import { releaseStream } from '../tunnel/release-stream.js';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
 import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
 import { ALPN_PEER, PEER_AGENT_HEADER } from '../wire/names.js';
 import { admitPeer, peerTlsFacts } from './peer-identity.js';
@@ -57,11 +58,6 @@ export class PeerServer {
     this.h2.on('stream', (stream, headers) => this.serve(stream, headers));
   }
 
-  /** Peering sessions open now. */
-  get sessionCount(): number {
-    return this.sessions.size;
-  }
-
   /** The handler for the peer route: TLS ends here with a client certificate requested. */
   endpoint(tls: PeerEndpointTls): TerminateHandler {
     return terminate(
@@ -100,6 +96,17 @@ export class PeerServer {
         session.once('close', () => {
           this.sessions.delete(session);
           socket.destroy();
+        });
+        // A peer that vanished without a FIN (its host died) would leave its streams, and the
+        // agent streams they hold, open: PINGs with a deadline end them, as for agents' tunnels.
+        startHeartbeat(session, {
+          intervalMs: DEFAULT_HEARTBEAT_INTERVAL_MS,
+          timeoutMs: DEFAULT_HEARTBEAT_TIMEOUT_MS,
+          onTimeout: (why) => {
+            this.log.warn({ remote }, `peering session lost: ${why}`);
+            session.destroy();
+            socket.destroy();
+          },
         });
         this.log.info({ remote }, 'peer connected');
       },
