@@ -248,3 +248,11 @@ export {
   type UpgradeDecision,
   type WindowState,
 } from './upgrade/index.js';
+
+// Several proxies as one cluster: the shared route store and each proxy's membership (issue 14)
+export type { RouteStore, ProxyPresence, TunnelHolding } from './cluster/route-store.js';
+export { MemoryRouteStore } from './cluster/memory-route-store.js';
+export { RedisRouteStore, type RedisRouteStoreOptions } from './cluster/redis-route-store.js';
+export { ClusterMember, type ClusterMemberOptions, type ChannelMismatch, type StoreOperation, type TunnelEvents } from './cluster/cluster-member.js';
+export { channelFingerprint } from './cluster/channel-fingerprint.js';
+export type { ClusterConfig, StoreConfig } from './config/types.js';

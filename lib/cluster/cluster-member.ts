@@ -20,6 +20,9 @@ export interface ClusterMemberOptions {
   now?: () => number;
 }
 
+/** The RouteStore method a `store-error` came from (a metric label). */
+export type StoreOperation = 'announce' | 'holdTunnel' | 'proxies' | 'dropTunnel' | 'withdraw';
+
 /** Another proxy whose channel configuration differs from ours (issue 14, item 6). */
 export interface ChannelMismatch {
   proxyId: string;
@@ -37,8 +40,8 @@ export interface ChannelMismatch {
  * presence and tunnels again one tick after the store is back, without a restart (issue 14, item 7).
  * While the store is down local tunnels keep working: nothing here is on a connection's path.
  *
- * Events: `proxies-changed` (ProxyPresence[], this proxy included), `store-error` (GateError, each
- * failed operation, for counting; the log has one line per outage), `store-recovered`,
+ * Events: `proxies-changed` (ProxyPresence[], this proxy included), `store-error` (GateError and
+ * the StoreOperation, each failed operation, for counting; the log has one line per outage), `store-recovered`,
  * `channel-mismatch` (ChannelMismatch, once per distinct one).
  */
 export class ClusterMember extends EventEmitter {
@@ -66,14 +69,14 @@ export class ClusterMember extends EventEmitter {
     const generation = (this.issued.get(agent) ?? 0) + 1;
     this.issued.set(agent, generation);
     this.held.set(agent, generation);
-    this.write(this.options.store.holdTunnel(this.holding(agent, generation), this.options.ttlMs));
+    this.write('holdTunnel', this.options.store.holdTunnel(this.holding(agent, generation), this.options.ttlMs));
   };
 
   private readonly onDisconnected = (agent: string): void => {
     const generation = this.held.get(agent);
     if (generation === undefined) return;
     this.held.delete(agent);
-    this.write(this.options.store.dropTunnel(this.holding(agent, generation)));
+    this.write('dropTunnel', this.options.store.dropTunnel(this.holding(agent, generation)));
   };
 
   constructor(private readonly options: ClusterMemberOptions) {
@@ -115,7 +118,10 @@ export class ClusterMember extends EventEmitter {
     return this.held.get(agent);
   }
 
-  /** The other live proxies, as of the last refresh. */
+  /**
+   * The other live proxies as of the last successful refresh (kept while the store is unreachable),
+   * draining ones included: their `draining` says so.
+   */
   peers(): ProxyPresence[] {
     return this.lastProxies.filter((p) => p.id !== this.proxyId).map((p) => ({ ...p }));
   }
@@ -161,6 +167,7 @@ export class ClusterMember extends EventEmitter {
       await Promise.all([...this.held].map(([agent, generation]) => store.dropTunnel(this.holding(agent, generation))));
     } catch (err) {
       this.log.warn({ err, code: codeOf(err) }, 'could not withdraw from the route store; the records expire with their TTL');
+      this.emit('store-error', isGateError(err) ? err : new GateError(ErrorCodes.STORE_UNAVAILABLE, `route store: ${(err as Error)?.message}`, { cause: err }), 'withdraw');
     }
     this.held.clear();
   }
@@ -189,16 +196,19 @@ export class ClusterMember extends EventEmitter {
     const store = this.options.store;
     const ttlMs = this.options.ttlMs;
     const startedAt = this.now();
+    let operation: StoreOperation = 'announce';
     try {
       await store.announce({ ...this.presence, draining: this.draining }, ttlMs);
+      operation = 'holdTunnel';
       await Promise.all([...this.held].map(([agent, generation]) => store.holdTunnel(this.holding(agent, generation), ttlMs)));
+      operation = 'proxies';
       const proxies = await store.proxies();
       // Judged from when the announce was sent: that is when its TTL started.
       this.lastAnnouncedAt = startedAt;
       this.recovered();
       this.observe(proxies);
     } catch (err) {
-      this.failed(err);
+      this.failed(operation, err);
     }
   }
 
@@ -234,17 +244,17 @@ export class ClusterMember extends EventEmitter {
   }
 
   /** A hold or drop outside a refresh: a failure counts as a store error; the next refresh repairs it. */
-  private write(operation: Promise<unknown>): void {
-    operation.catch((err: unknown) => this.failed(err));
+  private write(operation: StoreOperation, pending: Promise<unknown>): void {
+    pending.catch((err: unknown) => this.failed(operation, err));
   }
 
-  private failed(err: unknown): void {
+  private failed(operation: StoreOperation, err: unknown): void {
     const error = isGateError(err)
       ? err
       : new GateError(ErrorCodes.STORE_UNAVAILABLE, `route store: ${(err as Error)?.message ?? String(err)}`, { cause: err });
     const first = !this.failing;
     this.failing = true;
-    this.emit('store-error', error);
+    this.emit('store-error', error, operation);
     if (!first) return;
     this.log.warn({ code: error.code, err: error }, `route store unavailable: ${error.message}; local tunnels keep working, records are re-registered when it is back`);
   }

@@ -9,6 +9,7 @@ import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import type { ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { captureLogs } from '../hardening/log-capture.js';
+import { eventually } from '../helpers/cluster.js';
 
 class Agents extends EventEmitter {
   readonly connected = new Set<string>();
@@ -53,15 +54,6 @@ function member(t: { teardown(fn: () => unknown): unknown }, options: Constructo
   const m = new ClusterMember(options);
   t.teardown(() => m.stop());
   return m;
-}
-
-/** Polls an async condition (bounded): the member's refresh timer runs on its own. */
-async function eventually(condition: () => Promise<boolean>, what: string, limitMs = 5000): Promise<void> {
-  const start = Date.now();
-  while (!(await condition())) {
-    if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 t.test('presence: announced at start, registered while fresh, peers are the others', async (t) => {
@@ -139,10 +131,15 @@ t.test('store outage: errors carry GATE_ERR_STORE_UNAVAILABLE, one log line, and
 
   store.down = true;
   const errors: GateError[] = [];
-  a.on('store-error', (err: GateError) => errors.push(err));
+  const operations = new Set<string>();
+  a.on('store-error', (err: GateError, operation: string) => {
+    errors.push(err);
+    operations.add(operation);
+  });
   agents.connect('other'); // recorded locally while the store is down
   await eventually(async () => errors.length >= 3, 'several failed refreshes');
   t.ok(errors.every((e) => e.code === ErrorCodes.STORE_UNAVAILABLE), 'every failure has the code');
+  t.ok(operations.has('holdTunnel') && operations.has('announce'), `each names its operation: ${[...operations].join(', ')}`);
   t.equal(lines.filter((l) => l.code === ErrorCodes.STORE_UNAVAILABLE).length, 1, 'one log line per outage, not one per refresh');
   await eventually(async () => !a.registered, 'registered turning false after a TTL without an announce');
 

@@ -6,7 +6,7 @@ import t from 'tap';
 import { once } from 'node:events';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
-import { clusterClient as client, startCluster } from '../helpers/cluster.js';
+import { clusterClient as client, startCluster } from '../helpers/cluster-rig.js';
 import { echoOnce, until } from '../helpers/net.js';
 
 t.test('drain: presence marked, new tunnels and forwarded dials refused, open streams finish', async (t) => {

@@ -2,25 +2,15 @@
 // MemoryRouteStore; a real agent joins one of them. Its presence, its tunnels with their
 // generations, a reload's new channel fingerprint, and the withdrawal on close reach the store.
 import t from 'tap';
-import { readFile } from 'node:fs/promises';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { channelFingerprint } from '../../lib/cluster/channel-fingerprint.js';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import { parseConfig } from '../../lib/config/load.js';
-import { startAgent } from '../../lib/tunnel/agent.js';
-import { joinProxy } from '../../lib/tunnel/join-client.js';
+import { eventually, joinedAgent } from '../helpers/cluster.js';
 import { PROXY_VERSION, startGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, startTaggedTcpServer } from '../helpers/net.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
-
-async function eventually(condition: () => boolean | Promise<boolean>, what: string, limitMs = 10_000): Promise<void> {
-  const start = Date.now();
-  while (!(await condition())) {
-    if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 t.test('two proxies on one store: presence, an agent\'s tunnel and its generations, reload, close', async (t) => {
   const tagged = await startTaggedTcpServer('behind-the-agent');
@@ -54,20 +44,14 @@ t.test('two proxies on one store: presence, an agent\'s tunnel and its generatio
   await eventually(() => a.proxy.cluster.peers().length === 1, 'a seeing b at its next refresh');
 
   // A real agent joins a and holds its tunnel there.
-  const token = (await readFile(a.proxy.devTokenFile, 'utf8')).trim();
-  const endpoint = { proxy: a.address('multiplex'), serverName: 'localhost', env: {} };
-  const identity = await joinProxy(endpoint, { token, name: 'edge', caPin: a.proxy.caPin });
-  const agentOptions = { proxy: endpoint.proxy, name: 'edge', ...identity, serverName: 'localhost', env: {}, resources: [target], backoff: { initialMs: 50, maxMs: 400 } };
-  let agent = startAgent(agentOptions);
-  t.teardown(() => agent.stop());
-  await agent.waitConnected();
+  const edge = await joinedAgent(t, a, 'edge', [target]);
+  let agent = await edge.connect();
   t.same(await store.holders('edge'), [{ agent: 'edge', proxyId: a.proxy.proxyId, generation: 1 }], 'the tunnel is in the store');
   t.equal(a.proxy.cluster.generationOf('edge'), 1);
 
   await agent.stop();
   await eventually(async () => (await store.holders('edge')).length === 0, 'the tunnel record dropped when the agent left');
-  agent = startAgent(agentOptions);
-  await agent.waitConnected();
+  agent = await edge.connect();
   t.same(await store.holders('edge'), [{ agent: 'edge', proxyId: a.proxy.proxyId, generation: 2 }], 'its next tunnel is generation 2');
 
   // A reload that changes a's channels: the new fingerprint is announced and b reports the mismatch.

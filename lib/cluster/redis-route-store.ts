@@ -1,0 +1,258 @@
+import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
+import { Redis } from 'ioredis';
+import { ErrorCodes, GateError } from '../errors.js';
+import { componentLogger, type Logger } from '../log.js';
+import type { ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
+
+export interface RedisRouteStoreOptions {
+  host: string;
+  port: number;
+  /** `rediss://`: TLS, verified against `ca` (PEM) or the system CAs, for the name `host`. */
+  tls?: boolean;
+  ca?: string | Buffer;
+  username?: string;
+  password?: string;
+  db?: number;
+  /** Every key starts with this (default `gate:`): several clusters, or test files, share one Redis. */
+  keyPrefix?: string;
+  /** Milliseconds a command may take before it fails with GATE_ERR_STORE_UNAVAILABLE (default 2000). */
+  commandTimeoutMs?: number;
+  /** How the server is named in messages (never with its password). */
+  label?: string;
+  logger?: Logger;
+}
+
+const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
+/** Reconnect attempts back off to this: a Redis that is back is seen within it. */
+const MAX_RECONNECT_DELAY_MS = 1000;
+
+// The record layout (docs/ARCHITECTURE.md, "The route store in Redis"), under the prefix P:
+//   P proxy:<id>            string, JSON ProxyPresence, PX ttl           (the presence)
+//   P proxies               set of proxy ids, pruned when their key is gone
+//   P tunnel:<agent>:<id>   string, the generation, PX ttl               (one holding)
+//   P holders:<agent>       set of proxy ids holding <agent>, PX >= the longest holding
+// Every operation that reads or writes more than one key is one Lua script: atomic (Redis runs a
+// script alone), one round trip, and so the generation checks cannot race. Scripts build their key
+// names from the prefix, so the store needs a standalone Redis (or a primary behind Sentinel), not
+// Redis Cluster.
+
+/** ARGV: prefix, id, presence JSON, ttl. */
+const ANNOUNCE = `
+redis.call('SET', ARGV[1] .. 'proxy:' .. ARGV[2], ARGV[3], 'PX', ARGV[4])
+redis.call('SADD', ARGV[1] .. 'proxies', ARGV[2])
+return 1`;
+
+/** ARGV: prefix, id. */
+const WITHDRAW = `
+redis.call('DEL', ARGV[1] .. 'proxy:' .. ARGV[2])
+redis.call('SREM', ARGV[1] .. 'proxies', ARGV[2])
+return 1`;
+
+/** ARGV: prefix. Returns the live presences' JSON; ids whose key expired leave the set. */
+const PROXIES = `
+local ids = redis.call('SMEMBERS', ARGV[1] .. 'proxies')
+local out = {}
+for _, id in ipairs(ids) do
+  local value = redis.call('GET', ARGV[1] .. 'proxy:' .. id)
+  if value then table.insert(out, value) else redis.call('SREM', ARGV[1] .. 'proxies', id) end
+end
+return out`;
+
+/**
+ * ARGV: prefix, agent, id, generation, ttl. An older generation never overwrites a newer one (a
+ * refresh racing a reconnect); the same one refreshes its TTL. Returns 1 when written.
+ */
+const HOLD = `
+local key = ARGV[1] .. 'tunnel:' .. ARGV[2] .. ':' .. ARGV[3]
+local held = redis.call('GET', key)
+if held and tonumber(held) > tonumber(ARGV[4]) then return 0 end
+redis.call('SET', key, ARGV[4], 'PX', ARGV[5])
+local set = ARGV[1] .. 'holders:' .. ARGV[2]
+redis.call('SADD', set, ARGV[3])
+if redis.call('PTTL', set) < tonumber(ARGV[5]) then redis.call('PEXPIRE', set, ARGV[5]) end
+return 1`;
+
+/** ARGV: prefix, agent, id, generation. Compare-and-delete: only that generation is removed. */
+const DROP = `
+local key = ARGV[1] .. 'tunnel:' .. ARGV[2] .. ':' .. ARGV[3]
+if redis.call('GET', key) ~= ARGV[4] then return 0 end
+redis.call('DEL', key)
+redis.call('SREM', ARGV[1] .. 'holders:' .. ARGV[2], ARGV[3])
+return 1`;
+
+/**
+ * ARGV: prefix, agent. Returns {id, generation, ...} of the holdings whose record and whose proxy's
+ * presence are both live: a proxy whose presence expired is no candidate, whatever its tunnel
+ * record says. Expired holdings leave the set.
+ */
+const HOLDERS = `
+local set = ARGV[1] .. 'holders:' .. ARGV[2]
+local ids = redis.call('SMEMBERS', set)
+local out = {}
+for _, id in ipairs(ids) do
+  local generation = redis.call('GET', ARGV[1] .. 'tunnel:' .. ARGV[2] .. ':' .. id)
+  if not generation then
+    redis.call('SREM', set, id)
+  elseif redis.call('EXISTS', ARGV[1] .. 'proxy:' .. id) == 1 then
+    table.insert(out, id)
+    table.insert(out, generation)
+  end
+end
+return out`;
+
+interface Scripts {
+  gateAnnounce(prefix: string, id: string, presence: string, ttl: number): Promise<unknown>;
+  gateWithdraw(prefix: string, id: string): Promise<unknown>;
+  gateProxies(prefix: string): Promise<string[]>;
+  gateHold(prefix: string, agent: string, id: string, generation: number, ttl: number): Promise<number>;
+  gateDrop(prefix: string, agent: string, id: string, generation: number): Promise<number>;
+  gateHolders(prefix: string, agent: string): Promise<string[]>;
+}
+
+/**
+ * The route store several proxy processes share (`cluster.store: redis://…`), on ioredis.
+ *
+ * It fails fast rather than queue: with Redis down every call rejects at once (no offline queue)
+ * or within the command timeout, with GATE_ERR_STORE_UNAVAILABLE, so nothing on a connection's path
+ * waits on a dead store. The client reconnects by itself in the background; the ClusterMember's
+ * next refresh then re-registers what its proxy holds.
+ */
+export class RedisRouteStore implements RouteStore {
+  private readonly redis: Redis & Scripts;
+  private readonly prefix: string;
+  private readonly label: string;
+  private readonly log: Logger;
+  private down = false;
+  private closed = false;
+  /** Why the connection failed last (WRONGPASS, ECONNREFUSED…), for the messages of refused commands. */
+  private lastError: string | undefined;
+
+  constructor(options: RedisRouteStoreOptions) {
+    this.prefix = options.keyPrefix ?? 'gate:';
+    this.label = options.label ?? `${options.tls ? 'rediss' : 'redis'}://${options.host}:${options.port}/${options.db ?? 0}`;
+    this.log = componentLogger(options.logger, 'route-store');
+    const commandTimeout = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+    this.redis = new Redis({
+      host: options.host,
+      port: options.port,
+      db: options.db ?? 0,
+      ...(options.username !== undefined ? { username: options.username } : {}),
+      ...(options.password !== undefined ? { password: options.password } : {}),
+      ...(options.tls ? { tls: { servername: options.host, ...(options.ca !== undefined ? { ca: options.ca } : {}) } } : {}),
+      // Fail fast (issue 14, item 7): a command while disconnected is refused at once instead of
+      // queued, one that gets no answer fails after the timeout, and none is retried behind the caller.
+      enableOfflineQueue: false,
+      commandTimeout,
+      connectTimeout: commandTimeout,
+      maxRetriesPerRequest: 0,
+      retryStrategy: (attempt: number) => Math.min(50 * 2 ** Math.min(attempt, 10), MAX_RECONNECT_DELAY_MS),
+      // The scripts hold the redis.call()s; ioredis loads each once (EVALSHA, EVAL on NOSCRIPT).
+      scripts: {
+        gateAnnounce: { lua: ANNOUNCE, numberOfKeys: 0 },
+        gateWithdraw: { lua: WITHDRAW, numberOfKeys: 0 },
+        gateProxies: { lua: PROXIES, numberOfKeys: 0 },
+        gateHold: { lua: HOLD, numberOfKeys: 0 },
+        gateDrop: { lua: DROP, numberOfKeys: 0 },
+        gateHolders: { lua: HOLDERS, numberOfKeys: 0 },
+      },
+    }) as Redis & Scripts;
+    // Without a listener ioredis prints every connection error to the console. One log line per
+    // outage: the ClusterMember reports the failed operations themselves.
+    this.redis.on('error', (err: Error) => {
+      this.lastError = err.message;
+      if (this.down || this.closed) return;
+      this.down = true;
+      this.log.warn({ code: ErrorCodes.STORE_UNAVAILABLE, store: this.label, reason: err.message }, `route store ${this.label} unreachable: ${err.message}`);
+    });
+    this.redis.on('ready', () => {
+      if (this.down) this.log.info({ store: this.label }, `route store ${this.label} reachable again`);
+      this.down = false;
+      this.lastError = undefined;
+    });
+  }
+
+  /**
+   * Waits for the first connection, at most `timeoutMs`; resolves either way (a proxy starts while
+   * Redis is down and registers once it is up). True when connected.
+   */
+  async ready(timeoutMs = DEFAULT_COMMAND_TIMEOUT_MS): Promise<boolean> {
+    if (this.redis.status === 'ready') return true;
+    const signal = AbortSignal.timeout(timeoutMs);
+    try {
+      await once(this.redis, 'ready', { signal });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async announce(presence: ProxyPresence, ttlMs: number): Promise<void> {
+    await this.run('announce', () => this.redis.gateAnnounce(this.prefix, presence.id, JSON.stringify(presence), ttl(ttlMs)));
+  }
+
+  async withdraw(proxyId: string): Promise<void> {
+    await this.run('withdraw', () => this.redis.gateWithdraw(this.prefix, proxyId));
+  }
+
+  async proxies(): Promise<ProxyPresence[]> {
+    const values = await this.run('proxies', () => this.redis.gateProxies(this.prefix));
+    const out: ProxyPresence[] = [];
+    for (const value of values) {
+      const presence = parsePresence(value);
+      if (presence) out.push(presence);
+      else this.log.warn({ store: this.label }, 'a presence record in the route store is not one this version reads; skipped');
+    }
+    return out;
+  }
+
+  async holdTunnel(holding: TunnelHolding, ttlMs: number): Promise<void> {
+    await this.run('holdTunnel', () => this.redis.gateHold(this.prefix, holding.agent, holding.proxyId, holding.generation, ttl(ttlMs)));
+  }
+
+  async dropTunnel(holding: TunnelHolding): Promise<boolean> {
+    return (await this.run('dropTunnel', () => this.redis.gateDrop(this.prefix, holding.agent, holding.proxyId, holding.generation))) === 1;
+  }
+
+  async holders(agent: string): Promise<TunnelHolding[]> {
+    const flat = await this.run('holders', () => this.redis.gateHolders(this.prefix, agent));
+    const out: TunnelHolding[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) out.push({ agent, proxyId: flat[i] as string, generation: Number(flat[i + 1]) });
+    return out;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    // quit() waits for Redis to answer; when it is down, drop the connection instead of waiting.
+    if (this.redis.status === 'ready') await this.redis.quit().catch(() => this.redis.disconnect());
+    else this.redis.disconnect();
+  }
+
+  private async run<T>(what: string, command: () => Promise<T>): Promise<T> {
+    if (this.closed) throw new GateError(ErrorCodes.STORE_UNAVAILABLE, `route store ${this.label}: closed`);
+    try {
+      return await command();
+    } catch (err) {
+      // ioredis's messages name the host and port, never the password. A command refused because
+      // there is no connection says why there is none.
+      const why = this.redis.status !== 'ready' ? `not connected (${this.lastError ?? this.redis.status})` : (err as Error).message;
+      throw new GateError(ErrorCodes.STORE_UNAVAILABLE, `route store ${this.label}: ${what}: ${why}`, { cause: err });
+    }
+  }
+}
+
+/** Whole milliseconds, at least 1 (PX 0 is an error in Redis). */
+function ttl(ms: number): number {
+  return Math.max(1, Math.ceil(ms));
+}
+
+function parsePresence(text: string): ProxyPresence | undefined {
+  try {
+    const value = JSON.parse(text) as Partial<ProxyPresence>;
+    if (typeof value.id !== 'string' || typeof value.peerAddr !== 'string' || typeof value.version !== 'string' || typeof value.draining !== 'boolean' || typeof value.channelFingerprint !== 'string') return undefined;
+    return { id: value.id, peerAddr: value.peerAddr, version: value.version, draining: value.draining, channelFingerprint: value.channelFingerprint };
+  } catch {
+    return undefined;
+  }
+}
