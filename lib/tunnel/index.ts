@@ -2,7 +2,7 @@
 // CONNECT stream in it per client connection (client -> proxy -> agent -> resource).
 export { startAgent, type AgentOptions, type TunnelAgent, type AgentConnectedEvent } from './agent.js';
 export { TunnelRegistry, type TunnelRegistryOptions, type OpenStreamOptions } from './registry.js';
-export { viaTunnel, type ViaTunnelOptions } from './via-tunnel.js';
+export { viaTunnel, type ViaTunnelOptions, type TunnelStreamOpener } from './via-tunnel.js';
 export { tunnelEndpoint, tunnelRoute, type TunnelEndpointTls } from './endpoint.js';
 export { parseTunnelUpstream, isTunnelUpstream, type TunnelUpstream } from './tunnel-upstream.js';
 export { agentNameOf, isValidAgentName, commonNameOfSubject, type CertificateNames } from './agent-identity.js';

@@ -18,4 +18,6 @@ export {
   isPingAlpn,
   mysqlVersionFromAlpn,
   mysqlVersionAlpn,
+  ALPN_PEER,
+  PEER_ROLE_URI,
 } from './names.js';
