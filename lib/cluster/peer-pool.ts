@@ -7,9 +7,10 @@ import { awaitConnectAnswer } from '../tunnel/connect-answer.js';
 import { connectRequestHeaders, h2ErrorName } from '../tunnel/connect-request.js';
 import type { OpenStreamOptions } from '../tunnel/registry.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
-import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
+import { TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
 import { ALPN_PEER, PEER_AGENT_HEADER } from '../wire/names.js';
 import { admitPeer, peerTlsFacts } from './peer-identity.js';
+import { PEER_SESSION_SETTINGS } from './peer-settings.js';
 
 /** A proxy to forward to: its id in the route store and the address it serves peering on. */
 export interface PeerAddress {
@@ -172,7 +173,7 @@ export class PeerPool {
       socket.destroy();
       throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${peer.peerAddr} is not a proxy of this cluster: ${(err as Error).message}`, { cause: err });
     }
-    const session = connect(`https://${peer.peerAddr}`, { createConnection: () => socket, settings: TUNNEL_SESSION_SETTINGS });
+    const session = connect(`https://${peer.peerAddr}`, { createConnection: () => socket, settings: PEER_SESSION_SETTINGS });
     const forget = (why: string): void => {
       connection.ended ??= why;
       if (this.peers.get(peer.id) === connection) this.peers.delete(peer.id);

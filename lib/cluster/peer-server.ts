@@ -14,7 +14,8 @@ import { jsStreamOver } from '../tunnel/js-stream.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
 import { releaseStream } from '../tunnel/release-stream.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
-import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
+import { TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
+import { PEER_SESSION_SETTINGS } from './peer-settings.js';
 import { ALPN_PEER, PEER_AGENT_HEADER } from '../wire/names.js';
 import { admitPeer, peerTlsFacts } from './peer-identity.js';
 
@@ -54,7 +55,7 @@ export class PeerServer {
 
   constructor(private readonly options: PeerServerOptions) {
     this.log = componentLogger(options.logger, 'peer-server');
-    this.h2 = createServer({ settings: TUNNEL_SESSION_SETTINGS });
+    this.h2 = createServer({ settings: PEER_SESSION_SETTINGS });
     this.h2.on('stream', (stream, headers) => this.serve(stream, headers));
   }
 

@@ -128,3 +128,24 @@ t.test('the peer client refuses a server that is not a proxy of the cluster', as
   const closed = (await pool.open({ id: 'y', peerAddr: '127.0.0.1:1' }, 'edge', '127.0.0.1:1').catch((e: GateError) => e)) as GateError;
   t.equal(closed.code, ErrorCodes.PEER_DIAL_FAILED, 'a peer address nothing listens on');
 });
+
+t.test('one peering session carries more than a tunnel\'s 1,000 streams (two agents, 1,100 at once)', async (t) => {
+  const dataDir = await tempDir(t, 'cluster-data');
+  const start = (): Promise<RunningGateProxy> => startGateProxy(t, { mode: 'multiplex', upstreams: {}, dataDir, proxyService: { peer_listen_addr: '127.0.0.1:0' } });
+  const a = await start();
+  const b = await start();
+  const ca = await clusterCa(dataDir);
+  const echo = await startEchoServer(t);
+  for (const name of ['edge-1', 'edge-2']) {
+    const agent = startAgent({ proxy: b.address('multiplex'), name, ...ca.issue({ commonName: name, usage: 'client' }), ca: ca.cert, serverName: 'localhost', resources: [echo.address], env: {} });
+    t.teardown(() => agent.stop());
+    await agent.waitConnected(10_000);
+  }
+  const peerB = { id: 'proxy-b', peerAddr: b.address('peer') };
+  const streams = await Promise.all(Array.from({ length: 1100 }, (_, i) => a.proxy.peers.open(peerB, i % 2 === 0 ? 'edge-1' : 'edge-2', echo.address)));
+  const answers = await Promise.all(streams.map((s, i) => echoOnce(s, `s${i};`)));
+  t.equal(answers.filter((text, i) => text === `s${i};`).length, 1100, 'all 1,100 streams open at once, each echoing its own bytes');
+  t.equal(b.stats('peer').accepted, 1, 'over one peering session');
+  for (const s of streams) s.end();
+  await until(() => echo.accepted() === 1100, 'every target connection made');
+});
