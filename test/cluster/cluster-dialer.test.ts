@@ -5,6 +5,7 @@
 // local tunnels keep working and remote dials fail with GATE_ERR_STORE_UNAVAILABLE; a holder that
 // died without leaving the store makes the next holder be tried.
 import t from 'tap';
+import { once } from 'node:events';
 import { ClusterDialer } from '../../lib/cluster/cluster-dialer.js';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import type { ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
@@ -89,7 +90,14 @@ t.test('a client on any proxy reaches the agent wherever its tunnel is', async (
   back.destroy();
 
   // B stops: it leaves the store at once, A closes its session to B, and the agent is offline.
+  // A connection open through B at that moment is closed with a code, never left hanging.
+  const midway = await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.25', port: 5 });
+  t.equal(await echoOnce(midway, 'open through B'), 'open through B');
+  const streamFailures = a.stats('multiplex').failures[ErrorCodes.AGENT_STREAM_FAILED] ?? 0;
+  const midwayClosed = once(midway, 'close');
   await b.proxy.close({ graceMs: 0 });
+  await midwayClosed;
+  await until(() => (a.stats('multiplex').failures[ErrorCodes.AGENT_STREAM_FAILED] ?? 0) === streamFailures + 1, 'the client of the dead path closed with GATE_ERR_AGENT_STREAM_FAILED');
   await until(() => a.proxy.peers.connected().length === 0, "A closed B's session when B left the store", 5_000);
   t.ok(await closedWithoutAnswer(await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.24', port: 4 })));
   await until(() => a.stats('multiplex').failures[ErrorCodes.AGENT_OFFLINE] === 2, 'the agent is offline once its only holder left');
