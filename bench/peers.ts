@@ -201,6 +201,8 @@ export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[]
     nodePeer('gate-mux-native', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1' }),
     // The same route with upstream A behind an agent's reverse tunnel (router + agent process).
     nodePeer('gate-mux-tunnel', 'tunnel-router.js', true),
+    // The same, but the agent's tunnel is held by another proxy (router + holder + agent; issue 14).
+    nodePeer('gate-mux-peered', 'peered-router.js', true),
     ...compare.map((path, i) => nodePeer(`gate-mux-ref${i === 0 ? '' : i + 1}`, 'router.js', true, path, refNodeArgs)),
     nodePeer('node-baseline', 'baseline-router.js', false),
     haproxyPeer(),

@@ -304,9 +304,9 @@ async function idle(): Promise<void> {
   const up = await startUpstreams('idle');
   try {
     for (let round = 1; round <= config.idleRounds; round++) {
-      // The tunnel peer is left out: 5,000 idle clients are 5,000 streams in one tunnel, over the
+      // The tunnel peers are left out: 5,000 idle clients are 5,000 streams in one tunnel, over the
       // session's 1,000-stream limit (lib/tunnel/settings.ts).
-      for (const peer of rotate(runnable.filter((p) => p.name !== 'direct' && p.name !== 'gate-mux-tunnel'), round - 1)) {
+      for (const peer of rotate(runnable.filter((p) => p.name !== 'direct' && p.name !== 'gate-mux-tunnel' && p.name !== 'gate-mux-peered'), round - 1)) {
         const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
         await withPeer('idle', round, peer, ctx, async (running, m) => {
           const pid = running.pid!;
@@ -518,6 +518,9 @@ function report(startedAt: Date, seconds: number): string {
     );
     if (peers.some((p) => p.name === 'gate-mux-tunnel')) {
       out.push('', '`gate-mux-tunnel` opens a new stream in the established tunnel per connection: its TTFB minus gate-mux\'s is the stream setup (CONNECT, the agent\'s dial, the 200).');
+    }
+    if (peers.some((p) => p.name === 'gate-mux-peered')) {
+      out.push('', '`gate-mux-peered`: the agent\'s tunnel is held by another proxy (issue 14): per connection a route-store lookup (in memory), a CONNECT stream in the peering session, and one in the tunnel; its CPU is both proxies and the agent. Its TTFB minus `gate-mux-tunnel`\'s is the peering hop.');
     }
   }
   if (args.only.has('idle')) {

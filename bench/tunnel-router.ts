@@ -8,15 +8,9 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Multiplexer, TunnelRegistry, devCertificates, forward, tunnelRoute, viaTunnel } from '../lib/index.js';
+import { envPort } from './env-port.js';
 
-function port(name: string): number {
-  const value = Number(process.env[name]);
-  if (!Number.isInteger(value) || value <= 0 || value > 65535) {
-    process.stderr.write(`tunnel-router: set ${name} to a TCP port (got '${process.env[name] ?? ''}')\n`);
-    process.exit(2);
-  }
-  return value;
-}
+const port = (name: string): number => envPort('tunnel-router', name);
 
 const listenPort = port('LISTEN_PORT');
 const targetA = `127.0.0.1:${port('UPSTREAM_A_PORT')}`;

@@ -105,6 +105,8 @@ export {
   TUNNEL_CLUSTER_VIEW_PATH,
   PROXY_ID_HEADER,
   PROXY_IDS_HEADER,
+  ALPN_PEER,
+  PEER_ROLE_URI,
 } from './wire/index.js';
 
 // Client side: environment proxies, dialers, HTTP agent, local proxy (`gate-mux/client`)
@@ -275,4 +277,9 @@ export { MemoryRouteStore } from './cluster/memory-route-store.js';
 export { RedisRouteStore, type RedisRouteStoreOptions } from './cluster/redis-route-store.js';
 export { ClusterMember, type ClusterMemberOptions, type ChannelMismatch, type StoreOperation, type TunnelEvents } from './cluster/cluster-member.js';
 export { channelFingerprint } from './cluster/channel-fingerprint.js';
+// Peering between the proxies of a cluster, and dials across it (issue 14)
+export { PeerServer, type PeerServerOptions, type PeerEndpointTls } from './cluster/peer-server.js';
+export { PeerPool, type PeerPoolOptions, type PeerIdentity, type PeerAddress } from './cluster/peer-pool.js';
+export { ClusterDialer, type ClusterDialerOptions, type DialerMembership, type PeerOpener } from './cluster/cluster-dialer.js';
+export { admitPeer, hasProxyRole, peerTlsFacts, type PeerTlsFacts } from './cluster/peer-identity.js';
 export type { ClusterConfig, StoreConfig } from './config/types.js';

@@ -84,6 +84,9 @@ export async function main(argv: string[]): Promise<number> {
   });
   process.removeListener('SIGHUP', onReload);
   console.log(`${signal}: draining connections (up to ${drainSeconds} s)`);
+  // Draining first (issue 14): the cluster stops choosing this proxy and agents move elsewhere
+  // while open connections finish.
+  await proxy.drain();
   await proxy.close({ graceMs: drainSeconds * 1000 });
   if (pidFile) await rm(pidFile, { force: true });
   logger.flush?.();

@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { connect as tlsConnect, type TLSSocket } from 'node:tls';
+import { connect as tlsConnect, type ConnectionOptions, type TLSSocket } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger } from '../log.js';
 import { dial, DEFAULT_DIAL_TIMEOUT_MS, type DialOptions } from './dial.js';
@@ -18,6 +18,8 @@ export interface DialTlsOptions extends DialOptions {
   key?: string | Buffer;
   /** Default true. */
   rejectUnauthorized?: boolean;
+  /** Replaces the host-name check (Node's `checkServerIdentity`), for a peer known by a role rather than a name. */
+  checkServerIdentity?: ConnectionOptions['checkServerIdentity'];
   /** Deadline for the TLS handshake after the dial (default: `timeoutMs`, else 10 s). */
   handshakeTimeoutMs?: number;
 }
@@ -50,6 +52,7 @@ export async function dialTls(target: string, options: DialTlsOptions): Promise<
     ...(options.cert === undefined ? {} : { cert: options.cert }),
     ...(options.key === undefined ? {} : { key: options.key }),
     rejectUnauthorized: options.rejectUnauthorized ?? true,
+    ...(options.checkServerIdentity === undefined ? {} : { checkServerIdentity: options.checkServerIdentity }),
   });
   await new Promise<void>((resolve, reject) => {
     const done = (err?: Error): void => {

@@ -351,11 +351,17 @@ function readUpstreams(c: Checker, value: unknown): Partial<Record<UpstreamProto
       );
       continue;
     }
+    if (protocol === 'peer') {
+      // Until issue 14 the peer port passed TLS through to this address; now the proxy serves
+      // peering itself (mutual TLS between the proxies of one cluster), so the key must go.
+      c.fail(
+        at,
+        'no longer used: the proxy serves peering itself on proxy_service.peer_listen_addr (mutual TLS between proxies ' +
+          'of one cluster, certificates from the cluster CA); remove this key and set peer_listen_addr',
+      );
+      continue;
+    }
     if (typeof raw === 'string' && isTunnelUpstream(raw.trim())) {
-      if (protocol === 'peer') {
-        c.fail(at, 'expected host:port: peering goes to another proxy, never through an agent');
-        continue;
-      }
       try {
         out[protocol] = parseTunnelUpstream(raw.trim());
       } catch (err) {

@@ -15,6 +15,8 @@ export interface IssueOptions {
   dnsNames?: string[];
   /** IP literals for the subjectAltName extension. */
   ipAddresses?: string[];
+  /** URIs for the subjectAltName extension (a role marker such as the proxy-peering one, lib/wire/names.ts). */
+  uris?: string[];
   /** 'server' (default), 'client' or 'both': sets extendedKeyUsage. */
   usage?: 'server' | 'client' | 'both';
   days?: number;
@@ -128,6 +130,7 @@ export class CertificateAuthority {
     const altNames = [
       ...(options.dnsNames ?? []).map((value) => ({ type: 2, value })),
       ...(options.ipAddresses ?? []).map((ip) => ({ type: 7, ip })),
+      ...(options.uris ?? []).map((value) => ({ type: 6, value })),
     ];
     for (const ip of options.ipAddresses ?? []) {
       if (isIP(ip) === 0) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `not an IP address: ${ip}`);

@@ -1,11 +1,12 @@
 import { X509Certificate } from 'node:crypto';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, link, mkdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import type { SecureContextOptions } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { CertificateAuthority, type KeyPair } from '../pki/certificate-authority.js';
 import type { GateConfig } from '../config/types.js';
+import { PEER_ROLE_URI } from '../wire/names.js';
 
 /** The certificates the proxy terminates TLS with. */
 export interface ProxyCertificates {
@@ -25,6 +26,12 @@ export interface ProxyCertificates {
   clusterCaFile: string;
   /** The server key pair issued by the cluster CA, for the tunnel route. */
   clusterServer: KeyPair;
+  /**
+   * This proxy's peering identity (issue 14): issued by the cluster CA at each start, kept in
+   * memory only, for both ends of peering (server and client authentication), with the proxy role
+   * (`PEER_ROLE_URI`) that agent and client certificates never carry.
+   */
+  peer: KeyPair;
 }
 
 async function readKeyPair(certFile: string, keyFile: string): Promise<KeyPair> {
@@ -51,21 +58,62 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
-/** The cluster CA in `dataDir`, made at first start and kept, so agents that pinned it keep trusting it. */
+/** Milliseconds a proxy waits for another one that is writing the shared CA (see `clusterAuthority`). */
+const CA_WRITE_WAIT_MS = 5_000;
+
+/**
+ * The cluster CA in `dataDir`, made at first start and kept, so agents that pinned it keep trusting it.
+ *
+ * Several proxies of one cluster may share one `data_dir` and start together (issue 14): they
+ * must end up with the same CA, or their peering and agents' pins would split. So the key file
+ * is the lock: a new CA's key is written to a temporary file and hard-linked to `ca-key.pem`,
+ * which fails with EEXIST for every proxy but one; the winner then renames the certificate into
+ * place, and the others wait (bounded) until it is there and load the winner's pair.
+ */
 async function clusterAuthority(dataDir: string): Promise<{ ca: CertificateAuthority; caFile: string }> {
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   const caFile = join(dataDir, 'ca.pem');
   const caKeyFile = join(dataDir, 'ca-key.pem');
-  let ca: CertificateAuthority;
-  if ((await exists(caFile)) && (await exists(caKeyFile))) {
+  let ca: CertificateAuthority | undefined;
+  if (!(await exists(caKeyFile))) {
+    const made = CertificateAuthority.create('gate-mux proxy development CA');
+    const tag = `${process.pid}-${Math.random().toString(36).slice(2)}`;
+    const keyTemp = join(dataDir, `.ca-key.pem.${tag}`);
+    const certTemp = join(dataDir, `.ca.pem.${tag}`);
+    await writeFile(keyTemp, made.key, { mode: 0o600 });
+    try {
+      await link(keyTemp, caKeyFile);
+      await writeFile(certTemp, made.cert);
+      await rename(certTemp, caFile);
+      ca = made;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    } finally {
+      await unlink(keyTemp).catch(() => {});
+    }
+  }
+  if (!ca) {
+    // Another proxy made the key: its certificate follows at once, unless it died in between.
+    for (let waited = 0; !(await exists(caFile)); waited += 50) {
+      if (waited >= CA_WRITE_WAIT_MS) throw new GateError(ErrorCodes.CONFIG_INVALID, `${caKeyFile} exists but ${caFile} does not: remove the key, or put its certificate back`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     ca = CertificateAuthority.fromPem(await readKeyPair(caFile, caKeyFile));
-  } else {
-    ca = CertificateAuthority.create('gate-mux proxy development CA');
-    await writeFile(caKeyFile, ca.key, { mode: 0o600 });
-    await writeFile(caFile, ca.cert);
   }
   await chmod(caKeyFile, 0o600);
   return { ca, caFile };
+}
+
+/**
+ * This proxy's peering certificate. Why a URI subjectAltName for the role: the cluster CA also
+ * signs agents' certificates (clientAuth, named by CN or DNS SAN) and the tunnel route's server
+ * certificate (serverAuth), so neither the chain nor the key usage tells a proxy apart; a URI SAN
+ * is a field no agent name is read from (lib/tunnel/agent-identity.ts) and no CSR can put in an
+ * agent's certificate (the CA sets every extension itself), and it is how SPIFFE names workloads.
+ * The key never leaves memory: a new one at each start and reload.
+ */
+function peerCertificate(ca: CertificateAuthority): KeyPair {
+  return ca.issue({ commonName: 'gate-mux proxy', uris: [PEER_ROLE_URI], usage: 'both', days: 30 });
 }
 
 /**
@@ -98,7 +146,7 @@ export async function loadProxyCertificates(config: GateConfig, fallbackDataDir 
   const dataDir = config.dataDir ?? fallbackDataDir;
   const { ca, caFile } = await clusterAuthority(dataDir);
   const clusterServer = await clusterServerCertificate(config, ca, dataDir);
-  const cluster = { clusterCa: ca, clusterCaFile: caFile, clusterServer };
+  const cluster = { clusterCa: ca, clusterCaFile: caFile, clusterServer, peer: peerCertificate(ca) };
   const pairs = config.proxy.httpsKeypairs;
   if (pairs.length === 0) return { default: clusterServer, bySni: {}, caFile, ...cluster };
   const loaded = await Promise.all(pairs.map((p) => readKeyPair(p.certFile, p.keyFile)));

@@ -26,6 +26,11 @@ import { join } from 'node:path';
 import { createJoinRoutes } from '../tunnel/join-endpoint.js';
 import { JoinTokens } from '../tunnel/join-tokens.js';
 import { TunnelRegistry } from '../tunnel/registry.js';
+import { PeerServer } from '../cluster/peer-server.js';
+import { PeerPool } from '../cluster/peer-pool.js';
+import { ClusterDialer } from '../cluster/cluster-dialer.js';
+import type { ClientHttp2Stream } from 'node:http2';
+import type { OpenStreamOptions } from '../tunnel/registry.js';
 import { formatAddress, isWildcardHost, type HostPort } from '../config/address.js';
 import { channelFingerprint } from '../cluster/channel-fingerprint.js';
 import { ClusterMember } from '../cluster/cluster-member.js';
@@ -103,6 +108,13 @@ export class GateProxy {
   /** The slots of every listener: descriptors are per process, so one budget for all of them. */
   private budget: ConnectionBudget | undefined;
   private readonly registry: TunnelRegistry;
+  /** Serves other proxies' forwarded dials on the peer listener, from this proxy's tunnels only. */
+  private readonly peering: PeerServer;
+  /** Sessions to the other proxies, for dials whose agent another proxy holds. */
+  private readonly peerPool: PeerPool;
+  /** This proxy's tunnels first, then the other holders (set once the proxy joined the cluster). */
+  private dialer: ClusterDialer | undefined;
+  private draining = false;
   private readonly joinTokens = new JoinTokens();
   private authority!: AgentAuthority;
   private revoked = new Set<string>();
@@ -129,6 +141,11 @@ export class GateProxy {
     this.registry = new TunnelRegistry({
       ...(options.logger ? { logger: options.logger } : {}),
       isRevoked: (serial) => this.revoked.has(serial),
+    });
+    this.peering = new PeerServer({ registry: this.registry, isDraining: () => this.draining, ...(options.logger ? { logger: options.logger } : {}) });
+    this.peerPool = new PeerPool({
+      identity: () => ({ ...this.certificates.peer, ca: this.certificates.clusterCa.cert }),
+      ...(options.logger ? { logger: options.logger } : {}),
     });
     const joinRoutes = createJoinRoutes(
       () => this.authority,
@@ -245,6 +262,11 @@ export class GateProxy {
     this.readiness.push(source);
   }
 
+  /** Sessions to other proxies of the cluster (issue 14): forwarded dials go through them. */
+  get peers(): PeerPool {
+    return this.peerPool;
+  }
+
   /** The listeners with the ports they are bound to. */
   get plan(): ListenerPlan {
     return {
@@ -274,6 +296,30 @@ export class GateProxy {
     this.logger.info({ source: config.source }, 'configuration reloaded');
   }
 
+  /** True from `drain()` on. */
+  get isDraining(): boolean {
+    return this.draining;
+  }
+
+  /**
+   * The first half of a rolling restart (issue 14, item 4), before `close`: the presence is marked
+   * draining in the store (other proxies try this one last), new tunnels and forwarded dials are
+   * refused with GATE_ERR_DRAINING, and every agent and peer gets a GOAWAY, so agents dial a new
+   * tunnel (through the load balancer, to another proxy) while open streams finish on the old one.
+   * The listeners keep accepting: a client that still lands here is served through another holder.
+   * Resolves once the draining presence has been announced (or the store failed to take it).
+   */
+  async drain(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    this.registry.setDraining(true);
+    this.logger.info({ proxyId: this.proxyId, agents: this.registry.agents().length }, 'draining: no new tunnels, agents told to go elsewhere, open streams finish');
+    // Announced before the agents are told, so the tunnels they open next are not sent back here.
+    await this.member?.setDraining(true);
+    this.registry.goAway();
+    this.peering.goAway();
+  }
+
   async close(options: { graceMs?: number } = {}): Promise<void> {
     // /readyz says 503 from now on (the load balancer stops sending), while the diagnostics
     // listener stays up for the grace period so that the prober sees it.
@@ -285,12 +331,21 @@ export class GateProxy {
     // Agents are told first (GOAWAY): their open streams may finish within the grace period,
     // and they reconnect elsewhere or when this proxy is back instead of waiting on a dead path.
     this.registry.goAway();
+    this.peering.goAway();
     await Promise.all(listeners.map((l) => this.retire(l.mux, options)));
     this.registry.close();
+    this.peering.close();
+    this.peerPool.close();
+    this.dialer?.close();
     const diag = this.diag;
     this.diag = undefined;
     await diag?.server.close();
     if (this.ownsStore) await this.store.close();
+  }
+
+  /** A stream through `agent`'s tunnel: this proxy's, else another holder's (issue 14). */
+  private openTunnel(agent: string, target: string, options: OpenStreamOptions): Promise<ClientHttp2Stream> {
+    return this.dialer ? this.dialer.open(agent, target, options) : this.registry.open(agent, target, options);
   }
 
   /** Opens the route store (unless one was given) and starts announcing this proxy in it. */
@@ -320,6 +375,16 @@ export class GateProxy {
     this.member.on('proxies-changed', (proxies: ProxyPresence[]) => {
       this.registry.setClusterView({ proxyId: this.proxyId, proxyIds: proxies.filter((p) => !p.draining).map((p) => p.id) });
     });
+    this.dialer = new ClusterDialer({
+      registry: this.registry,
+      store: this.store,
+      member: this.member,
+      peers: this.peerPool,
+      onPeerDial: (outcome, code) => this.metrics.peerDial(outcome, code),
+      ...(this.options.logger ? { logger: this.options.logger } : {}),
+    });
+    // A proxy that left the store (stopped, or its presence expired) is dialled no more: its session goes.
+    this.member.on('proxies-changed', (proxies: Array<{ id: string }>) => this.peerPool.retain(proxies.map((p) => p.id)));
     await this.member.start();
     this.logger.info({ proxyId: this.proxyId, store: this.storeLabel(this.config), peerAddr: this.presenceFields(this.config).peerAddr }, 'joined the cluster');
   }
@@ -389,7 +454,13 @@ export class GateProxy {
       ...(this.options.logger ? { logger: this.options.logger } : {}),
     });
     const plan = planListeners(config);
-    const routesOf = (spec: ListenerSpec) => spec.routes.map((r) => routeFor(r, certificates, this.web, { tunnels: this.registry, ...(this.options.env ? { env: this.options.env } : {}) }));
+    const routeOptions = {
+      tunnels: this.registry,
+      peering: this.peering,
+      openTunnel: (agent: string, target: string, o: OpenStreamOptions) => this.openTunnel(agent, target, o),
+      ...(this.options.env ? { env: this.options.env } : {}),
+    };
+    const routesOf = (spec: ListenerSpec) => spec.routes.map((r) => routeFor(r, certificates, this.web, routeOptions));
     const next = plan.listeners.map((spec) => ({ spec, routes: routesOf(spec) }));
     const budgetSettings = this.budgetSettings(config);
     const budget = this.budget ?? new ConnectionBudget(budgetSettings.options);

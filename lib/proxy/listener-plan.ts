@@ -5,6 +5,7 @@ import {
   ALPN_MONGODB,
   ALPN_MYSQL,
   ALPN_MYSQL_VERSION_PREFIX,
+  ALPN_PEER,
   ALPN_POSTGRES,
   ALPN_POSTGRES_DIRECT,
   ALPN_REDIS,
@@ -26,7 +27,7 @@ import {
 export type RouteTransport =
   /** TLS ends at the proxy (per-route certificates); the cleartext stream is forwarded or served. */
   | 'tls-terminate'
-  /** TLS bytes go to the upstream untouched (Kubernetes, peering: the upstream holds the certificate). */
+  /** TLS bytes go to the upstream untouched (Kubernetes: the upstream holds the certificate). */
   | 'tls-passthrough'
   /** No TLS: the plaintext stream is forwarded (or served, for web) as it arrived. */
   | 'plaintext'
@@ -50,8 +51,8 @@ export interface RouteSpec {
   transport: RouteTransport;
   framing: RouteFraming;
   /**
-   * Where to send the traffic: an address, or a target behind an agent's tunnel; undefined for web
-   * and the tunnel route, which the proxy serves itself.
+   * Where to send the traffic: an address, or a target behind an agent's tunnel; undefined for web,
+   * the tunnel route and peering, which the proxy serves itself.
    */
   upstream: Upstream | undefined;
 }
@@ -207,13 +208,14 @@ function ownPortAlternatives(protocol: UpstreamProtocol): { routes: Alternative[
     case 'redis':
       return { routes: [terminate('redis')] };
     case 'peer':
-      return { routes: [passthrough('peer')] };
+      // The proxy's own peering server (issue 14): mutual TLS between proxies, ended here.
+      return { routes: [{ name: 'peer', match: { alpn: ALPN_PEER, protocol: 'tls' }, transport: 'tls-terminate', framing: 'raw' }] };
   }
 }
 
 /** The matches recognising `protocol` on a shared (TLS routing) port, in declaration order. */
 export function routeMatchesFor(protocol: ProxyProtocolName, options: { plaintext?: boolean } = {}): RouteMatch[] {
-  if (protocol === 'peer') return [{ protocol: 'tls' }];
+  if (protocol === 'peer') return [{ alpn: ALPN_PEER, protocol: 'tls' }];
   return sharedPortAlternatives(protocol, options.plaintext ?? true).map((a) => a.match);
 }
 

@@ -14,7 +14,8 @@ import { formatHostPort } from '../client/target.js';
 import { forwardThroughProxy } from './env-proxy-upstream.js';
 import { tunnelEndpoint } from '../tunnel/endpoint.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
-import { viaTunnel } from '../tunnel/via-tunnel.js';
+import { viaTunnel, type TunnelStreamOpener } from '../tunnel/via-tunnel.js';
+import type { PeerServer } from '../cluster/peer-server.js';
 
 /** The servers the proxy answers web traffic with itself. */
 export interface WebServers {
@@ -66,13 +67,20 @@ export interface RouteForOptions {
   tunnels?: TunnelRegistry;
   /** Where HTTPS_PROXY / NO_PROXY come from for the dials that honour them (default `process.env`). */
   env?: NodeJS.ProcessEnv;
+  /**
+   * How `tunnel:<agent>/<host:port>` upstreams open their streams (issue 14: this proxy's tunnel,
+   * then the other proxies holding one); default this proxy's tunnels only.
+   */
+  openTunnel?: TunnelStreamOpener;
+  /** Serves the peer route (issue 14); without it the peer route is a configuration error. */
+  peering?: PeerServer;
 }
 
 /**
  * Which upstream dials honour the environment proxy: Kubernetes only. The platform's proxy reaches
  * a Kubernetes API through HTTPS_PROXY like any HTTPS client it makes (its kube forwarder is an
  * HTTP client), and says a local cluster "may fail unless kube.gate.cluster.local is in NO_PROXY"
- * (issue 13, item 5). Database, SSH and peer upstreams are raw TCP the platform dials directly,
+ * (issue 13, item 5). Database and SSH upstreams are raw TCP the platform dials directly,
  * as gate-mux does on its fast path.
  */
 const ENV_PROXY_PROTOCOLS: ReadonlySet<string> = new Set(['kube']);
@@ -95,7 +103,7 @@ export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: 
   const upstream =
     spec.upstream &&
     (isAgentUpstream(spec.upstream)
-      ? viaTunnel(needTunnels(), spec.upstream.agent, spec.upstream.target)
+      ? viaTunnel(needTunnels(), spec.upstream.agent, spec.upstream.target, options.openTunnel ? { open: options.openTunnel } : {})
       : directOrProxied(spec, spec.upstream, options.env));
   let handler: Handler;
   if (spec.protocol === 'tunnel') {
@@ -105,6 +113,10 @@ export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: 
       ...certificates.clusterServer,
       ca: certificates.clusterCa.cert,
     });
+  } else if (spec.protocol === 'peer') {
+    if (!options.peering) throw new GateError(ErrorCodes.CONFIG_INVALID, `route ${spec.name} needs the proxy's peering server`);
+    // Proxies trust the cluster CA and show their peering certificates (the proxy role) both ways.
+    handler = options.peering.endpoint({ ...certificates.peer, ca: certificates.clusterCa.cert });
   } else if (spec.protocol === 'web') {
     handler =
       spec.transport === 'plaintext'

@@ -6,6 +6,7 @@ import { ErrorCodes, GateError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { splice } from '../transport/splice.js';
 import { refusalHeaders } from './connect-request.js';
+import { CLIENT_ADDR_HEADER } from '../wire/names.js';
 
 export interface AgentStreamOptions {
   /** May this agent open `host:port`? Asked before any dial. */
@@ -15,6 +16,12 @@ export interface AgentStreamOptions {
   log: Logger;
   /** Told about each target socket so the agent can destroy them all on stop. */
   track: (socket: Socket) => void;
+}
+
+/** The client's address the proxy sent with the CONNECT, or undefined (an older proxy). */
+export function clientOf(headers: IncomingHttpHeaders): string | undefined {
+  const value = headers[CLIENT_ADDR_HEADER];
+  return typeof value === 'string' ? value : undefined;
 }
 
 function refuse(stream: ServerHttp2Stream, code: string, message: string): void {
@@ -60,6 +67,8 @@ export function serveAgentStream(stream: ServerHttp2Stream, headers: IncomingHtt
       }
       socket.setNoDelay(true);
       options.track(socket);
+      // Who the proxy dials for: the client's real address, as the proxy it reached had it (issue 14).
+      log.debug({ target, client: clientOf(headers) }, 'stream opened');
       stream.respond({ ':status': 200 });
       // RFC 9113 §8.5: a reset or error on the TCP side is signalled with RST_STREAM CONNECT_ERROR.
       // Left to splice, the stream would be destroyed without an error, which Node sends as

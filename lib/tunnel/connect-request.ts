@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import { ErrorCodes, type ErrorCode } from '../errors.js';
+import { CLIENT_ADDR_HEADER } from '../wire/names.js';
 
 /**
  * The one request the tunnel knows: the proxy opens an HTTP/2 stream with an extended-less CONNECT
@@ -13,8 +14,12 @@ export const ERROR_CODE_HEADER = 'gate-error-code';
 /** Header carrying a short human-readable reason. */
 export const ERROR_MESSAGE_HEADER = 'gate-error';
 
-export function connectRequestHeaders(target: string): OutgoingHttpHeaders {
-  return { ':method': 'CONNECT', ':authority': target };
+/**
+ * The CONNECT for `target`; `client` (the client's real address, `ip:port`) goes along in
+ * CLIENT_ADDR_HEADER so the agent side can log and audit who it dials for (issue 14).
+ */
+export function connectRequestHeaders(target: string, client?: string): OutgoingHttpHeaders {
+  return { ':method': 'CONNECT', ':authority': target, ...(client ? { [CLIENT_ADDR_HEADER]: headerSafe(client) } : {}) };
 }
 
 /** HTTP status an agent answers with for a failure code. */

@@ -4,7 +4,7 @@ export { startAgent, type AgentOptions, type TunnelAgent, type AgentConnectedEve
 export { AgentPool, RedialSchedule, DEFAULT_CONNECTION_COUNT, type DialOutcome, type PoolTunnel } from './agent-pool.js';
 export { normalizeClusterView, readClusterView, type ClusterView } from './cluster-view.js';
 export { TunnelRegistry, type TunnelRegistryOptions, type OpenStreamOptions } from './registry.js';
-export { viaTunnel, type ViaTunnelOptions } from './via-tunnel.js';
+export { viaTunnel, type ViaTunnelOptions, type TunnelStreamOpener } from './via-tunnel.js';
 export { tunnelEndpoint, tunnelRoute, type TunnelEndpointTls } from './endpoint.js';
 export { parseTunnelUpstream, isTunnelUpstream, type TunnelUpstream } from './tunnel-upstream.js';
 export { agentNameOf, isValidAgentName, commonNameOfSubject, type CertificateNames } from './agent-identity.js';

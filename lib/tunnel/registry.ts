@@ -1,5 +1,5 @@
 import { EventEmitter, once } from 'node:events';
-import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
+import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { TLSSocket } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
@@ -7,8 +7,8 @@ import type { CustomHandler } from '../handlers/types.js';
 import { admitAgent, normalizeSerial, refusalDebugData, verifyErrorCode } from './admission.js';
 import { LocalAgentSessions, type AgentSessionEntry, type AgentSessions } from './agent-sessions.js';
 import { jsStreamOver } from './js-stream.js';
-import { releaseStream } from './release-stream.js';
-import { connectRequestHeaders, h2ErrorName, readRefusal } from './connect-request.js';
+import { connectRequestHeaders, h2ErrorName } from './connect-request.js';
+import { awaitConnectAnswer } from './connect-answer.js';
 import { clusterViewRequestHeaders, normalizeClusterView, sameClusterView, type ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
 import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from './settings.js';
@@ -28,6 +28,8 @@ export interface TunnelRegistryOptions {
 export interface OpenStreamOptions {
   signal?: AbortSignal;
   timeoutMs?: number;
+  /** The client's real address (`ip:port`), told to the agent with the CONNECT. */
+  client?: string;
 }
 
 interface AgentSession extends AgentSessionEntry {
@@ -63,6 +65,7 @@ export class TunnelRegistry extends EventEmitter {
   private readonly all = new Set<AgentSession>();
   private closed = false;
   private view: ClusterView | undefined;
+  private draining = false;
   /**
    * Streams opened through agents, and how many ended with RST_STREAM (sent or received) rather
    * than END_STREAM both ways. Resets are what an agent's nghttp2 rate-limits (rapid reset).
@@ -126,6 +129,7 @@ export class TunnelRegistry extends EventEmitter {
     let serial = '';
     try {
       if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'tunnel registry is closed');
+      if (this.draining) throw new GateError(ErrorCodes.DRAINING, 'this proxy is draining (shutting down): connect to another proxy of the cluster');
       const peer = socket.getPeerCertificate();
       serial = normalizeSerial(peer?.serialNumber ?? '');
       name = admitAgent(
@@ -349,7 +353,7 @@ export class TunnelRegistry extends EventEmitter {
     const where = `agent ${name} -> ${target}`;
     let stream: ClientHttp2Stream;
     try {
-      stream = entry.session.request(connectRequestHeaders(target), { endStream: false });
+      stream = entry.session.request(connectRequestHeaders(target, options.client), { endStream: false });
     } catch (err) {
       return Promise.reject(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${(err as Error).message}`, { cause: err }));
     }
@@ -358,34 +362,16 @@ export class TunnelRegistry extends EventEmitter {
       if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) this.streamStats.reset++;
     });
     const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
-    return new Promise<ClientHttp2Stream>((resolve, reject) => {
-      const done = (err: GateError | undefined): void => {
-        clearTimeout(timer);
-        options.signal?.removeEventListener('abort', onAbort);
-        stream.removeListener('response', onResponse);
-        stream.removeListener('close', onClose);
-        if (!err) return resolve(stream);
-        // A client that went away while the agent dialled releases the stream (END_STREAM, see
-        // release-stream.ts); an agent that did not answer in time gets a cancel.
-        if (err.code === ErrorCodes.DIAL_ABORTED) releaseStream(stream);
-        else if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
-        reject(err);
-      };
-      const onResponse = (headers: IncomingHttpHeaders): void => {
-        const status = headers[':status'];
-        if (Number(status) === 200) return done(undefined);
-        const refusal = readRefusal(headers);
+    return awaitConnectAnswer(stream, {
+      timeoutMs,
+      signal: options.signal,
+      where,
+      refused: (refusal) => {
         const code = refusal.code === ErrorCodes.AGENT_TARGET_DENIED ? ErrorCodes.AGENT_TARGET_DENIED : ErrorCodes.AGENT_STREAM_FAILED;
-        done(new GateError(code, `${where}: ${refusal.message}${refusal.code && refusal.code !== code ? ` (${refusal.code})` : ''}`));
-      };
-      const onClose = (): void => done(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${this.lossReason(entry, stream)}`));
-      const onAbort = (): void => done(new GateError(ErrorCodes.DIAL_ABORTED, `${where}: aborted`, { cause: options.signal?.reason }));
-      const timer = setTimeout(() => done(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: no answer within ${timeoutMs} ms`)), timeoutMs);
-      stream.on('error', () => {}); // the outcome is read from 'close' and rstCode
-      stream.once('response', onResponse);
-      stream.once('close', onClose);
-      if (options.signal?.aborted) onAbort();
-      else options.signal?.addEventListener('abort', onAbort, { once: true });
+        return new GateError(code, `${where}: ${refusal.message}${refusal.code && refusal.code !== code ? ` (${refusal.code})` : ''}`);
+      },
+      lost: () => new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${this.lossReason(entry, stream)}`),
+      timedOut: () => new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: no answer within ${timeoutMs} ms`),
     });
   }
 
@@ -398,6 +384,14 @@ export class TunnelRegistry extends EventEmitter {
   /** Session of a connected agent, for `viaTunnel`'s messages. */
   sessionOf(name: string): ClientHttp2Session | undefined {
     return this.sessions.get(name)?.session;
+  }
+
+  /**
+   * While on, new tunnels are refused with GATE_ERR_DRAINING (told in the GOAWAY, so the agent
+   * knows to go elsewhere) and the tunnels already up are left to `goAway` (issue 14, item 4).
+   */
+  setDraining(on: boolean): void {
+    this.draining = on;
   }
 
   /** Tells every agent the proxy is going away (GOAWAY NO_ERROR): no new streams, open ones may finish. */

@@ -5,11 +5,17 @@ import { splice } from '../transport/splice.js';
 import { h2ErrorName } from './connect-request.js';
 import { releaseStream } from './release-stream.js';
 import type { CustomHandler } from '../handlers/types.js';
-import type { TunnelRegistry } from './registry.js';
+import type { OpenStreamOptions, TunnelRegistry } from './registry.js';
+import { formatHostPort } from '../client/target.js';
+
+/** Opens the stream for one client connection: this proxy's tunnel, or (issue 14) through a peer proxy. */
+export type TunnelStreamOpener = (agent: string, target: string, options: OpenStreamOptions) => Promise<ClientHttp2Stream>;
 
 export interface ViaTunnelOptions {
   /** Milliseconds the agent has to reach the target (default: the registry's). */
   openTimeoutMs?: number;
+  /** How the stream is opened (default: `registry.open`, this proxy's tunnels only). */
+  open?: TunnelStreamOpener;
 }
 
 /**
@@ -30,16 +36,18 @@ function failClient(client: Duplex, error: GateError): void {
  * with GATE_ERR_AGENT_STREAM_FAILED (never left hanging).
  */
 export function viaTunnel(registry: TunnelRegistry, agent: string, target: string, options: ViaTunnelOptions = {}): CustomHandler {
+  const open = options.open ?? ((name: string, to: string, o: OpenStreamOptions) => registry.open(name, to, o));
   return {
     kind: 'custom',
-    handle: async (client) => {
+    handle: async (client, info) => {
       const abort = new AbortController();
       const onEarlyClose = (): void => abort.abort(new Error('client closed'));
       client.once('close', onEarlyClose);
       let stream: ClientHttp2Stream;
       try {
-        stream = await registry.open(agent, target, {
+        stream = await open(agent, target, {
           signal: abort.signal,
+          client: formatHostPort(info.remote.address, info.remote.port),
           ...(options.openTimeoutMs === undefined ? {} : { timeoutMs: options.openTimeoutMs }),
         });
       } catch (err) {
@@ -52,7 +60,8 @@ export function viaTunnel(registry: TunnelRegistry, agent: string, target: strin
         releaseStream(stream);
         return;
       }
-      const session = registry.sessionOf(agent);
+      // The session the stream runs in: the agent's tunnel, or the peering session to the proxy holding it.
+      const session = stream.session;
       // Registered before splice's own 'close' listener, so the client is destroyed with the reason
       // (and the multiplexer logs it) rather than silently by splice.
       stream.once('close', () => {

@@ -21,4 +21,6 @@ export {
   TUNNEL_CLUSTER_VIEW_PATH,
   PROXY_ID_HEADER,
   PROXY_IDS_HEADER,
+  ALPN_PEER,
+  PEER_ROLE_URI,
 } from './names.js';

@@ -100,3 +100,21 @@ export const TUNNEL_CLUSTER_VIEW_PATH = '/v1/tunnel/cluster-view';
 export const PROXY_ID_HEADER = 'gate-proxy-id';
 /** Every live proxy's id, the sender's included, comma-separated. */
 export const PROXY_IDS_HEADER = 'gate-proxy-ids';
+/**
+ * Proxy peering (issue 14), on `peer_listen_addr` only: mutual TLS between proxies of one cluster
+ * with this ALPN, then HTTP/2 in which the dialling proxy opens one CONNECT stream per forwarded
+ * client connection (`:authority` the target as the agent dials it).
+ */
+export const ALPN_PEER = 'gate-proxy-peer';
+/**
+ * The role a proxy's peering certificate carries as a URI subjectAltName, and agent and client
+ * certificates never do: the cluster CA signs all three, so the chain alone cannot tell a proxy.
+ */
+export const PEER_ROLE_URI = 'urn:gate-mux:role:proxy';
+/** On a peering CONNECT: the agent whose tunnel the forwarded connection goes through. */
+export const PEER_AGENT_HEADER = 'gate-agent';
+/**
+ * On a peering CONNECT and on the CONNECT to an agent: the client's real address (`ip:port`,
+ * IPv6 bracketed), as the receiving proxy's listener had it (the PROXY v2 source when one was accepted).
+ */
+export const CLIENT_ADDR_HEADER = 'gate-client-addr';

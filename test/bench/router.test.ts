@@ -18,9 +18,9 @@ t.teardown(async () => {
   await closeServer(upB.server as Server);
 });
 
-async function startRouter(env: Record<string, string> = {}): Promise<{ child: ChildProcess; port: number }> {
+async function startRouter(env: Record<string, string> = {}, script = routerScript): Promise<{ child: ChildProcess; port: number }> {
   const port = await freePort();
-  const child = spawn(process.execPath, [routerScript], {
+  const child = spawn(process.execPath, [script], {
     env: { ...process.env, LISTEN_PORT: String(port), UPSTREAM_A_PORT: String(upA.port), UPSTREAM_B_PORT: String(upB.port), ...env },
     stdio: ['ignore', 'pipe', process.env.DEBUG_ROUTER ? 'inherit' : 'ignore'],
   });
@@ -29,7 +29,7 @@ async function startRouter(env: Record<string, string> = {}): Promise<{ child: C
   });
   // The router says so once every worker has started (the port alone answers after the first).
   const line = await readUntil(child.stdout!, (text) => text.includes('\n'));
-  t.match(line, /^router listening on/, 'router reports it is listening');
+  t.match(line, /^(\w+ )?router listening on/, 'router reports it is listening');
   return { child, port };
 }
 
@@ -78,3 +78,19 @@ t.test('WORKERS=2: routes through the cluster, restarts a killed worker, stops a
   t.equal(code, 0, 'primary exits cleanly on SIGTERM');
   t.same(replaced.filter((pid) => descendants(1).includes(pid)), [], 'no worker outlives the primary');
 });
+
+// The tunnelled peers: upstream A behind an agent's tunnel, held by the router itself or (issue 14)
+// by another proxy the router reaches over peering. Same rule, same black-box check.
+for (const [name, script] of [['gate-mux-tunnel', 'tunnel-router.js'], ['gate-mux-peered', 'peered-router.js']] as const) {
+  t.test(`${name}: routes A through the tunnel and stops its processes on SIGTERM`, async (t) => {
+    const { child, port } = await startRouter({}, fileURLToPath(new URL(`../../bench/${script}`, import.meta.url)));
+    const tree = descendants(child.pid!);
+    t.ok(tree.length >= 1, 'the agent (and the holder) run as children');
+    await checkRouting(t, port);
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    t.equal(code, 0, 'exits cleanly on SIGTERM');
+    for (let i = 0; i < 100 && tree.some((pid) => descendants(1).includes(pid)); i++) await sleep(50);
+    t.same(tree.filter((pid) => descendants(1).includes(pid)), [], 'no child outlives the router');
+  });
+}

@@ -20,7 +20,7 @@ t.test('two proxies on one store: presence, an agent\'s tunnel and its generatio
   const cluster = { presence_ttl: '1s' };
   const a = await startGateProxy(t, {
     mode: 'multiplex',
-    upstreams: { redis: `tunnel:edge/${target}`, peer: '127.0.0.1:9' },
+    upstreams: { redis: `tunnel:edge/${target}` },
     proxyService: { peer_listen_addr: '127.0.0.1:0' },
     cluster,
     routeStore: store,

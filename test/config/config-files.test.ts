@@ -107,10 +107,9 @@ proxy_service:
     mysql: tunnel:db-agent/10.0.0.5:3306
     mongodb: 127.0.0.1:27017
     redis: " tunnel:cache.edge/[::1]:6379 "
-    peer: 10.0.0.2:3021
 `,
     check: (c, _w, t) => {
-      t.equal(Object.keys(c.proxy.upstreams).length, 7);
+      t.equal(Object.keys(c.proxy.upstreams).length, 6);
       t.same(c.proxy.upstreams.postgres, { host: '::1', port: 5432 });
       t.same(c.proxy.upstreams.kube, { host: 'kube.internal', port: 6443 });
       t.same(c.proxy.upstreams.mysql, { agent: 'db-agent', target: '10.0.0.5:3306' });
@@ -310,7 +309,8 @@ const invalid: InvalidCase[] = [
   { name: 'separate mode default port clash', yaml: 'auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  listen_addr: :3024\n  upstreams: {ssh: 127.0.0.1:22}\n', path: 'proxy_service.tunnel_listen_addr', says: /0\.0\.0\.0:3024 \(its default\) is also proxy_service\.listen_addr/ },
   { name: 'upstreams.tunnel is gone', yaml: 'proxy_service:\n  upstreams: {tunnel: 127.0.0.1:3024}\n', path: 'proxy_service.upstreams.tunnel', says: /no longer used: the proxy hosts agents' reverse tunnels itself.*tunnel:<agent>\/<host:port>/ },
   { name: 'tunnel upstream without target', yaml: 'proxy_service:\n  upstreams: {postgres: "tunnel:db-agent"}\n', path: 'proxy_service.upstreams.postgres', says: /expected tunnel:<agent>\/<host:port>/ },
-  { name: 'peering through an agent', yaml: 'proxy_service:\n  upstreams: {peer: "tunnel:a/10.0.0.2:3021"}\n', path: 'proxy_service.upstreams.peer', says: /never through an agent/ },
+  { name: 'peering through an agent', yaml: 'proxy_service:\n  upstreams: {peer: "tunnel:a/10.0.0.2:3021"}\n', path: 'proxy_service.upstreams.peer', says: /no longer used: the proxy serves peering itself/ },
+  { name: 'a peer upstream (before issue 14)', yaml: 'proxy_service:\n  upstreams: {peer: 10.0.0.2:3021}\n', path: 'proxy_service.upstreams.peer', says: /remove this key and set peer_listen_addr/ },
   { name: 'join token too short', yaml: 'auth_service:\n  join_tokens: [{token: short}]\n', path: 'auth_service.join_tokens[0].token', says: /at least 16 characters \(got 5\)/ },
   { name: 'join token listed twice', yaml: 'auth_service:\n  join_tokens: [{token: aaaaaaaaaaaaaaaaaaaa}, {token: aaaaaaaaaaaaaaaaaaaa}]\n', path: 'auth_service.join_tokens[1].token', says: /listed twice/ },
   { name: 'join token bad agent name', yaml: 'auth_service:\n  join_tokens: [{token: aaaaaaaaaaaaaaaaaaaa, agents: ["a b"]}]\n', path: 'auth_service.join_tokens[0].agents[0]', says: /expected an agent name/ },
@@ -323,7 +323,7 @@ const invalid: InvalidCase[] = [
   { name: 'agent certificate lifetime too short', yaml: 'auth_service:\n  agent_certificate_ttl: 30s\n', path: 'auth_service.agent_certificate_ttl', says: /at least 1m/ },
   { name: 'revocation list not a list', yaml: 'auth_service:\n  revoked_agent_certificates: abc\n', path: 'auth_service.revoked_agent_certificates', says: /serial numbers/ },
   { name: 'revoked serial not hex', yaml: 'auth_service:\n  revoked_agent_certificates: [xyz]\n', path: 'auth_service.revoked_agent_certificates[0]', says: /serial number in hex/ },
-  { name: 'peer port clash in multiplex mode', yaml: 'proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n  peer_listen_addr: 127.0.0.1:3080\n  upstreams: {peer: 10.0.0.2:3021}\n', path: 'proxy_service.peer_listen_addr', says: /is also proxy_service\.web_listen_addr/ },
+  { name: 'peer port clash in multiplex mode', yaml: 'proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n  peer_listen_addr: 127.0.0.1:3080\n', path: 'proxy_service.peer_listen_addr', says: /is also proxy_service\.web_listen_addr/ },
   { name: 'high_water above 1', yaml: 'proxy_service:\n  high_water: 1.5\n', path: 'proxy_service.high_water', says: /expected a fraction above 0 and at most 1, such as 0\.8 or 80%, got number 1\.5/ },
   { name: 'source_share zero', yaml: 'proxy_service:\n  source_share: 0%\n', path: 'proxy_service.source_share', says: /expected a fraction above 0/ },
   { name: 'max_connections_per_source text', yaml: 'proxy_service:\n  max_connections_per_source: lots\n', path: 'proxy_service.max_connections_per_source', says: /expected a whole number >= 0 \(0: none\)/ },

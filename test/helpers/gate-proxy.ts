@@ -44,10 +44,7 @@ export interface StartGateProxyOptions {
   logger?: Logger;
   /** HTTPS_PROXY / NO_PROXY for the proxy's own dials (default: none, so the test's environment never leaks in). */
   env?: NodeJS.ProcessEnv;
-  /**
-   * The data directory (default: a new temp directory). Proxies of one cluster share it, so they
-   * share the cluster CA, as an operator's proxies do; the first to start makes it.
-   */
+  /** A `data_dir` to use (several proxies of one cluster share one, and so its CA); default a new temp directory. */
   dataDir?: string;
   /** The top-level `cluster` section, as YAML values (store, presence_ttl, ...). */
   cluster?: Record<string, unknown>;

@@ -135,13 +135,15 @@ proxy_service:
   ], 'the tunnel port is always open in separate mode');
 });
 
-t.test('peering has its own port in both modes', async (t) => {
-  const multiplex = planListeners(parseConfig('proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n  upstreams: {peer: 10.0.0.2:3021}\n').config);
+t.test('peering has its own port in both modes, served by the proxy itself (issue 14)', async (t) => {
+  const multiplex = planListeners(parseConfig('proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n  peer_listen_addr: 127.0.0.1:3021\n').config);
   t.same(multiplex.listeners.map((l) => [l.name, l.port]), [['multiplex', 3080], ['peer', 3021]]);
-  t.match(byName(multiplex.listeners, 'peer').routes, [{ name: 'peer', match: { protocol: 'tls' }, transport: 'tls-passthrough', upstream: { host: '10.0.0.2', port: 3021 } }]);
+  t.match(byName(multiplex.listeners, 'peer').routes, [{ name: 'peer', match: { alpn: 'gate-proxy-peer', protocol: 'tls' }, transport: 'tls-terminate', upstream: undefined }]);
   t.notOk(multiplex.listeners[0]?.routes.some((r) => r.protocol === 'peer'), 'no peer route on the shared port');
-  const separate = planListeners(parseConfig('auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  peer_listen_addr: :13021\n  upstreams: {peer: 10.0.0.2:3021}\n').config);
+  const separate = planListeners(parseConfig('auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  peer_listen_addr: :13021\n').config);
   t.same(separate.listeners.map((l) => [l.name, l.host, l.port]), [['web', '0.0.0.0', 3080], ['tunnel', '0.0.0.0', 3024], ['peer', '0.0.0.0', 13021]]);
+  const without = planListeners(parseConfig('proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n').config);
+  t.same(without.listeners.map((l) => l.name), ['multiplex'], 'no peer_listen_addr: no peering');
 });
 
 t.test('routeMatchFor gives the primary TLS recognition', async (t) => {
@@ -153,7 +155,7 @@ t.test('routeMatchFor gives the primary TLS recognition', async (t) => {
   t.same(routeMatchFor('mysql'), { alpn: 'gate-mysql', protocol: 'tls' });
   t.same(routeMatchFor('mongodb'), { alpn: 'gate-mongodb', protocol: 'tls' });
   t.same(routeMatchFor('redis'), { alpn: 'gate-redis', protocol: 'tls' });
-  t.same(routeMatchFor('peer'), { protocol: 'tls' });
+  t.same(routeMatchFor('peer'), { alpn: 'gate-proxy-peer', protocol: 'tls' });
   t.same(routeMatchesFor('mysql'), [
     { alpn: 'gate-mysql', protocol: 'tls' },
     { alpn: 'gate-mysql-ping', protocol: 'tls' },

@@ -1,0 +1,162 @@
+import type { ClientHttp2Stream } from 'node:http2';
+import { ErrorCodes, GateError, isGateError, type ErrorCode } from '../errors.js';
+import { componentLogger, type Logger } from '../log.js';
+import type { OpenStreamOptions, TunnelRegistry } from '../tunnel/registry.js';
+import type { PeerAddress } from './peer-pool.js';
+import type { ProxyPresence, RouteStore } from './route-store.js';
+
+/** What the dialer needs of the cluster membership (a ClusterMember): our id, and store health. */
+export interface DialerMembership {
+  readonly proxyId: string;
+  on(event: 'store-error' | 'store-recovered', listener: () => void): unknown;
+  off(event: 'store-error' | 'store-recovered', listener: () => void): unknown;
+}
+
+/** What the dialer needs of the peer pool. */
+export interface PeerOpener {
+  open(peer: PeerAddress, agent: string, target: string, options?: OpenStreamOptions): Promise<ClientHttp2Stream>;
+}
+
+export interface ClusterDialerOptions {
+  /** This proxy's tunnels: always tried first. */
+  registry: Pick<TunnelRegistry, 'has' | 'open'>;
+  store: Pick<RouteStore, 'holders' | 'proxies'>;
+  member: DialerMembership;
+  peers: PeerOpener;
+  /** Milliseconds the store has to name the holders before a dial gives up on it (default 1 s). */
+  storeTimeoutMs?: number;
+  /** Source of the holders' random order, [0, 1) (default Math.random). */
+  random?: () => number;
+  /** Told the outcome of every dial through another proxy (the proxy's peer-dial metrics). */
+  onPeerDial?: (outcome: 'ok' | 'failed', code?: ErrorCode) => void;
+  logger?: Logger;
+}
+
+/** A holder of the agent's tunnel that this proxy can dial. */
+type Candidate = PeerAddress & { draining: boolean };
+
+/**
+ * Codes after which no other holder is tried: the client left, or the agent itself refused the
+ * target (every tunnel of one agent carries the same policy).
+ */
+const FINAL_CODES: ReadonlySet<string> = new Set([ErrorCodes.DIAL_ABORTED, ErrorCodes.AGENT_TARGET_DENIED]);
+
+/**
+ * Where `tunnel:<agent>/<target>` dials go when several proxies form a cluster (issue 14, item 2):
+ * this proxy's own tunnel first; then the other proxies the route store says hold one of the
+ * agent's tunnels, live ones only (`holders` drops a proxy whose presence expired), those not
+ * draining first, each group in random order so that load spreads and no proxy is everyone's
+ * first choice. A holder that cannot be reached or lost the tunnel (GATE_ERR_PEER_DIAL_FAILED, a
+ * stale record answering GATE_ERR_AGENT_OFFLINE) makes the next one be tried.
+ *
+ * Failures: the agent held nowhere is GATE_ERR_AGENT_OFFLINE, at once, as with one proxy; the store
+ * down (or slower than `storeTimeoutMs`) is GATE_ERR_STORE_UNAVAILABLE for every dial that needed
+ * another proxy, while local tunnels keep working, and fails without waiting while the membership
+ * reports the outage; every holder failing is the last holder's error.
+ */
+export class ClusterDialer {
+  private readonly log: Logger;
+  private storeDown = false;
+  private readonly onStoreError = (): void => {
+    this.storeDown = true;
+  };
+  private readonly onStoreRecovered = (): void => {
+    this.storeDown = false;
+  };
+
+  constructor(private readonly options: ClusterDialerOptions) {
+    this.log = componentLogger(options.logger, 'cluster-dialer');
+    options.member.on('store-error', this.onStoreError);
+    options.member.on('store-recovered', this.onStoreRecovered);
+  }
+
+  /** Stops following the membership's store health. */
+  close(): void {
+    this.options.member.off('store-error', this.onStoreError);
+    this.options.member.off('store-recovered', this.onStoreRecovered);
+  }
+
+  /** The opener for `viaTunnel`: a stream to `target` through `agent`, wherever its tunnel is. */
+  readonly open = async (agent: string, target: string, options: OpenStreamOptions = {}): Promise<ClientHttp2Stream> => {
+    const { registry } = this.options;
+    let failure: GateError | undefined;
+    if (registry.has(agent)) {
+      try {
+        return await registry.open(agent, target, options);
+      } catch (err) {
+        // The agent reached and refusing, or the target unreachable from it, is the answer; only a
+        // tunnel that went away meanwhile, or is finishing after a GOAWAY (AGENT_OFFLINE: it takes
+        // no new stream), sends the dial to the other holders.
+        if (!isGateError(err) || FINAL_CODES.has(err.code) || (err.code !== ErrorCodes.AGENT_OFFLINE && registry.has(agent))) throw err;
+        failure = err;
+      }
+    }
+    const candidates = await this.candidates(agent, target, failure);
+    if (candidates.length === 0) {
+      throw failure ?? new GateError(ErrorCodes.AGENT_OFFLINE, `agent ${agent} is offline (no proxy of the cluster holds its tunnel)`);
+    }
+    let offlineEverywhere = failure === undefined || failure.code === ErrorCodes.AGENT_OFFLINE;
+    for (const peer of candidates) {
+      if (options.signal?.aborted) throw new GateError(ErrorCodes.DIAL_ABORTED, `agent ${agent} -> ${target}: aborted`, { cause: options.signal.reason });
+      try {
+        const stream = await this.options.peers.open(peer, agent, target, options);
+        this.options.onPeerDial?.('ok');
+        return stream;
+      } catch (err) {
+        const error = isGateError(err) ? err : new GateError(ErrorCodes.PEER_DIAL_FAILED, `${peer.id}: ${(err as Error).message}`, { cause: err });
+        this.options.onPeerDial?.('failed', error.code);
+        if (FINAL_CODES.has(error.code)) throw error;
+        // A holder that is gone or leaving is not the agent being offline; a stale record is.
+        if (error.code !== ErrorCodes.AGENT_OFFLINE && error.code !== ErrorCodes.DRAINING) offlineEverywhere = false;
+        this.log.warn({ agent, target, peer: peer.id, peerAddr: peer.peerAddr, code: error.code }, `forwarded dial failed, trying the next holder: ${error.message}`);
+        failure = error;
+      }
+    }
+    if (offlineEverywhere) throw new GateError(ErrorCodes.AGENT_OFFLINE, `agent ${agent} is offline (no proxy of the cluster could reach its tunnel: ${failure?.message ?? 'no holder'})`);
+    throw failure!;
+  };
+
+  /** The other live holders of `agent`'s tunnels, in the order to try them. */
+  private async candidates(agent: string, target: string, local: GateError | undefined): Promise<Candidate[]> {
+    const unavailable = (why: string, cause?: unknown): GateError =>
+      new GateError(
+        ErrorCodes.STORE_UNAVAILABLE,
+        `agent ${agent} -> ${target}: ${local ? `${local.message}; ` : 'not connected to this proxy; '}the route store, which names the other holders, ${why}`,
+        { cause },
+      );
+    if (this.storeDown) throw unavailable('is unreachable (local tunnels only until it is back)');
+    const timeoutMs = this.options.storeTimeoutMs ?? 1_000;
+    const timedOut = new Error('route store deadline');
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(timedOut), timeoutMs);
+    });
+    let holders: Awaited<ReturnType<RouteStore['holders']>>;
+    let proxies: ProxyPresence[];
+    try {
+      [holders, proxies] = await Promise.race([Promise.all([this.options.store.holders(agent), this.options.store.proxies()]), deadline]);
+    } catch (err) {
+      throw err === timedOut ? unavailable(`did not answer within ${timeoutMs} ms`) : unavailable(`failed: ${(err as Error).message}`, err);
+    } finally {
+      clearTimeout(timer);
+    }
+    const self = this.options.member.proxyId;
+    const presence = new Map(proxies.map((p) => [p.id, p]));
+    const found: Candidate[] = [];
+    for (const holding of holders) {
+      const proxy = presence.get(holding.proxyId);
+      if (!proxy || proxy.id === self || proxy.peerAddr === '') continue;
+      found.push({ id: proxy.id, peerAddr: proxy.peerAddr, draining: proxy.draining });
+    }
+    const random = this.options.random ?? Math.random;
+    const shuffled = (list: Candidate[]): Candidate[] => {
+      // Fisher–Yates.
+      for (let i = list.length - 1; i > 0; i--) {
+        const j = Math.floor(random() * (i + 1));
+        [list[i], list[j]] = [list[j]!, list[i]!];
+      }
+      return list;
+    };
+    return [...shuffled(found.filter((c) => !c.draining)), ...shuffled(found.filter((c) => c.draining))];
+  }
+}

@@ -1,0 +1,213 @@
+import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
+import { dialTls } from '../client/dial-tls.js';
+import { ErrorCodes, GateError, type ErrorCode } from '../errors.js';
+import { componentLogger, type Logger } from '../log.js';
+import { readRefusalDebugData } from '../tunnel/admission.js';
+import { awaitConnectAnswer } from '../tunnel/connect-answer.js';
+import { connectRequestHeaders, h2ErrorName } from '../tunnel/connect-request.js';
+import type { OpenStreamOptions } from '../tunnel/registry.js';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
+import { TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
+import { ALPN_PEER, PEER_AGENT_HEADER } from '../wire/names.js';
+import { admitPeer, peerTlsFacts } from './peer-identity.js';
+import { PEER_SESSION_SETTINGS } from './peer-settings.js';
+
+/** A proxy to forward to: its id in the route store and the address it serves peering on. */
+export interface PeerAddress {
+  id: string;
+  peerAddr: string;
+}
+
+/** This proxy's side of peering TLS. */
+export interface PeerIdentity {
+  /** This proxy's peering certificate and key (with the proxy role). */
+  cert: string | Buffer;
+  key: string | Buffer;
+  /** The cluster CA: the peer's certificate must chain to it and carry the proxy role. */
+  ca: string | Buffer;
+}
+
+export interface PeerPoolOptions {
+  /** Read at each new session, so a reload's certificates apply to the next one. */
+  identity: () => PeerIdentity;
+  logger?: Logger;
+  /** Deadline for the TCP connect and the TLS handshake to a peer (default 5 s). */
+  dialTimeoutMs?: number;
+  /** Milliseconds the holder has to answer a forwarded dial (default 15 s). */
+  openTimeoutMs?: number;
+}
+
+interface PeerConnection {
+  addr: string;
+  session: Promise<ClientHttp2Session>;
+  /** Why the peer ended the session, once it has (its GOAWAY's code, or the socket's end). */
+  ended?: string;
+}
+
+/**
+ * Codes a holder's refusal keeps as they are: they say something about the agent or the target,
+ * which the next holder would answer the same way, or that the holder is leaving. Anything else the
+ * peer says becomes GATE_ERR_PEER_DIAL_FAILED.
+ */
+const KEPT_CODES: ReadonlySet<ErrorCode> = new Set([
+  ErrorCodes.AGENT_OFFLINE,
+  ErrorCodes.AGENT_TARGET_DENIED,
+  ErrorCodes.AGENT_STREAM_FAILED,
+  ErrorCodes.DRAINING,
+  ErrorCodes.PEER_REFUSED,
+]);
+
+/**
+ * The client side of peering: one HTTP/2 session per peer proxy, opened on first use, reused by
+ * every forwarded connection, opened again after it ends, and closed when the peer leaves the
+ * cluster (`retain`). Mutual TLS both ways: this proxy shows its peering certificate, and the peer's
+ * must be from the cluster CA with the proxy role (an agent's or client's certificate is refused
+ * even though the same CA signed it). The peer is dialled directly, never through HTTPS_PROXY:
+ * peers are in the cluster's own network (as the platform's proxies dial each other).
+ */
+export class PeerPool {
+  private readonly log: Logger;
+  private readonly peers = new Map<string, PeerConnection>();
+  private closed = false;
+
+  constructor(private readonly options: PeerPoolOptions) {
+    this.log = componentLogger(options.logger, 'peer-pool');
+  }
+
+  /** Ids of the peers with a session (being) opened. */
+  connected(): string[] {
+    return [...this.peers.keys()];
+  }
+
+  /**
+   * Opens a stream to `target` through `agent`'s tunnel on `peer`, resolving once the agent has
+   * dialled it. Errors: GATE_ERR_PEER_DIAL_FAILED (the peer cannot be reached, is not a proxy of
+   * this cluster, or lost the session), else the code the peer answered with (GATE_ERR_AGENT_OFFLINE
+   * when the agent is not connected to it, GATE_ERR_AGENT_TARGET_DENIED, GATE_ERR_DRAINING, ...).
+   */
+  async open(peer: PeerAddress, agent: string, target: string, options: OpenStreamOptions = {}): Promise<ClientHttp2Stream> {
+    const where = `agent ${agent} -> ${target} via proxy ${peer.id} (${peer.peerAddr})`;
+    if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, `${where}: the peer pool is closed`);
+    const connection = this.connection(peer);
+    let session: ClientHttp2Session;
+    try {
+      session = await connection.session;
+    } catch (err) {
+      throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${(err as Error).message}`, { cause: err });
+    }
+    let stream: ClientHttp2Stream;
+    try {
+      stream = session.request({ ...connectRequestHeaders(target, options.client), [PEER_AGENT_HEADER]: agent }, { endStream: false });
+    } catch (err) {
+      throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${(err as Error).message}`, { cause: err });
+    }
+    const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
+    return awaitConnectAnswer(stream, {
+      timeoutMs,
+      signal: options.signal,
+      where,
+      refused: (refusal) => {
+        const code = refusal.code !== undefined && KEPT_CODES.has(refusal.code) ? refusal.code : ErrorCodes.PEER_DIAL_FAILED;
+        return new GateError(code, `${where}: ${refusal.message}${refusal.code && refusal.code !== code ? ` (${refusal.code})` : ''}`);
+      },
+      lost: () => {
+        const why = connection.ended ?? (session.destroyed || session.closed ? 'the peering session ended' : `stream reset (${h2ErrorName(stream.rstCode)})`);
+        return new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${why}`);
+      },
+      timedOut: () => new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: no answer within ${timeoutMs} ms`),
+    });
+  }
+
+  /** Closes the sessions to peers not in `liveIds` (they left the store, or restarted under a new id). */
+  retain(liveIds: Iterable<string>): void {
+    const live = new Set(liveIds);
+    for (const [id, connection] of this.peers) {
+      if (live.has(id)) continue;
+      this.peers.delete(id);
+      this.log.info({ peer: id, addr: connection.addr }, 'peer left the cluster: session closed');
+      connection.session.then((s) => s.close(), () => {});
+    }
+  }
+
+  /** Closes every session at once (their streams too). */
+  close(): void {
+    this.closed = true;
+    for (const connection of this.peers.values()) connection.session.then((s) => s.destroy(), () => {});
+    this.peers.clear();
+  }
+
+  /** The session to `peer`, reused while it lasts; a new one when absent, ended or the address changed. */
+  private connection(peer: PeerAddress): PeerConnection {
+    const held = this.peers.get(peer.id);
+    if (held && held.addr === peer.peerAddr && held.ended === undefined) return held;
+    if (held) held.session.then((s) => s.close(), () => {});
+    const connection = { addr: peer.peerAddr } as PeerConnection;
+    connection.session = this.dial(peer, connection);
+    // A failed dial is not kept: the next forwarded connection tries again.
+    connection.session.catch(() => {
+      if (this.peers.get(peer.id) === connection) this.peers.delete(peer.id);
+    });
+    this.peers.set(peer.id, connection);
+    return connection;
+  }
+
+  private async dial(peer: PeerAddress, connection: PeerConnection): Promise<ClientHttp2Session> {
+    const identity = this.options.identity();
+    const { socket } = await dialTls(peer.peerAddr, {
+      proxy: null,
+      alpn: [ALPN_PEER],
+      requireAlpn: true,
+      ca: identity.ca,
+      cert: identity.cert,
+      key: identity.key,
+      // Verified here rather than by host name: peers are dialled by address, and what matters is
+      // that the certificate is a proxy's of this cluster (admitPeer), which OpenSSL cannot check.
+      // The chain is still verified (`authorized`); only the refusal is ours, with its code.
+      rejectUnauthorized: false,
+      checkServerIdentity: () => undefined,
+      timeoutMs: this.options.dialTimeoutMs ?? 5_000,
+    });
+    try {
+      admitPeer(peerTlsFacts(socket));
+    } catch (err) {
+      socket.destroy();
+      throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${peer.peerAddr} is not a proxy of this cluster: ${(err as Error).message}`, { cause: err });
+    }
+    const session = connect(`https://${peer.peerAddr}`, { createConnection: () => socket, settings: PEER_SESSION_SETTINGS });
+    const forget = (why: string): void => {
+      connection.ended ??= why;
+      if (this.peers.get(peer.id) === connection) this.peers.delete(peer.id);
+    };
+    session.on('error', (err) => {
+      connection.ended ??= err.message;
+      this.log.debug({ peer: peer.id, err }, 'peering session error');
+    });
+    // A GOAWAY (the peer drains or refused us, debug data saying why) ends this session for new
+    // streams: the next dial opens a new one while open streams finish on this one.
+    session.on('goaway', (code: number, _last: number, data?: Buffer) => {
+      const refusal = readRefusalDebugData(data);
+      forget(refusal ? `${refusal.code} ${refusal.message}` : `the peer sent GOAWAY (${h2ErrorName(code)})`);
+    });
+    session.once('close', () => {
+      forget('the peering session closed');
+      socket.destroy();
+    });
+    session.once('remoteSettings', () => {
+      if (!session.destroyed) session.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
+    });
+    // A peer whose host died without a FIN is noticed as a tunnel's agent is (PINGs with a
+    // deadline), so dials stop waiting on its session before its presence has even expired.
+    startHeartbeat(session, {
+      intervalMs: DEFAULT_HEARTBEAT_INTERVAL_MS,
+      timeoutMs: DEFAULT_HEARTBEAT_TIMEOUT_MS,
+      onTimeout: (why) => {
+        forget(`heartbeat: ${why}`);
+        this.log.warn({ peer: peer.id, addr: peer.peerAddr, code: ErrorCodes.PEER_DIAL_FAILED }, `peering session lost: ${why}`);
+        session.destroy();
+        socket.destroy();
+      },
+    });
+    this.log.debug({ peer: peer.id, addr: peer.peerAddr }, 'peering session opened');
+    return session;
+  }
+}

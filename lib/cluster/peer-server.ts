@@ -1,0 +1,223 @@
+import { constants, createServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { TLSSocket } from 'node:tls';
+import { formatHostPort, parseTarget } from '../client/target.js';
+import { ErrorCodes, GateError } from '../errors.js';
+import type { CustomHandler, TerminateHandler } from '../handlers/types.js';
+import { terminate } from '../handlers/builders.js';
+import { componentLogger, type Logger } from '../log.js';
+import { splice } from '../transport/splice.js';
+import { refusalDebugData } from '../tunnel/admission.js';
+import { isValidAgentName } from '../tunnel/agent-identity.js';
+import { clientOf } from '../tunnel/agent-stream.js';
+import { refusalHeaders } from '../tunnel/connect-request.js';
+import { jsStreamOver } from '../tunnel/js-stream.js';
+import type { TunnelRegistry } from '../tunnel/registry.js';
+import { releaseStream } from '../tunnel/release-stream.js';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
+import { TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
+import { PEER_SESSION_SETTINGS } from './peer-settings.js';
+import { ALPN_PEER, PEER_AGENT_HEADER } from '../wire/names.js';
+import { admitPeer, peerTlsFacts } from './peer-identity.js';
+
+/** Milliseconds a refused peer's socket is given to flush the GOAWAY that says why. */
+const REFUSAL_FLUSH_MS = 2000;
+
+export interface PeerServerOptions {
+  /** This proxy's tunnels: the only ones a forwarded dial is served from. */
+  registry: TunnelRegistry;
+  logger?: Logger;
+  /** True while the proxy drains: forwarded dials are refused with GATE_ERR_DRAINING. */
+  isDraining?: () => boolean;
+}
+
+export interface PeerEndpointTls {
+  /** This proxy's peering certificate (with the proxy role) and key. */
+  cert: string | Buffer;
+  key: string | Buffer;
+  /** The cluster CA: what peers' certificates must chain to. */
+  ca: string | Buffer;
+  handshakeTimeoutMs?: number;
+}
+
+/**
+ * The peering server (issue 14) on `peer_listen_addr`: mutual TLS with ALPN `gate-proxy-peer`,
+ * then one HTTP/2 session per peer proxy in which the peer opens one CONNECT stream per client
+ * connection it forwards (`:authority` the target, PEER_AGENT_HEADER the agent, CLIENT_ADDR_HEADER
+ * the client's real address). A forwarded dial is served from this proxy's own tunnels only, never
+ * forwarded again, so two proxies with stale records cannot bounce a dial between them. A refusal
+ * carries a GATE_ERR_* code as the tunnel's do (lib/tunnel/connect-request.ts).
+ */
+export class PeerServer {
+  private readonly log: Logger;
+  private readonly h2: Http2Server;
+  private readonly sessions = new Set<ServerHttp2Session>();
+  private closed = false;
+
+  constructor(private readonly options: PeerServerOptions) {
+    this.log = componentLogger(options.logger, 'peer-server');
+    this.h2 = createServer({ settings: PEER_SESSION_SETTINGS });
+    this.h2.on('stream', (stream, headers) => this.serve(stream, headers));
+  }
+
+  /** The handler for the peer route: TLS ends here with a client certificate requested. */
+  endpoint(tls: PeerEndpointTls): TerminateHandler {
+    return terminate(
+      {
+        cert: tls.cert,
+        key: tls.key,
+        ca: tls.ca,
+        alpnProtocols: [ALPN_PEER],
+        requestCert: true,
+        // Verified, not enforced by OpenSSL: `admitPeer` refuses with a code saying why.
+        rejectUnauthorized: false,
+        ...(tls.handshakeTimeoutMs === undefined ? {} : { handshakeTimeoutMs: tls.handshakeTimeoutMs }),
+      },
+      this.handler(),
+    );
+  }
+
+  /** Takes the TLS socket after `terminate` and starts the peer's HTTP/2 session, or refuses it. */
+  handler(): CustomHandler {
+    return {
+      kind: 'custom',
+      handle: (socket) => {
+        if (!(socket instanceof TLSSocket)) throw new GateError(ErrorCodes.PEER_REFUSED, 'the peer handler needs the TLS socket (put it right after terminate)');
+        const remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
+        try {
+          if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'the peering server is closed');
+          admitPeer(peerTlsFacts(socket));
+        } catch (err) {
+          this.refuse(socket, err as GateError, remote);
+          return;
+        }
+        const session = this.startSession(socket);
+        if (!session) return;
+        this.sessions.add(session);
+        session.on('error', (err) => this.log.debug({ remote, err }, 'peer session error'));
+        session.once('close', () => {
+          this.sessions.delete(session);
+          socket.destroy();
+        });
+        // A peer that vanished without a FIN (its host died) would leave its streams, and the
+        // agent streams they hold, open: PINGs with a deadline end them, as for agents' tunnels.
+        startHeartbeat(session, {
+          intervalMs: DEFAULT_HEARTBEAT_INTERVAL_MS,
+          timeoutMs: DEFAULT_HEARTBEAT_TIMEOUT_MS,
+          onTimeout: (why) => {
+            this.log.warn({ remote }, `peering session lost: ${why}`);
+            session.destroy();
+            socket.destroy();
+          },
+        });
+        this.log.info({ remote }, 'peer connected');
+      },
+    };
+  }
+
+  /** GOAWAY to every peer: no new forwarded dials, open ones finish. */
+  goAway(): void {
+    for (const session of this.sessions) if (!session.closed && !session.destroyed) session.close();
+  }
+
+  /** Destroys every peering session and its streams. */
+  close(): void {
+    this.closed = true;
+    for (const session of this.sessions) session.destroy();
+  }
+
+  /**
+   * An HTTP/2 server session over the socket. Through `jsStreamOver`: Node 20's HTTP/2 cannot
+   * read a server-side TLSSocket built around an accepted socket directly (lib/tunnel/js-stream.ts).
+   */
+  private startSession(socket: TLSSocket, destroyError?: () => Error): ServerHttp2Session | undefined {
+    let session: ServerHttp2Session | undefined;
+    const onSession = (s: ServerHttp2Session): void => {
+      session = s;
+    };
+    // 'session' is emitted synchronously from the 'connection' handler.
+    this.h2.once('session', onSession);
+    this.h2.emit('connection', jsStreamOver(socket, destroyError ? { destroyError } : {}));
+    this.h2.removeListener('session', onSession);
+    if (!session) {
+      socket.destroy(new GateError(ErrorCodes.PEER_REFUSED, 'HTTP/2 session could not start on the peering connection'));
+      return undefined;
+    }
+    const started = session;
+    started.once('remoteSettings', () => {
+      if (!started.destroyed) started.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
+    });
+    return started;
+  }
+
+  /** Tells a refused peer why (GOAWAY debug data), then closes its connection with the error. */
+  private refuse(socket: TLSSocket, error: GateError, remote: string): void {
+    this.log.warn({ remote, code: error.code }, `peer refused: ${error.message}`);
+    const session = this.startSession(socket, () => error);
+    if (!session) return;
+    session.on('error', () => {}); // the other end may already be gone; the refusal is logged above
+    // No stream is served on a refused session.
+    session.on('stream', (stream) => stream.close(constants.NGHTTP2_REFUSED_STREAM));
+    const timer = setTimeout(() => socket.destroy(error), REFUSAL_FLUSH_MS);
+    timer.unref();
+    session.once('close', () => {
+      clearTimeout(timer);
+      socket.destroy(error);
+    });
+    session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
+    session.close();
+  }
+
+  /** One forwarded dial: through this proxy's own tunnel to the agent, or a refusal with a code. */
+  private serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+    stream.on('error', (err) => this.log.debug({ err }, 'peer stream error'));
+    if (!this.sessions.has(stream.session as ServerHttp2Session)) {
+      stream.close(constants.NGHTTP2_REFUSED_STREAM);
+      return;
+    }
+    const refuse = (error: GateError): void => {
+      if (stream.destroyed || stream.headersSent) return;
+      stream.respond(refusalHeaders(error.code, error.message), { endStream: true });
+    };
+    const agent = headers[PEER_AGENT_HEADER];
+    let target: string;
+    try {
+      if (headers[':method'] !== 'CONNECT') throw new GateError(ErrorCodes.TARGET_INVALID, `only CONNECT is served, not ${String(headers[':method'])}`);
+      if (typeof agent !== 'string' || !isValidAgentName(agent)) throw new GateError(ErrorCodes.TARGET_INVALID, `no valid agent name in ${PEER_AGENT_HEADER}`);
+      const parsed = parseTarget(String(headers[':authority'] ?? ''));
+      if (parsed.scheme !== undefined) throw new GateError(ErrorCodes.TARGET_INVALID, 'CONNECT takes host:port');
+      target = formatHostPort(parsed.host, parsed.port);
+      if (this.options.isDraining?.()) throw new GateError(ErrorCodes.DRAINING, 'this proxy is draining: no new forwarded dials');
+    } catch (err) {
+      refuse(err as GateError);
+      return;
+    }
+    const client = clientOf(headers);
+    const abort = new AbortController();
+    const onEarlyClose = (): void => abort.abort(new Error('peer stream closed'));
+    stream.once('close', onEarlyClose);
+    // Local tunnels only: a dial that came from a peer is never forwarded again (no loops).
+    this.options.registry.open(agent, target, { signal: abort.signal, ...(client ? { client } : {}) }).then(
+      (upstream) => {
+        stream.removeListener('close', onEarlyClose);
+        if (stream.destroyed || stream.closed) {
+          releaseStream(upstream);
+          return;
+        }
+        stream.respond({ ':status': 200 });
+        // An agent stream that ended with a reset is passed on as one (RFC 9113 §8.5
+        // CONNECT_ERROR): left to splice, the peer would see RST_STREAM NO_ERROR, a clean end.
+        upstream.once('close', () => {
+          const clean = upstream.rstCode === constants.NGHTTP2_NO_ERROR && upstream.readableEnded && upstream.writableFinished;
+          if (!clean && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CONNECT_ERROR);
+        });
+        splice(stream, upstream, () => {}, undefined, { releaseB: (s) => releaseStream(s) });
+      },
+      (err: GateError) => {
+        stream.removeListener('close', onEarlyClose);
+        if (abort.signal.aborted) return;
+        this.log.debug({ agent, target, code: err.code }, `forwarded dial failed: ${err.message}`);
+        refuse(err);
+      },
+    );
+  }
+}

@@ -1,0 +1,51 @@
+import { constants, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
+import { ErrorCodes, GateError } from '../errors.js';
+import { readRefusal } from './connect-request.js';
+import { releaseStream } from './release-stream.js';
+
+export interface ConnectAnswerOptions {
+  timeoutMs: number;
+  signal?: AbortSignal | undefined;
+  /** `agent x -> host:port`, for messages. */
+  where: string;
+  /** The error for a refusal (a non-200 answer) with the code and reason the other side gave. */
+  refused: (refusal: ReturnType<typeof readRefusal>) => GateError;
+  /** The error for a stream that closed before any answer. */
+  lost: () => GateError;
+  /** The error for no answer within `timeoutMs`. */
+  timedOut: () => GateError;
+}
+
+/**
+ * Waits for the answer to a CONNECT stream (lib/tunnel/connect-request.ts): resolves with the
+ * stream on 200, rejects with the caller's error otherwise. On a rejection the stream is let go:
+ * released with END_STREAM when the caller aborted (its client left; see release-stream.ts),
+ * cancelled when the other side did not answer in time. Used for agents' tunnels and for peering.
+ */
+export function awaitConnectAnswer(stream: ClientHttp2Stream, options: ConnectAnswerOptions): Promise<ClientHttp2Stream> {
+  const { signal } = options;
+  return new Promise<ClientHttp2Stream>((resolve, reject) => {
+    const done = (err: GateError | undefined): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      stream.removeListener('response', onResponse);
+      stream.removeListener('close', onClose);
+      if (!err) return resolve(stream);
+      if (err.code === ErrorCodes.DIAL_ABORTED) releaseStream(stream);
+      else if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+      reject(err);
+    };
+    const onResponse = (headers: IncomingHttpHeaders): void => {
+      if (Number(headers[':status']) === 200) return done(undefined);
+      done(options.refused(readRefusal(headers)));
+    };
+    const onClose = (): void => done(options.lost());
+    const onAbort = (): void => done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: signal?.reason }));
+    const timer = setTimeout(() => done(options.timedOut()), options.timeoutMs);
+    stream.on('error', () => {}); // the outcome is read from 'close' and rstCode
+    stream.once('response', onResponse);
+    stream.once('close', onClose);
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
