@@ -77,6 +77,10 @@ export function haproxyConfig(options: ClusterLayoutOptions): string {
     '  default_backend proxies',
     'backend proxies',
     '  balance roundrobin',
+    // A proxy that is gone (kill -9, or closed its listener at SIGTERM) refuses the connect: the
+    // client is sent to another proxy instead of failing while health checks catch up.
+    '  retries 3',
+    '  option redispatch',
     // A proxy that is draining or lost the store answers 503 and leaves the rotation within
     // `fall` checks; connections already open are left alone.
     '  option httpchk GET /readyz',

@@ -215,12 +215,13 @@ export class ClusterMember extends EventEmitter {
   private observe(proxies: ProxyPresence[]): void {
     const sorted = [...proxies].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     this.lastProxies = sorted;
+    // Mismatches first, so that a `proxies-changed` listener reads the ones this list brings.
+    this.compareChannels(sorted);
     const key = JSON.stringify(sorted.map((p) => [p.id, p.peerAddr, p.draining, p.version, p.channelFingerprint]));
     if (key !== this.lastProxiesKey) {
       this.lastProxiesKey = key;
       this.emit('proxies-changed', this.proxies());
     }
-    this.compareChannels(sorted);
   }
 
   private compareChannels(proxies: ProxyPresence[]): void {

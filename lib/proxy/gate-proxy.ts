@@ -77,14 +77,19 @@ function serves(running: RunningListener, spec: ListenerSpec): boolean {
   return spec.port === 0 ? was.port === 0 : running.port === spec.port;
 }
 
-/** The multiplexer settings a configuration asks for (the same for every listener). */
-function muxSettings(config: GateConfig, budget: ConnectionBudget): MultiplexerSettings {
+/**
+ * The multiplexer settings a configuration asks for a listener. The same for every listener but
+ * the peering one, which never expects a PROXY header: `proxy_protocol` describes the load
+ * balancer in front of the public ports, while proxies dial each other's peer port directly.
+ */
+function muxSettings(config: GateConfig, budget: ConnectionBudget, spec: ListenerSpec): MultiplexerSettings {
   const p = config.proxy;
+  const proxyProtocol = p.proxyProtocol === 'on' && spec.name !== 'peer';
   return {
     detectTimeoutMs: p.detectTimeoutMs,
     idleTimeoutMs: p.idleTimeoutMs,
     maxConnectionsPerSource: p.maxConnectionsPerSource,
-    proxyProtocol: p.proxyProtocol === 'on' ? { mode: 'on', trusted: p.proxyProtocolTrustedNetworks } : { mode: 'off' },
+    proxyProtocol: proxyProtocol ? { mode: 'on', trusted: p.proxyProtocolTrustedNetworks } : { mode: 'off' },
     budget,
   };
 }
@@ -464,7 +469,6 @@ export class GateProxy {
     const next = plan.listeners.map((spec) => ({ spec, routes: routesOf(spec) }));
     const budgetSettings = this.budgetSettings(config);
     const budget = this.budget ?? new ConnectionBudget(budgetSettings.options);
-    const settings = muxSettings(config, budget);
 
     const running = new Set(this.listeners);
     const kept: Array<{ existing: RunningListener; spec: ListenerSpec; routes: Route[] }> = [];
@@ -480,7 +484,7 @@ export class GateProxy {
           kept.push({ existing, spec, routes });
           continue;
         }
-        opened.push(await this.open(spec, routes, settings));
+        opened.push(await this.open(spec, routes, muxSettings(config, budget, spec)));
       }
     } catch (err) {
       await Promise.all(opened.map((l) => l.mux.close({ graceMs: 0 })));
@@ -523,7 +527,7 @@ export class GateProxy {
     this.capFrom = budgetSettings.from;
     for (const { existing, spec, routes } of kept) {
       existing.mux.setRoutes(routes);
-      existing.mux.setOptions(settings);
+      existing.mux.setOptions(muxSettings(config, budget, spec));
       existing.spec = spec;
     }
     // Listeners the new configuration no longer has: stop accepting, let their connections finish.

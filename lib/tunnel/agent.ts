@@ -316,6 +316,7 @@ class Agent extends EventEmitter implements TunnelAgent {
         // The proxy holds one tunnel per agent name: while this agent holds tunnels, a duplicate
         // refusal means this dial landed on one of its own proxies, which is no failure.
         if (error.code === ErrorCodes.AGENT_DUPLICATE && this.connected) this.log.debug({ code: error.code }, 'landed on a proxy this agent already holds');
+        else if (error.code === ErrorCodes.DRAINING) this.log.info({ code: error.code }, 'landed on a draining proxy: dialling again');
         else this.log.warn({ code: error.code }, error.message);
         this.emit('refused', error);
       });
@@ -358,7 +359,10 @@ class Agent extends EventEmitter implements TunnelAgent {
             this.log.warn({ err, code: err.code, attempt: this.dials }, 'tunnel connection failed');
           }
           if (err.code === ErrorCodes.AGENT_DUPLICATE) this.duplicates++;
-          resolve(err.code === ErrorCodes.AGENT_DUPLICATE ? 'duplicate' : 'failed');
+          // A draining proxy (its SIGTERM, a rolling restart) is leaving the load balancer: like a
+          // duplicate, the dial is retried soon, elsewhere, without growing the failure backoff.
+          const elsewhere = err.code === ErrorCodes.AGENT_DUPLICATE || err.code === ErrorCodes.DRAINING;
+          resolve(elsewhere ? 'duplicate' : 'failed');
           this.poke();
         },
       );

@@ -35,8 +35,8 @@ export interface RunningCluster {
   /** The development join token (copied with the CA, so every proxy accepts it). */
   token: string;
   layout: ClusterLayoutOptions;
-  /** Starts proxy `index` again (after a kill) from its files, on its ports. */
-  restartProxy(index: number): Promise<ClusterProxy>;
+  /** Starts proxy `index` again (after a kill) on its ports, its file written from `layout` (default: as before). */
+  restartProxy(index: number, layout?: ClusterLayoutOptions): Promise<ClusterProxy>;
   /** Kills Redis (as a crash) and starts it again on the same port, empty. */
   restartRedis(): Promise<void>;
 }
@@ -70,9 +70,9 @@ export async function startCluster(
     ...(options.channelVersions ? { channelVersions: options.channelVersions } : {}),
   };
 
-  const start = async (index: number): Promise<ClusterProxy> => {
+  const start = async (index: number, from = layout): Promise<ClusterProxy> => {
     const configFile = join(root, `proxy${index + 1}.yaml`);
-    await writeFile(configFile, proxyConfig(layout, index));
+    await writeFile(configFile, proxyConfig(from, index));
     const started = await startProxyCommand(t, ['--config', configFile, '--drain-timeout', '20'], root);
     return { index, child: started.child, output: started.output, ports: ports.proxies[index]!, dataDir: layout.dataDirs[index]!, configFile };
   };
@@ -98,8 +98,8 @@ export async function startCluster(
     caPin: caPin(await readFile(caFile)),
     token: (await readFile(join(layout.dataDirs[0]!, 'join-token'), 'utf8')).trim(),
     layout,
-    async restartProxy(index) {
-      const proxy = await start(index);
+    async restartProxy(index, from) {
+      const proxy = await start(index, from);
       proxies[index] = proxy;
       return proxy;
     },
@@ -124,11 +124,12 @@ export interface ClusterAgent {
 export function startClusterAgent(
   t: Teardownable,
   cluster: RunningCluster,
-  options: { name: string; stateDir: string; allow: string[]; connectionCount?: number; httpsProxy?: string },
+  options: { name: string; stateDir: string; allow: string[]; connectionCount?: number; httpsProxy?: string; logLevel?: string },
 ): ClusterAgent {
   const args = [GATE_MUX, 'agent', '--proxy', `0.0.0.0:${cluster.balancerPort}`, '--server-name', 'localhost', '--name', options.name,
     '--state-dir', options.stateDir, '--token', cluster.token, '--ca-pin', cluster.caPin,
     ...(options.connectionCount === undefined ? [] : ['--connection-count', String(options.connectionCount)]),
+    ...(options.logLevel === undefined ? [] : ['--log-level', options.logLevel, '--log-format', 'json']),
     ...options.allow.flatMap((target) => ['--allow', target])];
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...(options.httpsProxy ? { HTTPS_PROXY: options.httpsProxy } : {}) };
   const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
