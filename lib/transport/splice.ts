@@ -17,6 +17,39 @@ function relay(src: Duplex, dst: Duplex): void {
   src.resume();
 }
 
+/** Bytes a coalescing relay lets gather in `dst` before it pauses `src`. */
+const COALESCE_LIMIT_BYTES = 256 * 1024;
+
+/**
+ * `relay` for the two sides of a tunnel stream (issue 13). An HTTP/2 stream delivers a read as
+ * many small chunks (a DATA frame, or the part of one a TLS record held: a few KiB each), so
+ * `dst` is corked from the first chunk until the loop's check phase and the chunks of one read
+ * leave in one writev (on a TLS socket one SSL_write: full records, one syscall) rather than one
+ * each. And an HTTP/2 stream's high-water mark is 16 KiB, under one 64 KiB socket read: `relay`
+ * paused and resumed the source for every chunk (two epoll_ctl calls each), so backpressure here
+ * starts at COALESCE_LIMIT_BYTES queued in `dst` instead (well inside the 1 MiB stream window).
+ */
+function relayCoalesced(src: Duplex, dst: Duplex): void {
+  let corked = false;
+  const flush = (): void => {
+    corked = false;
+    dst.uncork();
+  };
+  src.on('data', (chunk: Buffer) => {
+    if (!corked) {
+      corked = true;
+      dst.cork();
+      setImmediate(flush);
+    }
+    // A false from write() (its high-water mark) always comes with a 'drain' once `dst` empties,
+    // so pausing only then cannot stall.
+    if (!dst.write(chunk) && dst.writableLength >= COALESCE_LIMIT_BYTES) src.pause();
+  });
+  dst.on('drain', () => src.resume());
+  src.once('end', () => dst.end());
+  src.resume();
+}
+
 /**
  * Copies a socket read through a `ReadBuffer` into `dst`; in bulk, without copying the bytes in
  * JavaScript: `dst.write` gets a view of the connection's read buffer. Node does not copy a write that the kernel did not
@@ -57,6 +90,10 @@ export interface SpliceOptions {
    * with END_STREAM rather than reset: see tunnel/release-stream.ts). It must still close `b`.
    */
   releaseB?: (b: Duplex) => void;
+  /** Relay a -> b with `relayCoalesced` (a tunnel stream's sides). */
+  coalesceA?: boolean;
+  /** Relay b -> a with `relayCoalesced`. */
+  coalesceB?: boolean;
 }
 
 /**
@@ -93,7 +130,9 @@ export function splice(
   b.on('error', onError);
   a.once('close', closeHandler(a, b));
   b.once('close', closeHandler(b, a));
-  relay(a, b);
+  if (options.coalesceA) relayCoalesced(a, b);
+  else relay(a, b);
   if (bReader && b instanceof Socket) relayBuffered(bReader, b, a);
+  else if (options.coalesceB) relayCoalesced(b, a);
   else relay(b, a);
 }

@@ -70,9 +70,17 @@ export function serveAgentStream(stream: ServerHttp2Stream, headers: IncomingHtt
         const clean = !socketError && socket.readableEnded && socket.writableFinished;
         if (!clean && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CONNECT_ERROR);
       });
-      splice(stream, socket, (err) => {
-        if (err) log.debug({ target, err }, 'tunnel stream ended with an error');
-      });
+      // Both ways coalesced (splice.ts relayCoalesced): the stream delivers many small chunks per
+      // read, and its 16 KiB high-water mark would pause the target at every 64 KiB read.
+      splice(
+        stream,
+        socket,
+        (err) => {
+          if (err) log.debug({ target, err }, 'tunnel stream ended with an error');
+        },
+        undefined,
+        { coalesceA: true, coalesceB: true },
+      );
     },
     (err: GateError) => {
       if (abort.signal.aborted) return;
