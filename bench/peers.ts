@@ -196,7 +196,7 @@ const directPeer: Peer = {
 /**
  * Every peer in report order. `compare` adds other builds of the bench router (saved
  * dist/bench/router.js files) as peers "gate-mux-ref", "gate-mux-ref2", ..., to A/B changes within
- * one run; `refNodeArgs` (when given) are their node flags instead of the gate-mux peer's
+ * one run (a saved dist/bench/tunnel-router.js: "gate-mux-tunnel-ref", in the tunnel workload); `refNodeArgs` (when given) are their node flags instead of the gate-mux peer's
  * (GATE_MUX_NODE_FLAGS plus --node-args).
  */
 export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[] {
@@ -210,7 +210,12 @@ export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[]
     // upstream A directly (terminate + forward) or through an agent's reverse tunnel (proxy + agent).
     nodePeer('gate-mux-terminate', 'router.js', true, undefined, undefined, { TERMINATE: '1', GATE_MUX_NATIVE_RELAY: '0' }),
     nodePeer('gate-mux-tunnel', 'tunnel-router.js', true, undefined, undefined, { TERMINATE: '1' }),
-    ...compare.map((path, i) => nodePeer(`gate-mux-ref${i === 0 ? '' : i + 1}`, 'router.js', true, path, refNodeArgs)),
+    ...compare.map((path, i) =>
+      // A saved tunnel-router.js is compared in the tunnel workload (as gate-mux-tunnel-ref...).
+      path.endsWith('tunnel-router.js')
+        ? nodePeer(`gate-mux-tunnel-ref${i === 0 ? '' : i + 1}`, 'tunnel-router.js', true, path, refNodeArgs, { TERMINATE: '1' })
+        : nodePeer(`gate-mux-ref${i === 0 ? '' : i + 1}`, 'router.js', true, path, refNodeArgs),
+    ),
     nodePeer('node-baseline', 'baseline-router.js', false),
     haproxyPeer(),
     nginxPeer(),

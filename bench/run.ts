@@ -9,6 +9,7 @@
 //   npm run bench -- --peers gate-mux,nginx --rounds 5
 //   npm run bench -- --profile /tmp/prof  gate-mux runs with --cpu-prof (see bench/profile-summary.ts)
 //   npm run bench -- --compare /tmp/before/dist/bench/router.js   A/B against a saved build (or several, comma-separated)
+//   npm run bench -- --only tunnel --compare /tmp/before/dist/bench/tunnel-router.js   A/B the tunnelled path
 //   npm run bench -- --compare dist/bench/router.js --ref-node-args '--max-semi-space-size=1'   A/B node flags
 //   npm run bench -- --node-args '--max-semi-space-size=2'      node flags for the gate-mux routers
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -482,9 +483,10 @@ async function tunnel(): Promise<void> {
           m.derived.proxyCpuSecondsPerGB = proxyCpu / gb;
           m.derived.proxySystemSecondsPerGB = (proxyAfter.systemSeconds - proxyBefore.systemSeconds) / gb;
           m.derived.agentCpuSecondsPerGB = (m.cpuSeconds - proxyCpu) / gb;
+          m.derived.agentSystemSecondsPerGB = (after.systemSeconds - before.systemSeconds - (proxyAfter.systemSeconds - proxyBefore.systemSeconds)) / gb;
           log(
             `tunnel r${round} ${peer.name}: ${fmt(load.mbPerSecond)} MB/s, proxy ${fmt(m.derived.proxyCpuSecondsPerGB, 2)} CPU s/GB` +
-              `${peer.name === TUNNEL_PEER ? `, agent ${fmt(m.derived.agentCpuSecondsPerGB, 2)}` : ''}`,
+              `${peer.name.startsWith(TUNNEL_PEER) ? `, agent ${fmt(m.derived.agentCpuSecondsPerGB, 2)}` : ''}`,
           );
         });
       }
@@ -553,7 +555,7 @@ function tunnelReport(out: string[]): void {
       rowsFor('tunnel', (p) => {
         const mb = pick(p.name, 'mbPerSecond');
         const cpu = pick(p.name, 'proxyCpuSecondsPerGB');
-        const agent = p.name === TUNNEL_PEER ? fmt(pick(p.name, 'agentCpuSecondsPerGB'), 2) : '—';
+        const agent = p.name.startsWith(TUNNEL_PEER) ? `${fmt(pick(p.name, 'agentCpuSecondsPerGB'), 2)} (sys ${fmt(pick(p.name, 'agentSystemSecondsPerGB'), 2)})` : '—';
         return [fmt(mb), ratio(mb, base.mb), fmt(cpu, 2), ratio(cpu, base.cpu), fmt(pick(p.name, 'proxySystemSecondsPerGB'), 2), agent];
       }),
     ),
