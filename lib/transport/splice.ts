@@ -60,8 +60,8 @@ function relayCoalesced(src: Duplex, dst: Duplex): void {
  * Only for a plain `net.Socket` destination, whose writes go straight to the kernel; any other
  * stream might keep the view after calling back, so it gets a copy.
  */
-function relayBuffered(reader: ReadBuffer, src: Socket, dst: Duplex): void {
-  const zeroCopy = Object.getPrototypeOf(dst) === Socket.prototype;
+function relayBuffered(reader: ReadBuffer, src: Socket, dst: Duplex, dstReleasesAtCallback = false): void {
+  const zeroCopy = dstReleasesAtCallback || Object.getPrototypeOf(dst) === Socket.prototype;
   let issued = 0;
   let completed = 0;
   let resumeAt = 0;
@@ -94,6 +94,13 @@ export interface SpliceOptions {
   coalesceA?: boolean;
   /** Relay b -> a with `relayCoalesced`. */
   coalesceB?: boolean;
+  /**
+   * `a` is done with a written buffer once that write's callback ran, so `bReader`'s buffer may
+   * be written to it in place (as to a plain net.Socket). True of an HTTP/2 stream: nghttp2 takes
+   * the bytes into frames that the session writes to its socket, and the write completes after
+   * that write (TLS has encrypted them by then).
+   */
+  aReleasesAtCallback?: boolean;
 }
 
 /**
@@ -132,7 +139,7 @@ export function splice(
   b.once('close', closeHandler(b, a));
   if (options.coalesceA) relayCoalesced(a, b);
   else relay(a, b);
-  if (bReader && b instanceof Socket) relayBuffered(bReader, b, a);
+  if (bReader && b instanceof Socket) relayBuffered(bReader, b, a, options.aReleasesAtCallback);
   else if (options.coalesceB) relayCoalesced(b, a);
   else relay(b, a);
 }
