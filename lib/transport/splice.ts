@@ -57,8 +57,9 @@ function relayCoalesced(src: Duplex, dst: Duplex): void {
  * written buffer changed afterwards arrives changed). So after a write that is still queued
  * (`writableLength > 0`), reading stops until that write's callback, and only then may the read
  * buffer be filled again. That is also the backpressure: a slow `dst` stops `src`'s reads.
- * Only for a plain `net.Socket` destination, whose writes go straight to the kernel; any other
- * stream might keep the view after calling back, so it gets a copy.
+ * In place only for a plain `net.Socket` destination, whose writes go straight to the kernel, or
+ * one the caller vouches for (`dstReleasesAtCallback`: an HTTP/2 stream); any other stream might
+ * keep the view after calling back, so it gets a copy.
  */
 function relayBuffered(reader: ReadBuffer, src: Socket, dst: Duplex, dstReleasesAtCallback = false): void {
   const zeroCopy = dstReleasesAtCallback || Object.getPrototypeOf(dst) === Socket.prototype;
