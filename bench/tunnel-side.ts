@@ -26,7 +26,9 @@ export async function startTunnelSide(target: string, agentCpus = process.env.AG
   const [command, args] = agentCpus ? ['taskset', ['-c', agentCpus, process.execPath, ...script]] : [process.execPath, script];
   const agent = spawn(command, args, {
     env: { PROXY: `127.0.0.1:${tunnelPort}`, AGENT_NAME: BENCH_AGENT, AGENT_CERT: agentPair.cert, AGENT_KEY: agentPair.key, AGENT_CA: ca.cert, TARGET: target },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    // The agent exits when this pipe closes: with its router, however that ends (even SIGKILL, or
+    // a SIGTERM before the router's own handler is set), never reconnecting on its own for ever.
+    stdio: ['pipe', 'inherit', 'inherit'],
   });
   await registry.waitFor(BENCH_AGENT, 30_000);
   return {

@@ -106,3 +106,16 @@ t.test('tunnel router: A through an agent process, B forwarded; both stop on SIG
   t.equal(code, 0, 'exits cleanly on SIGTERM');
   t.same(agents.filter((pid) => descendants(1).includes(pid)), [], 'the agent does not outlive the router');
 });
+
+t.test('tunnel router killed outright: its agent does not stay behind', async (t) => {
+  const { child } = await startRouter(routerTls, tunnelRouterScript, [clearA, clearB]);
+  const [agent] = descendants(child.pid!);
+  t.ok(agent, 'an agent process runs');
+  child.kill('SIGKILL');
+  let alive = true;
+  for (let i = 0; i < 100 && alive; i++) {
+    await sleep(50);
+    alive = descendants(1).includes(agent!);
+  }
+  t.notOk(alive, 'the agent exited once its router was gone');
+});
