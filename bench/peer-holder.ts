@@ -13,7 +13,8 @@ const tunnels = new Multiplexer({ routes: [tunnelRoute(registry, { cert: env.SER
 const { port: tunnelPort } = await tunnels.listen({ host: '127.0.0.1', port: 0 });
 const agent = spawn(process.execPath, [...process.execArgv, fileURLToPath(new URL('./tunnel-agent.js', import.meta.url))], {
   env: { PROXY: `127.0.0.1:${tunnelPort}`, AGENT_CERT: env.AGENT_CERT, AGENT_KEY: env.AGENT_KEY, AGENT_CA: ca, TARGET: env.TARGET },
-  stdio: ['ignore', 'inherit', 'inherit'],
+  // The agent exits when this pipe closes, that is with this holder, however it ends.
+  stdio: ['pipe', 'inherit', 'inherit'],
 });
 await registry.waitFor('bench-agent', 30_000);
 const peering = new PeerServer({ registry });

@@ -11,61 +11,79 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { ClusterDialer, MemoryRouteStore, Multiplexer, PEER_ROLE_URI, PeerPool, TunnelRegistry, devCertificates, forward, viaTunnel } from '../lib/index.js';
 import { envPort } from './env-port.js';
+import { BENCH_AGENT, startTunnelSide } from './tunnel-side.js';
 
 const port = (name: string): number => envPort('peered-router', name);
 
 const listenPort = port('LISTEN_PORT');
 const targetA = `127.0.0.1:${port('UPSTREAM_A_PORT')}`;
 const upstreamB = { host: '127.0.0.1', port: port('UPSTREAM_B_PORT') };
-const { ca, server } = devCertificates();
-const proxyCert = (): { cert: string; key: string } => ca.issue({ commonName: 'gate-mux proxy', uris: [PEER_ROLE_URI], usage: 'both' });
-const agentPair = ca.issue({ commonName: 'bench-agent', usage: 'client' });
-const holderPair = proxyCert();
-const holder = spawn(process.execPath, [...process.execArgv, fileURLToPath(new URL('./peer-holder.js', import.meta.url))], {
-  env: {
-    CLUSTER_CA: ca.cert,
-    SERVER_CERT: server.cert,
-    SERVER_KEY: server.key,
-    PEER_CERT: holderPair.cert,
-    PEER_KEY: holderPair.key,
-    AGENT_CERT: agentPair.cert,
-    AGENT_KEY: agentPair.key,
-    TARGET: targetA,
-  },
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-const lines = createInterface({ input: holder.stdout! });
-const [line] = (await Promise.race([once(lines, 'line'), once(holder, 'exit').then(() => ['exited'])])) as [string];
-const peerPort = /^peer (\d+)$/.exec(line)?.[1];
-if (!peerPort) {
-  process.stderr.write(`peered-router: the holder did not start (${line})\n`);
-  process.exit(1);
-}
+/**
+ * The handler for upstream A and what stops its processes: through this router's own tunnel
+ * (LOCAL_TUNNEL=1, the comparison row), or through the holder over peering.
+ */
+async function routeToA(): Promise<{ handler: ReturnType<typeof viaTunnel>; close(): Promise<void> }> {
+  if (process.env.LOCAL_TUNNEL === '1') {
+    const side = await startTunnelSide(targetA);
+    return { handler: viaTunnel(side.registry, BENCH_AGENT, targetA), close: side.close };
+  }
+  const { ca, server } = devCertificates();
+  const proxyCert = (): { cert: string; key: string } => ca.issue({ commonName: 'gate-mux proxy', uris: [PEER_ROLE_URI], usage: 'both' });
+  const agentPair = ca.issue({ commonName: 'bench-agent', usage: 'client' });
+  const holderPair = proxyCert();
+  const holder = spawn(process.execPath, [...process.execArgv, fileURLToPath(new URL('./peer-holder.js', import.meta.url))], {
+    env: {
+      CLUSTER_CA: ca.cert,
+      SERVER_CERT: server.cert,
+      SERVER_KEY: server.key,
+      PEER_CERT: holderPair.cert,
+      PEER_KEY: holderPair.key,
+      AGENT_CERT: agentPair.cert,
+      AGENT_KEY: agentPair.key,
+      TARGET: targetA,
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: holder.stdout! });
+  const [line] = (await Promise.race([once(lines, 'line'), once(holder, 'exit').then(() => ['exited'])])) as [string];
+  const peerPort = /^peer (\d+)$/.exec(line)?.[1];
+  if (!peerPort) {
+    process.stderr.write(`peered-router: the holder did not start (${line})\n`);
+    process.exit(1);
+  }
 
-// The cluster as this router sees it: itself and the holder, live for the whole run.
-const store = new MemoryRouteStore();
-const self = Object.assign(new EventEmitter(), { proxyId: 'bench-front' });
-const dayMs = 24 * 60 * 60 * 1000;
-await store.announce({ id: 'bench-holder', peerAddr: `127.0.0.1:${peerPort}`, version: '0.0.0', draining: false, channelFingerprint: '' }, dayMs);
-await store.holdTunnel({ agent: 'bench-agent', proxyId: 'bench-holder', generation: 1 }, dayMs);
-const ownPair = proxyCert();
-const pool = new PeerPool({ identity: () => ({ ...ownPair, ca: ca.cert }) });
-const registry = new TunnelRegistry();
-const dialer = new ClusterDialer({ registry, store, member: self, peers: pool });
+  // The cluster as this router sees it: itself and the holder, live for the whole run.
+  const store = new MemoryRouteStore();
+  const self = Object.assign(new EventEmitter(), { proxyId: 'bench-front' });
+  const dayMs = 24 * 60 * 60 * 1000;
+  await store.announce({ id: 'bench-holder', peerAddr: `127.0.0.1:${peerPort}`, version: '0.0.0', draining: false, channelFingerprint: '' }, dayMs);
+  await store.holdTunnel({ agent: 'bench-agent', proxyId: 'bench-holder', generation: 1 }, dayMs);
+  const ownPair = proxyCert();
+  const pool = new PeerPool({ identity: () => ({ ...ownPair, ca: ca.cert }) });
+  const registry = new TunnelRegistry();
+  const dialer = new ClusterDialer({ registry, store, member: self, peers: pool });
+  return {
+    handler: viaTunnel(registry, BENCH_AGENT, targetA, { open: dialer.open }),
+    close: async () => {
+      holder.kill('SIGTERM');
+      dialer.close();
+      pool.close();
+    },
+  };
+}
+const a = await routeToA();
 
 const mux = new Multiplexer({
   routes: [
-    { name: 'bench', match: { sni: 'bench.local', alpn: 'gate-bench' }, handler: viaTunnel(registry, 'bench-agent', targetA, { open: dialer.open }) },
+    { name: 'bench', match: { sni: 'bench.local', alpn: 'gate-bench' }, handler: a.handler },
     { name: 'other', match: { protocol: ['tls', 'postgres', 'http1', 'h2', 'ssh'] }, handler: forward(upstreamB) },
   ],
 });
 await mux.listen({ host: '127.0.0.1', port: listenPort, backlog: 4096 });
-process.stdout.write(`peered router listening on 127.0.0.1:${listenPort} (holder peering on 127.0.0.1:${peerPort})\n`);
+process.stdout.write(`peered router listening on 127.0.0.1:${listenPort}\n`);
 process.once('SIGTERM', () => {
-  holder.kill('SIGTERM');
-  void mux.close({ graceMs: 1000 }).then(() => {
-    dialer.close();
-    pool.close();
-    process.exit(0);
-  });
+  void mux
+    .close({ graceMs: 1000 })
+    .then(() => a.close())
+    .then(() => process.exit(0));
 });

@@ -35,6 +35,12 @@ export interface Peer {
   /** Why it cannot run here (e.g. "not installed: apt-get install haproxy"), or undefined. */
   missing: string | undefined;
   version: string | undefined;
+  /**
+   * 'cleartext': the router ends the client's TLS and needs cleartext upstreams, and TLS_KEY /
+   * TLS_CERT in `ctx.env`; it runs in the tunnel workload only. Otherwise the client's TLS passes
+   * through to TLS upstreams.
+   */
+  upstreams?: 'cleartext';
   start(ctx: PeerContext): Promise<RunningPeer>;
 }
 
@@ -64,6 +70,7 @@ async function startProcess(name: string, ctx: PeerContext, command: string, arg
 function nodePeer(name: string, script: string, withEnv: boolean, scriptPath?: string, nodeArgs?: string[], extraEnv: Record<string, string> = {}): Peer {
   return {
     name,
+    ...(extraEnv.TERMINATE === '1' ? { upstreams: 'cleartext' as const } : {}),
     missing: undefined,
     version: process.version,
     start: async (ctx) => {
@@ -189,7 +196,7 @@ const directPeer: Peer = {
 /**
  * Every peer in report order. `compare` adds other builds of the bench router (saved
  * dist/bench/router.js files) as peers "gate-mux-ref", "gate-mux-ref2", ..., to A/B changes within
- * one run; `refNodeArgs` (when given) are their node flags instead of the gate-mux peer's
+ * one run (a saved dist/bench/tunnel-router.js: "gate-mux-tunnel-ref", in the tunnel workload); `refNodeArgs` (when given) are their node flags instead of the gate-mux peer's
  * (GATE_MUX_NODE_FLAGS plus --node-args).
  */
 export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[] {
@@ -199,11 +206,20 @@ export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[]
     // native addon (native/relay.cc) after the routing decision.
     nodePeer('gate-mux', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '0' }),
     nodePeer('gate-mux-native', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1' }),
-    // The same route with upstream A behind an agent's reverse tunnel (router + agent process).
-    nodePeer('gate-mux-tunnel', 'tunnel-router.js', true),
-    // The same, but the agent's tunnel is held by another proxy (router + holder + agent; issue 14).
+    // Issue 13's comparison: the client's TLS ends at the proxy, then the cleartext goes to
+    // upstream A directly (terminate + forward) or through an agent's reverse tunnel (proxy + agent).
+    nodePeer('gate-mux-terminate', 'router.js', true, undefined, undefined, { TERMINATE: '1', GATE_MUX_NATIVE_RELAY: '0' }),
+    nodePeer('gate-mux-tunnel', 'tunnel-router.js', true, undefined, undefined, { TERMINATE: '1' }),
+    // Issue 14: upstream A behind an agent's tunnel, the client's TLS passed through; held by this
+    // router (local) or by another proxy it reaches over peering (peered: router + holder + agent).
+    nodePeer('gate-mux-local-tunnel', 'peered-router.js', true, undefined, undefined, { LOCAL_TUNNEL: '1' }),
     nodePeer('gate-mux-peered', 'peered-router.js', true),
-    ...compare.map((path, i) => nodePeer(`gate-mux-ref${i === 0 ? '' : i + 1}`, 'router.js', true, path, refNodeArgs)),
+    ...compare.map((path, i) =>
+      // A saved tunnel-router.js is compared in the tunnel workload (as gate-mux-tunnel-ref...).
+      path.endsWith('tunnel-router.js')
+        ? nodePeer(`gate-mux-tunnel-ref${i === 0 ? '' : i + 1}`, 'tunnel-router.js', true, path, refNodeArgs, { TERMINATE: '1' })
+        : nodePeer(`gate-mux-ref${i === 0 ? '' : i + 1}`, 'router.js', true, path, refNodeArgs),
+    ),
     nodePeer('node-baseline', 'baseline-router.js', false),
     haproxyPeer(),
     nginxPeer(),

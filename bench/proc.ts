@@ -71,7 +71,15 @@ export interface ProcSample {
 
 /** One reading of the tree rooted at `pid`. */
 export function sample(pid: number): ProcSample {
-  const pids = [pid, ...descendants(pid)];
+  return sampleOf([pid, ...descendants(pid)]);
+}
+
+/** One reading of `pid` alone, without its children (the tunnel router without its agent). */
+export function sampleProcess(pid: number): ProcSample {
+  return sampleOf([pid]);
+}
+
+function sampleOf(pids: number[]): ProcSample {
   let ticks = 0;
   let systemTicks = 0;
   let rssKiB = 0;

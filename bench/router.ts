@@ -3,7 +3,10 @@
 // A, everything else to upstream B. Listens on 127.0.0.1:LISTEN_PORT in the foreground until
 // SIGTERM. WORKERS=n (n > 1) runs n worker processes on the one listener (node:cluster);
 // CLUSTER_SCHEDULING=round-robin makes the primary hand out connections instead of the kernel.
-import { Multiplexer, forward, runWorkers } from 'gate-mux';
+// TERMINATE=1 ends the client's TLS here (certificate TLS_CERT, key TLS_KEY) and forwards the
+// cleartext to upstreams that speak it: the `terminate` + `forward` route the tunnelled router is
+// compared with (bench/tunnel-router.ts).
+import { Multiplexer, forward, runWorkers, terminate, type Handler } from 'gate-mux';
 
 function port(name: string): number {
   const value = Number(process.env[name]);
@@ -18,12 +21,17 @@ const listenPort = port('LISTEN_PORT');
 const upstreamA = { host: '127.0.0.1', port: port('UPSTREAM_A_PORT') };
 const upstreamB = { host: '127.0.0.1', port: port('UPSTREAM_B_PORT') };
 const workers = Number(process.env.WORKERS ?? 1) || 1;
+const tls = process.env.TERMINATE === '1' ? { key: process.env.TLS_KEY ?? '', cert: process.env.TLS_CERT ?? '' } : undefined;
+
+function upstream(to: { host: string; port: number }, alpn?: string): Handler {
+  return tls ? terminate({ ...tls, ...(alpn ? { alpnProtocols: [alpn] } : {}) }, forward(to)) : forward(to);
+}
 
 async function start(): Promise<void> {
   const mux = new Multiplexer({
     routes: [
-      { name: 'bench', match: { sni: 'bench.local', alpn: 'gate-bench' }, handler: forward(upstreamA) },
-      { name: 'other', match: { protocol: ['tls', 'postgres', 'http1', 'h2', 'ssh'] }, handler: forward(upstreamB) },
+      { name: 'bench', match: { sni: 'bench.local', alpn: 'gate-bench' }, handler: upstream(upstreamA, 'gate-bench') },
+      { name: 'other', match: { protocol: ['tls', 'postgres', 'http1', 'h2', 'ssh'] }, handler: upstream(upstreamB) },
     ],
   });
   await mux.listen({ host: '127.0.0.1', port: listenPort, backlog: 4096 });

@@ -5,10 +5,11 @@
 //
 //   npm run bench                       full run (< 10 minutes)
 //   npm run bench -- --quick            smoke run (< 1 minute)
-//   npm run bench -- --only bulk,rate   some workloads (bulk, rate, idle, parser, workers)
+//   npm run bench -- --only bulk,rate   some workloads (bulk, rate, idle, parser, workers, tunnel)
 //   npm run bench -- --peers gate-mux,nginx --rounds 5
 //   npm run bench -- --profile /tmp/prof  gate-mux runs with --cpu-prof (see bench/profile-summary.ts)
 //   npm run bench -- --compare /tmp/before/dist/bench/router.js   A/B against a saved build (or several, comma-separated)
+//   npm run bench -- --only tunnel --compare /tmp/before/dist/bench/tunnel-router.js   A/B the tunnelled path
 //   npm run bench -- --compare dist/bench/router.js --ref-node-args '--max-semi-space-size=1'   A/B node flags
 //   npm run bench -- --node-args '--max-semi-space-size=2'      node flags for the gate-mux routers
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,12 +18,12 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { makeBenchCert, type BenchCert } from './certs.js';
-import { allPeers, type Peer, type PeerContext, type RunningPeer } from './peers.js';
-import { sample, type ProcSample } from './proc.js';
+import { allPeers, GATE_MUX_NODE_FLAGS, type Peer, type PeerContext, type RunningPeer } from './peers.js';
+import { sample, sampleProcess, type ProcSample } from './proc.js';
 import { JsonLines, spawnPinned, stopChild } from './spawn.js';
 import { fmt, markdownTable, median, ratio } from './stats.js';
 
-const WORKLOADS = ['bulk', 'rate', 'idle', 'parser', 'workers'] as const;
+const WORKLOADS = ['bulk', 'rate', 'idle', 'parser', 'workers', 'tunnel'] as const;
 type Workload = (typeof WORKLOADS)[number];
 
 const distDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -73,7 +74,7 @@ function parseArgs(argv: string[]): {
     else if (arg.startsWith('--node-args')) nodeArgs.push(...value().split(' ').filter(Boolean));
     else if (arg.startsWith('--peers')) peers = value().split(',').map((s) => s.trim());
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js[,...]] [--node-args "--flag ..."] [--ref-node-args "--flag ..."] [--no-warmup]\n');
+      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers,tunnel] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js[,...]] [--node-args "--flag ..."] [--ref-node-args "--flag ..."] [--no-warmup]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${arg}`);
   }
@@ -95,6 +96,11 @@ const config = {
   workersBulkBytes: quick ? 128 * 2 ** 20 : 512 * 2 ** 20,
   workersRateMs: quick ? 1500 : 3000,
   workersRounds: args.rounds ?? (quick ? 1 : 2),
+  /** Issue 13's transfer through the terminate routes (direct and tunnelled). */
+  tunnelBytes: quick ? 128 * 2 ** 20 : 512 * 2 ** 20,
+  /** New streams per round whose CONNECT -> 200 is timed, after `tunnelSetupWarmup` unmeasured. */
+  tunnelSetupCount: quick ? 100 : 300,
+  tunnelSetupWarmup: 30,
 };
 /**
  * Half-second polls for memory and descriptors to come back after the idle connections close.
@@ -115,6 +121,8 @@ const dir = mkdtempSync(join(tmpdir(), 'gate-mux-bench-'));
 const cert: BenchCert = makeBenchCert(dir);
 const peers = allPeers(args.compare, args.refNodeArgs).filter((p) => !args.peers || args.peers.includes(p.name));
 const runnable = peers.filter((p) => !p.missing);
+/** Routers the client's TLS passes through (bulk, rate, idle); the cleartext ones run in `tunnel`. */
+const passthrough = runnable.filter((p) => p.upstreams !== 'cleartext');
 const log = (message: string): void => void process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 
 // ---------------------------------------------------------------- processes
@@ -221,7 +229,7 @@ async function bulk(): Promise<void> {
   const up = await startUpstreams('bulk', { BULK_BYTES: String(config.bulkBytes) });
   try {
     for (let round = 1; round <= config.rounds; round++) {
-      for (const peer of rotate(runnable, round - 1)) {
+      for (const peer of rotate(passthrough, round - 1)) {
         const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
         await withPeer('bulk', round, peer, ctx, async (running, m) => {
           const before = running.pid ? sample(running.pid) : undefined;
@@ -280,7 +288,7 @@ async function rate(): Promise<void> {
   const up = await startUpstreams('rate');
   try {
     for (let round = 1; round <= config.rounds; round++) {
-      for (const peer of rotate(runnable, round - 1)) {
+      for (const peer of rotate(passthrough, round - 1)) {
         const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
         await withPeer('rate', round, peer, ctx, async (running, m) => {
           if (config.rateWarmupMs > 0) {
@@ -304,9 +312,9 @@ async function idle(): Promise<void> {
   const up = await startUpstreams('idle');
   try {
     for (let round = 1; round <= config.idleRounds; round++) {
-      // The tunnel peers are left out: 5,000 idle clients are 5,000 streams in one tunnel, over the
+      // The tunnelled peers are left out: 5,000 idle clients are 5,000 streams in one tunnel, over the
       // session's 1,000-stream limit (lib/tunnel/settings.ts).
-      for (const peer of rotate(runnable.filter((p) => p.name !== 'direct' && p.name !== 'gate-mux-tunnel' && p.name !== 'gate-mux-peered'), round - 1)) {
+      for (const peer of rotate(passthrough.filter((p) => p.name !== 'direct' && p.name !== 'gate-mux-local-tunnel' && p.name !== 'gate-mux-peered'), round - 1)) {
         const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
         await withPeer('idle', round, peer, ctx, async (running, m) => {
           const pid = running.pid!;
@@ -442,6 +450,83 @@ async function workers(): Promise<void> {
   }
 }
 
+const TUNNEL_PEER = 'gate-mux-tunnel';
+const TERMINATE_PEER = 'gate-mux-terminate';
+
+/**
+ * Issue 13's method: both routers end the client's TLS; the upstream sends `tunnelBytes` in
+ * cleartext, to the proxy directly (terminate + forward) or through the agent's tunnel. The proxy
+ * process and the agent process (the router's child, pinned to the client core as the far side of
+ * a network would be) are measured apart. Then, per round, the stream setup on a quiet tunnel.
+ */
+async function tunnel(): Promise<void> {
+  const routers = runnable.filter((p) => p.upstreams === 'cleartext');
+  if (routers.length === 0) return;
+  const up = await startUpstreams('bulk', { BULK_BYTES: String(config.tunnelBytes), PLAIN: '1' });
+  const env = { TLS_KEY: cert.key, TLS_CERT: cert.cert, ...(CLIENT_CPUS ? { AGENT_CPUS: CLIENT_CPUS } : {}) };
+  try {
+    for (let round = 1; round <= config.rounds; round++) {
+      for (const peer of rotate(routers, round - 1)) {
+        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, env, ...profiling };
+        await withPeer('tunnel', round, peer, ctx, async (running, m) => {
+          const pid = running.pid!;
+          const [before, proxyBefore] = [sample(pid), sampleProcess(pid)];
+          const load = await runLoad<{ bytes: number; mbPerSecond: number; complete: boolean; misrouted: number }>(
+            'bulk', running.port, { BULK_BYTES: String(config.tunnelBytes), CONNS: '1' }, 180_000,
+          );
+          const [after, proxyAfter] = [sample(pid), sampleProcess(pid)];
+          m.load = load;
+          if (!load.complete) throw new Error(`transfer incomplete (${load.bytes} bytes)`);
+          Object.assign(m, { before, after });
+          const gb = load.bytes / 1e9;
+          const proxyCpu = proxyAfter.cpuSeconds - proxyBefore.cpuSeconds;
+          m.cpuSeconds = after.cpuSeconds - before.cpuSeconds;
+          m.derived.mbPerSecond = load.mbPerSecond;
+          m.derived.proxyCpuSecondsPerGB = proxyCpu / gb;
+          m.derived.proxySystemSecondsPerGB = (proxyAfter.systemSeconds - proxyBefore.systemSeconds) / gb;
+          m.derived.agentCpuSecondsPerGB = (m.cpuSeconds - proxyCpu) / gb;
+          m.derived.agentSystemSecondsPerGB = (after.systemSeconds - before.systemSeconds - (proxyAfter.systemSeconds - proxyBefore.systemSeconds)) / gb;
+          log(
+            `tunnel r${round} ${peer.name}: ${fmt(load.mbPerSecond)} MB/s, proxy ${fmt(m.derived.proxyCpuSecondsPerGB, 2)} CPU s/GB` +
+              `${peer.name.startsWith(TUNNEL_PEER) ? `, agent ${fmt(m.derived.agentCpuSecondsPerGB, 2)}` : ''}`,
+          );
+        });
+      }
+      if (routers.some((p) => p.name === TUNNEL_PEER)) await streamSetup(round, up.portA);
+    }
+  } finally {
+    await up.stop();
+  }
+}
+
+async function streamSetup(round: number, targetPort: number): Promise<void> {
+  const m: Measurement = { workload: 'tunnel', round, peer: TUNNEL_PEER, variant: 'setup', derived: {} };
+  measurements.push(m);
+  const child = spawnPinned(process.execPath, [...GATE_MUX_NODE_FLAGS, ...(profiling.nodeArgs ?? []), join(distDir, 'bench', 'tunnel-setup.js')], {
+    cpus: ROUTER_CPUS,
+    env: {
+      TARGET: `127.0.0.1:${targetPort}`,
+      COUNT: String(config.tunnelSetupCount),
+      WARMUP: String(config.tunnelSetupWarmup),
+      ...(CLIENT_CPUS ? { AGENT_CPUS: CLIENT_CPUS } : {}),
+    },
+    log: join(dir, 'tunnel-setup.log'),
+    stdout: 'pipe',
+  });
+  try {
+    const result = await new JsonLines(child).next<{ count: number; p50Ms: number; p99Ms: number }>(120_000);
+    m.load = result;
+    m.derived.setupP50Ms = result.p50Ms;
+    m.derived.setupP99Ms = result.p99Ms;
+    log(`tunnel r${round} stream setup: p50 ${fmt(result.p50Ms, 2)} ms, p99 ${fmt(result.p99Ms, 2)} ms (${result.count} streams)`);
+  } catch (err) {
+    m.error = `stream setup: ${(err as Error).message} (see ${join(dir, 'tunnel-setup.log')})`;
+    log(m.error);
+  } finally {
+    await stopChild(child);
+  }
+}
+
 // ---------------------------------------------------------------- report
 
 function medianOf(workload: Workload, peer: string, key: string, filter: (m: Measurement) => boolean = () => true): number | undefined {
@@ -451,13 +536,44 @@ function medianOf(workload: Workload, peer: string, key: string, filter: (m: Mea
 }
 
 function rowsFor(workload: Workload, cells: (peer: Peer) => string[], include: (p: Peer) => boolean = () => true): string[][] {
-  return peers.filter(include).map((p) => {
+  const kind = (p: Peer): boolean => (workload === 'tunnel') === (p.upstreams === 'cleartext');
+  return peers.filter((p) => kind(p) && include(p)).map((p) => {
     if (p.missing) return [p.name, `not run: ${p.missing}`, ...cells(p).slice(1).map(() => '')];
     const failed = measurements.filter((m) => m.workload === workload && m.peer === p.name && m.error);
     const ok = measurements.some((m) => m.workload === workload && m.peer === p.name && !m.error);
     if (!ok && failed.length) return [p.name, `failed: ${failed[0]!.error}`, ...cells(p).slice(1).map(() => '')];
     return [p.name, ...cells(p)];
   });
+}
+
+function tunnelReport(out: string[]): void {
+  out.push('', `## Tunnelled path (issue 13): the client's TLS ends at the proxy, upstream sends ${fmt(config.tunnelBytes / 2 ** 20)} MiB in cleartext`, '');
+  const bulkOnly = (m: Measurement): boolean => m.variant !== 'setup';
+  const pick = (peer: string, key: string): number | undefined => medianOf('tunnel', peer, key, bulkOnly);
+  const base = { mb: pick(TERMINATE_PEER, 'mbPerSecond'), cpu: pick(TERMINATE_PEER, 'proxyCpuSecondsPerGB') };
+  out.push(
+    markdownTable(
+      ['route', 'MB/s', '× forward', 'proxy CPU s/GB', '× forward', 'proxy sys s/GB', 'agent CPU s/GB'],
+      rowsFor('tunnel', (p) => {
+        const mb = pick(p.name, 'mbPerSecond');
+        const cpu = pick(p.name, 'proxyCpuSecondsPerGB');
+        const agent = p.name.startsWith(TUNNEL_PEER) ? `${fmt(pick(p.name, 'agentCpuSecondsPerGB'), 2)} (sys ${fmt(pick(p.name, 'agentSystemSecondsPerGB'), 2)})` : '—';
+        return [fmt(mb), ratio(mb, base.mb), fmt(cpu, 2), ratio(cpu, base.cpu), fmt(pick(p.name, 'proxySystemSecondsPerGB'), 2), agent];
+      }),
+    ),
+  );
+  out.push('', '`gate-mux-terminate`: terminate + forward to the upstream. `gate-mux-tunnel`: terminate, then one HTTP/2 CONNECT stream in the reverse tunnel an agent process holds (mutual TLS); the agent runs on the client core, the proxy alone on the router core.');
+  const setup = (key: string): number | undefined => medianOf('tunnel', TUNNEL_PEER, key, (m) => m.variant === 'setup');
+  const p50 = setup('setupP50Ms');
+  if (p50 !== undefined) {
+    out.push('', `Stream setup over the established tunnel (CONNECT -> 200, ${config.tunnelSetupCount} new streams one after another on a quiet tunnel, after ${config.tunnelSetupWarmup} unmeasured; median of rounds): p50 ${fmt(p50, 2)} ms, p99 ${fmt(setup('setupP99Ms'), 2)} ms.`);
+  }
+  const mb = pick(TUNNEL_PEER, 'mbPerSecond');
+  const cpu = pick(TUNNEL_PEER, 'proxyCpuSecondsPerGB');
+  if (mb !== undefined && cpu !== undefined && base.mb !== undefined && base.cpu !== undefined) {
+    const verdict = (ok: boolean): string => (ok ? 'met' : 'not met');
+    out.push('', `Aims (issue 13): proxy CPU per GB within 1.5× of forward: ${ratio(cpu, base.cpu)}, ${verdict(cpu <= 1.5 * base.cpu)}; MB/s at least 0.8× forward: ${ratio(mb, base.mb)}, ${verdict(mb >= 0.8 * base.mb)}.`);
+  }
 }
 
 function report(startedAt: Date, seconds: number): string {
@@ -493,9 +609,6 @@ function report(startedAt: Date, seconds: number): string {
         }),
       ),
     );
-    if (peers.some((p) => p.name === 'gate-mux-tunnel')) {
-      out.push('', '`gate-mux-tunnel`: upstream A behind an agent\'s reverse tunnel (one HTTP/2 stream in the mutual-TLS session the agent holds); its CPU is the proxy and the agent together. The client\'s TLS passes through to the upstream on both gate-mux rows.');
-    }
   }
   if (args.only.has('rate')) {
     out.push('', `## Connection rate: ${config.rateConcurrency} concurrent clients, full TLS 1.3 handshake (ECDSA P-256), 1 KiB response, close; ${fmt(config.rateMs / 1000, 1)} s per round${config.rateWarmupMs > 0 ? ` after ${fmt(config.rateWarmupMs / 1000, 1)} s unmeasured warm-up` : ', no warm-up'}`, '');
@@ -516,11 +629,8 @@ function report(startedAt: Date, seconds: number): string {
         }),
       ),
     );
-    if (peers.some((p) => p.name === 'gate-mux-tunnel')) {
-      out.push('', '`gate-mux-tunnel` opens a new stream in the established tunnel per connection: its TTFB minus gate-mux\'s is the stream setup (CONNECT, the agent\'s dial, the 200).');
-    }
     if (peers.some((p) => p.name === 'gate-mux-peered')) {
-      out.push('', '`gate-mux-peered`: the agent\'s tunnel is held by another proxy (issue 14): per connection a route-store lookup (in memory), a CONNECT stream in the peering session, and one in the tunnel; its CPU is both proxies and the agent. Its TTFB minus `gate-mux-tunnel`\'s is the peering hop.');
+      out.push('', '`gate-mux-local-tunnel` and `gate-mux-peered`: upstream A behind an agent\'s tunnel, the client\'s TLS passed through; the tunnel is held by the router itself, or by another proxy (issue 14): per connection a route-store lookup (in memory), a CONNECT stream in the peering session, and one in the tunnel; the CPU is every process of the path. `gate-mux-peered` minus `gate-mux-local-tunnel` is the peering hop.');
     }
   }
   if (args.only.has('idle')) {
@@ -568,6 +678,7 @@ function report(startedAt: Date, seconds: number): string {
     );
     out.push('', 'On a 2-core machine the clients and upstreams compete with the workers for the same cores, so this shows the scaling trend, not a limit.');
   }
+  if (args.only.has('tunnel') && peers.some((p) => p.upstreams === 'cleartext')) tunnelReport(out);
   const errors = measurements.filter((m) => m.error);
   if (errors.length) {
     out.push('', `## Errors`, '', ...errors.map((m) => `- ${m.workload} r${m.round} ${m.peer}${m.variant ? ` ${m.variant}` : ''}: ${m.error}`));
@@ -585,6 +696,7 @@ try {
   if (args.only.has('rate')) await rate();
   if (args.only.has('idle')) await idle();
   if (args.only.has('workers')) await workers();
+  if (args.only.has('tunnel')) await tunnel();
 } finally {
   const seconds = (Date.now() - startedAt.getTime()) / 1000;
   const markdown = report(startedAt, seconds);

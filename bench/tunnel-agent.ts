@@ -13,6 +13,10 @@ const agent = startAgent({
   env: {},
   resources: [env.TARGET ?? ''],
 });
-process.once('SIGTERM', () => {
+const stop = (): void => {
   void agent.stop({ graceMs: 500 }).then(() => process.exit(0));
-});
+};
+process.once('SIGTERM', stop);
+// stdin is a pipe from the router (bench/tunnel-side.ts): its end means the router is gone.
+process.stdin.once('close', stop);
+process.stdin.resume();

@@ -3,20 +3,22 @@
 //   bulk: wait for one byte from the client, send BULK_BYTES in large writes, end;
 //   rate: send 1 KiB right after the handshake and end;
 //   idle: keep the connection open and quiet.
-// Prints {"portA":..,"portB":..} on stdout once both listen. Runs until SIGTERM.
-import { createServer, type TLSSocket } from 'node:tls';
+// PLAIN=1 serves cleartext TCP instead (the upstreams behind a router that terminates the client's
+// TLS: the tunnel workload). Prints {"portA":..,"portB":..} on stdout once both listen. Runs until SIGTERM.
+import { createServer } from 'node:tls';
+import { createServer as createPlainServer, type AddressInfo, type Socket } from 'node:net';
 import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
 
 const mode = process.env.MODE ?? 'rate';
 const bulkBytes = Number(process.env.BULK_BYTES ?? 1 << 30);
 const key = process.env.TLS_KEY ?? '';
 const cert = process.env.TLS_CERT ?? '';
+const plain = process.env.PLAIN === '1';
 
 const CHUNK = Buffer.alloc(1 << 20, 0x5a); // 1 MiB writes: OpenSSL cuts 16 KiB records from them
 const RATE_BODY = Buffer.alloc(1024, 0x2e);
 
-function sendBulk(socket: TLSSocket): void {
+function sendBulk(socket: Socket): void {
   let left = bulkBytes;
   const pump = (): void => {
     while (left > 0) {
@@ -33,7 +35,7 @@ function sendBulk(socket: TLSSocket): void {
   pump();
 }
 
-function serve(tag: string): (socket: TLSSocket) => void {
+function serve(tag: string): (socket: Socket) => void {
   const tagByte = Buffer.from(tag);
   return (socket) => {
     socket.on('error', () => {});
@@ -55,7 +57,7 @@ function serve(tag: string): (socket: TLSSocket) => void {
 }
 
 async function listen(tag: string): Promise<number> {
-  const server = createServer({ key, cert }, serve(tag));
+  const server = plain ? createPlainServer(serve(tag)) : createServer({ key, cert }, serve(tag));
   server.listen({ host: '127.0.0.1', port: 0, backlog: 4096 });
   await once(server, 'listening');
   return (server.address() as AddressInfo).port;

@@ -1,5 +1,5 @@
 import { lookup } from 'node:dns/promises';
-import { connect as netConnect, isIP, type Socket } from 'node:net';
+import { connect as netConnect, isIP, type OnReadOpts, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
@@ -29,6 +29,8 @@ export interface DialOptions {
   maxProxyHeaderBytes?: number;
   /** Keep the writable side open after the peer ends (for tunnels that half-close). Default false. */
   allowHalfOpen?: boolean;
+  /** Reads into caller-managed buffers (`net.connect`'s `onread`, see transport/read-buffer.ts); direct dials only. */
+  onread?: OnReadOpts;
 }
 
 export interface DialResult {
@@ -97,7 +99,7 @@ export async function dial(target: string, options: DialOptions = {}): Promise<D
 }
 
 async function dialDirect(host: string, port: number, options: DialOptions, track: (s: Socket) => void): Promise<Socket> {
-  const socket = netConnect({ host, port, allowHalfOpen: options.allowHalfOpen ?? false });
+  const socket = netConnect({ host, port, allowHalfOpen: options.allowHalfOpen ?? false, ...(options.onread ? { onread: options.onread } : {}) });
   track(socket);
   try {
     await connected(socket, 'connect');

@@ -17,6 +17,39 @@ function relay(src: Duplex, dst: Duplex): void {
   src.resume();
 }
 
+/** Bytes a coalescing relay lets gather in `dst` before it pauses `src`. */
+const COALESCE_LIMIT_BYTES = 256 * 1024;
+
+/**
+ * `relay` for the two sides of a tunnel stream (issue 13). An HTTP/2 stream delivers a read as
+ * many small chunks (a DATA frame, or the part of one a TLS record held: a few KiB each), so
+ * `dst` is corked from the first chunk until the loop's check phase and the chunks of one read
+ * leave in one writev (on a TLS socket one SSL_write: full records, one syscall) rather than one
+ * each. And an HTTP/2 stream's high-water mark is 16 KiB, under one 64 KiB socket read: `relay`
+ * paused and resumed the source for every chunk (two epoll_ctl calls each), so backpressure here
+ * starts at COALESCE_LIMIT_BYTES queued in `dst` instead (well inside the 1 MiB stream window).
+ */
+function relayCoalesced(src: Duplex, dst: Duplex): void {
+  let corked = false;
+  const flush = (): void => {
+    corked = false;
+    dst.uncork();
+  };
+  src.on('data', (chunk: Buffer) => {
+    if (!corked) {
+      corked = true;
+      dst.cork();
+      setImmediate(flush);
+    }
+    // A false from write() (its high-water mark) always comes with a 'drain' once `dst` empties,
+    // so pausing only then cannot stall.
+    if (!dst.write(chunk) && dst.writableLength >= COALESCE_LIMIT_BYTES) src.pause();
+  });
+  dst.on('drain', () => src.resume());
+  src.once('end', () => dst.end());
+  src.resume();
+}
+
 /**
  * Copies a socket read through a `ReadBuffer` into `dst`; in bulk, without copying the bytes in
  * JavaScript: `dst.write` gets a view of the connection's read buffer. Node does not copy a write that the kernel did not
@@ -24,11 +57,12 @@ function relay(src: Duplex, dst: Duplex): void {
  * written buffer changed afterwards arrives changed). So after a write that is still queued
  * (`writableLength > 0`), reading stops until that write's callback, and only then may the read
  * buffer be filled again. That is also the backpressure: a slow `dst` stops `src`'s reads.
- * Only for a plain `net.Socket` destination, whose writes go straight to the kernel; any other
- * stream might keep the view after calling back, so it gets a copy.
+ * In place only for a plain `net.Socket` destination, whose writes go straight to the kernel, or
+ * one the caller vouches for (`dstReleasesAtCallback`: an HTTP/2 stream); any other stream might
+ * keep the view after calling back, so it gets a copy.
  */
-function relayBuffered(reader: ReadBuffer, src: Socket, dst: Duplex): void {
-  const zeroCopy = Object.getPrototypeOf(dst) === Socket.prototype;
+function relayBuffered(reader: ReadBuffer, src: Socket, dst: Duplex, dstReleasesAtCallback = false): void {
+  const zeroCopy = dstReleasesAtCallback || Object.getPrototypeOf(dst) === Socket.prototype;
   let issued = 0;
   let completed = 0;
   let resumeAt = 0;
@@ -57,6 +91,17 @@ export interface SpliceOptions {
    * with END_STREAM rather than reset: see tunnel/release-stream.ts). It must still close `b`.
    */
   releaseB?: (b: Duplex) => void;
+  /** Relay a -> b with `relayCoalesced` (a tunnel stream's sides). */
+  coalesceA?: boolean;
+  /** Relay b -> a with `relayCoalesced`. */
+  coalesceB?: boolean;
+  /**
+   * `a` is done with a written buffer once that write's callback ran, so `bReader`'s buffer may
+   * be written to it in place (as to a plain net.Socket). True of an HTTP/2 stream: nghttp2 takes
+   * the bytes into frames that the session writes to its socket, and the write completes after
+   * that write (TLS has encrypted them by then).
+   */
+  aReleasesAtCallback?: boolean;
 }
 
 /**
@@ -93,7 +138,9 @@ export function splice(
   b.on('error', onError);
   a.once('close', closeHandler(a, b));
   b.once('close', closeHandler(b, a));
-  relay(a, b);
-  if (bReader && b instanceof Socket) relayBuffered(bReader, b, a);
+  if (options.coalesceA) relayCoalesced(a, b);
+  else relay(a, b);
+  if (bReader && b instanceof Socket) relayBuffered(bReader, b, a, options.aReleasesAtCallback);
+  else if (options.coalesceB) relayCoalesced(b, a);
   else relay(b, a);
 }

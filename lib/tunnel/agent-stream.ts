@@ -4,6 +4,7 @@ import { dial } from '../client/dial.js';
 import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { ReadBuffer } from '../transport/read-buffer.js';
 import { splice } from '../transport/splice.js';
 import { refusalHeaders } from './connect-request.js';
 import { CLIENT_ADDR_HEADER } from '../wire/names.js';
@@ -59,7 +60,10 @@ export function serveAgentStream(stream: ServerHttp2Stream, headers: IncomingHtt
   }
   const abort = new AbortController();
   stream.once('close', () => abort.abort(new Error('stream closed')));
-  dial(target, { proxy: null, timeoutMs: options.dialTimeoutMs, allowHalfOpen: true, signal: abort.signal }).then(
+  // The target's reads land in buffers managed by ReadBuffer, written to the stream in place (no
+  // 64 KiB Buffer allocated per read), as `forward` does (issue 13).
+  const reader = new ReadBuffer();
+  dial(target, { proxy: null, timeoutMs: options.dialTimeoutMs, allowHalfOpen: true, signal: abort.signal, onread: reader.onread }).then(
     ({ socket }) => {
       if (stream.destroyed || stream.closed) {
         socket.destroy();
@@ -79,9 +83,17 @@ export function serveAgentStream(stream: ServerHttp2Stream, headers: IncomingHtt
         const clean = !socketError && socket.readableEnded && socket.writableFinished;
         if (!clean && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CONNECT_ERROR);
       });
-      splice(stream, socket, (err) => {
-        if (err) log.debug({ target, err }, 'tunnel stream ended with an error');
-      });
+      // Stream to target coalesced (splice.ts relayCoalesced: the stream delivers many small
+      // chunks per read); target to stream from the read buffer, in place.
+      splice(
+        stream,
+        socket,
+        (err) => {
+          if (err) log.debug({ target, err }, 'tunnel stream ended with an error');
+        },
+        reader,
+        { coalesceA: true, aReleasesAtCallback: true },
+      );
     },
     (err: GateError) => {
       if (abort.signal.aborted) return;

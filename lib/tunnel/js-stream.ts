@@ -2,16 +2,18 @@ import { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 
 /**
- * A plain JS Duplex in front of `socket`, for `http2.connect({createConnection})`.
+ * A plain JS Duplex in front of `socket`, for `http2.connect({createConnection})`, used only to
+ * refuse an agent (registry.ts `refuse`): closing the session then destroys the socket with the
+ * refusal (`destroyError`), so the listener records its code; a session on the socket itself would
+ * destroy it without one. Accepted agents' sessions take the TLS socket over natively.
  *
- * Why: given a net.Socket, an Http2Session consumes its native StreamBase handle directly. On Node
- * 20.20 that fails for a server-side TLSSocket built by hand around an already-accepted socket
- * (`new TLSSocket(socket, {isServer: true})`, which is what `terminate` does after peeking the
- * ClientHello): the session never reads, and behind the multiplexer the process dies with SIGSEGV
- * (reproduced in isolation with a bare net server; TLSSockets from tls.createServer are fine).
- * For a stream without a StreamBase handle Node wraps it in its JSStreamSocket and moves bytes in
- * JS, which works everywhere. Backpressure holds both ways: `push` returning false pauses the
- * socket and `read` resumes it; `write` completes when the socket has taken the bytes.
+ * History (issue 13): this wrapper once carried every tunnel byte, because a session given the
+ * TLSSocket that `terminate` builds by hand never read. The cause was the socket's
+ * `secureConnecting`, left true (only tls.Server clears it): http2 waited for a 'secureConnect'
+ * that never came. `terminate` now clears it (handlers/terminate.ts). For a stream without a
+ * StreamBase handle Node wraps it in its JSStreamSocket and moves bytes in JS. Backpressure holds
+ * both ways: `push` returning false pauses the socket and `read` resumes it; `write` completes
+ * when the socket has taken the bytes.
  */
 export function jsStreamOver(socket: Socket, options: { destroyError?: () => Error } = {}): Duplex {
   const duplex = new Duplex({

@@ -154,8 +154,11 @@ export class TunnelRegistry extends EventEmitter {
       if (local) this.probe(local);
       return this.refuse(socket, duplicate(), remote);
     }
+    // The session takes the TLS socket's native stream over: tunnel bytes go from OpenSSL to
+    // nghttp2 in C++, without a JavaScript read and write per chunk (issue 13; see terminate.ts for
+    // why a hand-built TLSSocket once could not be handed over and needed jsStreamOver).
     const session = connect('http://agent.tunnel', {
-      createConnection: () => jsStreamOver(socket),
+      createConnection: () => socket,
       settings: TUNNEL_SESSION_SETTINGS,
     });
     const entry: AgentSession = { name, session, socket, remote, since: Date.now(), serial };

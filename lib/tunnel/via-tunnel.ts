@@ -72,8 +72,9 @@ export function viaTunnel(registry: TunnelRegistry, agent: string, target: strin
           : `agent ${agent} disconnected`;
         failClient(client, new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${target} via agent ${agent}: ${why}`));
       });
-      // A client that leaves early releases its stream with END_STREAM, never a reset.
-      splice(client, stream, () => {}, undefined, { releaseB: (s) => releaseStream(s) });
+      // A client that leaves early releases its stream with END_STREAM, never a reset. Both ways
+      // coalesced: the stream's many small chunks per read, and no pause per client read.
+      splice(client, stream, () => {}, undefined, { releaseB: (s) => releaseStream(s), coalesceA: true, coalesceB: true });
       client.resume();
     },
   };

@@ -6,22 +6,29 @@ import type { Server } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { descendants } from '../../bench/proc.js';
 import { freePort, waitForPort } from '../../bench/spawn.js';
-import { closeServer, readUntil, startTaggedTlsServer, tlsClient } from '../helpers/net.js';
+import { devCertificates } from '../../lib/pki/dev-certificates.js';
+import { closeServer, readUntil, startTaggedTcpServer, startTaggedTlsServer, tlsClient } from '../helpers/net.js';
 
 // The bench router is a peer other harnesses run: check it as a black box (a child process,
 // configured by environment) routes bench.local + ALPN gate-bench to A and every other hello to B.
 const routerScript = fileURLToPath(new URL('../../bench/router.js', import.meta.url));
+const tunnelRouterScript = fileURLToPath(new URL('../../bench/tunnel-router.js', import.meta.url));
 const upA = await startTaggedTlsServer('A');
 const upB = await startTaggedTlsServer('B');
+// Behind the routers that end the client's TLS (issue 13's comparison): cleartext upstreams.
+const clearA = await startTaggedTcpServer('A');
+const clearB = await startTaggedTcpServer('B');
 t.teardown(async () => {
-  await closeServer(upA.server as Server);
-  await closeServer(upB.server as Server);
+  for (const up of [upA, upB, clearA, clearB]) {
+    for (const socket of (up as { sockets?: Set<{ destroy(): void }> }).sockets ?? []) socket.destroy();
+    await closeServer(up.server as Server);
+  }
 });
 
-async function startRouter(env: Record<string, string> = {}, script = routerScript): Promise<{ child: ChildProcess; port: number }> {
+async function startRouter(env: Record<string, string> = {}, script = routerScript, ups = [upA, upB]): Promise<{ child: ChildProcess; port: number }> {
   const port = await freePort();
   const child = spawn(process.execPath, [script], {
-    env: { ...process.env, LISTEN_PORT: String(port), UPSTREAM_A_PORT: String(upA.port), UPSTREAM_B_PORT: String(upB.port), ...env },
+    env: { ...process.env, LISTEN_PORT: String(port), UPSTREAM_A_PORT: String(ups[0]!.port), UPSTREAM_B_PORT: String(ups[1]!.port), ...env },
     stdio: ['ignore', 'pipe', process.env.DEBUG_ROUTER ? 'inherit' : 'ignore'],
   });
   t.teardown(() => {
@@ -38,7 +45,7 @@ async function upstreamFor(port: number, servername: string, alpn: string[]): Pr
   const socket = await tlsClient(port, { servername, ALPNProtocols: alpn, checkServerIdentity: () => undefined });
   const line = await readUntil(socket, (text) => text.includes('\n'));
   socket.destroy();
-  return line.split(' ')[0] ?? '';
+  return line.trim().split(' ')[0] ?? '';
 }
 
 async function checkRouting(t: { equal: (a: unknown, b: unknown, m: string) => unknown }, port: number): Promise<void> {
@@ -79,11 +86,45 @@ t.test('WORKERS=2: routes through the cluster, restarts a killed worker, stops a
   t.same(replaced.filter((pid) => descendants(1).includes(pid)), [], 'no worker outlives the primary');
 });
 
-// The tunnelled peers: upstream A behind an agent's tunnel, held by the router itself or (issue 14)
-// by another proxy the router reaches over peering. Same rule, same black-box check.
-for (const [name, script] of [['gate-mux-tunnel', 'tunnel-router.js'], ['gate-mux-peered', 'peered-router.js']] as const) {
+const routerTls = { TLS_KEY: devCertificates().server.key, TLS_CERT: devCertificates().server.cert };
+
+t.test('TERMINATE=1: ends the client TLS and routes the cleartext to A or B', async (t) => {
+  const { child, port } = await startRouter({ TERMINATE: '1', ...routerTls }, routerScript, [clearA, clearB]);
+  await checkRouting(t, port);
+  child.kill('SIGTERM');
+  const [code] = await once(child, 'exit');
+  t.equal(code, 0, 'exits cleanly on SIGTERM');
+});
+
+t.test('tunnel router: A through an agent process, B forwarded; both stop on SIGTERM', async (t) => {
+  const { child, port } = await startRouter(routerTls, tunnelRouterScript, [clearA, clearB]);
+  const agents = descendants(child.pid!);
+  t.equal(agents.length, 1, 'the agent runs as a child process');
+  await checkRouting(t, port);
+  child.kill('SIGTERM');
+  const [code] = await once(child, 'exit');
+  t.equal(code, 0, 'exits cleanly on SIGTERM');
+  t.same(agents.filter((pid) => descendants(1).includes(pid)), [], 'the agent does not outlive the router');
+});
+
+t.test('tunnel router killed outright: its agent does not stay behind', async (t) => {
+  const { child } = await startRouter(routerTls, tunnelRouterScript, [clearA, clearB]);
+  const [agent] = descendants(child.pid!);
+  t.ok(agent, 'an agent process runs');
+  child.kill('SIGKILL');
+  let alive = true;
+  for (let i = 0; i < 100 && alive; i++) {
+    await sleep(50);
+    alive = descendants(1).includes(agent!);
+  }
+  t.notOk(alive, 'the agent exited once its router was gone');
+});
+
+// Issue 14's peers: upstream A behind an agent's tunnel held by the router itself (LOCAL_TUNNEL=1)
+// or by another proxy the router reaches over peering. Same rule, same black-box check.
+for (const [name, env] of [['gate-mux-local-tunnel', { LOCAL_TUNNEL: '1' }], ['gate-mux-peered', {}]] as const) {
   t.test(`${name}: routes A through the tunnel and stops its processes on SIGTERM`, async (t) => {
-    const { child, port } = await startRouter({}, fileURLToPath(new URL(`../../bench/${script}`, import.meta.url)));
+    const { child, port } = await startRouter(env, fileURLToPath(new URL('../../bench/peered-router.js', import.meta.url)));
     const tree = descendants(child.pid!);
     t.ok(tree.length >= 1, 'the agent (and the holder) run as children');
     await checkRouting(t, port);

@@ -1,0 +1,92 @@
+// splice's coalescing relay (the tunnel's stream sides, issue 13) on streams the test drives by
+// hand: how chunks are batched into the destination's writes, where backpressure starts, and
+// that the end still travels.
+import t from 'tap';
+import { Duplex } from 'node:stream';
+import { setImmediate as turn } from 'node:timers/promises';
+import { splice } from '../../lib/transport/splice.js';
+
+interface Sink {
+  stream: Duplex;
+  /** Chunks per write call the sink received (1 for write, n for writev). */
+  batches: number[];
+  bytes: number;
+  /** Completes every write the sink holds (the "kernel" took them). */
+  release(): void;
+  finished: boolean;
+}
+
+function sink(): Sink {
+  const held: Array<() => void> = [];
+  const s: Sink = {
+    batches: [],
+    bytes: 0,
+    finished: false,
+    release: () => held.splice(0).forEach((cb) => cb()),
+    stream: new Duplex({
+      allowHalfOpen: true,
+      read() {},
+      write(chunk: Buffer, _enc, cb) {
+        s.batches.push(1);
+        s.bytes += chunk.length;
+        held.push(() => cb());
+      },
+      writev(chunks, cb) {
+        s.batches.push(chunks.length);
+        for (const { chunk } of chunks) s.bytes += (chunk as Buffer).length;
+        held.push(() => cb());
+      },
+      final(cb) {
+        s.finished = true;
+        cb();
+      },
+    }),
+  };
+  return s;
+}
+
+function source(): Duplex {
+  return new Duplex({ allowHalfOpen: true, read() {}, write: (_c, _e, cb) => cb() });
+}
+
+const KiB = Buffer.alloc(1024, 0x61);
+
+/** Past the relay's own flush: the check phase after the one the pushes' 'data' events ran in. */
+async function settle(): Promise<void> {
+  await turn();
+  await turn();
+}
+
+t.test('chunks that arrive in one turn leave in one write', async (t) => {
+  const src = source();
+  const dst = sink();
+  splice(src, dst.stream, () => {}, undefined, { coalesceA: true });
+  for (let i = 0; i < 10; i++) src.push(KiB);
+  await settle();
+  t.same(dst.batches, [10], 'one writev of the ten chunks');
+  dst.release();
+  for (let i = 0; i < 3; i++) src.push(KiB);
+  await settle();
+  t.same(dst.batches, [10, 3], 'the next turn is its own batch');
+  t.equal(dst.bytes, 13 * 1024, 'every byte passed');
+});
+
+t.test('backpressure starts at 256 KiB queued, not at the 16 KiB high-water mark, and releases', async (t) => {
+  const src = source();
+  const dst = sink();
+  splice(src, dst.stream, () => {}, undefined, { coalesceA: true });
+  for (let i = 0; i < 100; i++) src.push(KiB);
+  await settle();
+  t.notOk(src.isPaused(), '100 KiB queued: still reading (plain relay would have paused at 16 KiB)');
+  for (let i = 0; i < 500; i++) src.push(KiB);
+  await settle();
+  t.ok(src.isPaused(), 'paused once 256 KiB wait');
+  t.ok(dst.stream.writableLength >= 256 * 1024 && dst.stream.writableLength < 260 * 1024, `bounded (${dst.stream.writableLength} B queued)`);
+  src.push(null);
+  for (let i = 0; i < 50 && !dst.finished; i++) {
+    dst.release();
+    await turn();
+  }
+  t.equal(dst.bytes, 600 * 1024, 'all 600 KiB arrived once the sink took its writes');
+  t.ok(dst.finished, "the source's end reached the sink");
+});
