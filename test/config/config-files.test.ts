@@ -330,7 +330,7 @@ const invalid: InvalidCase[] = [
   { name: 'data_dir empty', yaml: 'data_dir: ""\n', path: 'data_dir', says: /expected a directory path/ },
   { name: 'diag_addr on the public port', yaml: 'diag_addr: 127.0.0.1:3080\nproxy_service:\n  web_listen_addr: 0.0.0.0:3080\n', path: 'diag_addr', says: /never a public listener's: 127\.0\.0\.1:3080 is also proxy_service\.web_listen_addr/, line: 1 },
   { name: 'diag_addr on the default public port', yaml: 'diag_addr: 0.0.0.0:3080\n', path: 'diag_addr', says: /is also proxy_service\.web_listen_addr/ },
-  { name: 'diag_addr on the peering port', yaml: 'diag_addr: 127.0.0.1:3021\nproxy_service:\n  peer_listen_addr: 0.0.0.0:3021\n  upstreams: {peer: 10.0.0.2:3021}\n', path: 'diag_addr', says: /is also proxy_service\.peer_listen_addr/ },
+  { name: 'diag_addr on the peering port', yaml: 'diag_addr: 127.0.0.1:3021\nproxy_service:\n  peer_listen_addr: 0.0.0.0:3021\n', path: 'diag_addr', says: /is also proxy_service\.peer_listen_addr/ },
   { name: 'diag_addr without a port', yaml: 'diag_addr: 127.0.0.1\n', path: 'diag_addr', says: /expected host:port/ },
   { name: 'diag_addr as a URL', yaml: 'diag_addr: http://127.0.0.1:3000\n', path: 'diag_addr', says: /URL scheme/ },
 ];
