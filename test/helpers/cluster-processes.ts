@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { spawnAgentProcess, type AgentProcess } from './agent-process.js';
 import { caPin } from '../../lib/pki/ca-pin.js';
 import { haproxyConfig, proxyConfig, type ClusterLayoutOptions, type ClusterPorts } from '../../examples/cluster/layout.js';
 import { freePort, startDaemon, type Daemon, type Teardownable } from './daemon.js';
@@ -111,11 +111,7 @@ export async function startCluster(
   return cluster;
 }
 
-export interface ClusterAgent {
-  child: ChildProcess;
-  output(): string;
-  exited: Promise<unknown>;
-}
+export type ClusterAgent = AgentProcess;
 
 /**
  * `gate-mux agent` joined to the cluster through the balancer (the only address it is given),
@@ -126,21 +122,13 @@ export function startClusterAgent(
   cluster: RunningCluster,
   options: { name: string; stateDir: string; allow: string[]; connectionCount?: number; httpsProxy?: string; logLevel?: string },
 ): ClusterAgent {
-  const args = [GATE_MUX, 'agent', '--proxy', `0.0.0.0:${cluster.balancerPort}`, '--server-name', 'localhost', '--name', options.name,
+  const args = ['agent', '--proxy', `0.0.0.0:${cluster.balancerPort}`, '--server-name', 'localhost', '--name', options.name,
     '--state-dir', options.stateDir, '--token', cluster.token, '--ca-pin', cluster.caPin,
     ...(options.connectionCount === undefined ? [] : ['--connection-count', String(options.connectionCount)]),
     ...(options.logLevel === undefined ? [] : ['--log-level', options.logLevel, '--log-format', 'json']),
     ...options.allow.flatMap((target) => ['--allow', target])];
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...(options.httpsProxy ? { HTTPS_PROXY: options.httpsProxy } : {}) };
-  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let text = '';
-  child.stdout!.on('data', (d: Buffer) => (text += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (text += d.toString()));
-  const exited = once(child, 'exit');
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return { child, output: () => text, exited };
+  return spawnAgentProcess(t, GATE_MUX, args, env);
 }
 
 /** Waits until the agent's output satisfies `predicate` (or it exits). */

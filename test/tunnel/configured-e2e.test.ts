@@ -9,13 +9,14 @@
 // `localhost` (--server-name). Then: the agent killed mid-session, restarted without a token, a
 // target outside its allow-list, and SIGTERM closing the tunnel with a GOAWAY.
 import t from 'tap';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ErrorCodes } from '../../lib/errors.js';
+import { spawnAgentProcess, type AgentProcess } from '../helpers/agent-process.js';
 import { describeResult, localProxyTo, runClient } from '../helpers/clients.js';
+import type { Teardownable } from '../helpers/daemon.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { readUntil, run, tlsClient, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
@@ -27,22 +28,8 @@ import { startTinyproxy } from '../helpers/tinyproxy.js';
 
 const AGENT = fileURLToPath(new URL('../../examples/agent.js', import.meta.url));
 
-interface AgentProcess {
-  child: ChildProcess;
-  output(): string;
-  exited: Promise<unknown>;
-}
-
-function spawnAgent(t: { teardown(fn: () => unknown): unknown }, args: string[], env: NodeJS.ProcessEnv): AgentProcess {
-  const child = spawn(process.execPath, [AGENT, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let text = '';
-  child.stdout!.on('data', (d: Buffer) => (text += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (text += d.toString()));
-  const exited = once(child, 'exit');
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return { child, output: () => text, exited };
+function spawnAgent(t: Teardownable, args: string[], env: NodeJS.ProcessEnv): AgentProcess {
+  return spawnAgentProcess(t, AGENT, args, env);
 }
 
 t.test('psql, ssh and redis-cli through a configured proxy and a joined agent behind tinyproxy', async (t) => {
