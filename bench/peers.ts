@@ -198,7 +198,9 @@ export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[]
     // The same router, relaying forwarded connections in TypeScript on bare handles, and in the
     // native addon (native/relay.cc) after the routing decision.
     nodePeer('gate-mux', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '0' }),
-    nodePeer('gate-mux-native', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1' }),
+    nodePeer('gate-mux-native', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1', GATE_MUX_NATIVE_SPLICE: '0' }),
+    // The native relay moving bytes with splice(2) through a pipe instead of recv/send.
+    nodePeer('gate-mux-native-splice', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1', GATE_MUX_NATIVE_SPLICE: '1' }),
     // The same route with upstream A behind an agent's reverse tunnel (router + agent process).
     nodePeer('gate-mux-tunnel', 'tunnel-router.js', true),
     ...compare.map((path, i) => nodePeer(`gate-mux-ref${i === 0 ? '' : i + 1}`, 'router.js', true, path, refNodeArgs)),

@@ -14,6 +14,14 @@
 // more is read from `src` meanwhile). An idle connection therefore holds no buffer at all.
 // A FIN is passed on with shutdown(SHUT_WR) (half-close); the connection ends when both
 // directions have passed their FIN on, or at the first error, which closes both sockets.
+//
+// With `splice` (adopt's last argument) a direction moves its bytes through a pipe with
+// splice(2) instead of recv/send through the scratch buffer: socket → pipe → socket, the bytes
+// never copied into this process. A pipe is taken from a small engine-wide pool when a direction
+// reads and given back as soon as it is empty again, so, as with the scratch buffer, only a
+// direction whose destination is not keeping up holds one (two descriptors, and the pages of
+// what it holds); an idle connection holds none. When no pipe can be had (the descriptor limit)
+// the direction reads into the scratch buffer instead, for that turn.
 #include <napi.h>
 
 #include <errno.h>
@@ -32,6 +40,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -43,6 +52,8 @@ constexpr size_t kScratchSize = 64 * 1024;
 constexpr int kReadsPerTurn = 16;
 constexpr int kSweepEveryMs = 250;
 constexpr uint64_t kWakeToken = ~uint64_t{0};
+// Empty pipes kept for the next direction that reads (two descriptors each); more are closed.
+constexpr size_t kSparePipes = 32;
 
 int64_t NowMs() {
   timespec ts;
@@ -66,6 +77,10 @@ struct Direction {
   std::unique_ptr<char[]> pending;  // bytes read from src that dst has not taken yet
   size_t pendingOffset = 0;
   size_t pendingLength = 0;
+  bool splice = false;  // move bytes with splice(2) through a pipe instead of the scratch buffer
+  int pipeRead = -1;    // the pipe while it holds bytes (splice only); -1 otherwise
+  int pipeWrite = -1;
+  size_t piped = 0;  // bytes in the pipe that dst has not taken yet
   bool srcEnded = false;
   bool finSent = false;
   uint64_t bytesRead = 0;
@@ -136,7 +151,7 @@ class Engine {
   bool ok() const { return thread_.joinable(); }
 
   /** Main thread: takes duplicates of both sockets; returns the connection id, or 0 with errno set. */
-  uint32_t Adopt(int clientFd, int upstreamFd, const uint8_t* initial, size_t initialLength, int64_t idleMs) {
+  uint32_t Adopt(int clientFd, int upstreamFd, const uint8_t* initial, size_t initialLength, int64_t idleMs, bool splice) {
     int client = fcntl(clientFd, F_DUPFD_CLOEXEC, 0);
     if (client < 0) return 0;
     int upstream = fcntl(upstreamFd, F_DUPFD_CLOEXEC, 0);
@@ -163,6 +178,8 @@ class Engine {
     c->toClient.srcSide = Side::kUpstream;
     c->toClient.dstSide = Side::kClient;
     c->idleMs = idleMs;
+    c->toUpstream.splice = splice;
+    c->toClient.splice = splice;
     if (initialLength > 0) {
       // The peeked bytes (and a PROXY header) go out first, before anything read here.
       c->toUpstream.pending.reset(new char[initialLength]);
@@ -186,6 +203,11 @@ class Engine {
     if (!thread_.joinable()) return;
     Send(Command{Command::kStop, nullptr, 0});
     thread_.join();
+    for (auto& pipe : sparePipes_) {
+      close(pipe.first);
+      close(pipe.second);
+    }
+    sparePipes_.clear();
     onEnd_.Release();
     close(wake_);
     close(epoll_);
@@ -316,6 +338,19 @@ class Engine {
         d.pending.reset();
         d.pendingOffset = 0;
       }
+      if (d.piped > 0) {
+        ssize_t w = splice(d.pipeRead, nullptr, d.dst, nullptr, d.piped, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EAGAIN || errno == EWOULDBLOCK) return true;  // EPOLLOUT resumes it
+          *outcome = Outcome{ErrnoName(errno), d.dstSide};
+          return false;
+        }
+        Wrote(c, d, static_cast<size_t>(w));
+        d.piped -= static_cast<size_t>(w);
+        if (d.piped > 0) continue;
+        ReleasePipe(d);
+      }
       if (d.srcEnded) {
         if (!d.finSent) {
           d.finSent = true;
@@ -329,6 +364,26 @@ class Engine {
       if (reads++ == kReadsPerTurn) {
         *more = true;
         return true;
+      }
+      if (d.splice && TakePipe(d)) {
+        // The pipe is empty here, so EAGAIN can only mean that src has nothing to read.
+        ssize_t r = splice(d.src, nullptr, d.pipeWrite, nullptr, kScratchSize, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (r <= 0) {
+          int err = errno;
+          ReleasePipe(d);
+          if (r == 0) {
+            d.srcEnded = true;
+            continue;
+          }
+          if (err == EINTR) continue;
+          if (err == EAGAIN || err == EWOULDBLOCK) return true;
+          *outcome = Outcome{ErrnoName(err), d.srcSide};
+          return false;
+        }
+        d.bytesRead += static_cast<uint64_t>(r);
+        c.lastActive = NowMs();
+        d.piped = static_cast<size_t>(r);
+        continue;  // out to dst at the top of the loop
       }
       ssize_t r = recv(d.src, scratch_, kScratchSize, 0);
       if (r < 0) {
@@ -362,6 +417,36 @@ class Engine {
     }
   }
 
+  /** Gives `d` an empty pipe (spare or new); false when none can be had (the descriptor limit). */
+  bool TakePipe(Direction& d) {
+    if (d.pipeRead >= 0) return true;
+    if (!sparePipes_.empty()) {
+      d.pipeRead = sparePipes_.back().first;
+      d.pipeWrite = sparePipes_.back().second;
+      sparePipes_.pop_back();
+      return true;
+    }
+    int fds[2];
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0) return false;
+    d.pipeRead = fds[0];
+    d.pipeWrite = fds[1];
+    return true;
+  }
+
+  /** Returns `d`'s pipe to the spares, or closes it: only when it is empty, or the connection ends. */
+  void ReleasePipe(Direction& d) {
+    if (d.pipeRead < 0) return;
+    if (d.piped == 0 && sparePipes_.size() < kSparePipes) {
+      sparePipes_.emplace_back(d.pipeRead, d.pipeWrite);
+    } else {
+      // Bytes still in it belong to a connection that is ending: they go with the pipe.
+      close(d.pipeRead);
+      close(d.pipeWrite);
+    }
+    d.pipeRead = d.pipeWrite = -1;
+    d.piped = 0;
+  }
+
   void Wrote(Connection& c, Direction& d, size_t n) {
     if (n == 0) return;
     c.lastActive = NowMs();
@@ -387,6 +472,8 @@ class Engine {
       epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
       close(fd);
     }
+    ReleasePipe(c->toUpstream);
+    ReleasePipe(c->toClient);
     auto* ended = new Ended{id, outcome.code, outcome.side, static_cast<double>(c->toUpstream.bytesRead), static_cast<double>(c->clientWritten)};
     if (!report || onEnd_.NonBlockingCall(ended, Deliver) != napi_ok) delete ended;
   }
@@ -412,6 +499,7 @@ class Engine {
   std::unordered_map<uint32_t, std::unique_ptr<Connection>> connections_;
   int idleWatched_ = 0;
   std::vector<uint32_t> pumpAgain_;  // connections to pump again on the next turn
+  std::vector<std::pair<int, int>> sparePipes_;  // empty pipes (read end, write end), splice only
   char scratch_[kScratchSize];
 };
 
@@ -439,7 +527,7 @@ class Addon : public Napi::Addon<Addon> {
     return info.Env().Undefined();
   }
 
-  /** adopt(clientFd, upstreamFd, initial: Buffer | null, idleMs): id. Throws with the errno name. */
+  /** adopt(clientFd, upstreamFd, initial: Buffer | null, idleMs, splice?): id. Throws with the errno name. */
   Napi::Value Adopt(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (!engine_) throw Napi::Error::New(env, "native relay not started");
@@ -452,7 +540,7 @@ class Addon : public Napi::Addon<Addon> {
       length = buffer.Length();
     }
     uint32_t id = engine_->Adopt(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value(), data, length,
-                                 info[3].As<Napi::Number>().Int64Value());
+                                 info[3].As<Napi::Number>().Int64Value(), info.Length() > 4 && info[4].ToBoolean().Value());
     if (id == 0) throw Napi::Error::New(env, ErrnoName(errno));
     return Napi::Number::New(env, id);
   }

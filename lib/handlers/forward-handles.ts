@@ -87,7 +87,7 @@ class HandleDial implements HandleOwner {
     // Bytes libuv still holds for the client (a queued write) would be lost to the native side.
     if (clientHandle.writeQueueSize > 0) return false;
     const part = new NativeConnection(conn, native.relay, clientHandle.bytesRead, clientHandle.bytesWritten, this.to);
-    const id = native.relay.adopt(clientHandle, upstream, initial, native.idleTimeoutMs, part);
+    const id = native.relay.adopt(clientHandle, upstream, initial, native.idleTimeoutMs, native.splice, part);
     if (typeof id === 'string') return false;
     part.id = id;
     // The descriptors are the native side's now (duplicated): these handles only close.
@@ -137,6 +137,8 @@ function relayFailure(failure: RelayFailure, to: UpstreamAddress): GateError {
 export interface NativeRelayUse {
   relay: NativeRelay;
   idleTimeoutMs: number;
+  /** Move bytes with splice(2) through a pipe instead of recv/send (BENCHMARKS.md, issue 17). */
+  splice: boolean;
 }
 
 /**

@@ -90,6 +90,12 @@ export interface MultiplexerOptions {
    * relay runs and one warn line says why.
    */
   nativeRelay?: boolean;
+  /**
+   * In the native relay, move bytes socket → pipe → socket with splice(2) instead of recv/send
+   * through a buffer (a pipe per direction only while the destination is behind). Default: per
+   * GATE_MUX_NATIVE_SPLICE, else the faster of the two as measured in BENCHMARKS.md.
+   */
+  nativeSplice?: boolean;
   /** PROXY protocol: 'off' rejects headers; 'on' requires one from trusted networks (CIDRs). */
   proxyProtocol?: { mode: 'off' } | { mode: 'on'; trusted: string[] };
 }

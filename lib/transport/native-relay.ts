@@ -10,11 +10,13 @@ import type { TcpHandle } from './uv.js';
  * addon is not built, does not load, or `GATE_MUX_NATIVE_RELAY=0`, the TypeScript relay runs.
  */
 export const NATIVE_RELAY_ENV = 'GATE_MUX_NATIVE_RELAY';
+/** `GATE_MUX_NATIVE_SPLICE=1`: the native relay moves bytes with splice(2) (0: recv/send). */
+export const NATIVE_SPLICE_ENV = 'GATE_MUX_NATIVE_SPLICE';
 
 interface Binding {
   start(onEnd: (id: number, code: string, side: string, clientRead: number, clientWritten: number) => void): void;
   /** Duplicates both descriptors; the caller closes its handles. Throws with an errno name. */
-  adopt(clientFd: number, upstreamFd: number, initial: Buffer | null, idleMs: number): number;
+  adopt(clientFd: number, upstreamFd: number, initial: Buffer | null, idleMs: number, splice: boolean): number;
   destroy(id: number): void;
   ref(): void;
   unref(): void;
@@ -35,14 +37,32 @@ export function nativeRelayStatus(): { available: true } | { available: false; r
   return load.ok ? { available: true } : { available: false, reason: load.reason };
 }
 
+/** An on/off environment switch: 1/on/true, 0/off/false (any case), otherwise undefined (not set). */
+export function envSwitch(value: string | undefined): boolean | undefined {
+  const v = value?.trim().toLowerCase();
+  if (v === '1' || v === 'on' || v === 'true') return true;
+  if (v === '0' || v === 'off' || v === 'false') return false;
+  return undefined;
+}
+
+/**
+ * Whether the native relay splices (splice(2) through a pipe) or reads and writes: `nativeSplice`
+ * when given, else GATE_MUX_NATIVE_SPLICE, else the default measured in BENCHMARKS.md.
+ */
+export function nativeSpliceWanted(option: boolean | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
+  return option ?? envSwitch(env[NATIVE_SPLICE_ENV]) ?? NATIVE_SPLICE_DEFAULT;
+}
+
+/** Measured in BENCHMARKS.md ("The native relay"). */
+export const NATIVE_SPLICE_DEFAULT = false;
+
 export type NativeRelayLoad = { ok: true; relay: NativeRelay } | { ok: false; reason: string };
 
 let loaded: NativeRelayLoad | undefined;
 
 /** Loads the addon once per process (prebuilt for this platform, or built at install). */
 export function loadNativeRelay(env: NodeJS.ProcessEnv = process.env): NativeRelayLoad {
-  const switchValue = env[NATIVE_RELAY_ENV]?.trim().toLowerCase();
-  if (switchValue === '0' || switchValue === 'off' || switchValue === 'false') return { ok: false, reason: `turned off by ${NATIVE_RELAY_ENV}=${env[NATIVE_RELAY_ENV]}` };
+  if (envSwitch(env[NATIVE_RELAY_ENV]) === false) return { ok: false, reason: `turned off by ${NATIVE_RELAY_ENV}=${env[NATIVE_RELAY_ENV]}` };
   if (loaded) return loaded;
   try {
     const require = createRequire(import.meta.url);
@@ -84,13 +104,14 @@ export class NativeRelay {
   /**
    * Hands both sockets over: the addon duplicates their descriptors, then the handles are closed
    * here, so each descriptor has exactly one owner. `initial` (a PROXY header and the peeked
-   * bytes) is written to the upstream first. Returns the connection id, or an errno name when
-   * the descriptors could not be taken (the handles are then untouched).
+   * bytes) is written to the upstream first. With `splice` the bytes move through a pipe with
+   * splice(2) instead of recv/send. Returns the connection id, or an errno name when the
+   * descriptors could not be taken (the handles are then untouched).
    */
-  adopt(client: TcpHandle, upstream: TcpHandle, initial: Buffer, idleMs: number, owner: NativeOwner): number | string {
+  adopt(client: TcpHandle, upstream: TcpHandle, initial: Buffer, idleMs: number, splice: boolean, owner: NativeOwner): number | string {
     let id: number;
     try {
-      id = this.binding.adopt(client.fd, upstream.fd, initial.length > 0 ? initial : null, idleMs);
+      id = this.binding.adopt(client.fd, upstream.fd, initial.length > 0 ? initial : null, idleMs, splice);
     } catch (err) {
       return err instanceof Error ? err.message : String(err);
     }
