@@ -84,8 +84,8 @@ export interface MultiplexerOptions {
    */
   fastPath?: boolean;
   /**
-   * Relay `forward` routes in the optional native addon (native/relay.cc) once routed and dialed:
-   * one epoll thread, no JavaScript per read, write or close. Needs the fast path. Default: on
+   * Dial and relay `forward` routes in the optional native addon (native/relay.cc) once routed:
+   * one epoll thread, no JavaScript for the connect or per read, write or close. Needs the fast path. Default: on
    * when GATE_MUX_NATIVE_RELAY=1; when the addon is not built or does not load, the TypeScript
    * relay runs and one warn line says why.
    */

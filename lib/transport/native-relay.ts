@@ -3,10 +3,10 @@ import { fileURLToPath } from 'node:url';
 import type { TcpHandle } from './uv.js';
 
 /**
- * The optional native relay (native/relay.cc): after routing and dialing, a passthrough
- * connection's two sockets are handed to one epoll thread in C++ that relays both ways with
- * backpressure, half-close and the idle timeout, and reports the end once. Detection, routing,
- * dialing, stats and logs stay in TypeScript. Optional, as `ws` treats `bufferutil`: when the
+ * The optional native relay (native/relay.cc): after routing, a passthrough connection's client
+ * socket is handed to one epoll thread in C++ that dials the upstream (connect timeout included)
+ * and relays both ways with backpressure, half-close and the idle timeout, and reports the end
+ * once. Detection, routing, name lookup, stats and logs stay in TypeScript. Optional, as `ws` treats `bufferutil`: when the
  * addon is not built, does not load, or `GATE_MUX_NATIVE_RELAY=0`, the TypeScript relay runs.
  */
 export const NATIVE_RELAY_ENV = 'GATE_MUX_NATIVE_RELAY';
@@ -14,18 +14,25 @@ export const NATIVE_RELAY_ENV = 'GATE_MUX_NATIVE_RELAY';
 export const NATIVE_SPLICE_ENV = 'GATE_MUX_NATIVE_SPLICE';
 
 interface Binding {
-  start(onEnd: (id: number, code: string, side: string, clientRead: number, clientWritten: number) => void): void;
-  /** Duplicates both descriptors; the caller closes its handles. Throws with an errno name. */
-  adopt(clientFd: number, upstreamFd: number, initial: Buffer | null, idleMs: number, splice: boolean): number;
+  start(onEnd: (id: number, code: string, side: string, clientRead: number, clientWritten: number, dial: boolean) => void): void;
+  /**
+   * Duplicates the client's descriptor, opens the upstream socket and starts its connect; the
+   * caller closes its client handle. Throws with an errno name, `dial: true` when the connect failed.
+   */
+  dial(clientFd: number, address: string, port: number, ipv6: boolean, initial: Buffer | null, idleMs: number, splice: boolean, dialTimeoutMs: number): number;
   destroy(id: number): void;
   ref(): void;
   unref(): void;
 }
 
-/** How a native relay ended: `code` '' (both sides finished), an errno name, 'IDLE' or 'DESTROYED'. */
+/**
+ * How a native relay ended: `code` '' (both sides finished), an errno name, 'IDLE' or
+ * 'DESTROYED'; with `dial` the upstream's connect failed (an errno name) or timed out ('DIAL_TIMEOUT').
+ */
 export interface NativeEnd {
   code: string;
   side: 'client' | 'upstream' | undefined;
+  dial: boolean;
   /** Bytes the relay read from the client and wrote to it (the detection phase not included). */
   clientRead: number;
   clientWritten: number;
@@ -85,14 +92,14 @@ export class NativeRelay {
   private readonly owners = new Map<number, NativeOwner>();
 
   constructor(private readonly binding: Binding) {
-    binding.start((id, code, side, clientRead, clientWritten) => {
+    binding.start((id, code, side, clientRead, clientWritten, dial) => {
       const owner = this.owners.get(id);
       if (!owner) return;
       this.owners.delete(id);
       // The addon's callback does not hold the event loop open by itself: while connections
       // run it must (their ends are still to be delivered), and not a moment longer.
       if (this.owners.size === 0) binding.unref();
-      owner.onNativeEnd({ code, side: side === 'client' || side === 'upstream' ? side : undefined, clientRead, clientWritten });
+      owner.onNativeEnd({ code, side: side === 'client' || side === 'upstream' ? side : undefined, dial, clientRead, clientWritten });
     });
   }
 
@@ -102,22 +109,25 @@ export class NativeRelay {
   }
 
   /**
-   * Hands both sockets over: the addon duplicates their descriptors, then the handles are closed
-   * here, so each descriptor has exactly one owner. `initial` (a PROXY header and the peeked
-   * bytes) is written to the upstream first. With `splice` the bytes move through a pipe with
-   * splice(2) instead of recv/send. Returns the connection id, or an errno name when the
-   * descriptors could not be taken (the handles are then untouched).
+   * Hands the client over and has the native side dial `address`:`port` (an IP address) and
+   * relay once connected, with `dialTimeoutMs` (0: none) for the connect. The client handle is
+   * closed here when the native side took it. Returns the connection id, or the errno name of a
+   * failure, the handle then untouched.
    */
-  adopt(client: TcpHandle, upstream: TcpHandle, initial: Buffer, idleMs: number, splice: boolean, owner: NativeOwner): number | string {
+  dial(client: TcpHandle, address: string, port: number, family: 4 | 6, initial: Buffer, idleMs: number, splice: boolean, dialTimeoutMs: number, owner: NativeOwner): number | string {
     let id: number;
     try {
-      id = this.binding.adopt(client.fd, upstream.fd, initial.length > 0 ? initial : null, idleMs, splice);
+      id = this.binding.dial(client.fd, address, port, family === 6, initial.length > 0 ? initial : null, idleMs, splice, dialTimeoutMs);
     } catch (err) {
       return err instanceof Error ? err.message : String(err);
     }
+    this.own(id, owner);
+    return id;
+  }
+
+  private own(id: number, owner: NativeOwner): void {
     if (this.owners.size === 0) this.binding.ref();
     this.owners.set(id, owner);
-    return id;
   }
 
   /** Ends a connection now (shutdown grace over, a failure elsewhere): its end says DESTROYED. */

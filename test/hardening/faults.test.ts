@@ -46,6 +46,10 @@ const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 /** What an upstream-first server sends for client `id` (deterministic, so the client can check it). */
 const upstreamPayload = (id: number): Buffer => prng(id ^ 0xabcdef).bytes(1 + (id % 7) * 3000);
 
+// Four transports of 10,000 connections each: longer than the runner's default per file on a
+// loaded machine (or a sanitizer build), so this file sets its own limit.
+t.setTimeout(300_000);
+
 // The native relay (recv/send and splice), the bare handles (the default) and net.Socket carry forwarded connections in
 // different code; the same schedule must end the same way on each.
 for (const name of availableTransports(t)) t.test(`${TOTAL} connections on ${TRANSPORT_LABEL[name]} with faults mixed in: healthy ones byte-exact, faults coded, nothing left`, async (t) => {
