@@ -38,8 +38,10 @@ const NODE: Root[] = [
   // Reads on the main thread: detection (peek, ClientHello parse, route match). On the native
   // relay no relay read runs in JavaScript, so this is detection + routing there.
   [/^uv__read /, 'detection'],
-  // The dial: the connect request (TCPWrap::Connect → socket(), connect()), its completion callback.
-  [/^node::TCPWrap::Connect\b|^uv__stream_connect |^node::MakeLibuvRequestCallback<uv_connect_s/, 'dial'],
+  // The dial: the connect request (TCPWrap::Connect → socket(), connect()), its completion callback;
+  // on the native relay the addon's dial (socket(), connect(), the hand-over) and the relay
+  // thread's check of the finished connect (when the compiler kept it a function of its own).
+  [/^node::TCPWrap::Connect\b|^uv__stream_connect |^node::MakeLibuvRequestCallback<uv_connect_s|Addon::Dial\b|Engine::Dial\b|Engine::Connected\b/, 'dial'],
   // The relay once it runs: the handover to the native side (adopt duplicates the descriptors),
   // and on the TypeScript relay its writes and their completions.
   [/Addon::Adopt\b|^node::StreamBase::(WriteBuffer|Writev|Write)\b|^node::StreamBase::JSMethod<&node::StreamBase::(WriteBuffer|Writev)|^uv__write_callbacks /, 'relay'],

@@ -93,7 +93,7 @@ export interface MultiplexerOptions {
   /**
    * In the native relay, move bytes socket → pipe → socket with splice(2) instead of recv/send
    * through a buffer (a pipe per direction only while the destination is behind). Default: per
-   * GATE_MUX_NATIVE_SPLICE, else the faster of the two as measured in BENCHMARKS.md.
+   * GATE_MUX_NATIVE_SPLICE, else on (about half the CPU per GB of recv/send, BENCHMARKS.md).
    */
   nativeSplice?: boolean;
   /** PROXY protocol: 'off' rejects headers; 'on' requires one from trusted networks (CIDRs). */
