@@ -64,6 +64,10 @@ constexpr size_t kScratchSize = 64 * 1024;
 constexpr int kReadsPerTurn = 16;
 constexpr int kSweepEveryMs = 250;
 constexpr uint64_t kWakeToken = ~uint64_t{0};
+// An epoll token is the connection id and, above it, which of its sockets reported (so only the
+// directions that socket concerns are pumped, not both until EAGAIN on every event).
+constexpr uint64_t kClientSocket = uint64_t{1} << 32;
+constexpr uint64_t kUpstreamSocket = uint64_t{2} << 32;
 // Empty pipes kept for the next direction that reads (two descriptors each); more are closed.
 constexpr size_t kSparePipes = 32;
 
@@ -193,7 +197,10 @@ class Engine {
     }
     int client = fcntl(clientFd, F_DUPFD_CLOEXEC, 0);
     if (client < 0) return 0;
-    fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK);
+    // O_NONBLOCK belongs to the open file, shared with libuv's descriptor, which has it; set it
+    // only if it is missing, so this thread can never block on a read whoever opened the socket.
+    int flags = fcntl(client, F_GETFL);
+    if (flags >= 0 && (flags & O_NONBLOCK) == 0) fcntl(client, F_SETFL, flags | O_NONBLOCK);
     int upstream = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (upstream < 0) {
       int saved = errno;
@@ -309,7 +316,7 @@ class Engine {
           stop = TakeCommands() || stop;
           continue;
         }
-        Pump(static_cast<uint32_t>(token));
+        PumpFor(static_cast<uint32_t>(token), token & kClientSocket ? Side::kClient : Side::kUpstream, events[i].events);
       }
       // Connections that used up their turn: their sockets may still hold bytes, and an
       // edge-triggered epoll will not say so again.
@@ -361,8 +368,10 @@ class Engine {
           // Both sockets, both ways, edge-triggered: one registration for the connection's life.
           epoll_event ev{};
           ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-          ev.data.u64 = id;
-          if (epoll_ctl(epoll_, EPOLL_CTL_ADD, c->client, &ev) < 0 || epoll_ctl(epoll_, EPOLL_CTL_ADD, c->upstream, &ev) < 0) {
+          ev.data.u64 = id | kClientSocket;
+          epoll_event upstreamEv = ev;
+          upstreamEv.data.u64 = id | kUpstreamSocket;
+          if (epoll_ctl(epoll_, EPOLL_CTL_ADD, c->client, &ev) < 0 || epoll_ctl(epoll_, EPOLL_CTL_ADD, c->upstream, &upstreamEv) < 0) {
             Finish(id, Outcome{ErrnoName(errno), Side::kNone}, true);
             break;
           }
@@ -380,14 +389,34 @@ class Engine {
     return stop;
   }
 
-  void Pump(uint32_t id) {
+  /**
+   * An event of one socket: the direction it is the source of when it has something to read (or
+   * failed), and the direction it is the destination of only when that one waits for it with
+   * bytes in hand. Edge-triggered events carry every ready bit (a readable socket is usually
+   * writable too), so writability alone must not pump a direction that has nothing to write.
+   */
+  void PumpFor(uint32_t id, Side socket, uint32_t events) {
     auto found = connections_.find(id);
     if (found == connections_.end()) return;  // ended while its event was queued
     Connection& c = *found->second;
-    if (c.connecting && !Connected(c)) return;
+    Direction& to = socket == Side::kClient ? c.toClient : c.toUpstream;
+    bool pumpFrom = (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+    bool pumpTo = (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0 && (to.pendingLength > 0 || to.piped > 0);
+    if (c.connecting || (pumpFrom && pumpTo)) return Pump(id);
+    if (pumpFrom || pumpTo) Pump(id, socket == Side::kClient ? pumpFrom : pumpTo, socket == Side::kClient ? pumpTo : pumpFrom);
+  }
+
+  void Pump(uint32_t id, bool toUpstream = true, bool toClient = true) {
+    auto found = connections_.find(id);
+    if (found == connections_.end()) return;  // ended while its event was queued
+    Connection& c = *found->second;
+    if (c.connecting) {
+      if (!Connected(c)) return;
+      toUpstream = toClient = true;  // whatever either side sent while the connect ran
+    }
     bool more = false;
     Outcome outcome;
-    if (!PumpDirection(c, c.toUpstream, &outcome, &more) || !PumpDirection(c, c.toClient, &outcome, &more)) {
+    if ((toUpstream && !PumpDirection(c, c.toUpstream, &outcome, &more)) || (toClient && !PumpDirection(c, c.toClient, &outcome, &more))) {
       Finish(id, outcome, true);
       return;
     }
