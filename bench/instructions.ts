@@ -6,7 +6,7 @@
 // warm-up; counters zeroed after), then COUNT measured ones: the rate workload's TLS
 // handshakes, 8 at a time.
 //
-//   npm run bench:instructions                              gate-mux, node-baseline, haproxy, nginx
+//   npm run bench:instructions                              gate-mux (-native, -native-splice), node-baseline, haproxy, nginx
 //   npm run bench:instructions -- --peers gate-mux --compare /tmp/before/dist/bench/router.js
 //   npm run bench:instructions -- --warmup 3000 --count 300
 //   npm run bench:instructions -- --peers gate-mux-native --keep   keep the callgrind files to annotate
@@ -24,7 +24,7 @@ import { findBinary } from '../test/helpers/peers.js';
 const distDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 function parseArgs(argv: string[]): { peers: string[]; compare: string[]; warmup: number; count: number; keep: boolean } {
-  let peers = ['gate-mux', 'gate-mux-native', 'node-baseline', 'haproxy', 'nginx'];
+  let peers = ['gate-mux', 'gate-mux-native', 'gate-mux-native-splice', 'node-baseline', 'haproxy', 'nginx'];
   let compare: string[] = [];
   let warmup = 3000;
   let count = 300;

@@ -205,7 +205,9 @@ export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[]
     // The same router, relaying forwarded connections in TypeScript on bare handles, and in the
     // native addon (native/relay.cc) after the routing decision.
     nodePeer('gate-mux', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '0' }),
-    nodePeer('gate-mux-native', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1' }),
+    nodePeer('gate-mux-native', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1', GATE_MUX_NATIVE_SPLICE: '0' }),
+    // The native relay moving bytes with splice(2) through a pipe instead of recv/send.
+    nodePeer('gate-mux-native-splice', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1', GATE_MUX_NATIVE_SPLICE: '1' }),
     // Issue 13's comparison: the client's TLS ends at the proxy, then the cleartext goes to
     // upstream A directly (terminate + forward) or through an agent's reverse tunnel (proxy + agent).
     nodePeer('gate-mux-terminate', 'router.js', true, undefined, undefined, { TERMINATE: '1', GATE_MUX_NATIVE_RELAY: '0' }),

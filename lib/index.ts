@@ -41,6 +41,7 @@ export {
   type RouteMatch,
   FAST_PATH_ENV,
   NATIVE_RELAY_ENV,
+  NATIVE_SPLICE_ENV,
   nativeRelayStatus,
   forward,
   terminate,

@@ -14,6 +14,7 @@ import { DEFAULT_DIAL_TIMEOUT_MS, dialError, proxyHeaderFor, upstreamOf } from '
  * are joined by a HandleRelay, with the PROXY header (if configured) and the peeked bytes sent
  * first. The same contract as runForward on sockets: dial timeout, refused/failed dial codes,
  * half-close, resets named by side. `onRelay`, when given, sees the relay once it runs (idle sweeps).
+ * With `native`, the client goes to the native relay, which dials and relays (issue 17).
  */
 export function forwardOnHandles(
   client: HandleEnd,
@@ -28,6 +29,7 @@ export function forwardOnHandles(
   conn.attach(dial);
   const family = isIP(to.host);
   if (family !== 0) return dial.connect(to.host, family === 6 ? 6 : 4);
+  dial.startTimer();
   lookup(to.host, (err, address, found) => {
     if (err) dial.failed(dialError(err, to));
     else dial.connect(address, found === 6 ? 6 : 4);
@@ -38,7 +40,7 @@ export function forwardOnHandles(
 class HandleDial implements HandleOwner {
   private upstream: TcpHandle | undefined;
   private done = false;
-  private readonly timer: NodeJS.Timeout;
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly client: HandleEnd,
@@ -48,15 +50,24 @@ class HandleDial implements HandleOwner {
     private readonly conn: Connection,
     private readonly onRelay: ((relay: HandleRelay, conn: Connection) => void) | undefined,
     private readonly native: NativeRelayUse | undefined,
-  ) {
-    const dialTimeoutMs = handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
+  ) {}
+
+  /**
+   * The dial timeout here: from the start for a dial here or a name lookup; a native dial of an
+   * address has its own on the native side, so needs no timer in JavaScript.
+   */
+  startTimer(): void {
+    if (this.timer || this.done) return;
+    const dialTimeoutMs = this.handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     this.timer = setTimeout(() => {
-      this.failed(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${to.host}:${to.port} did not accept within ${dialTimeoutMs} ms`));
+      this.failed(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${this.to.host}:${this.to.port} did not accept within ${dialTimeoutMs} ms`));
     }, dialTimeoutMs);
   }
 
   connect(address: string, family: 4 | 6): void {
     if (this.done) return;
+    if (this.native && this.dialNatively(address, family, this.native)) return;
+    this.startTimer();
     const handle = connectTcp(address, this.to.port, family, this);
     if (typeof handle === 'string') return this.failed(dialError(errnoError(handle), this.to));
     this.upstream = handle;
@@ -67,13 +78,9 @@ class HandleDial implements HandleOwner {
     if (error !== undefined) return this.failed(dialError(errnoError(error), this.to));
     this.finish();
     upstream.setNoDelay(true);
-    const { conn, handler } = this;
-    // The PROXY header goes out before any client byte (caddy-l4 #212: servers that speak first
-    // must learn the client address before they greet).
-    const header = handler.sendProxyHeader ? proxyHeaderFor(handler.sendProxyHeader, conn.info) : undefined;
-    const initial = header ? Buffer.concat([header, this.rest]) : this.rest;
+    const { conn } = this;
+    const initial = this.initialBytes();
     const clientHandle = this.client.take();
-    if (this.native && this.handOverToNative(clientHandle, upstream, initial, this.native)) return;
     const relay = new HandleRelay(clientHandle, upstream, (failure) => relayClosed(conn, relay, failure, this.to));
     conn.handOver(relay, relay);
     conn.closed(this);
@@ -81,20 +88,35 @@ class HandleDial implements HandleOwner {
     relay.start(initial);
   }
 
-  /** False (nothing changed) when the native side could not take the sockets: relay here instead. */
-  private handOverToNative(clientHandle: TcpHandle, upstream: TcpHandle, initial: Buffer, native: NativeRelayUse): boolean {
-    const { conn } = this;
-    // Bytes libuv still holds for the client (a queued write) would be lost to the native side.
+  /** The PROXY header (if configured) and the peeked bytes: what the upstream gets first. */
+  private initialBytes(): Buffer {
+    const { handler, conn } = this;
+    // The PROXY header goes out before any client byte (caddy-l4 #212: servers that speak first
+    // must learn the client address before they greet).
+    const header = handler.sendProxyHeader ? proxyHeaderFor(handler.sendProxyHeader, conn.info) : undefined;
+    return header ? Buffer.concat([header, this.rest]) : this.rest;
+  }
+
+  /**
+   * The native side dials and relays (issue 17): the connect's completion, its timeout and the
+   * relay run without JavaScript; the end report says whether the dial failed, for the same
+   * codes as a dial here. A failure to hand over (no descriptor left) is this dial's failure, as
+   * the socket() of a dial here would fail the same way. False (nothing done) when the client
+   * handle still has a write queued in libuv, which the native side would lose: dial here then.
+   */
+  private dialNatively(address: string, family: 4 | 6, native: NativeRelayUse): boolean {
+    const { conn, handler, to } = this;
+    const clientHandle = this.client.take();
     if (clientHandle.writeQueueSize > 0) return false;
-    const part = new NativeConnection(conn, native.relay, clientHandle.bytesRead, clientHandle.bytesWritten, this.to);
-    const id = native.relay.adopt(clientHandle, upstream, initial, native.idleTimeoutMs, part);
-    if (typeof id === 'string') return false;
-    part.id = id;
-    // The descriptors are the native side's now (duplicated): these handles only close.
-    closeHandle(clientHandle);
-    closeHandle(upstream);
+    const dialTimeoutMs = handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
+    const part = new NativeConnection(conn, native.relay, clientHandle.bytesRead, clientHandle.bytesWritten, to, dialTimeoutMs);
+    const id = native.relay.dial(clientHandle, address, to.port, family, this.initialBytes(), native.idleTimeoutMs, native.splice, dialTimeoutMs, part);
+    this.finish();
+    closeHandle(clientHandle); // the native side holds its own duplicate (or, on a failure, nothing)
     conn.handOver(part, part);
     conn.closed(this);
+    if (typeof id === 'string') part.onNativeEnd({ code: id, side: 'upstream', dial: true, clientRead: 0, clientWritten: 0 });
+    else part.id = id;
     return true;
   }
 
@@ -117,7 +139,7 @@ class HandleDial implements HandleOwner {
 
   private finish(): void {
     this.done = true;
-    clearTimeout(this.timer);
+    if (this.timer) clearTimeout(this.timer);
   }
 }
 
@@ -137,6 +159,8 @@ function relayFailure(failure: RelayFailure, to: UpstreamAddress): GateError {
 export interface NativeRelayUse {
   relay: NativeRelay;
   idleTimeoutMs: number;
+  /** Move bytes with splice(2) through a pipe instead of recv/send (BENCHMARKS.md, issue 17). */
+  splice: boolean;
 }
 
 /**
@@ -154,6 +178,8 @@ class NativeConnection implements NativeOwner {
     private readonly readBefore: number,
     private readonly writtenBefore: number,
     private readonly to: UpstreamAddress,
+    /** When the native side dials: its timeout, for the message. */
+    private readonly dialTimeoutMs = 0,
   ) {}
 
   get bytesRead(): number {
@@ -172,7 +198,11 @@ class NativeConnection implements NativeOwner {
   onNativeEnd(end: NativeEnd): void {
     this.read = end.clientRead;
     this.written = end.clientWritten;
-    if (end.code === 'IDLE') this.conn.recordError(new GateError(ErrorCodes.IDLE_TIMEOUT, 'idle timeout (native relay)'));
+    if (end.dial) {
+      const { host, port } = this.to;
+      const timedOut = end.code === 'DIAL_TIMEOUT';
+      this.conn.recordError(timedOut ? new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${host}:${port} did not accept within ${this.dialTimeoutMs} ms`) : dialError(errnoError(end.code), this.to));
+    } else if (end.code === 'IDLE') this.conn.recordError(new GateError(ErrorCodes.IDLE_TIMEOUT, 'idle timeout (native relay)'));
     else if (end.code !== '' && end.code !== 'DESTROYED') this.conn.recordError(relayFailure({ side: end.side ?? 'client', code: end.code }, this.to));
     this.conn.closed(this);
   }

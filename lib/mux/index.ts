@@ -16,7 +16,7 @@ export { ConnectionBudget, DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE, type Budget
 export { connectionCapFor, processDescriptorCap, softOpenFilesLimit, type DescriptorCap } from './descriptor-limit.js';
 export { LogLimiter, type LogLimiterOptions } from '../log-limiter.js';
 export { FAST_PATH_ENV } from '../transport/self-test.js';
-export { NATIVE_RELAY_ENV, nativeRelayStatus } from '../transport/native-relay.js';
+export { NATIVE_RELAY_ENV, NATIVE_SPLICE_ENV, nativeRelayStatus } from '../transport/native-relay.js';
 
 // Handlers: what a route does with a connection
 export { forward, terminate, serve, custom, select, wrap, parseHostPort } from '../handlers/builders.js';

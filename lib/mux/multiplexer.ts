@@ -11,7 +11,7 @@ import { HandleRelay } from '../transport/handle-relay.js';
 import { IdleSweep } from '../transport/idle-sweep.js';
 import { errnoError, takeConnections, type TcpHandle } from '../transport/uv.js';
 import { checkHandles } from '../transport/self-test.js';
-import { loadNativeRelay, NATIVE_RELAY_ENV } from '../transport/native-relay.js';
+import { envSwitch, loadNativeRelay, NATIVE_RELAY_ENV, nativeSpliceWanted } from '../transport/native-relay.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
 import { ConnectionBudget, processBudget } from './connection-budget.js';
@@ -100,7 +100,9 @@ export class Multiplexer {
     });
     this.fastPath = options.fastPath ?? true;
     this.setOptions(options);
-    this.native = (options.nativeRelay ?? nativeRelayAskedFor()) ? nativeRelayUse(this.logger, this.idleTimeoutMs) : undefined;
+    this.native = (options.nativeRelay ?? envSwitch(process.env[NATIVE_RELAY_ENV]) === true)
+      ? nativeRelayUse(this.logger, this.idleTimeoutMs, nativeSpliceWanted(options.nativeSplice))
+      : undefined;
   }
 
   /** Open connections allowed right now (the budget's cap; shared when the budget is). */
@@ -550,16 +552,11 @@ function reportFastPathOff(logger: Logger, reason: string): void {
   logger.warn({ reason }, 'passthrough runs on net.Socket (bare-handle fast path off)');
 }
 
-function nativeRelayAskedFor(): boolean {
-  const value = process.env[NATIVE_RELAY_ENV]?.trim().toLowerCase();
-  return value === '1' || value === 'on' || value === 'true';
-}
-
 let nativeOffReported = false;
 
-function nativeRelayUse(logger: Logger, idleTimeoutMs: number): NativeRelayUse | undefined {
+function nativeRelayUse(logger: Logger, idleTimeoutMs: number, splice: boolean): NativeRelayUse | undefined {
   const load = loadNativeRelay();
-  if (load.ok) return { relay: load.relay, idleTimeoutMs };
+  if (load.ok) return { relay: load.relay, idleTimeoutMs, splice };
   if (!nativeOffReported) {
     nativeOffReported = true;
     logger.warn({ reason: load.reason }, 'native relay off: forward routes relay in TypeScript');

@@ -84,12 +84,18 @@ export interface MultiplexerOptions {
    */
   fastPath?: boolean;
   /**
-   * Relay `forward` routes in the optional native addon (native/relay.cc) once routed and dialed:
-   * one epoll thread, no JavaScript per read, write or close. Needs the fast path. Default: on
+   * Dial and relay `forward` routes in the optional native addon (native/relay.cc) once routed:
+   * one epoll thread, no JavaScript for the connect or per read, write or close. Needs the fast path. Default: on
    * when GATE_MUX_NATIVE_RELAY=1; when the addon is not built or does not load, the TypeScript
    * relay runs and one warn line says why.
    */
   nativeRelay?: boolean;
+  /**
+   * In the native relay, move bytes socket → pipe → socket with splice(2) instead of recv/send
+   * through a buffer (a pipe per direction only while the destination is behind). Default: per
+   * GATE_MUX_NATIVE_SPLICE, else on (about half the CPU per GB of recv/send, BENCHMARKS.md).
+   */
+  nativeSplice?: boolean;
   /** PROXY protocol: 'off' rejects headers; 'on' requires one from trusted networks (CIDRs). */
   proxyProtocol?: { mode: 'off' } | { mode: 'on'; trusted: string[] };
 }

@@ -3,27 +3,36 @@ import { fileURLToPath } from 'node:url';
 import type { TcpHandle } from './uv.js';
 
 /**
- * The optional native relay (native/relay.cc): after routing and dialing, a passthrough
- * connection's two sockets are handed to one epoll thread in C++ that relays both ways with
- * backpressure, half-close and the idle timeout, and reports the end once. Detection, routing,
- * dialing, stats and logs stay in TypeScript. Optional, as `ws` treats `bufferutil`: when the
+ * The optional native relay (native/relay.cc): after routing, a passthrough connection's client
+ * socket is handed to one epoll thread in C++ that dials the upstream (connect timeout included)
+ * and relays both ways with backpressure, half-close and the idle timeout, and reports the end
+ * once. Detection, routing, name lookup, stats and logs stay in TypeScript. Optional, as `ws` treats `bufferutil`: when the
  * addon is not built, does not load, or `GATE_MUX_NATIVE_RELAY=0`, the TypeScript relay runs.
  */
 export const NATIVE_RELAY_ENV = 'GATE_MUX_NATIVE_RELAY';
+/** `GATE_MUX_NATIVE_SPLICE=1`: the native relay moves bytes with splice(2) (0: recv/send). */
+export const NATIVE_SPLICE_ENV = 'GATE_MUX_NATIVE_SPLICE';
 
 interface Binding {
-  start(onEnd: (id: number, code: string, side: string, clientRead: number, clientWritten: number) => void): void;
-  /** Duplicates both descriptors; the caller closes its handles. Throws with an errno name. */
-  adopt(clientFd: number, upstreamFd: number, initial: Buffer | null, idleMs: number): number;
+  start(onEnd: (id: number, code: string, side: string, clientRead: number, clientWritten: number, dial: boolean) => void): void;
+  /**
+   * Duplicates the client's descriptor, opens the upstream socket and starts its connect; the
+   * caller closes its client handle. Throws with an errno name, `dial: true` when the connect failed.
+   */
+  dial(clientFd: number, address: string, port: number, ipv6: boolean, initial: Buffer | null, idleMs: number, splice: boolean, dialTimeoutMs: number): number;
   destroy(id: number): void;
   ref(): void;
   unref(): void;
 }
 
-/** How a native relay ended: `code` '' (both sides finished), an errno name, 'IDLE' or 'DESTROYED'. */
+/**
+ * How a native relay ended: `code` '' (both sides finished), an errno name, 'IDLE' or
+ * 'DESTROYED'; with `dial` the upstream's connect failed (an errno name) or timed out ('DIAL_TIMEOUT').
+ */
 export interface NativeEnd {
   code: string;
   side: 'client' | 'upstream' | undefined;
+  dial: boolean;
   /** Bytes the relay read from the client and wrote to it (the detection phase not included). */
   clientRead: number;
   clientWritten: number;
@@ -35,14 +44,35 @@ export function nativeRelayStatus(): { available: true } | { available: false; r
   return load.ok ? { available: true } : { available: false, reason: load.reason };
 }
 
+/** An on/off environment switch: 1/on/true, 0/off/false (any case), otherwise undefined (not set). */
+export function envSwitch(value: string | undefined): boolean | undefined {
+  const v = value?.trim().toLowerCase();
+  if (v === '1' || v === 'on' || v === 'true') return true;
+  if (v === '0' || v === 'off' || v === 'false') return false;
+  return undefined;
+}
+
+/**
+ * Whether the native relay splices (splice(2) through a pipe) or reads and writes: `nativeSplice`
+ * when given, else GATE_MUX_NATIVE_SPLICE, else the default measured in BENCHMARKS.md.
+ */
+export function nativeSpliceWanted(option: boolean | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
+  return option ?? envSwitch(env[NATIVE_SPLICE_ENV]) ?? NATIVE_SPLICE_DEFAULT;
+}
+
+/**
+ * splice: bulk router CPU per GB about half of recv/send's (0.27 vs 0.50 s/GB in one run, nginx
+ * 0.56) for ~2k more instructions per short connection (BENCHMARKS.md, "The native relay, by phase").
+ */
+export const NATIVE_SPLICE_DEFAULT = true;
+
 export type NativeRelayLoad = { ok: true; relay: NativeRelay } | { ok: false; reason: string };
 
 let loaded: NativeRelayLoad | undefined;
 
 /** Loads the addon once per process (prebuilt for this platform, or built at install). */
 export function loadNativeRelay(env: NodeJS.ProcessEnv = process.env): NativeRelayLoad {
-  const switchValue = env[NATIVE_RELAY_ENV]?.trim().toLowerCase();
-  if (switchValue === '0' || switchValue === 'off' || switchValue === 'false') return { ok: false, reason: `turned off by ${NATIVE_RELAY_ENV}=${env[NATIVE_RELAY_ENV]}` };
+  if (envSwitch(env[NATIVE_RELAY_ENV]) === false) return { ok: false, reason: `turned off by ${NATIVE_RELAY_ENV}=${env[NATIVE_RELAY_ENV]}` };
   if (loaded) return loaded;
   try {
     const require = createRequire(import.meta.url);
@@ -65,14 +95,14 @@ export class NativeRelay {
   private readonly owners = new Map<number, NativeOwner>();
 
   constructor(private readonly binding: Binding) {
-    binding.start((id, code, side, clientRead, clientWritten) => {
+    binding.start((id, code, side, clientRead, clientWritten, dial) => {
       const owner = this.owners.get(id);
       if (!owner) return;
       this.owners.delete(id);
       // The addon's callback does not hold the event loop open by itself: while connections
       // run it must (their ends are still to be delivered), and not a moment longer.
       if (this.owners.size === 0) binding.unref();
-      owner.onNativeEnd({ code, side: side === 'client' || side === 'upstream' ? side : undefined, clientRead, clientWritten });
+      owner.onNativeEnd({ code, side: side === 'client' || side === 'upstream' ? side : undefined, dial, clientRead, clientWritten });
     });
   }
 
@@ -82,21 +112,25 @@ export class NativeRelay {
   }
 
   /**
-   * Hands both sockets over: the addon duplicates their descriptors, then the handles are closed
-   * here, so each descriptor has exactly one owner. `initial` (a PROXY header and the peeked
-   * bytes) is written to the upstream first. Returns the connection id, or an errno name when
-   * the descriptors could not be taken (the handles are then untouched).
+   * Hands the client over and has the native side dial `address`:`port` (an IP address) and
+   * relay once connected, with `dialTimeoutMs` (0: none) for the connect. The client handle is
+   * closed here when the native side took it. Returns the connection id, or the errno name of a
+   * failure, the handle then untouched.
    */
-  adopt(client: TcpHandle, upstream: TcpHandle, initial: Buffer, idleMs: number, owner: NativeOwner): number | string {
+  dial(client: TcpHandle, address: string, port: number, family: 4 | 6, initial: Buffer, idleMs: number, splice: boolean, dialTimeoutMs: number, owner: NativeOwner): number | string {
     let id: number;
     try {
-      id = this.binding.adopt(client.fd, upstream.fd, initial.length > 0 ? initial : null, idleMs);
+      id = this.binding.dial(client.fd, address, port, family === 6, initial.length > 0 ? initial : null, idleMs, splice, dialTimeoutMs);
     } catch (err) {
       return err instanceof Error ? err.message : String(err);
     }
+    this.own(id, owner);
+    return id;
+  }
+
+  private own(id: number, owner: NativeOwner): void {
     if (this.owners.size === 0) this.binding.ref();
     this.owners.set(id, owner);
-    return id;
   }
 
   /** Ends a connection now (shutdown grace over, a failure elsewhere): its end says DESTROYED. */

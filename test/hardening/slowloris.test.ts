@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward } from '../../lib/handlers/builders.js';
 import { closeServer, readUntil, startTaggedTlsServer, tlsClient, until } from '../helpers/net.js';
-import { availableTransports, TRANSPORT_OPTIONS } from '../helpers/transports.js';
+import { availableTransports, TRANSPORT_LABEL, TRANSPORT_OPTIONS } from '../helpers/transports.js';
 
 const SLOW = 2000;
 const DETECT_TIMEOUT_MS = 3000;
@@ -26,8 +26,7 @@ function softFileLimit(): number {
 }
 
 // The real clients' connections are forwarded: run it on each transport that can carry them.
-const LABEL = { native: 'the native relay', handles: 'bare handles', socket: 'net.Socket' } as const;
-for (const name of availableTransports(t)) t.test(`${SLOW} slowloris connections are closed by the detection deadline while real clients are served on ${LABEL[name]}`, async (t) => {
+for (const name of availableTransports(t)) t.test(`${SLOW} slowloris connections are closed by the detection deadline while real clients are served on ${TRANSPORT_LABEL[name]}`, async (t) => {
   const limit = softFileLimit();
   if (Number.isFinite(limit) && limit < SLOW * 2 + 200) {
     t.fail(`ulimit -n is ${limit}; this test needs ${SLOW * 2 + 200} (raise the soft limit: ulimit -n 8192)`);

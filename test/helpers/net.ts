@@ -14,6 +14,21 @@ export function closeServer(server: Server): Promise<void> {
   return new Promise((resolve) => server.close(() => resolve()));
 }
 
+/**
+ * A half-open TCP server on 127.0.0.1 that hands each connection to `onSocket` and keeps the open
+ * ones in `sockets` (to destroy what a test's upstream still holds at the end).
+ */
+export function trackedServer(onSocket: (s: Socket) => void): Promise<{ server: Server; port: number; sockets: Set<Socket> }> {
+  const sockets = new Set<Socket>();
+  const srv = createServer({ allowHalfOpen: true }, (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.on('error', () => {});
+    onSocket(s);
+  });
+  return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve({ server: srv, port: (srv.address() as AddressInfo).port, sockets })));
+}
+
 /** A plain TCP upstream that greets with `tag\n`, then echoes; half-open so tests see FIN order. */
 export async function startTaggedTcpServer(tag: string): Promise<{ port: number; server: Server; sockets: Set<Socket> }> {
   const sockets = new Set<Socket>();

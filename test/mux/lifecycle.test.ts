@@ -1,5 +1,5 @@
 import t from 'tap';
-import { availableTransports, TRANSPORT_OPTIONS, type TransportOptions } from '../helpers/transports.js';
+import { availableTransports, TRANSPORT_LABEL, TRANSPORT_OPTIONS, type TransportOptions } from '../helpers/transports.js';
 import { once } from 'node:events';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward } from '../../lib/handlers/builders.js';
@@ -32,7 +32,7 @@ async function withMux(options: Partial<ConstructorParameters<typeof Multiplexer
 }
 
 for (const name of availableTransports(t)) {
-  t.test(`passthrough on ${name === 'native' ? 'the native relay' : name === 'handles' ? 'bare handles' : 'net.Socket'}`, async (t) => {
+  t.test(`passthrough on ${TRANSPORT_LABEL[name]}`, async (t) => {
     transport = TRANSPORT_OPTIONS[name];
     t.test('a client that never decides is closed at the detection deadline', async (t) => {
       await withMux({ detectTimeoutMs: 150 }, async (port, mux) => {

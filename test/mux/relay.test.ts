@@ -3,7 +3,7 @@
 // on its own. Guards the relay's buffer reuse: a buffer overwritten under a pending write would
 // corrupt the stream only when writes are partial, i.e. exactly when a reader is slow.
 import t from 'tap';
-import { availableTransports, TRANSPORT_OPTIONS, type TransportOptions } from '../helpers/transports.js';
+import { availableTransports, TRANSPORT_LABEL, TRANSPORT_OPTIONS, type TransportOptions } from '../helpers/transports.js';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
@@ -104,7 +104,7 @@ async function setup(t: { teardown(fn: () => Promise<void>): void }, onUpstream:
 }
 
 for (const name of availableTransports(t)) {
-  t.test(`relay on ${name === 'native' ? 'the native relay' : name === 'handles' ? 'bare handles' : 'net.Socket'}`, async (t) => {
+  t.test(`relay on ${TRANSPORT_LABEL[name]}`, async (t) => {
     transport = TRANSPORT_OPTIONS[name];
     t.test('bytes arrive exact both ways to stuttering readers, each direction ending on its own', async (t) => {
       const down = payload(1, 24 * MiB);
