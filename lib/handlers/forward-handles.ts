@@ -8,6 +8,7 @@ import type { HandleEnd } from '../transport/client-end.js';
 import type { ConnectionParts as Connection } from './context.js';
 import type { ForwardHandler, UpstreamAddress } from './types.js';
 import { DEFAULT_DIAL_TIMEOUT_MS, dialError, proxyHeaderFor, upstreamOf } from './forward.js';
+import { dialDeadline } from './dial-deadline.js';
 
 /**
  * `forward` on bare handles (mux/uv.ts): the client handle and a freshly dialed upstream handle
@@ -40,7 +41,7 @@ export function forwardOnHandles(
 class HandleDial implements HandleOwner {
   private upstream: TcpHandle | undefined;
   private done = false;
-  private timer: NodeJS.Timeout | undefined;
+  private cancelDeadline: (() => void) | undefined;
 
   constructor(
     private readonly client: HandleEnd,
@@ -57,11 +58,11 @@ class HandleDial implements HandleOwner {
    * address has its own on the native side, so needs no timer in JavaScript.
    */
   startTimer(): void {
-    if (this.timer || this.done) return;
+    if (this.cancelDeadline || this.done) return;
     const dialTimeoutMs = this.handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
-    this.timer = setTimeout(() => {
+    this.cancelDeadline = dialDeadline(dialTimeoutMs, () => {
       this.failed(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${this.to.host}:${this.to.port} did not accept within ${dialTimeoutMs} ms`));
-    }, dialTimeoutMs);
+    });
   }
 
   connect(address: string, family: 4 | 6): void {
@@ -139,7 +140,7 @@ class HandleDial implements HandleOwner {
 
   private finish(): void {
     this.done = true;
-    if (this.timer) clearTimeout(this.timer);
+    this.cancelDeadline?.();
   }
 }
 

@@ -7,6 +7,7 @@ import { splice } from '../transport/splice.js';
 import { ReadBuffer } from '../transport/read-buffer.js';
 import type { ConnectionInfo, ForwardHandler, UpstreamAddress } from './types.js';
 import type { HandlerContext } from './context.js';
+import { dialDeadline } from './dial-deadline.js';
 
 export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
 /** Postgres SSLRequest: int32 length 8, int32 code 80877103 (PostgreSQL protocol §55.2.10). */
@@ -28,20 +29,20 @@ export function runForward(client: Duplex, handler: ForwardHandler, ctx: Handler
   const reader = new ReadBuffer();
   const upstream = connect({ host: to.host, port: to.port, allowHalfOpen: true, noDelay: true, onread: reader.onread });
   const dialTimeoutMs = handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
-  const timer = setTimeout(() => {
+  const cancelDeadline = dialDeadline(dialTimeoutMs, () => {
     ctx.fail(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${to.host}:${to.port} did not accept within ${dialTimeoutMs} ms`));
-  }, dialTimeoutMs);
+  });
   const onDialError = (err: NodeJS.ErrnoException): void => {
-    clearTimeout(timer);
+    cancelDeadline();
     ctx.fail(dialError(err, to));
   };
   // Before adopt(): listeners run in order, and the dial's own error (refused, unreachable) must
   // be the one recorded, not a generic reset.
   upstream.once('error', onDialError);
   ctx.adopt(upstream, 'upstream');
-  upstream.once('close', () => clearTimeout(timer));
+  upstream.once('close', () => cancelDeadline());
   upstream.once('connect', () => {
-    clearTimeout(timer);
+    cancelDeadline();
     upstream.removeListener('error', onDialError);
     // The PROXY header goes out on connect, before any client byte (caddy-l4 #212: servers that
     // speak first must learn the client address before they greet).

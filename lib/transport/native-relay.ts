@@ -25,6 +25,9 @@ interface Binding {
   unref(): void;
 }
 
+/** What this code calls on the addon: a binary built from another version's sources lacks some. */
+const BINDING_FUNCTIONS = ['start', 'dial', 'destroy', 'ref', 'unref'] as const;
+
 /**
  * How a native relay ended: `code` '' (both sides finished), an errno name, 'IDLE' or
  * 'DESTROYED'; with `dial` the upstream's connect failed (an errno name) or timed out ('DIAL_TIMEOUT').
@@ -79,6 +82,13 @@ export function loadNativeRelay(env: NodeJS.ProcessEnv = process.env): NativeRel
     const nodeGypBuild = require('node-gyp-build') as (dir: string) => Binding;
     // dist/lib/transport/ → the package root, where binding.gyp, build/ and prebuilds/ are.
     const binding = nodeGypBuild(fileURLToPath(new URL('../../../', import.meta.url)));
+    // A stale build/ (sources changed, addon not rebuilt) would otherwise fail every connection
+    // at its dial; refused here, the TypeScript relay runs and the reason is logged once.
+    const missing = BINDING_FUNCTIONS.filter((name) => typeof (binding as unknown as Record<string, unknown>)[name] !== 'function');
+    if (missing.length > 0) {
+      loaded = { ok: false, reason: `the native relay addon is from another version (no ${missing.join(', ')}): rebuild it with npm run build:native` };
+      return loaded;
+    }
     loaded = { ok: true, relay: new NativeRelay(binding) };
   } catch (err) {
     loaded = { ok: false, reason: `the native relay did not load: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}` };
