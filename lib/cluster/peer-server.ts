@@ -98,6 +98,11 @@ export class PeerServer {
           this.sessions.delete(session);
           socket.destroy();
         });
+        // Half-open as the agents' tunnels are (lib/tunnel/registry.ts): a peer's FIN ends it.
+        socket.once('end', () => {
+          session.destroy();
+          socket.destroy();
+        });
         // A peer that vanished without a FIN (its host died) would leave its streams, and the
         // agent streams they hold, open: PINGs with a deadline end them, as for agents' tunnels.
         startHeartbeat(session, {

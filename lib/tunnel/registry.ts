@@ -210,6 +210,16 @@ export class TunnelRegistry extends EventEmitter {
       release(entry.endedBy ?? reason ?? 'agent closed the tunnel');
       socket.destroy();
     });
+    // The TLS socket comes from a half-open client (the multiplexer relays each direction's FIN
+    // on its own), so the agent's FIN without a GOAWAY first (a process killed, an HTTP proxy
+    // dropping the CONNECT, Node 22+'s session.destroy) would only end the readable side and the
+    // session would wait for its heartbeat. A peer that sends no more frames cannot answer one:
+    // the tunnel is over now.
+    socket.once('end', () => {
+      reason ??= 'agent closed the connection';
+      session.destroy();
+      socket.destroy();
+    });
     this.log.info({ agent: name, remote }, 'agent connected');
     this.emit('agent-connected', name);
     return undefined;

@@ -2,7 +2,7 @@
 // through them. Postgres, tinyproxy and proxy restarts are in postgres-e2e.test.ts.
 import t from 'tap';
 import { once } from 'node:events';
-import { createServer, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
@@ -219,6 +219,41 @@ t.test('a graceful stop sends GOAWAY: the proxy frees the name at once, and it i
   const again = agent(t, proxy, 'polite', [echo.address]);
   await again.waitConnected();
   t.same(proxy.registry.agents(), ['polite'], 'the restarted agent has its name back');
+});
+
+t.test('a tunnel connection that ends with a FIN and no GOAWAY frees the agent at once, not at its heartbeat', async (t) => {
+  const echo = await taggedEcho(t, 'fin');
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'abrupt', target: echo.address }], {
+    registry: { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 60_000 },
+  });
+  // A relay that can end the proxy's side alone: the FIN an HTTP proxy sends when it drops a
+  // CONNECT tunnel, or the kernel when the agent's process dies, with no HTTP/2 frame before it.
+  const toProxy = new Set<Socket>();
+  const all = new Set<Socket>();
+  const relay = createServer((inbound) => {
+    const outbound = connect(proxy.port, '127.0.0.1');
+    toProxy.add(outbound);
+    for (const s of [inbound, outbound]) {
+      all.add(s);
+      s.on('error', () => {});
+      s.once('close', () => all.delete(s));
+    }
+    inbound.pipe(outbound);
+    outbound.pipe(inbound);
+  });
+  const relayPort = await listening(relay);
+  t.teardown(() => {
+    for (const s of all) s.destroy();
+    return closeServer(relay);
+  });
+  const a = agent(t, relayPort, 'abrupt', [echo.address], { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 60_000 });
+  await a.waitConnected();
+  const gone = once(proxy.registry, 'agent-disconnected');
+  for (const s of toProxy) s.end();
+  const [name, reason] = (await gone) as [string, string];
+  t.equal(name, 'abrupt');
+  t.match(reason, /agent closed the connection/, 'the FIN ended the tunnel (no heartbeat is due for a minute)');
+  t.notOk(proxy.registry.has('abrupt'), 'the name is free for a successor');
 });
 
 t.test('heartbeats: a path that goes silent (no FIN) is torn down on both sides, and the agent comes back', async (t) => {
