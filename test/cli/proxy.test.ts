@@ -1,16 +1,16 @@
 import t from 'tap';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { requirePeer } from '../helpers/peers.js';
 import { GATE_MUX, startProxyCommand, stopProxyCommand } from '../helpers/proxy-command.js';
 import { closeServer, readUntil, run, startTaggedTcpServer, tcpClient } from '../helpers/net.js';
 import { httpGet } from '../helpers/prometheus.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 t.test('npm start on the embedded default configuration answers curl --cacert on 127.0.0.1:3080', async (t) => {
   const curl = requirePeer(t, 'curl', 'curl');
   if (!curl) return;
-  const cwd = mkdtempSync(join(tmpdir(), 'gate-cli-'));
+  const cwd = (await tempDir(t, 'cli'));
   const { child, output } = await startProxyCommand(t, [], cwd);
   t.match(output(), /listening on 127\.0\.0\.1:3080 \(multiplex/);
   const ca = join(cwd, '.data', 'ca.pem');
@@ -43,7 +43,7 @@ t.test('--config and --pid-file; SIGHUP switches a route while a connection stay
     for (const s of [...one.sockets, ...two.sockets]) s.destroy();
     await Promise.all([closeServer(one.server), closeServer(two.server)]);
   });
-  const dir = mkdtempSync(join(tmpdir(), 'gate-cli-'));
+  const dir = (await tempDir(t, 'cli'));
   const config = join(dir, 'gate.yaml');
   const pidFile = join(dir, 'gate.pid');
   const yaml = (sshPort: number) =>
@@ -79,7 +79,7 @@ t.test('--config and --pid-file; SIGHUP switches a route while a connection stay
 });
 
 t.test('logs: JSON lines when the output is not a terminal, readable lines with --log-format pretty', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'gate-cli-'));
+  const dir = (await tempDir(t, 'cli'));
   const config = join(dir, 'gate.yaml');
   writeFileSync(config, `version: v3\ndata_dir: ${join(dir, 'data')}\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n`);
   const json = await startProxyCommand(t, ['--config', config], dir);
@@ -94,7 +94,7 @@ t.test('logs: JSON lines when the output is not a terminal, readable lines with 
 });
 
 t.test('diag_addr: the banner names the diagnostics listener, which answers /readyz', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'gate-cli-'));
+  const dir = (await tempDir(t, 'cli'));
   const config = join(dir, 'gate.yaml');
   writeFileSync(config, `version: v3\ndata_dir: ${join(dir, 'data')}\ndiag_addr: 127.0.0.1:0\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n`);
   const { child, output } = await startProxyCommand(t, ['--config', config], dir);

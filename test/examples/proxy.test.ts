@@ -2,19 +2,19 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { requirePeer } from '../helpers/peers.js';
 import { readUntil, run } from '../helpers/net.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 const EXAMPLE = fileURLToPath(new URL('../../examples/proxy.js', import.meta.url));
 
 t.test('examples/proxy starts from a configuration, answers /webapi/ping, exits 0 on SIGTERM', async (t) => {
   const curl = requirePeer(t, 'curl', 'curl');
   if (!curl) return;
-  const dir = mkdtempSync(join(tmpdir(), 'gate-example-'));
+  const dir = (await tempDir(t, 'example'));
   const config = join(dir, 'gate.yaml');
   writeFileSync(config, `version: v3\ndata_dir: ${join(dir, 'data')}\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n`);
   const child = spawn(process.execPath, [EXAMPLE, config], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });

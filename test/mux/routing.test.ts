@@ -6,6 +6,7 @@ import { forward, serve, terminate, custom } from '../../lib/handlers/builders.j
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { requirePeer } from '../helpers/peers.js';
 import { closeServer, readUntil, run, startTaggedTcpServer, startTaggedTlsServer, tcpClient, tlsClient, until } from '../helpers/net.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 // Two TLS upstreams (passthrough: the client's TLS ends at them), an HTTPS web handler served
 // in-process, plaintext SSH to a TCP upstream, and a silent route for server-speaks-first clients.
@@ -109,10 +110,9 @@ t.test('curl over HTTPS reaches the in-process web handler (TLS terminated here)
   const curl = requirePeer(t, 'curl', 'curl');
   if (!curl) return;
   const { ca } = devCertificates();
-  const { writeFileSync, mkdtempSync } = await import('node:fs');
+  const { writeFileSync } = await import('node:fs');
   const { join } = await import('node:path');
-  const { tmpdir } = await import('node:os');
-  const caFile = join(mkdtempSync(join(tmpdir(), 'gate-ca-')), 'ca.pem');
+  const caFile = join((await tempDir(t, 'ca')), 'ca.pem');
   writeFileSync(caFile, ca.cert);
   const out = await run(curl, ['-sS', '--cacert', caFile, '--resolve', `gate.test:${port}:127.0.0.1`, `https://gate.test:${port}/hello`]);
   t.equal(out.code, 0, out.stderr);

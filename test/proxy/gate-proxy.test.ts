@@ -1,8 +1,7 @@
 import t from 'tap';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { connect, createServer, type Socket } from 'node:net';
@@ -11,6 +10,7 @@ import { GateProxy } from '../../lib/proxy/gate-proxy.js';
 import { frameHeader } from '../../lib/framing/ping-frames.js';
 import { freePort } from '../helpers/daemon.js';
 import { closeServer, listening, readUntil, startTaggedTcpServer, startTaggedTlsServer, tcpClient } from '../helpers/net.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
 
@@ -44,7 +44,7 @@ const mysql = await startTaggedTcpServer('MYSQL-HANDSHAKE');
 const postgres = await recordingServer();
 const redis = await recordingServer();
 const kube = await startTaggedTlsServer('KUBE');
-const dataDir = mkdtempSync(join(tmpdir(), 'gate-proxy-test-'));
+const dataDir = (await tempDir(t, 'proxy-test'));
 t.teardown(async () => {
   await Promise.all([closeServer(ssh.server), closeServer(ssh2.server), closeServer(mysql.server), closeServer(kube.server), postgres.close(), redis.close()]);
 });
