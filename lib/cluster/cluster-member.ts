@@ -174,9 +174,11 @@ export class ClusterMember extends EventEmitter {
 
   /**
    * One refresh: announce, re-assert every holding, read the proxies back. Refreshes never overlap:
-   * one asked for while another runs is run once after it (with the state of that moment).
+   * one asked for while another runs is run once after it (with the state of that moment). The
+   * timer calls it every third of the TTL; a caller that must know the store holds this proxy's
+   * records now (after an outage, say: records may have expired meanwhile) awaits one.
    */
-  private refresh(): Promise<void> {
+  refresh(): Promise<void> {
     if (this.inFlight) {
       this.again = true;
       return this.inFlight;
