@@ -1,5 +1,6 @@
+import type { LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
-import { connect as netConnect, isIP, type OnReadOpts, type Socket } from 'node:net';
+import { connect as netConnect, isIP, type LookupFunction, type OnReadOpts, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
@@ -11,6 +12,7 @@ import { ProxyError } from './proxy-error.js';
 import { proxyForTarget } from './resolve-proxy.js';
 import { socksConnect } from './socks-connect.js';
 import { formatHostPort, parseTarget } from './target.js';
+import { dialOrder } from '../transport/address-order.js';
 
 export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
 
@@ -29,6 +31,11 @@ export interface DialOptions {
   maxProxyHeaderBytes?: number;
   /** Keep the writable side open after the peer ends (for tunnels that half-close). Default false. */
   allowHalfOpen?: boolean;
+  /**
+   * Resolves the target's name where the dialer does (socks5://; a direct dial's net.connect), as
+   * net.connect's `lookup` option (default dns.lookup): called with `{ all: true }`.
+   */
+  lookup?: LookupFunction;
   /** Reads into caller-managed buffers (`net.connect`'s `onread`, see transport/read-buffer.ts); direct dials only. */
   onread?: OnReadOpts;
 }
@@ -81,7 +88,7 @@ export async function dial(target: string, options: DialOptions = {}): Promise<D
   const socket = await withDeadline<Socket>(
     async (track) => {
       if (!via) return dialDirect(host, port, options, track);
-      return dialViaProxy(host, port, via, options, timeoutMs, track);
+      return dialViaProxy(host, port, { proxy: via, options, timeoutMs, track });
     },
     {
       timeoutMs,
@@ -99,7 +106,13 @@ export async function dial(target: string, options: DialOptions = {}): Promise<D
 }
 
 async function dialDirect(host: string, port: number, options: DialOptions, track: (s: Socket) => void): Promise<Socket> {
-  const socket = netConnect({ host, port, allowHalfOpen: options.allowHalfOpen ?? false, ...(options.onread ? { onread: options.onread } : {}) });
+  const socket = netConnect({
+    host,
+    port,
+    allowHalfOpen: options.allowHalfOpen ?? false,
+    ...(options.onread ? { onread: options.onread } : {}),
+    ...(options.lookup ? { lookup: options.lookup } : {}),
+  });
   track(socket);
   try {
     await connected(socket, 'connect');
@@ -115,25 +128,56 @@ async function dialDirect(host: string, port: number, options: DialOptions, trac
   return socket;
 }
 
-async function dialViaProxy(
-  host: string,
-  port: number,
-  proxy: ProxyConfig,
-  options: DialOptions,
-  timeoutMs: number,
-  track: (s: Socket) => void,
-): Promise<Socket> {
-  // socks5 (not socks5h) means "resolve locally": the proxy gets an IP.
-  let destination = host;
-  if (proxy.scheme === 'socks5' && isIP(host) === 0) {
+/** Every address of `host`, from `custom` (a net.connect-style lookup) or the system resolver. */
+function lookupAll(host: string, custom: LookupFunction | undefined): Promise<LookupAddress[]> {
+  if (!custom) return lookup(host, { all: true });
+  return new Promise((resolve, reject) => {
+    custom(host, { all: true }, (err, found: string | LookupAddress[], family?: number) => {
+      if (err) reject(err);
+      else resolve(typeof found === 'string' ? [{ address: found, family: family ?? (isIP(found) || 4) }] : found);
+    });
+  });
+}
+
+/** A dial through `proxy`: the dial's options, its deadline and its socket tracker. */
+interface ProxyDial {
+  proxy: ProxyConfig;
+  options: DialOptions;
+  timeoutMs: number;
+  track: (s: Socket) => void;
+}
+
+/** SOCKS5 replies that speak of the one address asked for: the name's next address may do. */
+const ADDRESS_SPECIFIC_SOCKS_REPLIES = new Set([3, 4, 5, 6, 8]); // network/host unreachable, refused, TTL, address type
+
+async function dialViaProxy(host: string, port: number, through: ProxyDial): Promise<Socket> {
+  const { proxy, options } = through;
+  if (proxy.scheme !== 'socks5' || isIP(host) !== 0) return connectThroughProxy(host, port, through);
+  // socks5 (not socks5h) means "resolve locally": the proxy gets an IP. Every address of the name
+  // is offered in turn (in the Happy Eyeballs order), each on a new proxy connection, while the
+  // proxy's reply concerns that address (a proxy without IPv6 answers reply 8 for localhost's ::1).
+  let addresses;
+  try {
+    addresses = dialOrder(await lookupAll(host, options.lookup));
+  } catch (err) {
+    throw new GateError(ErrorCodes.DIAL_FAILED, `cannot resolve ${host} for socks5 proxy ${proxy.display}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  if (addresses.length === 0) throw new GateError(ErrorCodes.DIAL_FAILED, `cannot resolve ${host} for socks5 proxy ${proxy.display}: no address`);
+  for (let i = 0; ; i++) {
     try {
-      destination = (await lookup(host)).address;
+      return await connectThroughProxy(addresses[i]!.address, port, through);
     } catch (err) {
-      throw new GateError(ErrorCodes.DIAL_FAILED, `cannot resolve ${host} for socks5 proxy ${proxy.display}: ${(err as Error).message}`, {
-        cause: err,
-      });
+      const last = i === addresses.length - 1;
+      if (last || !(err instanceof ProxyError) || err.status === undefined || !ADDRESS_SPECIFIC_SOCKS_REPLIES.has(err.status)) throw err;
     }
   }
+}
+
+/** A connection to the proxy (TCP, TLS for https://), then CONNECT or the SOCKS5 handshake for `host`. */
+async function connectThroughProxy(host: string, port: number, through: ProxyDial): Promise<Socket> {
+  const { proxy, options, timeoutMs, track } = through;
   const raw = netConnect({ host: proxy.host, port: proxy.port, allowHalfOpen: options.allowHalfOpen ?? false });
   track(raw);
   try {
@@ -164,10 +208,15 @@ async function dialViaProxy(
     }
     socket = secure;
   }
-  if (proxy.scheme === 'socks5' || proxy.scheme === 'socks5h') {
-    await socksConnect(socket, destination, port, proxy, timeoutMs);
-  } else {
-    await httpConnect(socket, host, port, proxy, options.maxProxyHeaderBytes ?? DEFAULT_MAX_CONNECT_HEADER_BYTES);
+  try {
+    if (proxy.scheme === 'socks5' || proxy.scheme === 'socks5h') {
+      await socksConnect(socket, host, port, proxy, timeoutMs);
+    } else {
+      await httpConnect(socket, host, port, proxy, options.maxProxyHeaderBytes ?? DEFAULT_MAX_CONNECT_HEADER_BYTES);
+    }
+  } catch (err) {
+    socket.destroy();
+    throw err;
   }
   return socket;
 }

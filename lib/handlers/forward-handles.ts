@@ -1,4 +1,4 @@
-import { lookup } from 'node:dns';
+import { lookup, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
 import { HandleRelay, type RelayFailure } from '../transport/handle-relay.js';
@@ -9,6 +9,14 @@ import type { ConnectionParts as Connection } from './context.js';
 import type { ForwardHandler, UpstreamAddress } from './types.js';
 import { DEFAULT_DIAL_TIMEOUT_MS, dialError, proxyHeaderFor, upstreamOf } from './forward.js';
 import { dialDeadline } from './dial-deadline.js';
+import { dialOrder, type DialAddress } from '../transport/address-order.js';
+
+/**
+ * RFC 8305's Connection Attempt Delay: while an attempt runs, the next address of a name is tried
+ * this long after it started (a failed attempt starts the next one at once). Node's own
+ * net.connect uses the same Happy Eyeballs for the socket transport (autoSelectFamily).
+ */
+export const ATTEMPT_DELAY_MS = 250;
 
 /**
  * `forward` on bare handles (mux/uv.ts): the client handle and a freshly dialed upstream handle
@@ -29,17 +37,26 @@ export function forwardOnHandles(
   const dial = new HandleDial(client, rest, handler, to, conn, onRelay, native);
   conn.attach(dial);
   const family = isIP(to.host);
-  if (family !== 0) return dial.connect(to.host, family === 6 ? 6 : 4);
+  if (family !== 0) return dial.connect([{ address: to.host, family: family === 6 ? 6 : 4 }]);
   dial.startTimer();
-  lookup(to.host, (err, address, found) => {
-    if (err) dial.failed(dialError(err, to));
-    else dial.connect(address, found === 6 ? 6 : 4);
+  // Every address of the name: one the upstream does not listen on (localhost's ::1 when the
+  // server binds 127.0.0.1) must not fail a dial that the next address would carry.
+  (handler.lookup ?? lookup)(to.host, { all: true }, (err, found: string | LookupAddress[], family?: number) => {
+    if (err) return dial.failed(dialError(err, to));
+    const addresses = dialOrder(typeof found === 'string' ? [{ address: found, family: family ?? (isIP(found) || 4) }] : found);
+    if (addresses.length === 0) return dial.failed(dialError(errnoError('ENOTFOUND'), to));
+    dial.connect(addresses);
   });
 }
 
 /** One upstream dial: a connection part until the relay takes over. */
 class HandleDial implements HandleOwner {
-  private upstream: TcpHandle | undefined;
+  /** Connects under way (several while Happy Eyeballs staggers a name's addresses). */
+  private readonly attempts = new Set<TcpHandle>();
+  /** Addresses not tried yet, in dialOrder. */
+  private pending: DialAddress[] = [];
+  private readonly errors: string[] = [];
+  private nextAttempt: NodeJS.Timeout | undefined;
   private done = false;
   private cancelDeadline: (() => void) | undefined;
 
@@ -65,18 +82,58 @@ class HandleDial implements HandleOwner {
     });
   }
 
-  connect(address: string, family: 4 | 6): void {
+  /**
+   * Dials `addresses` (one, or a name's in dialOrder). The native side dials one address; a name
+   * with several is dialed here, address by address, and relayed by the handle relay.
+   */
+  connect(addresses: DialAddress[]): void {
     if (this.done) return;
-    if (this.native && this.dialNatively(address, family, this.native)) return;
+    const only = addresses.length === 1 ? addresses[0]! : undefined;
+    if (this.native && only && this.dialNatively(only.address, only.family, this.native)) return;
     this.startTimer();
-    const handle = connectTcp(address, this.to.port, family, this);
-    if (typeof handle === 'string') return this.failed(dialError(errnoError(handle), this.to));
-    this.upstream = handle;
+    this.pending = [...addresses];
+    this.attemptNext();
+  }
+
+  /** Starts the next address's connect; schedules the one after while this one runs. */
+  private attemptNext(): void {
+    clearTimeout(this.nextAttempt);
+    this.nextAttempt = undefined;
+    for (let next = this.pending.shift(); next && !this.done; next = this.pending.shift()) {
+      const handle = connectTcp(next.address, this.to.port, next.family, this);
+      if (typeof handle === 'string') {
+        this.errors.push(handle);
+        continue;
+      }
+      this.attempts.add(handle);
+      if (this.pending.length > 0) this.nextAttempt = setTimeout(() => this.attemptNext(), ATTEMPT_DELAY_MS);
+      return;
+    }
+    if (this.attempts.size === 0) this.allFailed();
+  }
+
+  /**
+   * Every address failed: refused if any refused (the host is there, the service is not), else
+   * the first failure.
+   */
+  private allFailed(): void {
+    const code = this.errors.includes('ECONNREFUSED') ? 'ECONNREFUSED' : (this.errors[0] ?? 'ENOTFOUND');
+    this.failed(dialError(errnoError(code), this.to));
   }
 
   onHandleConnect(upstream: TcpHandle, error: string | undefined): void {
-    if (this.done) return;
-    if (error !== undefined) return this.failed(dialError(errnoError(error), this.to));
+    if (this.done || !this.attempts.delete(upstream)) return;
+    if (error !== undefined) {
+      closeHandle(upstream);
+      this.errors.push(error);
+      // A failed attempt starts the next address at once (RFC 8305, section 5).
+      if (this.pending.length > 0) this.attemptNext();
+      else if (this.attempts.size === 0) this.allFailed();
+      return;
+    }
+    // The first to connect wins; the others are abandoned.
+    for (const other of this.attempts) closeHandle(other);
+    this.attempts.clear();
     this.finish();
     upstream.setNoDelay(true);
     const { conn } = this;
@@ -134,13 +191,16 @@ class HandleDial implements HandleOwner {
   destroy(): void {
     if (this.done) return;
     this.finish();
-    if (this.upstream) closeHandle(this.upstream);
+    for (const attempt of this.attempts) closeHandle(attempt);
+    this.attempts.clear();
     this.conn.closed(this);
   }
 
   private finish(): void {
     this.done = true;
     this.cancelDeadline?.();
+    clearTimeout(this.nextAttempt);
+    this.nextAttempt = undefined;
   }
 }
 

@@ -27,7 +27,7 @@ export function runForward(client: Duplex, handler: ForwardHandler, ctx: Handler
   const to = upstreamOf(handler, ctx.info);
   // The upstream's reads land in buffers managed by ReadBuffer (no Buffer per read in bulk).
   const reader = new ReadBuffer();
-  const upstream = connect({ host: to.host, port: to.port, allowHalfOpen: true, noDelay: true, onread: reader.onread });
+  const upstream = connect({ host: to.host, port: to.port, allowHalfOpen: true, noDelay: true, onread: reader.onread, ...(handler.lookup ? { lookup: handler.lookup } : {}) });
   const dialTimeoutMs = handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
   const cancelDeadline = dialDeadline(dialTimeoutMs, () => {
     ctx.fail(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${to.host}:${to.port} did not accept within ${dialTimeoutMs} ms`));

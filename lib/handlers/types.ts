@@ -2,7 +2,7 @@
  * The handler contract: what a route's handler is (forward, terminate, serve, custom, select, wrap)
  * and what it is told about the connection. The multiplexer builds on these; nothing here knows it.
  */
-import type { Server as NetServer, Socket } from 'node:net';
+import type { LookupFunction, Server as NetServer, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { SecureContextOptions, TLSSocket } from 'node:tls';
 import type { Server as HttpServer } from 'node:http';
@@ -75,6 +75,11 @@ export interface ForwardHandler {
   dialTimeoutMs?: number;
   /** Send a PROXY protocol header to the upstream on connect, before any client byte. */
   sendProxyHeader?: 'v1' | 'v2';
+  /**
+   * Resolves a host name upstream, as net.connect's `lookup` option (default dns.lookup): called
+   * with `{ all: true }`, every address it gives is tried, Happy Eyeballs style (RFC 8305).
+   */
+  lookup?: LookupFunction;
 }
 
 export interface TerminateHandler {

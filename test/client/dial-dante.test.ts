@@ -1,6 +1,8 @@
 // Real peer: danted (apt-get install dante-server), started on 127.0.0.2 by the test. The
 // authenticated case creates (and removes) a throwaway system user, so it needs root.
 import t from 'tap';
+import type { LookupAddress } from 'node:dns';
+import type { LookupFunction } from 'node:net';
 import { readBytes } from '../helpers/net.js';
 import { dial } from '../../lib/client/dial.js';
 import { dialTls } from '../../lib/client/dial-tls.js';
@@ -26,6 +28,21 @@ t.test('SOCKS5 through dante without auth: socks5h sends the name, socks5 resolv
     t.equal(await readBytes(socket, 4), 'echo');
     socket.destroy();
   }
+  // socks5 offers a name's addresses in turn: this dante has no IPv6 way out, so it answers the
+  // ::1 (as a resolver with "::1 localhost" gives it first) with a reply about that address, and
+  // the next address, 127.0.0.1, is offered on a new proxy connection.
+  const asked: string[] = [];
+  const lookup = ((name: string, _options: unknown, callback: (err: null, found: LookupAddress[]) => void) => {
+    asked.push(name);
+    setImmediate(() => callback(null, [{ address: '::1', family: 6 }, { address: '127.0.0.1', family: 4 }]));
+  }) as unknown as LookupFunction;
+  const local = parseProxyUrl(`socks5://${proxy.host}:${proxy.port}`);
+  const both = await dial(`echo.test:${echo.port}`, { proxy: local, lookup });
+  t.equal(await readBytes(both.socket, 8), 'GREETING', 'socks5: the next address of the name was offered');
+  both.socket.destroy();
+  t.same(asked, ['echo.test'], 'resolved here, once');
+  const closedPort = await freePort('127.0.0.1');
+  await t.rejects(dial(`echo.test:${closedPort}`, { proxy: local, lookup }), { code: 'GATE_ERR_PROXY_STATUS', status: 5, message: /127\.0\.0\.1.*ConnectionRefused/ }, 'every address failing: the last reply is the error');
   const socks = parseProxyUrl(`socks5h://${proxy.host}:${proxy.port}`);
   await t.rejects(dial('127.0.0.3:443', { proxy: socks }), { code: 'GATE_ERR_PROXY_FORBIDDEN', status: 2, message: /NotAllowed/ });
   const closed = await freePort('127.0.0.1');
