@@ -91,7 +91,7 @@ class HandleDial implements HandleOwner {
     const only = addresses.length === 1 ? addresses[0]! : undefined;
     if (this.native && only && this.dialNatively(only.address, only.family, this.native)) return;
     this.startTimer();
-    this.pending = [...addresses];
+    this.pending = addresses; // ours: shift() consumes it
     this.attemptNext();
   }
 
