@@ -1,5 +1,4 @@
-import type { LookupAddress } from 'node:dns';
-import { lookup } from 'node:dns/promises';
+import { lookup } from 'node:dns';
 import { connect as netConnect, isIP, type LookupFunction, type OnReadOpts, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
@@ -12,7 +11,7 @@ import { ProxyError } from './proxy-error.js';
 import { proxyForTarget } from './resolve-proxy.js';
 import { socksConnect } from './socks-connect.js';
 import { formatHostPort, parseTarget } from './target.js';
-import { dialOrder } from '../transport/address-order.js';
+import { resolveDialOrder, type DialAddress, type Lookup } from '../transport/address-order.js';
 
 export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
 
@@ -128,17 +127,6 @@ async function dialDirect(host: string, port: number, options: DialOptions, trac
   return socket;
 }
 
-/** Every address of `host`, from `custom` (a net.connect-style lookup) or the system resolver. */
-function lookupAll(host: string, custom: LookupFunction | undefined): Promise<LookupAddress[]> {
-  if (!custom) return lookup(host, { all: true });
-  return new Promise((resolve, reject) => {
-    custom(host, { all: true }, (err, found: string | LookupAddress[], family?: number) => {
-      if (err) reject(err);
-      else resolve(typeof found === 'string' ? [{ address: found, family: family ?? (isIP(found) || 4) }] : found);
-    });
-  });
-}
-
 /** A dial through `proxy`: the dial's options, its deadline and its socket tracker. */
 interface ProxyDial {
   proxy: ProxyConfig;
@@ -156,9 +144,11 @@ async function dialViaProxy(host: string, port: number, through: ProxyDial): Pro
   // socks5 (not socks5h) means "resolve locally": the proxy gets an IP. Every address of the name
   // is offered in turn (in the Happy Eyeballs order), each on a new proxy connection, while the
   // proxy's reply concerns that address (a proxy without IPv6 answers reply 8 for localhost's ::1).
-  let addresses;
+  let addresses: DialAddress[];
   try {
-    addresses = dialOrder(await lookupAll(host, options.lookup));
+    addresses = await new Promise((resolve, reject) =>
+      resolveDialOrder(host, (options.lookup ?? lookup) as Lookup, (err, found) => (err ? reject(err) : resolve(found))),
+    );
   } catch (err) {
     throw new GateError(ErrorCodes.DIAL_FAILED, `cannot resolve ${host} for socks5 proxy ${proxy.display}: ${(err as Error).message}`, {
       cause: err,

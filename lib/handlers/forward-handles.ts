@@ -1,4 +1,4 @@
-import { lookup, type LookupAddress } from 'node:dns';
+import { lookup } from 'node:dns';
 import { isIP } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
 import { HandleRelay, type RelayFailure } from '../transport/handle-relay.js';
@@ -9,14 +9,14 @@ import type { ConnectionParts as Connection } from './context.js';
 import type { ForwardHandler, UpstreamAddress } from './types.js';
 import { DEFAULT_DIAL_TIMEOUT_MS, dialError, proxyHeaderFor, upstreamOf } from './forward.js';
 import { dialDeadline } from './dial-deadline.js';
-import { dialOrder, type DialAddress } from '../transport/address-order.js';
+import { resolveDialOrder, type DialAddress, type Lookup } from '../transport/address-order.js';
 
 /**
  * RFC 8305's Connection Attempt Delay: while an attempt runs, the next address of a name is tried
  * this long after it started (a failed attempt starts the next one at once). Node's own
  * net.connect uses the same Happy Eyeballs for the socket transport (autoSelectFamily).
  */
-export const ATTEMPT_DELAY_MS = 250;
+const ATTEMPT_DELAY_MS = 250;
 
 /**
  * `forward` on bare handles (mux/uv.ts): the client handle and a freshly dialed upstream handle
@@ -41,9 +41,8 @@ export function forwardOnHandles(
   dial.startTimer();
   // Every address of the name: one the upstream does not listen on (localhost's ::1 when the
   // server binds 127.0.0.1) must not fail a dial that the next address would carry.
-  (handler.lookup ?? lookup)(to.host, { all: true }, (err, found: string | LookupAddress[], family?: number) => {
+  resolveDialOrder(to.host, (handler.lookup ?? lookup) as Lookup, (err, addresses) => {
     if (err) return dial.failed(dialError(err, to));
-    const addresses = dialOrder(typeof found === 'string' ? [{ address: found, family: family ?? (isIP(found) || 4) }] : found);
     if (addresses.length === 0) return dial.failed(dialError(errnoError('ENOTFOUND'), to));
     dial.connect(addresses);
   });

@@ -1,4 +1,5 @@
 import type { LookupAddress } from 'node:dns';
+import { isIP } from 'node:net';
 
 /** One address to dial, as `connectTcp` takes it. */
 export interface DialAddress {
@@ -31,4 +32,22 @@ export function dialOrder(found: readonly LookupAddress[]): DialAddress[] {
     if (i < b.length) out.push(b[i]!);
   }
   return out;
+}
+
+/** A resolver shaped like net.connect's `lookup` option (dns.lookup by default). */
+export type Lookup = (
+  host: string,
+  options: { all: true },
+  callback: (err: NodeJS.ErrnoException | null, found: string | LookupAddress[], family?: number) => void,
+) => void;
+
+/**
+ * Every address of `host` from `lookup`, in dialOrder. A resolver that answers with one address
+ * (a custom one may ignore `all`) is taken as that address.
+ */
+export function resolveDialOrder(host: string, lookup: Lookup, callback: (err: NodeJS.ErrnoException | null, addresses: DialAddress[]) => void): void {
+  lookup(host, { all: true }, (err, found, family) => {
+    if (err) return callback(err, []);
+    callback(null, dialOrder(typeof found === 'string' ? [{ address: found, family: family ?? (isIP(found) === 6 ? 6 : 4) }] : found));
+  });
 }
