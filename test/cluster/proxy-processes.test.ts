@@ -11,14 +11,22 @@ import { startProxyCommand, stopProxyCommand, type StartedProxy } from '../helpe
 import { startRedis } from '../helpers/redis.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
-/** The proxy id a `gate-mux proxy` logged when it joined the cluster (JSON lines: stdout is not a terminal). */
-function proxyIdOf(proxy: StartedProxy): string {
-  for (const line of proxy.output().split('\n')) {
-    if (!line.startsWith('{')) continue;
-    const entry = JSON.parse(line) as { msg?: string; proxyId?: string };
-    if (entry.msg === 'joined the cluster' && entry.proxyId) return entry.proxyId;
-  }
-  throw new Error(`no "joined the cluster" line:\n${proxy.output()}`);
+/**
+ * The proxy id a `gate-mux proxy` logged when it joined the cluster (JSON lines: stdout is not a
+ * terminal). Waited for: pino writes its lines asynchronously, so the start banner the helper
+ * waits for can come out before them.
+ */
+async function proxyIdOf(proxy: StartedProxy): Promise<string> {
+  const find = (): string | undefined => {
+    for (const line of proxy.output().split('\n')) {
+      if (!line.startsWith('{')) continue;
+      const entry = JSON.parse(line) as { msg?: string; proxyId?: string };
+      if (entry.msg === 'joined the cluster' && entry.proxyId) return entry.proxyId;
+    }
+    return undefined;
+  };
+  await eventually(() => find() !== undefined, `a "joined the cluster" line in:\n${proxy.output()}`, 10_000);
+  return find()!;
 }
 
 t.test('kill -9 leaves the store within presence_ttl; SIGTERM withdraws at once', async (t) => {
@@ -32,7 +40,7 @@ t.test('kill -9 leaves the store within presence_ttl; SIGTERM withdraws at once'
     return startProxyCommand(t, ['--config', config, '--log-format', 'json'], dir);
   };
   const [one, two] = [await start('one'), await start('two')];
-  const [idOne, idTwo] = [proxyIdOf(one), proxyIdOf(two)];
+  const [idOne, idTwo] = [await proxyIdOf(one), await proxyIdOf(two)];
   const observer = new RedisRouteStore({ host: redis.host, port: redis.port });
   t.teardown(() => observer.close());
   t.ok(await observer.ready(5000));
