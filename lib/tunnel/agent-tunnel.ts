@@ -122,6 +122,21 @@ export class AgentTunnel extends EventEmitter {
     }
     this.session = session;
     const current = session;
+    // The dial's deadline ends with the TLS handshake. Admission (the proxy's SETTINGS, then the
+    // answer to a PING) gets a PING's deadline: without one, a path that goes silent in between
+    // would hold the agent's dial loop, which dials one tunnel at a time, until the first
+    // heartbeat failed (an interval plus a timeout later).
+    let admissionFailure: GateError | undefined;
+    const admission = setTimeout(() => {
+      admissionFailure = new GateError(
+        ErrorCodes.AGENT_HEARTBEAT_TIMEOUT,
+        `the proxy did not admit the tunnel within ${o.heartbeatTimeoutMs} ms (no SETTINGS and PING answer): the path is silent`,
+      );
+      this.reason ??= admissionFailure.message;
+      current.destroy();
+      socket.destroy();
+    }, o.heartbeatTimeoutMs);
+    admission.unref();
     current.once('close', () => {
       socket.destroy();
       this.finish();
@@ -158,6 +173,7 @@ export class AgentTunnel extends EventEmitter {
       current.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
       current.ping((err) => {
         if (err || this.refusal || current.destroyed || current.closed || this.ended) return;
+        clearTimeout(admission);
         this.up = true;
         this.cameUp = true;
         this.emit('up');
@@ -182,6 +198,7 @@ export class AgentTunnel extends EventEmitter {
       }),
     );
     await Promise.race([closedNow, goawaySeen]);
+    clearTimeout(admission);
     // `closed` turns true as soon as a GOAWAY arrives (Node begins a graceful close), so whether
     // the session is really over is read from its 'close' event.
     if (sessionClosed || current.destroyed) socket.destroy();
@@ -189,6 +206,7 @@ export class AgentTunnel extends EventEmitter {
     this.ended = true;
     if (this.cameUp) return;
     if (this.refusal) throw this.refusal;
+    if (admissionFailure) throw admissionFailure;
     throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy spoke HTTP/2: ${this.reason ?? 'closed'}`);
   }
 

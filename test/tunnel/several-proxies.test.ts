@@ -351,6 +351,9 @@ t.test('a new tunnel admitted on a proxy whose held tunnel went silent: the held
     // No heartbeat is due for a minute on either side: only the probes can find the dead path.
     heartbeatIntervalMs: 60_000,
     heartbeatTimeoutMs: 1000,
+    // A dial caught mid-handshake by the freeze is given up soon (one mid-admission, at the PING
+    // deadline): the agent dials one tunnel at a time, and the next dial is what finds the dead path.
+    dialTimeoutMs: 2000,
     connectionCount: 2,
   });
   t.teardown(() => agent.stop());

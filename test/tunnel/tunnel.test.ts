@@ -8,6 +8,9 @@ import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { X509Certificate } from 'node:crypto';
+import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
+import { ALPN_REVERSE_TUNNEL } from '../../lib/wire/names.js';
+import { captureLogs } from '../hardening/log-capture.js';
 import { listening, closeServer, freezableRelay, readUntil, tlsClient, until } from '../helpers/net.js';
 import type { Teardownable } from '../helpers/daemon.js';
 import { agentCertificate, startProxySide, type ProxySide } from '../helpers/tunnel-rig.js';
@@ -280,6 +283,39 @@ t.test('heartbeats: a path that goes silent (no FIN) is torn down on both sides,
   const again = await greet(proxy.port, 'gate-redis');
   t.equal(again.line, 'hb');
   again.socket.destroy();
+});
+
+t.test('a proxy that completes TLS and then says nothing: the dial is given up at the PING deadline, not held until a heartbeat', async (t) => {
+  // A stand-in that takes the tunnel ALPN and never speaks HTTP/2: no SETTINGS, no PING answer.
+  const held = new Set<TLSSocket>();
+  let accepted = 0;
+  const silent = createTlsServer({ ...server, ALPNProtocols: [ALPN_REVERSE_TUNNEL] }, (socket) => {
+    accepted++;
+    held.add(socket);
+    socket.on('error', () => {});
+    socket.once('close', () => held.delete(socket));
+    socket.resume(); // reads (and drops) the agent's preface, so its FIN is seen
+  });
+  const port = await listening(silent);
+  t.teardown(() => {
+    for (const s of held) s.destroy();
+    return closeServer(silent);
+  });
+  const logs = captureLogs();
+  // No heartbeat is due for a minute: only the admission deadline can end a silent dial.
+  const a = agent(t, port, 'patient', [], { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 300, logger: logs.logger });
+  // One dial at a time: the third reaching the stand-in means the first two were given up.
+  await until(() => accepted >= 3, 'the agent kept dialling', 10_000);
+  const failures = logs.lines.filter((l) => l.msg === 'tunnel connection failed');
+  t.ok(failures.length >= 2, 'each silent dial failed');
+  t.ok(
+    failures.every((l) => l.code === ErrorCodes.AGENT_HEARTBEAT_TIMEOUT),
+    'with GATE_ERR_AGENT_HEARTBEAT_TIMEOUT',
+  );
+  t.match(JSON.stringify(failures[0]), /did not admit the tunnel within 300 ms/, 'and says so');
+  t.equal(a.connections, 0, 'no tunnel counted');
+  await a.stop();
+  await until(() => held.size === 0, 'every silent connection was closed by the agent');
 });
 
 t.test('revocation at reload ends a live tunnel, streams included, and tells the agent', async (t) => {
