@@ -3,7 +3,10 @@
 // (Debian package haproxy), and once behind tinyproxy (tinyproxy); the agent reaches the proxies
 // only through the balancer, and learns which proxy each tunnel landed on from the proxies'
 // cluster views, which each GateProxy keeps current from the route store they share (a
-// MemoryRouteStore here, presence_ttl 1s: a closed proxy leaves the others' lists within a second).
+// MemoryRouteStore here, presence_ttl 3s: a closed proxy withdraws at once and leaves the others'
+// lists at their next refresh, within a second; a TTL as short as 1 s would let a loaded machine
+// that stalls the refresh timers expire a live proxy, change every view, and start dials no test
+// expects).
 import t from 'tap';
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
@@ -69,7 +72,7 @@ async function startCluster(t: Teardownable & Parameters<typeof requirePeer>[0],
         mode: 'multiplex',
         dataDir,
         upstreams: { redis: `tunnel:${AGENT}/127.0.0.1:${echo.port}` },
-        cluster: { presence_ttl: '1s' },
+        cluster: { presence_ttl: '3s' },
         ...(options.ownStores ? {} : { routeStore: store }),
       }),
     );
