@@ -181,7 +181,7 @@ export class Multiplexer {
   async listen(options: ListenOptions): Promise<AddressInfo> {
     if (this.closing) throw new GateError(ErrorCodes.SHUTDOWN, 'multiplexer is closed');
     if (options.silentRoute !== undefined && !this.table.get(options.silentRoute)) {
-      throw new GateError(ErrorCodes.CONFIG_INVALID, `silentRoute '${options.silentRoute}' is not a route`);
+      throw new GateError(ErrorCodes.INVALID_ARGUMENT, `silentRoute '${options.silentRoute}' is not a route`);
     }
     if (this.fastPath) {
       const check = await checkHandles();

@@ -1,4 +1,4 @@
-import { ErrorCodes, GateError } from '../errors.js';
+import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { GateConfig } from '../config/types.js';
 import { formatAddress } from '../config/address.js';
@@ -64,6 +64,23 @@ function muxSettings(config: GateConfig, budget: ConnectionBudget, spec: Listene
     proxyProtocol: proxyProtocol ? { mode: 'on', trusted: p.proxyProtocolTrustedNetworks } : { mode: 'off' },
     budget,
   };
+}
+
+/**
+ * Runs `build`, turning a refused argument (GATE_ERR_INVALID_ARGUMENT from RouteTable or
+ * Multiplexer) into GATE_ERR_CONFIG_INVALID naming the listener's key: here the routes come from
+ * the configuration, so the configuration is what the operator must fix.
+ */
+function asConfigError<T>(spec: ListenerSpec, build: () => T): T {
+  try {
+    return build();
+  } catch (err) {
+    throw configErrorOf(spec, err);
+  }
+}
+
+function configErrorOf(spec: ListenerSpec, err: unknown): unknown {
+  return isGateError(err, ErrorCodes.INVALID_ARGUMENT) ? new GateError(ErrorCodes.CONFIG_INVALID, `${spec.configKey}: ${err.message}`, { cause: err }) : err;
 }
 
 /** The connection cap: `max_connections` when set, else what the open-file limit carries. */
@@ -144,7 +161,7 @@ export class ListenerSet {
       for (const { spec, routes } of next) {
         const existing = [...unclaimed].find((l) => serves(l, spec));
         if (existing) {
-          new RouteTable(routes); // throws GATE_ERR_CONFIG_INVALID now rather than half-way through the swap
+          asConfigError(spec, () => new RouteTable(routes)); // now rather than half-way through the swap
           unclaimed.delete(existing);
           kept.push({ existing, spec, routes });
           continue;
@@ -203,11 +220,11 @@ export class ListenerSet {
 
   /** A new listener's multiplexer, bound; GATE_ERR_LISTEN_FAILED when its address cannot be. */
   private async open(spec: ListenerSpec, routes: Route[], settings: MultiplexerSettings): Promise<RunningListener> {
-    const mux = new Multiplexer({
+    const mux = asConfigError(spec, () => new Multiplexer({
       routes,
       ...settings,
       ...(this.options.muxLogger ? { logger: this.options.muxLogger.child({ listener: spec.name }) } : {}),
-    });
+    }));
     try {
       const address = await mux.listen({
         host: spec.host,
@@ -218,7 +235,8 @@ export class ListenerSet {
       return { spec, mux, port: address.port };
     } catch (err) {
       await mux.close({ graceMs: 0 });
-      if (err instanceof GateError) throw err;
+      const refused = configErrorOf(spec, err);
+      if (isGateError(refused)) throw refused;
       const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
       throw new GateError(ErrorCodes.LISTEN_FAILED, `${spec.configKey}: cannot listen on ${spec.host}:${spec.port} (${code})`, { cause: err });
     }

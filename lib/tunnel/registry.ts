@@ -1,7 +1,7 @@
 import { EventEmitter, once } from 'node:events';
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { TLSSocket } from 'node:tls';
-import { ErrorCodes, GateError } from '../errors.js';
+import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { CustomHandler } from '../handlers/types.js';
 import { admitAgent, normalizeSerial, refusalDebugData, verifyErrorCode } from './admission.js';
@@ -141,7 +141,7 @@ export class TunnelRegistry extends EventEmitter {
         this.options.isRevoked ?? (() => false),
       );
     } catch (err) {
-      return this.refuse(socket, err as GateError, remote);
+      return this.refuse(socket, toGateError(err, ErrorCodes.AGENT_IDENTITY), remote);
     }
     const duplicate = (): GateError =>
       new GateError(ErrorCodes.AGENT_DUPLICATE, `agent ${name} is already connected (from ${this.sessions.get(name)?.remote ?? '?'}); one tunnel per name`);
