@@ -80,7 +80,7 @@ export class GateProxy {
     this.joinTokens = joinTokens;
     this.logger = componentLogger(options.logger, 'proxy');
     this.diagnostics = new ProxyDiagnostics(options.logger);
-    this.registry = new TunnelRegistry({ ...logger, isRevoked: (serial) => this.state.revoked.has(serial) });
+    this.registry = new TunnelRegistry({ ...logger, isRevoked: (serial) => this.state.revoked.has(serial), version: options.version });
     this.clusterWiring = new ClusterWiring({
       proxyId: this.proxyId,
       version: options.version,

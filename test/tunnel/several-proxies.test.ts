@@ -301,13 +301,14 @@ t.test('an older agent, which answers the view like any non-CONNECT stream, keep
     serveAgentStream(stream, headers, { allow: () => true, dialTimeoutMs: 5000, log: { debug() {}, warn() {} } as never, track: () => {} });
   });
   await registry.waitFor(AGENT);
-  await until(() => methods.length === 1, 'the view arrived');
-  t.same(methods, ['POST'], 'the proxy sent its view');
+  await until(() => methods.length === 2, 'the view and the describe request arrived');
+  t.same(methods, ['POST', 'POST'], 'the proxy sent its view and asked the agent to describe itself');
+  t.same(registry.describedAgents().map((a) => [a.name, a.description]), [[AGENT, undefined]], 'admitted undescribed');
   t.equal(await throughProxy(cluster, 0), 'through-the-agent', 'clients reach the older agent');
-  t.same(methods, ['POST', 'CONNECT']);
+  t.same(methods, ['POST', 'POST', 'CONNECT']);
   registry.setClusterView({ proxyId: cluster.ids[0]!, proxyIds: [cluster.ids[0]!, 'proxy-b'] });
   t.equal(await throughProxy(cluster, 0), 'through-the-agent');
-  t.same(methods, ['POST', 'CONNECT', 'CONNECT'], 'no second view to an agent that refused the first');
+  t.same(methods, ['POST', 'POST', 'CONNECT', 'CONNECT'], 'no second view to an agent that refused the first');
 });
 
 t.test('a proxy that sends no view (on its own, or older): the agent keeps one tunnel whatever connection_count says', async (t) => {
