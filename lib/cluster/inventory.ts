@@ -1,7 +1,8 @@
 import type { AgentService } from '../tunnel/agent-description.js';
 import type { DescribedAgent } from '../tunnel/registry.js';
 import { serverIdForName } from '../tunnel/server-id.js';
-import type { InventoryRecord } from './route-store.js';
+import type { FleetCounts } from './metrics.js';
+import type { InventoryRecord, RouteStore } from './route-store.js';
 
 /**
  * One agent of the fleet as `gate-mux inventory ls` shows it: what it said about itself, once
@@ -81,4 +82,21 @@ export function mergeInventory(records: readonly InventoryRecord[]): InventoryRo
     });
   }
   return rows.sort((a, b) => a.hostname.localeCompare(b.hostname) || a.server_id.localeCompare(b.server_id));
+}
+
+/** The whole cluster's fleet, from any proxy: every live proxy's records, one row per agent. */
+export async function readInventory(store: RouteStore): Promise<InventoryRow[]> {
+  return mergeInventory(await store.agentRecords());
+}
+
+/** This proxy's agents by version and upgrader, and its refusals by code, for /metrics. Pure. */
+export function fleetCounts(agents: readonly DescribedAgent[], refused: Readonly<Record<string, number>>): FleetCounts {
+  const counts: FleetCounts = { byVersion: {}, byUpgrader: {}, refused: { ...refused } };
+  for (const agent of agents) {
+    const version = agent.description?.version ?? '';
+    const upgrader = agent.description?.upgrader ?? UNKNOWN_UPGRADER;
+    counts.byVersion[version] = (counts.byVersion[version] ?? 0) + 1;
+    counts.byUpgrader[upgrader] = (counts.byUpgrader[upgrader] ?? 0) + 1;
+  }
+  return counts;
 }

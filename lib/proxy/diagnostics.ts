@@ -4,6 +4,7 @@ import type { HostPort } from '../config/address.js';
 import { DiagServer } from '../cluster/diag-server.js';
 import { GateMetrics } from '../cluster/metrics.js';
 import type { ReadinessSource } from '../cluster/readiness.js';
+import type { InventoryRow } from '../cluster/inventory.js';
 
 interface RunningDiag {
   server: DiagServer;
@@ -26,7 +27,11 @@ export class ProxyDiagnostics {
   private readonly readiness: ReadinessSource[] = [];
   private running: RunningDiag | undefined;
 
-  constructor(private readonly logger: Logger | undefined) {}
+  constructor(
+    private readonly logger: Logger | undefined,
+    /** The cluster's fleet, for `/v1/inventory`. */
+    private readonly inventory?: () => Promise<InventoryRow[]>,
+  ) {}
 
   /** The diagnostics listener's bound address, while `diag_addr` is set. */
   get address(): AddressInfo | undefined {
@@ -53,6 +58,7 @@ export class ProxyDiagnostics {
         port: spec.port,
         metrics: this.metrics,
         readiness: () => this.readiness,
+        ...(this.inventory ? { inventory: this.inventory } : {}),
         ...(this.logger ? { logger: this.logger } : {}),
       });
       next = { server, spec };

@@ -21,6 +21,7 @@ import { createWebRoutes, type WebRequestHandler } from '../web/routes.js';
 import type { FetchText } from '../web/version-channels.js';
 import { ClusterWiring, storeLabel, type PresenceFields } from './cluster-wiring.js';
 import { ProxyDiagnostics } from './diagnostics.js';
+import { fleetCounts, readInventory } from '../cluster/inventory.js';
 import type { ListenerPlan, ListenerSpec } from './listener-plan.js';
 import { ListenerSet } from './listener-set.js';
 import { buildPing } from './ping.js';
@@ -79,7 +80,7 @@ export class GateProxy {
     this.state = state;
     this.joinTokens = joinTokens;
     this.logger = componentLogger(options.logger, 'proxy');
-    this.diagnostics = new ProxyDiagnostics(options.logger);
+    this.diagnostics = new ProxyDiagnostics(options.logger, () => readInventory(this.clusterWiring.store));
     this.registry = new TunnelRegistry({ ...logger, isRevoked: (serial) => this.state.revoked.has(serial), version: options.version });
     this.clusterWiring = new ClusterWiring({
       proxyId: this.proxyId,
@@ -100,6 +101,7 @@ export class GateProxy {
     this.metrics.setSources({
       listeners: () => this.listeners.allStats(),
       tunnels: () => ({ agents: this.registry.agents().length, streamsOpened: this.registry.streamStats.opened, streamsReset: this.registry.streamStats.reset }),
+      fleet: () => fleetCounts(this.registry.describedAgents(), this.registry.refusals),
     });
     this.diagnostics.addReadiness(listenersReadiness(() => (this.closing ? [] : this.listeners.readiness())));
   }
