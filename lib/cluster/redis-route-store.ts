@@ -251,14 +251,7 @@ export class RedisRouteStore implements RouteStore {
   }
 
   async proxies(): Promise<ProxyPresence[]> {
-    const values = await this.run('proxies', () => this.redis.gateProxies(this.prefix));
-    const out: ProxyPresence[] = [];
-    for (const value of values) {
-      const presence = parsePresence(value);
-      if (presence) out.push(presence);
-      else this.log.warn({ store: this.label }, 'a presence record in the route store is not one this version reads; skipped');
-    }
-    return out;
+    return this.readAll(await this.run('proxies', () => this.redis.gateProxies(this.prefix)), parsePresence, 'a presence record');
   }
 
   async holdTunnel(holding: TunnelHolding, ttlMs: number): Promise<void> {
@@ -285,12 +278,16 @@ export class RedisRouteStore implements RouteStore {
   }
 
   async agentRecords(): Promise<InventoryRecord[]> {
-    const values = await this.run('agentRecords', () => this.redis.gateAgents(this.prefix));
-    const out: InventoryRecord[] = [];
+    return this.readAll(await this.run('agentRecords', () => this.redis.gateAgents(this.prefix)), parseInventoryRecord, 'an inventory record');
+  }
+
+  /** The records `parse` reads; one another version wrote (a rolling upgrade) is skipped and said so. */
+  private readAll<T>(values: string[], parse: (text: string) => T | undefined, what: string): T[] {
+    const out: T[] = [];
     for (const value of values) {
-      const record = parseInventoryRecord(value);
+      const record = parse(value);
       if (record) out.push(record);
-      else this.log.warn({ store: this.label }, 'an inventory record in the route store is not one this version reads; skipped');
+      else this.log.warn({ store: this.label }, `${what} in the route store is not one this version reads; skipped`);
     }
     return out;
   }

@@ -5,8 +5,7 @@
 // after admission never touches its tunnel's other streams.
 import t, { type Test } from 'tap';
 import { once } from 'node:events';
-import { createServer as createH2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
-import { dialTls } from '../../lib/client/dial-tls.js';
+import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { readRefusalDebugData } from '../../lib/tunnel/admission.js';
@@ -14,11 +13,10 @@ import { startAgent, type TunnelAgent } from '../../lib/tunnel/agent.js';
 import { serveAgentStream } from '../../lib/tunnel/agent-stream.js';
 import { descriptionLine, type AgentDescription } from '../../lib/tunnel/agent-description.js';
 import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
-import { ALPN_REVERSE_TUNNEL } from '../../lib/wire/names.js';
 import { packageVersion } from '../../lib/wire/package-version.js';
 import { startEchoServer } from '../helpers/echo-servers.js';
 import { readUntil, until } from '../helpers/net.js';
-import { agentCertificate, startProxySide, type ProxySide } from '../helpers/tunnel-rig.js';
+import { agentCertificate, rawAgentSession, startProxySide, type ProxySide } from '../helpers/tunnel-rig.js';
 
 const PROXY_VERSION = '3.1.0';
 const SERVER_ID = '5e0d8f9a-6b1c-4d2e-8f3a-9b8c7d6e5f40';
@@ -100,20 +98,11 @@ t.test('an incompatible version: refused with its code and words, counted, and r
  * bytes), then serves CONNECTs. Resolves with the session and the describe stream.
  */
 async function handMadeAgent(t: Test, side: ProxySide, name: string, first: string | Buffer) {
-  const { socket } = await dialTls(`127.0.0.1:${side.port}`, { alpn: [ALPN_REVERSE_TUNNEL], requireAlpn: true, ca: devCertificates().ca.cert, ...agentCertificate(name), serverName: 'localhost', proxy: null });
-  const h2 = createH2Server();
-  let session: ServerHttp2Session | undefined;
-  h2.once('session', (s: ServerHttp2Session) => (session = s));
-  h2.emit('connection', socket);
-  t.teardown(() => {
-    session?.destroy();
-    socket.destroy();
-  });
+  const { session } = await rawAgentSession(t, `127.0.0.1:${side.port}`, agentCertificate(name));
   let goaway: Buffer | undefined;
-  session!.on('goaway', (_code: number, _last: number, data?: Buffer) => (goaway = data));
-  session!.on('error', () => {});
+  session.on('goaway', (_code: number, _last: number, data?: Buffer) => (goaway = data));
   let describe: ServerHttp2Stream | undefined;
-  session!.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+  session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
     if (isDescribeRequest(headers)) {
       describe = stream;
       stream.on('error', () => {});
@@ -124,7 +113,7 @@ async function handMadeAgent(t: Test, side: ProxySide, name: string, first: stri
     if (headers[':method'] === 'POST') return void stream.respond({ ':status': 204 }, { endStream: true });
     serveAgentStream(stream, headers, { allow: () => true, dialTimeoutMs: 5000, log: { debug() {}, warn() {} } as never, track: () => {} });
   });
-  return { session: session!, describe: () => describe, goaway: () => goaway };
+  return { session, describe: () => describe, goaway: () => goaway };
 }
 
 async function echoThrough(side: ProxySide, name: string, target: string, text: string): Promise<string> {
@@ -177,11 +166,8 @@ t.test('a bad description after admission resets only the describe stream: CONNE
 t.test('an agent that never answers the describe request is ended at the admission deadline', async (t) => {
   const side = await startProxySide([], { registry: { version: PROXY_VERSION, heartbeatTimeoutMs: 300 } });
   t.teardown(() => side.close());
-  const { socket } = await dialTls(`127.0.0.1:${side.port}`, { alpn: [ALPN_REVERSE_TUNNEL], requireAlpn: true, ca: devCertificates().ca.cert, ...agentCertificate('mute'), serverName: 'localhost', proxy: null });
-  const h2 = createH2Server();
-  h2.on('session', (s: ServerHttp2Session) => s.on('error', () => {}));
-  h2.emit('connection', socket); // a session that takes streams and never answers them
-  t.teardown(() => socket.destroy());
+  // A session that takes streams and never answers them.
+  const { socket } = await rawAgentSession(t, `127.0.0.1:${side.port}`, agentCertificate('mute'));
   await once(socket, 'close');
   t.notOk(side.registry.has('mute'), 'never registered');
 });
