@@ -65,6 +65,8 @@ interface AgentSession extends AgentSessionEntry {
   description?: AgentDescription;
   /** True once admitted (claimed its name): until then it is only being described. */
   admitted?: boolean;
+  /** Why it was refused after its session started: the socket ends with it, so the listener counts the code. */
+  refusal?: GateError;
 }
 
 function describedOf(e: AgentSession): DescribedAgent {
@@ -246,7 +248,7 @@ export class TunnelRegistry extends EventEmitter {
     session.once('close', () => {
       this.all.delete(entry);
       release(entry.endedBy ?? reason ?? 'agent closed the tunnel');
-      socket.destroy();
+      socket.destroy(entry.refusal);
     });
     // The TLS socket comes from a half-open client (the multiplexer relays each direction's FIN
     // on its own), so the agent's FIN without a GOAWAY first (a process killed, an HTTP proxy
@@ -358,6 +360,7 @@ export class TunnelRegistry extends EventEmitter {
     this.refusalLog.log('warn', error.code, { agent: entry.name, remote: entry.remote, code: error.code }, `agent refused: ${error.message}`);
     this.emit('agent-refused', error);
     entry.endedBy = error.message;
+    entry.refusal = error;
     const { session, socket } = entry;
     if (!session.closed && !session.destroyed) {
       session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
