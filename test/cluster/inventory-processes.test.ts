@@ -65,7 +65,12 @@ t.test('inventory ls on either proxy lists the cluster\'s agents once each; --up
   for (const name of Object.keys(agents)) serverIds[name] = (await readFile(join(root, name, 'server-id'), 'utf8')).trim();
 
   // Records reach the store at admission; both proxies answer from it.
-  for (const proxy of [p0, p1]) await eventually(async () => (await rows(proxy)).length === 3, `proxy${proxy.index + 1} lists three agents`);
+  for (const proxy of [p0, p1]) {
+    await eventually(async () => {
+      const listed = await rows(proxy);
+      return listed.length === 3 && listed.find((r) => r.agent === 'db-1')?.proxies.length === 2;
+    }, `proxy${proxy.index + 1} lists three agents, db-1 on both proxies`);
+  }
   for (const proxy of [p0, p1]) {
     const listed = await rows(proxy);
     t.same(listed.map((r) => r.server_id).sort(), Object.values(serverIds).sort(), `proxy${proxy.index + 1}: each agent once, by the server ID in its state directory`);
