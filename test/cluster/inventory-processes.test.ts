@@ -18,7 +18,8 @@ import { httpGet, scrape } from '../helpers/prometheus.js';
 import { GATE_MUX } from '../helpers/proxy-command.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
-const TTL_SECONDS = 4;
+// Not shorter: a live proxy stalled past its TTL (a loaded CI runner) would drop out of every listing.
+const TTL_SECONDS = 6;
 
 async function proxyIdOf(proxy: ClusterProxy): Promise<string> {
   const body = JSON.parse((await httpGet(proxy.ports.diag, '/readyz')).body) as { checks: { cluster?: { detail: { proxyId: string } } } };
