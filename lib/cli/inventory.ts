@@ -5,10 +5,11 @@
  * agents not yet enrolled in automatic updates.
  */
 import { existsSync } from 'node:fs';
-import { request } from 'node:http';
 import { formatAddress, parseAddress, type HostPort } from '../config/address.js';
 import { loadConfig } from '../config/load.js';
 import type { InventoryRow } from '../cluster/inventory.js';
+import { fetchText } from '../client/fetch-text.js';
+import { ErrorCodes, GateError, toGateError, type ErrorCode } from '../errors.js';
 import { parseCommand, usageError } from './usage.js';
 
 /** Where a proxy installed from the packages keeps its configuration. */
@@ -64,7 +65,7 @@ export async function main(argv: string[]): Promise<number> {
     const diag = await diagAddress(values.diag, values.config);
     rows = await fetchInventory(diag);
   } catch (err) {
-    process.stderr.write(`gate-mux inventory: ${(err as Error).message}\n`);
+    process.stderr.write(`gate-mux inventory: ${toGateError(err, ErrorCodes.FETCH_FAILED).message}\n`);
     return 1;
   }
   const wanted = values.upgrader;
@@ -78,13 +79,13 @@ async function diagAddress(flag: string | undefined, configPath: string | undefi
   let address: HostPort;
   if (flag !== undefined) {
     const parsed = parseAddress(flag);
-    if (!parsed.ok) throw new Error(`--diag ${flag}: ${parsed.reason}`);
+    if (!parsed.ok) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `--diag ${flag}: ${parsed.reason}`);
     address = parsed.address;
   } else {
     const path = configPath ?? INSTALLED_CONFIG_PATH;
-    if (configPath === undefined && !existsSync(path)) throw new Error(`no ${path}: give the proxy's diagnostics listener with --diag HOST:PORT, or its configuration with --config FILE`);
+    if (configPath === undefined && !existsSync(path)) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `no ${path}: give the proxy's diagnostics listener with --diag HOST:PORT, or its configuration with --config FILE`);
     const { config } = await loadConfig(path);
-    if (!config.diagAddr) throw new Error(`${path} sets no diag_addr: the inventory is served on the proxy's diagnostics listener (set diag_addr, e.g. 127.0.0.1:3000)`);
+    if (!config.diagAddr) throw new GateError(ErrorCodes.CONFIG_INVALID, `${path} sets no diag_addr: the inventory is served on the proxy's diagnostics listener (set diag_addr, e.g. 127.0.0.1:3000)`);
     address = config.diagAddr;
   }
   if (address.host === '0.0.0.0') return { ...address, host: '127.0.0.1' };
@@ -92,35 +93,26 @@ async function diagAddress(flag: string | undefined, configPath: string | undefi
   return address;
 }
 
-function fetchInventory(diag: HostPort): Promise<InventoryRow[]> {
+/**
+ * GET /v1/inventory. Never through HTTPS_PROXY: the diagnostics listener is on this host or its
+ * private network, which a corporate proxy does not reach. Errors carry a code: the listener's
+ * own (GATE_ERR_STORE_UNAVAILABLE when it could not read the store), else GATE_ERR_FETCH_*.
+ */
+async function fetchInventory(diag: HostPort): Promise<InventoryRow[]> {
   const where = `http://${formatAddress(diag)}/v1/inventory`;
-  return new Promise((resolve, reject) => {
-    const req = request({ host: diag.host, port: diag.port, path: '/v1/inventory', method: 'GET', timeout: TIMEOUT_MS }, (res) => {
-      const chunks: Buffer[] = [];
-      let bytes = 0;
-      res.on('data', (chunk: Buffer) => {
-        bytes += chunk.length;
-        if (bytes > MAX_ANSWER_BYTES) return req.destroy(new Error(`${where}: more than ${MAX_ANSWER_BYTES} bytes`));
-        chunks.push(chunk);
-      });
-      res.on('end', () => {
-        let body: unknown;
-        try {
-          body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-        } catch {
-          return reject(new Error(`${where}: answered ${res.statusCode} with something other than JSON (is this a gate-mux proxy's diag_addr?)`));
-        }
-        if (res.statusCode !== 200 || !Array.isArray(body)) {
-          const error = body as { error?: string; code?: string };
-          return reject(new Error(`${where}: ${res.statusCode}${error.code ? ` ${error.code}` : ''}: ${error.error ?? 'not an inventory'}`));
-        }
-        resolve(body as InventoryRow[]);
-      });
-    });
-    req.on('timeout', () => req.destroy(new Error(`${where}: no answer within ${TIMEOUT_MS / 1000} s`)));
-    req.on('error', (err) => reject(new Error(err.message.startsWith(where) ? err.message : `${where}: ${err.message}`)));
-    req.end();
-  });
+  const answer = await fetchText(where, { env: {}, timeoutMs: TIMEOUT_MS, maxBytes: MAX_ANSWER_BYTES });
+  let body: unknown;
+  try {
+    body = JSON.parse(answer.body);
+  } catch (err) {
+    throw new GateError(ErrorCodes.FETCH_FAILED, `${where}: answered ${answer.status} with something other than JSON (is this a gate-mux proxy's diag_addr?)`, { cause: err });
+  }
+  if (answer.status !== 200 || !Array.isArray(body)) {
+    const error = body as { error?: unknown; code?: unknown };
+    const code = typeof error.code === 'string' && (Object.values(ErrorCodes) as string[]).includes(error.code) ? (error.code as ErrorCode) : ErrorCodes.FETCH_FAILED;
+    throw new GateError(code, `${where}: ${answer.status} ${code}: ${typeof error.error === 'string' ? error.error : 'not an inventory'}`);
+  }
+  return body as InventoryRow[];
 }
 
 const COLUMNS = ['Server ID', 'Hostname', 'Services', 'Version', 'Upgrader'] as const;

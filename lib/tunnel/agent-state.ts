@@ -1,7 +1,7 @@
 import { randomUUID, X509Certificate } from 'node:crypto';
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ErrorCodes, GateError } from '../errors.js';
+import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
 import type { AgentIdentity } from './join-client.js';
 import { isServerId } from './server-id.js';
@@ -67,7 +67,7 @@ export async function readOrCreateServerId(dir: string): Promise<string> {
     return text.toLowerCase();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
-      if (err instanceof GateError) throw err;
+      if (isGateError(err)) throw err;
       throw new GateError(ErrorCodes.AGENT_STATE, `cannot read ${path}: ${(err as Error).message}`, { cause: err });
     }
   }

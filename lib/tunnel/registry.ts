@@ -326,7 +326,7 @@ export class TunnelRegistry extends EventEmitter {
     try {
       read = readDescription(line);
     } catch (err) {
-      return this.badDescription(entry, stream, err as GateError);
+      return this.badDescription(entry, stream, toGateError(err, ErrorCodes.AGENT_DESCRIPTION_INVALID));
     }
     const { description, sanitised } = read;
     if (sanitised.length > 0) {
