@@ -31,7 +31,7 @@ export const UPGRADER_ENV = 'GATE_EXT_UPGRADER';
 
 /** Bounds: a description is one JSON line, far below a kilobyte for a real agent. */
 export const MAX_DESCRIPTION_BYTES = 16 * 1024;
-const MAX_SERVICES = 256;
+export const MAX_SERVICES = 256;
 const MAX_HOSTNAME = 253;
 const MAX_SERVICE_NAME = 128;
 const UPGRADER_PATTERN = /^[A-Za-z0-9._-]{1,32}$/;

@@ -13,7 +13,7 @@ import { DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
 import type { ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS } from './heartbeat.js';
 import { TUNNEL_SESSION_SETTINGS } from './settings.js';
-import { parseService, upgraderFrom, type AgentDescription, type AgentService } from './agent-description.js';
+import { MAX_SERVICES, parseService, upgraderFrom, type AgentDescription, type AgentService } from './agent-description.js';
 import { isServerId, serverIdForName } from './server-id.js';
 import { packageVersion } from '../wire/package-version.js';
 
@@ -136,6 +136,7 @@ export interface TunnelAgent extends EventEmitter {
 
 /** The services as the proxy is told them: GATE_ERR_INVALID_ARGUMENT for a kind or name it would refuse. */
 function servicesOf(services: ReadonlyArray<{ kind: string; name: string }>): AgentService[] {
+  if (services.length > MAX_SERVICES) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `at most ${MAX_SERVICES} services, not ${services.length}: the proxy would refuse the description`);
   return services.map((s) => parseService(`${s.kind}:${s.name}`));
 }
 

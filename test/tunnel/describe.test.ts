@@ -60,6 +60,7 @@ t.test('a description reaches the registry at admission, and a change follows', 
   t.same(await described, ['db-1']);
   t.same(side.registry.describedAgent('db-1')?.description?.services, [{ kind: 'db', name: 'orders' }, { kind: 'ssh', name: 'db-1' }]);
   t.throws(() => a.setServices([{ kind: 'printer', name: 'x' }]), { code: ErrorCodes.INVALID_ARGUMENT }, 'a kind the proxy would drop is refused here');
+  t.throws(() => a.setServices(Array.from({ length: 257 }, (_, i) => ({ kind: 'app', name: `a${i}` }))), { code: ErrorCodes.INVALID_ARGUMENT }, 'more services than the proxy takes');
 
   // A proxy without a version of its own to compare (the rule is off) takes the package's 0.1.0.
   const open = await startProxySide([]);
