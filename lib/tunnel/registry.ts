@@ -121,8 +121,9 @@ export class TunnelRegistry extends EventEmitter {
 
   /** One connected agent with what it said about itself, or undefined when `name` is not connected here. */
   describedAgent(name: string): DescribedAgent | undefined {
-    const entry = [...this.all].find((e) => e.name === name && e.admitted && this.sessions.get(name) === e);
-    return entry && describedOf(entry);
+    // By the name's holder, not a scan: the cluster member asks once per agent at every refresh.
+    const entry = this.sessions.get(name) as AgentSession | undefined;
+    return entry && entry.admitted && this.all.has(entry) ? describedOf(entry) : undefined;
   }
 
   /** Names of the agents connected now. */
