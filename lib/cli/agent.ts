@@ -24,7 +24,7 @@ const USAGE = `usage:
 options:
   --tunnel-addr HOST:PORT  the tunnel port when the proxy runs separate ports (default: --proxy)
   --server-name NAME       the name the proxy's certificate is checked for (default: the proxy host)
-  --service KIND:NAME     a service this agent provides, for the proxies' inventory (repeatable;
+  --service KIND:NAME      a service this agent provides, for the proxies' inventory (repeatable;
                            KIND one of ${SERVICE_KINDS.join(', ')})
   --connection-count N     tunnels to keep, each to a distinct proxy of a cluster behind a load
                            balancer (default 2); fewer when fewer proxies exist, one to a proxy

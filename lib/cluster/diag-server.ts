@@ -64,7 +64,7 @@ export class DiagServer {
     }
     server.on('error', (err) => log.error({ err: new GateError(ErrorCodes.LISTEN_FAILED, `diag listener: ${err.message}`, { cause: err }) }, 'diag listener error'));
     const address = diag.address;
-    log.info({ address: address.address, port: address.port }, 'diagnostics listening (/healthz, /readyz, /metrics)');
+    log.info({ address: address.address, port: address.port }, 'diagnostics listening (/healthz, /readyz, /metrics, /v1/inventory)');
     return diag;
   }
 
