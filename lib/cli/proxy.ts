@@ -107,7 +107,7 @@ function printBanner(proxy: GateProxy, configPath: string): void {
   const { cap, from } = proxy.connectionCap;
   console.log(`  at most ${cap} open connections: ${from}`);
   const diag = proxy.diagAddress;
-  if (diag) console.log(`  diagnostics on http://${formatAddress({ host: diag.address, port: diag.port })} (/healthz, /readyz, /metrics, /v1/inventory)`);
+  if (diag) console.log(`  diagnostics on http://${formatAddress({ host: diag.address, port: diag.port })} (/healthz, /readyz, /metrics)`);
   console.log(agentJoinHint({ config: proxy.currentConfig, plan, caPin: proxy.caPin, tokenFile: proxy.devTokenFile, agentCommand: agentCommand() }));
   if (proxy.caFile) {
     console.log(`  development CA: ${proxy.caFile}`);
