@@ -1,7 +1,11 @@
 import { ErrorCodes, GateError } from '../errors.js';
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createHash, createPrivateKey, generateKeyPairSync, randomBytes, sign, X509Certificate, type KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
 import forge from 'node-forge';
+import { signedStructure } from './signed-structure.js';
+import { childrenOf, contentOf, DerTag, expectElement } from './der.js';
+import { derToPem } from './pem.js';
+import { signatureAlgorithmFor } from './signature-algorithms.js';
 
 /** A PEM certificate with its PEM private key. */
 export interface KeyPair {
@@ -34,15 +38,27 @@ export interface IssuedCertificate {
   notAfter: Date;
 }
 
-// Keys come from Node's native generator (milliseconds) rather than forge's pure-JS one
-// (RSA-2048 in forge's JavaScript takes 0.1–0.5 s); forge only builds and signs the X.509 structure,
-// which it can do with RSA keys only.
-function newRsaKey(): { privateKey: forge.pki.rsa.PrivateKey; publicKey: forge.pki.rsa.PublicKey } {
-  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const pem = privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
-  const forgeKey = forge.pki.privateKeyFromPem(pem) as forge.pki.rsa.PrivateKey;
-  return { privateKey: forgeKey, publicKey: forge.pki.setRsaPublicKey(forgeKey.n, forgeKey.e) };
+/** A new RSA-2048 key pair from Node's native generator (milliseconds; forge's JavaScript one takes 0.1–0.5 s). */
+function newRsaKey(): { privateKey: KeyObject; spki: Buffer } {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return { privateKey, spki: publicKey.export({ type: 'spki', format: 'der' }) };
 }
+
+/** RFC 5280 §4.2.1.2 method (1): the SHA-1 of the subjectPublicKey BIT STRING's bits. */
+function keyIdentifier(spki: Buffer): Buffer {
+  const outer = expectElement(spki, 0, DerTag.SEQUENCE);
+  const [, bits] = childrenOf(spki, outer, 2);
+  if (!bits || bits.tag !== DerTag.BIT_STRING) throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'not a SubjectPublicKeyInfo');
+  return createHash('sha1').update(contentOf(spki, bits).subarray(1)).digest();
+}
+
+/**
+ * Stands in for the subject key while forge lays out a TBSCertificate (forge encodes RSA keys
+ * only); the real SubjectPublicKeyInfo, of any accepted type, replaces it before signing.
+ */
+const PLACEHOLDER_KEY = forge.pki.setRsaPublicKey(new forge.jsbn.BigInteger('3'), new forge.jsbn.BigInteger('3'));
+/** The SubjectPublicKeyInfo's position in a TBSCertificate (RFC 5280 §4.1). */
+const TBS_SPKI_INDEX = 6;
 
 function serialNumber(): string {
   // Positive 16-byte serial: clear the top bit so DER does not read it as negative.
@@ -51,13 +67,8 @@ function serialNumber(): string {
   return bytes.toString('hex');
 }
 
+/** How far notBefore is set back by default: clocks an hour behind ours still accept the certificate. */
 const HOUR_MS = 60 * 60 * 1000;
-
-function validity(cert: forge.pki.Certificate, ttlMs: number, backdateMs = HOUR_MS): void {
-  const now = Date.now();
-  cert.validity.notBefore = new Date(now - backdateMs); // tolerate clock skew (an hour by default)
-  cert.validity.notAfter = new Date(now + ttlMs);
-}
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -68,73 +79,75 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 export class CertificateAuthority {
   readonly cert: string;
   readonly key: string;
-  private readonly forgeCert: forge.pki.Certificate;
-  private readonly forgeKey: forge.pki.rsa.PrivateKey;
+  /** The CA's subject: the issuer of everything it signs. */
+  private readonly subject: forge.pki.CertificateField[];
+  private readonly signingKey: KeyObject;
+  /** The CA's own key identifier, for each issued certificate's authorityKeyIdentifier. */
+  private readonly keyId: Buffer;
 
-  private constructor(cert: forge.pki.Certificate, key: forge.pki.rsa.PrivateKey) {
-    this.forgeCert = cert;
-    this.forgeKey = key;
-    this.cert = forge.pki.certificateToPem(cert);
-    this.key = forge.pki.privateKeyToPem(key);
+  private constructor(cert: string, key: string) {
+    this.cert = cert;
+    this.key = key;
+    // forge reads the certificate once here, for its subject's attribute layout; from then on
+    // every signature is Node's.
+    this.subject = forge.pki.certificateFromPem(cert).subject.attributes;
+    this.signingKey = createPrivateKey(key);
+    if (this.signingKey.asymmetricKeyType !== 'rsa') throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'the CA key must be RSA');
+    this.keyId = keyIdentifier(new X509Certificate(cert).publicKey.export({ type: 'spki', format: 'der' }));
   }
 
   static create(commonName = 'gate-mux development CA', days = 3650): CertificateAuthority {
     const keys = newRsaKey();
-    const cert = forge.pki.createCertificate();
-    cert.publicKey = keys.publicKey;
-    cert.serialNumber = serialNumber();
-    validity(cert, days * DAY_MS);
     const subject = [{ name: 'commonName', value: commonName }, { name: 'organizationName', value: 'gate-mux' }];
-    cert.setSubject(subject);
-    cert.setIssuer(subject);
-    cert.setExtensions([
-      { name: 'basicConstraints', cA: true, critical: true },
-      { name: 'keyUsage', keyCertSign: true, cRLSign: true, critical: true },
-      { name: 'subjectKeyIdentifier' },
-    ]);
-    cert.sign(keys.privateKey, forge.md.sha256.create());
-    return new CertificateAuthority(cert, keys.privateKey);
+    const keyId = keyIdentifier(keys.spki);
+    const cert = signCertificate({
+      spki: keys.spki,
+      subject,
+      issuer: subject,
+      ttlMs: days * DAY_MS,
+      backdateMs: HOUR_MS,
+      extensions: [
+        { name: 'basicConstraints', cA: true, critical: true },
+        { name: 'keyUsage', keyCertSign: true, cRLSign: true, critical: true },
+        { name: 'subjectKeyIdentifier', value: forge.asn1.create(forge.asn1.Class.UNIVERSAL, forge.asn1.Type.OCTETSTRING, false, keyId.toString('binary')) },
+      ],
+      signingKey: keys.privateKey,
+    });
+    return new CertificateAuthority(cert.cert, keys.privateKey.export({ type: 'pkcs1', format: 'pem' }).toString());
   }
 
   /** Loads a CA written earlier (PEM files), so a restarted proxy keeps the CA clients trust. */
   static fromPem(pair: KeyPair): CertificateAuthority {
-    return new CertificateAuthority(
-      forge.pki.certificateFromPem(pair.cert),
-      forge.pki.privateKeyFromPem(pair.key) as forge.pki.rsa.PrivateKey,
-    );
+    return new CertificateAuthority(pair.cert, pair.key);
   }
 
   issue(options: IssueOptions): KeyPair {
     const keys = newRsaKey();
-    const cert = this.build(keys.publicKey, options);
-    return { cert: forge.pki.certificateToPem(cert), key: forge.pki.privateKeyToPem(keys.privateKey) };
+    const issued = this.build(keys.spki, options);
+    return { cert: issued.cert, key: keys.privateKey.export({ type: 'pkcs1', format: 'pem' }).toString() };
   }
 
   /**
    * A certificate for a public key the CA never sees the private half of (from a CSR whose
    * signature the caller has checked): how agents get certificates while their keys stay theirs.
+   * Takes the key as DER SubjectPublicKeyInfo or a KeyObject; signed natively (about a millisecond
+   * for RSA-2048, where forge's JavaScript took about 20: BENCHMARKS.md).
    */
-  issueFor(publicKey: forge.pki.PublicKey, options: IssueOptions): IssuedCertificate {
-    const cert = this.build(publicKey, options);
-    return { cert: forge.pki.certificateToPem(cert), serial: cert.serialNumber.replace(/^0+(?=.)/, ''), notAfter: cert.validity.notAfter };
+  issueFor(publicKey: KeyObject | Buffer, options: IssueOptions): IssuedCertificate {
+    const spki = Buffer.isBuffer(publicKey) ? publicKey : publicKey.export({ type: 'spki', format: 'der' });
+    return this.build(spki, options);
   }
 
-  private build(publicKey: forge.pki.PublicKey, options: IssueOptions): forge.pki.Certificate {
-    const cert = forge.pki.createCertificate();
-    cert.publicKey = publicKey;
-    cert.serialNumber = serialNumber();
-    validity(cert, options.ttlMs ?? (options.days ?? 825) * DAY_MS, options.backdateMs);
-    cert.setSubject([{ name: 'commonName', value: options.commonName }]);
-    cert.setIssuer(this.forgeCert.subject.attributes);
+  private build(spki: Buffer, options: IssueOptions): IssuedCertificate {
+    for (const ip of options.ipAddresses ?? []) {
+      if (isIP(ip) === 0) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `not an IP address: ${ip}`);
+    }
     const usage = options.usage ?? 'server';
     const altNames = [
       ...(options.dnsNames ?? []).map((value) => ({ type: 2, value })),
       ...(options.ipAddresses ?? []).map((ip) => ({ type: 7, ip })),
       ...(options.uris ?? []).map((value) => ({ type: 6, value })),
     ];
-    for (const ip of options.ipAddresses ?? []) {
-      if (isIP(ip) === 0) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `not an IP address: ${ip}`);
-    }
     const extensions: object[] = [
       { name: 'basicConstraints', cA: false },
       { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
@@ -143,11 +156,53 @@ export class CertificateAuthority {
         serverAuth: usage !== 'client',
         clientAuth: usage !== 'server',
       },
-      { name: 'authorityKeyIdentifier', keyIdentifier: this.forgeCert.generateSubjectKeyIdentifier().getBytes() },
+      { name: 'authorityKeyIdentifier', keyIdentifier: this.keyId.toString('binary') },
     ];
     if (altNames.length > 0) extensions.push({ name: 'subjectAltName', altNames });
-    cert.setExtensions(extensions);
-    cert.sign(this.forgeKey, forge.md.sha256.create());
-    return cert;
+    return signCertificate({
+      spki,
+      subject: [{ name: 'commonName', value: options.commonName }],
+      issuer: this.subject,
+      ttlMs: options.ttlMs ?? (options.days ?? 825) * DAY_MS,
+      backdateMs: options.backdateMs ?? HOUR_MS,
+      extensions,
+      signingKey: this.signingKey,
+    });
   }
+}
+
+interface CertificateFields {
+  spki: Buffer;
+  subject: forge.pki.CertificateField[];
+  issuer: forge.pki.CertificateField[];
+  ttlMs: number;
+  backdateMs: number;
+  extensions: object[];
+  signingKey: KeyObject;
+}
+
+/**
+ * An X.509 v3 certificate: forge lays out the TBSCertificate's ASN.1 (names, validity,
+ * extensions), the subject's SubjectPublicKeyInfo goes in as it came, and Node's crypto signs the
+ * DER (sha256WithRSAEncryption) with the CA key.
+ */
+function signCertificate(fields: CertificateFields): IssuedCertificate {
+  const cert = forge.pki.createCertificate();
+  cert.publicKey = PLACEHOLDER_KEY;
+  cert.serialNumber = serialNumber();
+  const now = Date.now();
+  cert.validity.notBefore = new Date(now - fields.backdateMs); // tolerate clock skew
+  cert.validity.notAfter = new Date(now + fields.ttlMs);
+  cert.setSubject(fields.subject);
+  cert.setIssuer(fields.issuer);
+  cert.setExtensions(fields.extensions);
+  const algorithm = signatureAlgorithmFor(fields.signingKey);
+  cert.siginfo.algorithmOid = forge.pki.oids.sha256WithRSAEncryption!;
+  // getTBSCertificate is public in forge but missing from its type declarations.
+  const tbs = (forge.pki as unknown as { getTBSCertificate(c: forge.pki.Certificate): forge.asn1.Asn1 }).getTBSCertificate(cert);
+  (tbs.value as forge.asn1.Asn1[])[TBS_SPKI_INDEX] = forge.asn1.fromDer(fields.spki.toString('binary'));
+  const tbsDer = Buffer.from(forge.asn1.toDer(tbs).getBytes(), 'binary');
+  const signature = sign(algorithm.hash, tbsDer, fields.signingKey);
+  const der = signedStructure(tbsDer, algorithm.identifierDer, signature);
+  return { cert: derToPem('CERTIFICATE', der), serial: cert.serialNumber.replace(/^0+(?=.)/, ''), notAfter: cert.validity.notAfter };
 }

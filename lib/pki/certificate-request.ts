@@ -1,6 +1,11 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import forge from 'node-forge';
 import { ErrorCodes, GateError } from '../errors.js';
+import { acceptAgentKey } from './agent-key-policy.js';
+import { bytesOf, childrenOf, contentOf, DerTag, expectElement, readElement } from './der.js';
+import { derToPem, pemToDer } from './pem.js';
+import { signedStructure } from './signed-structure.js';
+import { signatureAlgorithmFor, signatureAlgorithmOf } from './signature-algorithms.js';
 
 /** A private key (PEM) and a PKCS#10 certificate signing request (PEM) for it. */
 export interface KeyAndRequest {
@@ -8,48 +13,148 @@ export interface KeyAndRequest {
   csr: string;
 }
 
+/** The kinds of key `createKeyAndRequest` makes; all are on the agent key allow-list. */
+export type AgentKeyType = 'rsa' | 'ec' | 'ed25519';
+
+const PEM_LABEL = 'CERTIFICATE REQUEST';
+
 /**
- * A new RSA key and a CSR naming `commonName`, signed with that key (RFC 2986 §3: the signature
- * proves possession). The key is made by Node's native generator, as the CA's are; forge only
- * builds and signs the request. The key never leaves the caller: only the CSR is sent.
+ * A request with an RSA-4096 key and a long name is under 2 KiB of PEM; a bigger one is refused
+ * before it is decoded.
  */
-export function createKeyAndRequest(commonName: string): KeyAndRequest {
-  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const pem = privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
-  const forgeKey = forge.pki.privateKeyFromPem(pem) as forge.pki.rsa.PrivateKey;
-  const csr = forge.pki.createCertificationRequest();
-  csr.publicKey = forge.pki.setRsaPublicKey(forgeKey.n, forgeKey.e);
-  csr.setSubject([{ name: 'commonName', value: commonName }]);
-  csr.sign(forgeKey, forge.md.sha256.create());
-  return { key: pem, csr: forge.pki.certificationRequestToPem(csr) };
+export const MAX_CSR_PEM_BYTES = 8 * 1024;
+
+const OID_COMMON_NAME = '550403';
+
+function newKey(type: AgentKeyType): KeyObject {
+  if (type === 'ec') return generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+  if (type === 'ed25519') return generateKeyPairSync('ed25519').privateKey;
+  return generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
+}
+
+/**
+ * A PKCS#10 request naming `commonName` for `privateKey`'s public half, signed with it (RFC 2986
+ * §3: the signature proves possession). forge only lays out the ASN.1; Node signs.
+ */
+export function buildRequest(commonName: string, privateKey: KeyObject): string {
+  const asn1 = forge.asn1;
+  const spki = createSpki(privateKey);
+  const info = asn1.create(asn1.Class.UNIVERSAL, asn1.Type.SEQUENCE, true, [
+    asn1.create(asn1.Class.UNIVERSAL, asn1.Type.INTEGER, false, asn1.integerToDer(0).getBytes()),
+    asn1.create(asn1.Class.UNIVERSAL, asn1.Type.SEQUENCE, true, [
+      asn1.create(asn1.Class.UNIVERSAL, asn1.Type.SET, true, [
+        asn1.create(asn1.Class.UNIVERSAL, asn1.Type.SEQUENCE, true, [
+          asn1.create(asn1.Class.UNIVERSAL, asn1.Type.OID, false, asn1.oidToDer(forge.pki.oids.commonName!).getBytes()),
+          asn1.create(asn1.Class.UNIVERSAL, asn1.Type.UTF8, false, forge.util.encodeUtf8(commonName)),
+        ]),
+      ]),
+    ]),
+    asn1.fromDer(spki.toString('binary')),
+    asn1.create(asn1.Class.CONTEXT_SPECIFIC, 0, true, []),
+  ]);
+  const infoDer = Buffer.from(asn1.toDer(info).getBytes(), 'binary');
+  const algorithm = signatureAlgorithmFor(privateKey);
+  const signature = sign(algorithm.hash, infoDer, privateKey);
+  return derToPem(PEM_LABEL, signedStructure(infoDer, algorithm.identifierDer, signature));
+}
+
+/** The public half of `privateKey` as DER SubjectPublicKeyInfo. */
+function createSpki(privateKey: KeyObject): Buffer {
+  return createPublicKey(privateKey).export({ type: 'spki', format: 'der' });
+}
+
+/**
+ * A new key and a CSR naming `commonName`, signed with that key. The key is made by Node's native
+ * generator (RSA-2048 by default). The key never leaves the caller: only the CSR is sent.
+ */
+export function createKeyAndRequest(commonName: string, keyType: AgentKeyType = 'rsa'): KeyAndRequest {
+  const privateKey = newKey(keyType);
+  const key = keyType === 'rsa' ? privateKey.export({ type: 'pkcs1', format: 'pem' }) : privateKey.export({ type: 'pkcs8', format: 'pem' });
+  return { key: key.toString(), csr: buildRequest(commonName, privateKey) };
 }
 
 /** What the CA needs of a checked CSR. */
 export interface VerifiedRequest {
   /** The subject CN, or undefined when there is none. */
   commonName: string | undefined;
-  publicKey: forge.pki.PublicKey;
+  /** The requester's public key (on the agent key allow-list). */
+  publicKey: KeyObject;
+  /** The same key as DER SubjectPublicKeyInfo: what goes into the certificate. */
+  spki: Buffer;
+}
+
+function invalid(reason: string, cause?: unknown): GateError {
+  return new GateError(ErrorCodes.JOIN_CSR_INVALID, reason, cause === undefined ? undefined : { cause });
+}
+
+/** The subject's commonName, read from a Name (SEQUENCE OF SET OF {type, value}). */
+function commonNameOf(der: Buffer, name: ReturnType<typeof readElement>): string | undefined {
+  for (const rdn of childrenOf(der, name, 16)) {
+    for (const attribute of childrenOf(der, rdn, 4)) {
+      const [type, value] = childrenOf(der, attribute, 2);
+      if (!type || !value || type.tag !== DerTag.OID || contentOf(der, type).toString('hex') !== OID_COMMON_NAME) continue;
+      const bytes = contentOf(der, value);
+      switch (value.tag) {
+        case DerTag.UTF8_STRING:
+        case DerTag.PRINTABLE_STRING:
+        case DerTag.IA5_STRING:
+          return bytes.toString('utf8');
+        case DerTag.T61_STRING:
+          return bytes.toString('latin1');
+        case DerTag.BMP_STRING:
+          return Buffer.from(bytes).swap16().toString('utf16le');
+        default:
+          return undefined;
+      }
+    }
+  }
+  return undefined;
 }
 
 /**
- * Parses a PEM CSR and checks its self-signature. Pure; GATE_ERR_JOIN_CSR_INVALID when it is not a
- * well-formed RSA CSR or the signature does not verify (forge reads RSA only, which is what
- * `createKeyAndRequest` makes).
+ * Parses a PEM CSR and checks its self-signature, natively and in bounded time: the PEM is capped
+ * (MAX_CSR_PEM_BYTES), the DER walked by a reader that looks at a fixed handful of elements, the
+ * key decoded by Node and checked against the agent key allow-list (lib/pki/agent-key-policy.ts)
+ * before any signature math, and the signature verified by OpenSSL. Pure; every refusal is
+ * GATE_ERR_JOIN_CSR_INVALID with the reason.
  */
 export function verifyRequest(pem: string): VerifiedRequest {
-  let csr: forge.pki.CertificateSigningRequest;
+  if (pem.length > MAX_CSR_PEM_BYTES) throw invalid(`the certificate request is ${pem.length} bytes, over ${MAX_CSR_PEM_BYTES}`);
+  const der = pemToDer(pem, PEM_LABEL);
+  if (!der) throw invalid('not a PEM certificate request');
+  let parts: { info: Buffer; name: ReturnType<typeof readElement>; spki: Buffer; algorithm: Buffer; signature: Buffer };
   try {
-    csr = forge.pki.certificationRequestFromPem(pem);
+    const outer = expectElement(der, 0, DerTag.SEQUENCE);
+    if (outer.end !== der.length) throw new Error('bytes after the request');
+    const [info, algorithm, signature, extra] = childrenOf(der, outer, 3);
+    if (!info || !algorithm || !signature || extra) throw new Error('a request has three parts');
+    if (info.tag !== DerTag.SEQUENCE || algorithm.tag !== DerTag.SEQUENCE || signature.tag !== DerTag.BIT_STRING) throw new Error('unexpected request layout');
+    const [version, name, spki] = childrenOf(der, info, 4);
+    if (!version || version.tag !== DerTag.INTEGER || !name || name.tag !== DerTag.SEQUENCE || !spki || spki.tag !== DerTag.SEQUENCE) {
+      throw new Error('unexpected CertificationRequestInfo layout');
+    }
+    const bits = contentOf(der, signature);
+    if (bits.length < 2 || bits[0] !== 0) throw new Error('the signature is not a whole number of bytes');
+    parts = { info: bytesOf(der, info), name, spki: bytesOf(der, spki), algorithm: bytesOf(der, algorithm), signature: bits.subarray(1) };
   } catch (err) {
-    throw new GateError(ErrorCodes.JOIN_CSR_INVALID, `not a PEM certificate request: ${(err as Error).message}`, { cause: err });
+    throw invalid(`not a well-formed certificate request: ${(err as Error).message}`, err);
   }
+  const publicKey = acceptAgentKey(parts.spki);
+  const algorithm = signatureAlgorithmOf(parts.algorithm);
+  if (!algorithm) throw invalid('the request is signed with an algorithm that is not accepted (RSA PKCS#1 v1.5 or ECDSA with SHA-256/384/512, or Ed25519)');
+  if (algorithm.keyType !== publicKey.asymmetricKeyType) throw invalid(`a ${publicKey.asymmetricKeyType ?? 'unknown'} key cannot make a ${algorithm.name} signature`);
   let verified = false;
   try {
-    verified = csr.verify();
+    verified = verify(algorithm.hash, parts.info, publicKey, parts.signature);
   } catch {
     verified = false;
   }
-  if (!verified || !csr.publicKey) throw new GateError(ErrorCodes.JOIN_CSR_INVALID, 'the certificate request signature does not verify');
-  const cn = csr.subject.getField('CN') as { value?: unknown } | null;
-  return { commonName: typeof cn?.value === 'string' ? cn.value : undefined, publicKey: csr.publicKey };
+  if (!verified) throw invalid('the certificate request signature does not verify');
+  let commonName: string | undefined;
+  try {
+    commonName = commonNameOf(der, parts.name);
+  } catch (err) {
+    throw invalid(`the request's subject is not well-formed: ${(err as Error).message}`, err);
+  }
+  return { commonName, publicKey, spki: Buffer.from(parts.spki) };
 }

@@ -38,14 +38,20 @@ export class AgentAuthority {
     this.log = componentLogger(options.logger, 'agent-authority');
   }
 
-  /** A first certificate for `name`, paid for with `token`. */
+  /**
+   * A first certificate for `name`, paid for with `token`. The token is checked first (a digest
+   * compared in constant time): a request without a valid one is refused before its CSR is even
+   * decoded, so an anonymous client cannot make the proxy do any key or signature work.
+   */
   join(request: { token: unknown; name: unknown; csr: unknown }): IssuedAgentCertificate {
-    const { name, csr } = this.readRequest(request);
     if (typeof request.token !== 'string' || request.token === '') throw new GateError(ErrorCodes.JOIN_TOKEN_INVALID, 'no join token given');
-    const checked = this.checkCsr(csr, name);
-    const label = this.options.tokens.redeem(request.token, name);
-    const issued = this.issue(name, checked.publicKey);
-    this.log.info({ agent: name, token: label, serial: issued.serial }, 'agent joined');
+    const token = this.options.tokens.check(request.token, typeof request.name === 'string' ? request.name : '');
+    const name = this.readName(request.name);
+    const checked = this.checkCsr(this.readCsr(request.csr), name);
+    // Counted only once the request proved good: a bad CSR does not use up a single-use token.
+    token.redeem();
+    const issued = this.issue(name, checked.spki);
+    this.log.info({ agent: name, token: token.label, serial: issued.serial }, 'agent joined');
     return issued.answer;
   }
 
@@ -57,19 +63,22 @@ export class AgentAuthority {
     } catch (err) {
       throw new GateError(ErrorCodes.JOIN_RENEW_REFUSED, `renewal needs a valid agent certificate: ${(err as Error).message}`, { cause: err });
     }
-    const { csr } = this.readRequest({ name, csr: request.csr });
-    const checked = this.checkCsr(csr, name);
-    const issued = this.issue(name, checked.publicKey);
+    const checked = this.checkCsr(this.readCsr(request.csr), name);
+    const issued = this.issue(name, checked.spki);
     this.log.info({ agent: name, serial: issued.serial }, 'agent certificate renewed');
     return issued.answer;
   }
 
-  private readRequest(request: { name: unknown; csr: unknown }): { name: string; csr: string } {
-    if (typeof request.name !== 'string' || !isValidAgentName(request.name)) {
+  private readName(name: unknown): string {
+    if (typeof name !== 'string' || !isValidAgentName(name)) {
       throw new GateError(ErrorCodes.JOIN_NAME_NOT_ALLOWED, 'the agent name must be letters, digits, ".", "_" or "-"');
     }
-    if (typeof request.csr !== 'string') throw new GateError(ErrorCodes.JOIN_CSR_INVALID, 'no certificate request (csr) given');
-    return { name: request.name, csr: request.csr };
+    return name;
+  }
+
+  private readCsr(csr: unknown): string {
+    if (typeof csr !== 'string') throw new GateError(ErrorCodes.JOIN_CSR_INVALID, 'no certificate request (csr) given');
+    return csr;
   }
 
   private checkCsr(csr: string, name: string): ReturnType<typeof verifyRequest> {
@@ -80,12 +89,12 @@ export class AgentAuthority {
     return checked;
   }
 
-  private issue(name: string, publicKey: ReturnType<typeof verifyRequest>['publicKey']): { answer: IssuedAgentCertificate; serial: string } {
+  private issue(name: string, spki: Buffer): { answer: IssuedAgentCertificate; serial: string } {
     const ttlMs = this.options.certificateTtlMs();
     // A short life tolerates less skew: an hour of backdating would put a 1 h certificate's
     // renewal point (two thirds of its validity) at the moment it is issued.
     const backdateMs = Math.min(5 * 60_000, Math.floor(ttlMs / 4));
-    const issued = this.options.ca.issueFor(publicKey, { commonName: name, usage: 'client', ttlMs, backdateMs });
+    const issued = this.options.ca.issueFor(spki, { commonName: name, usage: 'client', ttlMs, backdateMs });
     return { answer: { cert: issued.cert, ca: this.options.ca.cert, expires: issued.notAfter.toISOString() }, serial: issued.serial };
   }
 }

@@ -45,11 +45,13 @@ export class JoinTokens {
   }
 
   /**
-   * Accepts `token` for agent `name` at `now` and counts one use. Errors: GATE_ERR_JOIN_TOKEN_INVALID
-   * (unknown), GATE_ERR_JOIN_TOKEN_EXPIRED, GATE_ERR_JOIN_TOKEN_EXHAUSTED (use limit reached),
-   * GATE_ERR_JOIN_NAME_NOT_ALLOWED (the token lists other agent names). Returns the token's label.
+   * Checks `token` for agent `name` at `now` without counting a use: what a join does first,
+   * before it reads anything else. Errors: GATE_ERR_JOIN_TOKEN_INVALID (unknown),
+   * GATE_ERR_JOIN_TOKEN_EXPIRED, GATE_ERR_JOIN_TOKEN_EXHAUSTED (use limit reached),
+   * GATE_ERR_JOIN_NAME_NOT_ALLOWED (the token lists other agent names). Returns the token's label
+   * and `redeem`, which counts the use (checking the limit again) once the join has succeeded.
    */
-  redeem(token: string, name: string, now = Date.now()): string {
+  check(token: string, name: string, now = Date.now()): { label: string; redeem: () => void } {
     const offered = digest(token);
     // Every entry is compared, so the time taken does not tell which one matched.
     let found: Entry | undefined;
@@ -63,11 +65,27 @@ export class JoinTokens {
       throw new GateError(ErrorCodes.JOIN_NAME_NOT_ALLOWED, `join token ${label} does not allow the agent name ${JSON.stringify(name)}`);
     }
     const key = found.digest.toString('hex');
-    const used = this.uses.get(key) ?? 0;
-    if (config.maxUses !== undefined && used >= config.maxUses) {
-      throw new GateError(ErrorCodes.JOIN_TOKEN_EXHAUSTED, `join token ${label} has been used ${used} of ${config.maxUses} times`);
-    }
-    this.uses.set(key, used + 1);
-    return label;
+    const exhausted = (): GateError | undefined => {
+      const used = this.uses.get(key) ?? 0;
+      if (config.maxUses === undefined || used < config.maxUses) return undefined;
+      return new GateError(ErrorCodes.JOIN_TOKEN_EXHAUSTED, `join token ${label} has been used ${used} of ${config.maxUses} times`);
+    };
+    const refused = exhausted();
+    if (refused) throw refused;
+    return {
+      label,
+      redeem: () => {
+        const late = exhausted();
+        if (late) throw late;
+        this.uses.set(key, (this.uses.get(key) ?? 0) + 1);
+      },
+    };
+  }
+
+  /** `check`, then count the use at once. Returns the token's label. */
+  redeem(token: string, name: string, now = Date.now()): string {
+    const checked = this.check(token, name, now);
+    checked.redeem();
+    return checked.label;
   }
 }

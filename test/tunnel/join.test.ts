@@ -172,8 +172,12 @@ t.test('the join endpoints refuse what is not a join', async (t) => {
   t.match(await webRequest(port, gate.ca, 'POST', AGENT_CA_PATH, '{}'), { status: 405 });
   t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, 'not json'), { status: 400, code: ErrorCodes.INVALID_ARGUMENT });
   t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, '[1]'), { status: 400, code: ErrorCodes.INVALID_ARGUMENT });
-  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'a b', token: 'x', csr: 'y' })), { status: 403, code: ErrorCodes.JOIN_NAME_NOT_ALLOWED });
-  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', token: 'x' })), { status: 400, code: ErrorCodes.JOIN_CSR_INVALID });
+  // The token is checked before anything else: with a wrong one, a bad name or a missing CSR is never looked at.
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'a b', token: 'x', csr: 'y' })), { status: 401, code: ErrorCodes.JOIN_TOKEN_INVALID });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', token: 'x' })), { status: 401, code: ErrorCodes.JOIN_TOKEN_INVALID });
+  const devToken = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'a b', token: devToken, csr: 'y' })), { status: 403, code: ErrorCodes.JOIN_NAME_NOT_ALLOWED });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', token: devToken })), { status: 400, code: ErrorCodes.JOIN_CSR_INVALID });
   t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', csr: 'y' })), { status: 401, code: ErrorCodes.JOIN_TOKEN_INVALID });
   const big = await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ pad: 'x'.repeat(100_000) })).catch((err: Error) => err);
   t.ok(big instanceof Error || big.status === 400, 'a body over 64 KiB is refused unread');
