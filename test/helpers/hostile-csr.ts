@@ -10,7 +10,7 @@ export interface HostileCsrOptions {
   name?: string;
   modulusBits: number;
   exponentBits: number;
-  /** Signature bytes; default random, as long as the modulus. */
+  /** Signature bytes; default random, as long as the modulus and below it (so a verifier does the exponentiation). */
   signature?: Buffer;
 }
 
@@ -51,6 +51,7 @@ export function hostileRsaCsr(options: HostileCsrOptions): string {
     asn1.create(asn1.Class.CONTEXT_SPECIFIC, 0, true, []),
   );
   const signature = options.signature ?? randomBytes(Math.ceil(options.modulusBits / 8));
+  if (!options.signature) signature[0] = signature[0]! & 0x7f; // the modulus's top bit is set
   const request = sequence(
     info,
     sequence(oid(forge.pki.oids.sha256WithRSAEncryption!), NULL()),
