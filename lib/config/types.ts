@@ -33,6 +33,8 @@ export function isAgentUpstream(upstream: Upstream): upstream is AgentUpstream {
   return 'agent' in upstream;
 }
 
+import type { JoinLimits } from '../tunnel/join-endpoint.js';
+
 /** A join token from the configuration (`auth_service.join_tokens`): what lib/tunnel's JoinTokens accepts. */
 export type JoinTokenConfig = JoinTokenRule;
 
@@ -43,6 +45,8 @@ export interface AgentAuthConfig {
   certificateTtlMs: number;
   /** Serial numbers (lower-case hex) of agent certificates the tunnel route refuses. */
   revokedSerials: string[];
+  /** Per-source rate limits on join and renewal, and the body deadline (`join_rate_limit`, `renew_rate_limit`, `join_body_timeout`). */
+  limits: JoinLimits;
 }
 
 export interface KeyPairFiles {

@@ -9,6 +9,8 @@ import { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from '../mux/connection-budg
 import { MUX_DEFAULTS } from '../mux/options.js';
 import { isTunnelUpstream, parseTunnelUpstream } from '../tunnel/tunnel-upstream.js';
 import { isValidAgentName } from '../tunnel/agent-identity.js';
+import { DEFAULT_JOIN_LIMITS } from '../tunnel/join-endpoint.js';
+import type { RateLimit } from '../web/source-rate-limit.js';
 import {
   UPSTREAM_PROTOCOLS,
   type AgentAuthConfig,
@@ -54,7 +56,16 @@ const CLUSTER_KEYS = ['store', 'store_ca_file', 'presence_ttl'] as const;
 const DEFAULT_PRESENCE_TTL_MS = 10_000;
 const MIN_PRESENCE_TTL_MS = 1_000;
 const AIMED_PRESENCE_TTL_MS = 15_000;
-const AUTH_KEYS = ['proxy_listener_mode', 'join_tokens', 'agent_certificate_ttl', 'revoked_agent_certificates'] as const;
+const AUTH_KEYS = [
+  'proxy_listener_mode',
+  'join_tokens',
+  'agent_certificate_ttl',
+  'revoked_agent_certificates',
+  'join_rate_limit',
+  'renew_rate_limit',
+  'join_body_timeout',
+] as const;
+const RATE_LIMIT_KEYS = ['burst', 'per_minute'] as const;
 const JOIN_TOKEN_KEYS = ['token', 'agents', 'expires', 'max_uses'] as const;
 const DEFAULT_AGENT_CERTIFICATE_TTL_MS = 60 * 60 * 1000;
 /** Below this a certificate could expire before the agent's renewal (at two thirds) gets through. */
@@ -441,7 +452,31 @@ function readAgentAuth(c: Checker, auth: Record<string, unknown>): AgentAuthConf
       });
     }
   }
-  return { joinTokens, certificateTtlMs, revokedSerials };
+  const bodyTimeoutMs = c.duration(auth.join_body_timeout, [...path, 'join_body_timeout'], DEFAULT_JOIN_LIMITS.bodyTimeoutMs);
+  if (bodyTimeoutMs < 100 || bodyTimeoutMs > 60_000) c.fail([...path, 'join_body_timeout'], 'expected between 100ms and 1m');
+  const limits = {
+    join: readRateLimit(c, auth.join_rate_limit, [...path, 'join_rate_limit'], DEFAULT_JOIN_LIMITS.join),
+    renew: readRateLimit(c, auth.renew_rate_limit, [...path, 'renew_rate_limit'], DEFAULT_JOIN_LIMITS.renew),
+    bodyTimeoutMs,
+  };
+  return { joinTokens, certificateTtlMs, revokedSerials, limits };
+}
+
+/** `{burst, per_minute}`: whole numbers, burst at least 1; either may be left out for its default. */
+function readRateLimit(c: Checker, value: unknown, path: PathSegment[], fallback: RateLimit): RateLimit {
+  if (value === undefined) return fallback;
+  if (!isPlainMap(value)) {
+    c.fail(path, `expected a mapping {burst, per_minute}, got ${describe(value)}`);
+    return fallback;
+  }
+  c.keys(value, RATE_LIMIT_KEYS, path);
+  const count = (raw: unknown, key: string, min: number, fallbackValue: number): number => {
+    if (raw === undefined) return fallbackValue;
+    if (typeof raw === 'number' && Number.isSafeInteger(raw) && raw >= min) return raw;
+    c.fail([...path, key], `expected a whole number >= ${min}, got ${describe(raw)}`);
+    return fallbackValue;
+  };
+  return { burst: count(value.burst, 'burst', 1, fallback.burst), perMinute: count(value.per_minute, 'per_minute', 0, fallback.perMinute) };
 }
 
 function readCount(c: Checker, value: unknown, key: string, zero: string): number {

@@ -3,6 +3,7 @@ import { Socket } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Handler } from './types.js';
 import type { HandlerContext } from './context.js';
+import { rememberSource } from './connection-source.js';
 import { runForward } from './forward.js';
 import { runTerminate } from './terminate.js';
 
@@ -23,6 +24,7 @@ export function runHandler(socket: Duplex, handler: Handler, ctx: HandlerContext
       // on (the listener sets it for passthrough), a TLS server's socket never closes after the
       // client's FIN (seen with HTTP/2 sessions), so the connection would outlive its client.
       if (socket instanceof Socket) socket.allowHalfOpen = false;
+      rememberSource(socket, ctx.info.remote.address);
       handler.server.emit('connection', socket);
       return;
     case 'wrap': {

@@ -94,7 +94,12 @@ export class GateProxy {
     });
     this.listeners = new ListenerSet({ logger: this.logger, muxLogger: options.logger, onRetired: (snapshot) => this.metrics.retire(snapshot) });
     this.web = new WebFrontDoor(state.webTls);
-    const joinRoutes = createJoinRoutes(() => this.state.authority, () => this.state.certificates.clusterCa.cert, options.logger);
+    const joinRoutes = createJoinRoutes(
+      () => this.state.authority,
+      () => this.state.certificates.clusterCa.cert,
+      options.logger,
+      () => this.state.config.agents.limits,
+    );
     this.web.use((req, res) => joinRoutes(req as IncomingMessage, res as ServerResponse));
     this.webRoutes = this.webRoutesFor(state);
     this.web.use((req, res) => this.webRoutes(req, res as ServerResponse));

@@ -3,11 +3,37 @@ import type { TLSSocket } from 'node:tls';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import { AGENT_CA_PATH, AGENT_JOIN_PATH, AGENT_RENEW_PATH } from '../wire/names.js';
+import { sourceOf } from '../handlers/connection-source.js';
+import { LogLimiter } from '../log-limiter.js';
+import { readBody } from '../web/request-body.js';
+import { SourceRateLimiter, type RateLimit } from '../web/source-rate-limit.js';
 import { verifyErrorCode, type AgentTlsFacts } from './admission.js';
 import type { AgentAuthority } from './agent-authority.js';
 
 /** A join request is a name, a token and a CSR: a few KiB. Anything larger is refused unread. */
-const MAX_BODY_BYTES = 64 * 1024;
+export const MAX_BODY_BYTES = 64 * 1024;
+
+/** What bounds the join and renewal endpoints (`auth_service`; read per request, so reloads apply). */
+export interface JoinLimits {
+  /** Per source address (after a trusted PROXY header). */
+  join: RateLimit;
+  renew: RateLimit;
+  /** How long a body may take to arrive after its headers. */
+  bodyTimeoutMs: number;
+}
+
+/**
+ * Defaults that a real fleet never meets: 500 agents behind one NAT joining or renewing at once
+ * (a fleet provisioned together, or every agent renewing after a long outage) fit in the burst,
+ * and a steady 10 a second per source refills it; an attacker from one address gets the same
+ * 10 a second, each refused in microseconds if its token is wrong. A join body is one write of a
+ * few KiB; 1.5 s covers a slow link and answers a dribbling client well within 2 s.
+ */
+export const DEFAULT_JOIN_LIMITS: JoinLimits = {
+  join: { burst: 1000, perMinute: 600 },
+  renew: { burst: 1000, perMinute: 600 },
+  bodyTimeoutMs: 1500,
+};
 
 /** HTTP status for each refusal (the body carries the GATE_ERR_* code). */
 function statusOf(code: string): number {
@@ -23,6 +49,12 @@ function statusOf(code: string): number {
     case ErrorCodes.JOIN_CSR_NAME_MISMATCH:
     case ErrorCodes.INVALID_ARGUMENT:
       return 400;
+    case ErrorCodes.REQUEST_BODY_TIMEOUT:
+      return 408;
+    case ErrorCodes.REQUEST_TOO_LARGE:
+      return 413;
+    case ErrorCodes.RATE_LIMITED:
+      return 429;
     default:
       return 500;
   }
@@ -37,30 +69,16 @@ function sendJson(res: ServerResponse, status: number, value: unknown): void {
   res.end(body);
 }
 
-function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(new GateError(ErrorCodes.INVALID_ARGUMENT, `request body over ${MAX_BODY_BYTES} bytes`));
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.once('end', () => {
-      try {
-        const value: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-        if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('not an object');
-        resolve(value as Record<string, unknown>);
-      } catch (err) {
-        reject(new GateError(ErrorCodes.INVALID_ARGUMENT, `request body is not a JSON object: ${(err as Error).message}`));
-      }
-    });
-    req.once('error', reject);
-  });
+async function readJson(req: IncomingMessage, timeoutMs: number): Promise<Record<string, unknown>> {
+  const body = await readBody(req, { maxBytes: MAX_BODY_BYTES, timeoutMs });
+  try {
+    // JSON.parse is iterative in V8: 64 KiB nested as deep as it goes parses in milliseconds.
+    const value: unknown = JSON.parse(body.toString('utf8'));
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('not an object');
+    return value as Record<string, unknown>;
+  } catch (err) {
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `request body is not a JSON object: ${(err as Error).message}`);
+  }
 }
 
 /** The renew request's TLS facts: the web server asks every client for a certificate and verifies it against the cluster CA. */
@@ -81,8 +99,16 @@ function tlsFacts(req: IncomingMessage): AgentTlsFacts {
  * `{"error":{"code":"GATE_ERR_...","message":...}}` with a 4xx status, and is logged with its code
  * (never the token). Renew only counts over TLS: over plaintext HTTP it is GATE_ERR_JOIN_RENEW_REFUSED.
  */
-export function createJoinRoutes(authority: () => AgentAuthority, caPem: () => string, logger?: Logger): (req: IncomingMessage, res: ServerResponse) => boolean {
-  const log = componentLogger(logger, 'join');
+export function createJoinRoutes(
+  authority: () => AgentAuthority,
+  caPem: () => string,
+  logger?: Logger,
+  limits: () => JoinLimits = () => DEFAULT_JOIN_LIMITS,
+): (req: IncomingMessage, res: ServerResponse) => boolean {
+  const failureLog = new LogLimiter(componentLogger(logger, 'join'));
+  // Rate-limited before the body is read: an over-eager source costs a map lookup.
+  const joinLimiter = new SourceRateLimiter(limits().join);
+  const renewLimiter = new SourceRateLimiter(limits().renew);
   return (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path !== AGENT_CA_PATH && path !== AGENT_JOIN_PATH && path !== AGENT_RENEW_PATH) return false;
@@ -101,7 +127,17 @@ export function createJoinRoutes(authority: () => AgentAuthority, caPem: () => s
       return true;
     }
     const remote = `${req.socket.remoteAddress ?? '?'}:${req.socket.remotePort ?? '?'}`;
-    readJson(req)
+    const source = sourceOf(req.socket) ?? '?';
+    const isJoin = path === AGENT_JOIN_PATH;
+    const current = limits();
+    const limiter = isJoin ? joinLimiter : renewLimiter;
+    limiter.setLimit(isJoin ? current.join : current.renew);
+    if (!limiter.take(source)) {
+      res.setHeader('Retry-After', Math.max(1, Math.ceil(limiter.retryAfterMs(source) / 1000)));
+      refuse(res, new GateError(ErrorCodes.RATE_LIMITED, `too many ${isJoin ? 'joins' : 'renewals'} from ${source}`), { remote, source, path });
+      return true;
+    }
+    readJson(req, current.bodyTimeoutMs)
       .then((body) =>
         path === AGENT_JOIN_PATH
           ? authority().join({ token: body.token, name: body.name, csr: body.csr })
@@ -109,12 +145,17 @@ export function createJoinRoutes(authority: () => AgentAuthority, caPem: () => s
       )
       .then(
         (issued) => sendJson(res, 200, issued),
-        (err: unknown) => {
-          const error = isGateError(err) ? err : new GateError(ErrorCodes.JOIN_FAILED, (err as Error).message, { cause: err });
-          log.warn({ remote, path, code: error.code }, `agent ${path === AGENT_JOIN_PATH ? 'join' : 'renewal'} refused: ${error.message}`);
-          if (!res.headersSent && !res.destroyed) sendJson(res, statusOf(error.code), { error: { code: error.code, message: error.message } });
-        },
+        (err: unknown) => refuse(res, isGateError(err) ? err : new GateError(ErrorCodes.JOIN_FAILED, (err as Error).message, { cause: err }), { remote, source, path }),
       );
     return true;
   };
+
+  function refuse(res: ServerResponse, error: GateError, where: { remote: string; source: string; path: string }): void {
+    // Refusals an anonymous flood causes are logged at a bounded rate, never once each.
+    failureLog.log('warn', error.code, { ...where, code: error.code }, `agent ${where.path === AGENT_JOIN_PATH ? 'join' : 'renewal'} refused: ${error.message}`);
+    if (res.headersSent || res.destroyed) return;
+    // A body refused part-way (too large, too slow) is not read further: the connection goes.
+    if (error.code === ErrorCodes.REQUEST_TOO_LARGE || error.code === ErrorCodes.REQUEST_BODY_TIMEOUT) res.setHeader('Connection', 'close');
+    sendJson(res, statusOf(error.code), { error: { code: error.code, message: error.message } });
+  }
 }

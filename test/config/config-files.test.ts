@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig, parseConfig } from '../../lib/config/load.js';
 import type { GateConfig } from '../../lib/config/types.js';
 import { ErrorCodes, isGateError } from '../../lib/errors.js';
+import { DEFAULT_JOIN_LIMITS } from '../../lib/tunnel/join-endpoint.js';
 
 interface ValidCase {
   name: string;
@@ -114,7 +115,7 @@ proxy_service:
       t.same(c.proxy.upstreams.kube, { host: 'kube.internal', port: 6443 });
       t.same(c.proxy.upstreams.mysql, { agent: 'db-agent', target: '10.0.0.5:3306' });
       t.same(c.proxy.upstreams.redis, { agent: 'cache.edge', target: '[::1]:6379' });
-      t.same(c.agents, { joinTokens: [], certificateTtlMs: 3_600_000, revokedSerials: [] }, 'agent defaults: no static token, 1 h certificates');
+      t.same(c.agents, { joinTokens: [], certificateTtlMs: 3_600_000, revokedSerials: [], limits: DEFAULT_JOIN_LIMITS }, 'agent defaults: no static token, 1 h certificates, the default join limits');
     },
   },
   {
@@ -129,6 +130,9 @@ proxy_service:
       agents: solo
   agent_certificate_ttl: 10m
   revoked_agent_certificates: ["0A:1B:2c", "00ff"]
+  join_rate_limit: {burst: 50, per_minute: 30}
+  renew_rate_limit: {per_minute: 0}
+  join_body_timeout: 800ms
 `,
     check: (c, _w, t) => {
       t.same(c.agents, {
@@ -138,6 +142,7 @@ proxy_service:
         ],
         certificateTtlMs: 600_000,
         revokedSerials: ['a1b2c', 'ff'],
+        limits: { join: { burst: 50, perMinute: 30 }, renew: { burst: 1000, perMinute: 0 }, bodyTimeoutMs: 800 },
       });
     },
   },
@@ -322,6 +327,10 @@ const invalid: InvalidCase[] = [
   { name: 'join token missing', yaml: 'auth_service:\n  join_tokens: [{agents: [a]}]\n', path: 'auth_service.join_tokens[0].token', says: /expected a secret string/ },
   { name: 'agent certificate lifetime too short', yaml: 'auth_service:\n  agent_certificate_ttl: 30s\n', path: 'auth_service.agent_certificate_ttl', says: /at least 1m/ },
   { name: 'revocation list not a list', yaml: 'auth_service:\n  revoked_agent_certificates: abc\n', path: 'auth_service.revoked_agent_certificates', says: /serial numbers/ },
+  { name: 'join rate limit not a mapping', yaml: 'auth_service:\n  join_rate_limit: 10\n', path: 'auth_service.join_rate_limit', says: /burst, per_minute/ },
+  { name: 'join rate limit burst 0', yaml: 'auth_service:\n  join_rate_limit: {burst: 0}\n', path: 'auth_service.join_rate_limit.burst', says: />= 1/ },
+  { name: 'renew rate limit misspelt key', yaml: 'auth_service:\n  renew_rate_limit: {per_minut: 5}\n', path: 'auth_service.renew_rate_limit.per_minut', says: /per_minute/ },
+  { name: 'join body timeout too long', yaml: 'auth_service:\n  join_body_timeout: 5m\n', path: 'auth_service.join_body_timeout', says: /between 100ms and 1m/ },
   { name: 'revoked serial not hex', yaml: 'auth_service:\n  revoked_agent_certificates: [xyz]\n', path: 'auth_service.revoked_agent_certificates[0]', says: /serial number in hex/ },
   { name: 'peer port clash in multiplex mode', yaml: 'proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n  peer_listen_addr: 127.0.0.1:3080\n', path: 'proxy_service.peer_listen_addr', says: /is also proxy_service\.web_listen_addr/ },
   { name: 'high_water above 1', yaml: 'proxy_service:\n  high_water: 1.5\n', path: 'proxy_service.high_water', says: /expected a fraction above 0 and at most 1, such as 0\.8 or 80%, got number 1\.5/ },
