@@ -1,3 +1,4 @@
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type MetricType } from 'prom-client';
 import type { ErrorCode } from '../errors.js';
 import { DETECT_MS_BOUNDS, type StatsSnapshot } from '../mux/stats.js';
@@ -50,6 +51,24 @@ function processMetrics(): Registry {
     collectDefaultMetrics({ register: processRegistry });
   }
   return processRegistry;
+}
+
+/**
+ * The event loop's delay since the first GateMetrics was made (the proxy's start): one native
+ * timer per process, read at scrape time. Every connection on every listener waits for the loop,
+ * so its worst delay is what an anonymous request that does work on the main thread would show.
+ * prom-client's nodejs_eventloop_lag_* are reset at each scrape and sampled every 10 ms; this one
+ * samples every 5 ms and keeps the maximum since start, so no stall falls between two scrapes.
+ */
+let loopDelay: IntervalHistogram | undefined;
+const LOOP_DELAY_RESOLUTION_MS = 5;
+
+function eventLoopDelay(): IntervalHistogram {
+  if (!loopDelay) {
+    loopDelay = monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS });
+    loopDelay.enable();
+  }
+  return loopDelay;
 }
 
 /**
@@ -157,6 +176,14 @@ export class GateMetrics {
     new SnapshotHistogram('gate_mux_detection_seconds', 'Time from accept to the routing decision.', this.registry, DETECT_MS_BOUNDS, 1 / 1000, () => now().detectMs);
     new SnapshotHistogram('gate_mux_client_hello_bytes', 'TLS ClientHello handshake message sizes.', this.registry, HELLO_BYTES_BOUNDS, 1, () => now().helloBytes);
 
+    const delay = eventLoopDelay();
+    gauge('gate_mux_event_loop_delay_seconds', 'Event-loop delay since the proxy started (perf_hooks, 5 ms resolution), by stat: p50, p99, max.', ['stat'], (add) => {
+      // Node records the whole interval between two samples; the resolution itself is not delay.
+      const seconds = (ns: number): number => (delay.count === 0 ? 0 : Math.max(0, ns / 1e9 - LOOP_DELAY_RESOLUTION_MS / 1000));
+      add({ stat: 'p50' }, seconds(delay.percentile(50)));
+      add({ stat: 'p99' }, seconds(delay.percentile(99)));
+      add({ stat: 'max' }, seconds(delay.max));
+    });
     gauge('gate_mux_tunnel_agents', 'Agents with a reverse tunnel to this proxy now.', [], (add, s) => add({}, s.tunnels.agents));
     counter('gate_mux_tunnel_streams_opened_total', 'Streams opened through agents\' tunnels.', [], (add, s) => add({}, s.tunnels.streamsOpened));
     counter('gate_mux_tunnel_streams_reset_total', 'Streams through agents\' tunnels that ended with RST_STREAM.', [], (add, s) => add({}, s.tunnels.streamsReset));

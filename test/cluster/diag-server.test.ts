@@ -117,6 +117,19 @@ t.test('peering, store and channel figures reported through GateMetrics', async 
   t.equal(again.value('gate_mux_peer_dials_total{outcome="failed"}'), 2, 'a second scrape reads the same, not double');
 });
 
+t.test('the event loop\'s delay: p50, p99 and the worst stall since start', async (t) => {
+  const { diag } = await startWithDiag(t);
+  // Block this process's loop (the proxy's) for 300 ms, as synchronous work on a request would.
+  const until = Date.now() + 300;
+  while (Date.now() < until);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  const m = await scrape(diag);
+  const max = m.value('gate_mux_event_loop_delay_seconds{stat="max"}');
+  t.ok(max >= 0.25, `the 300 ms stall shows in max (${max} s)`);
+  t.ok(m.samples.has('gate_mux_event_loop_delay_seconds{stat="p50"}') && m.samples.has('gate_mux_event_loop_delay_seconds{stat="p99"}'), 'p50 and p99 exported');
+  t.ok(m.value('gate_mux_event_loop_delay_seconds{stat="p50"}') < max, 'the median is below the worst');
+});
+
 t.test('/healthz, /readyz, wrong paths and methods', async (t) => {
   const { gate, diag } = await startWithDiag(t);
   const health = await httpGet(diag, '/healthz');
