@@ -1,5 +1,5 @@
 import { ErrorCodes, GateError } from '../errors.js';
-import { createHash, createPrivateKey, generateKeyPairSync, randomBytes, sign, X509Certificate, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, X509Certificate, type KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
 import forge from 'node-forge';
 import { signedStructure } from './signed-structure.js';
@@ -134,7 +134,7 @@ export class CertificateAuthority {
    * for RSA-2048, where forge's JavaScript took about 20: BENCHMARKS.md).
    */
   issueFor(publicKey: KeyObject | Buffer, options: IssueOptions): IssuedCertificate {
-    const spki = Buffer.isBuffer(publicKey) ? publicKey : publicKey.export({ type: 'spki', format: 'der' });
+    const spki = Buffer.isBuffer(publicKey) ? publicKey : createPublicKey(publicKey).export({ type: 'spki', format: 'der' });
     return this.build(spki, options);
   }
 

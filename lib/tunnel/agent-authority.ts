@@ -57,16 +57,24 @@ export class AgentAuthority {
 
   /** A fresh certificate for the agent that holds a valid current one (the renew request's TLS). */
   renew(facts: AgentTlsFacts, request: { csr: unknown }): IssuedAgentCertificate {
-    let name: string;
-    try {
-      name = admitAgent(facts, this.options.isRevoked);
-    } catch (err) {
-      throw new GateError(ErrorCodes.JOIN_RENEW_REFUSED, `renewal needs a valid agent certificate: ${(err as Error).message}`, { cause: err });
-    }
+    const name = this.admitRenewal(facts);
     const checked = this.checkCsr(this.readCsr(request.csr), name);
     const issued = this.issue(name, checked.spki);
     this.log.info({ agent: name, serial: issued.serial }, 'agent certificate renewed');
     return issued.answer;
+  }
+
+  /**
+   * The agent a renewal's TLS client certificate names, or GATE_ERR_JOIN_RENEW_REFUSED: what the
+   * renewal endpoint asks before it reads the request body, so without a valid certificate nothing
+   * else is looked at.
+   */
+  admitRenewal(facts: AgentTlsFacts): string {
+    try {
+      return admitAgent(facts, this.options.isRevoked);
+    } catch (err) {
+      throw new GateError(ErrorCodes.JOIN_RENEW_REFUSED, `renewal needs a valid agent certificate: ${(err as Error).message}`, { cause: err });
+    }
   }
 
   private readName(name: unknown): string {

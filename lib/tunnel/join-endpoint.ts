@@ -13,6 +13,9 @@ import type { AgentAuthority } from './agent-authority.js';
 /** A join request is a name, a token and a CSR: a few KiB. Anything larger is refused unread. */
 export const MAX_BODY_BYTES = 64 * 1024;
 
+/** How long a connection whose request was refused part-way may keep sending before it is closed. */
+const REFUSED_DRAIN_MS = 2000;
+
 /** What bounds the join and renewal endpoints (`auth_service`; read per request, so reloads apply). */
 export interface JoinLimits {
   /** Per source address (after a trusted PROXY header). */
@@ -134,28 +137,34 @@ export function createJoinRoutes(
     limiter.setLimit(isJoin ? current.join : current.renew);
     if (!limiter.take(source)) {
       res.setHeader('Retry-After', Math.max(1, Math.ceil(limiter.retryAfterMs(source) / 1000)));
-      refuse(res, new GateError(ErrorCodes.RATE_LIMITED, `too many ${isJoin ? 'joins' : 'renewals'} from ${source}`), { remote, source, path });
+      refuse(req, res, new GateError(ErrorCodes.RATE_LIMITED, `too many ${isJoin ? 'joins' : 'renewals'} from ${source}`), { remote, source, path });
       return true;
     }
-    readJson(req, current.bodyTimeoutMs)
+    // A renewal is admitted by its client certificate (checked in the TLS handshake) before its body is read.
+    const facts = isJoin ? undefined : tlsFacts(req);
+    Promise.resolve()
+      .then(() => facts && authority().admitRenewal(facts))
+      .then(() => readJson(req, current.bodyTimeoutMs))
       .then((body) =>
         path === AGENT_JOIN_PATH
           ? authority().join({ token: body.token, name: body.name, csr: body.csr })
-          : authority().renew(tlsFacts(req), { csr: body.csr }),
+          : authority().renew(facts!, { csr: body.csr }),
       )
       .then(
         (issued) => sendJson(res, 200, issued),
-        (err: unknown) => refuse(res, isGateError(err) ? err : new GateError(ErrorCodes.JOIN_FAILED, (err as Error).message, { cause: err }), { remote, source, path }),
+        (err: unknown) => refuse(req, res, isGateError(err) ? err : new GateError(ErrorCodes.JOIN_FAILED, (err as Error).message, { cause: err }), { remote, source, path }),
       );
     return true;
   };
 
-  function refuse(res: ServerResponse, error: GateError, where: { remote: string; source: string; path: string }): void {
+  function refuse(req: IncomingMessage, res: ServerResponse, error: GateError, where: { remote: string; source: string; path: string }): void {
     // Refusals an anonymous flood causes are logged at a bounded rate, never once each.
     failureLog.log('warn', error.code, { ...where, code: error.code }, `agent ${where.path === AGENT_JOIN_PATH ? 'join' : 'renewal'} refused: ${error.message}`);
     if (res.headersSent || res.destroyed) return;
-    // A body refused part-way (too large, too slow) is not read further: the connection goes.
-    if (error.code === ErrorCodes.REQUEST_TOO_LARGE || error.code === ErrorCodes.REQUEST_BODY_TIMEOUT) res.setHeader('Connection', 'close');
     sendJson(res, statusOf(error.code), { error: { code: error.code, message: error.message } });
+    // A request refused before its body was read whole: node:http discards the rest as it comes
+    // (closing at once would reset the connection under a client still sending, and with it the
+    // answer it has not read yet); an HTTP/1 connection gets REFUSED_DRAIN_MS for that, then goes.
+    if (!req.complete && req.httpVersionMajor === 1) setTimeout(() => req.socket.destroy(), REFUSED_DRAIN_MS).unref();
   }
 }
