@@ -93,7 +93,7 @@ export class GateProxy {
       logger: options.logger,
     });
     this.listeners = new ListenerSet({ logger: this.logger, muxLogger: options.logger, onRetired: (snapshot) => this.metrics.retire(snapshot) });
-    this.web = new WebFrontDoor(state.webTls);
+    this.web = new WebFrontDoor(state.webTls, { handshakeTimeoutMs: options.config.proxy.detectTimeoutMs });
     const joinRoutes = createJoinRoutes(
       () => this.state.authority,
       () => this.state.certificates.clusterCa.cert,

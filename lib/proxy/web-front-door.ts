@@ -44,7 +44,12 @@ export class WebFrontDoor {
   private readonly handlers: WebHandler[] = [];
   private tls: WebTls;
 
-  constructor(tls: WebTls) {
+  /**
+   * `handshakeTimeoutMs`: how long the secure server waits for a TLS handshake to complete. Node's
+   * default gives a stalled one two minutes; the proxy passes its detection deadline, which bounds
+   * the rest of an anonymous connection's first phase (read once, at start).
+   */
+  constructor(tls: WebTls, options: { handshakeTimeoutMs?: number } = {}) {
     this.tls = tls;
     const onRequest = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse): void => {
       for (const handler of this.handlers) if (handler(req, res)) return;
@@ -64,6 +69,7 @@ export class WebFrontDoor {
           allowHTTP1: true,
           requestCert: true,
           rejectUnauthorized: false,
+          ...(options.handshakeTimeoutMs === undefined ? {} : { handshakeTimeout: options.handshakeTimeoutMs }),
           SNICallback: (name, cb) => cb(null, this.tls.sniContexts.get(name.toLowerCase()) ?? this.tls.secureContext),
         },
         onRequest,
