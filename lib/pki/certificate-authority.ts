@@ -123,7 +123,7 @@ export class CertificateAuthority {
 
   issue(options: IssueOptions): KeyPair {
     const keys = newRsaKey();
-    const issued = this.build(keys.spki, options);
+    const issued = this.issueFor(keys.spki, options);
     return { cert: issued.cert, key: keys.privateKey.export({ type: 'pkcs1', format: 'pem' }).toString() };
   }
 
@@ -134,11 +134,28 @@ export class CertificateAuthority {
    * for RSA-2048, where forge's JavaScript took about 20: BENCHMARKS.md).
    */
   issueFor(publicKey: KeyObject | Buffer, options: IssueOptions): IssuedCertificate {
+    const unsigned = this.prepare(publicKey, options);
+    return unsigned.finish(sign(unsigned.hash, unsigned.tbs, this.signingKey));
+  }
+
+  /**
+   * `issueFor` with the signature made on libuv's thread pool (crypto.sign with a callback): what
+   * the proxy uses for agents, so a fleet joining or renewing at once does not queue its RSA
+   * signatures on the event loop every connection shares.
+   */
+  issueForOffThread(publicKey: KeyObject | Buffer, options: IssueOptions): Promise<IssuedCertificate> {
+    const unsigned = this.prepare(publicKey, options);
+    return new Promise((resolve, reject) => {
+      sign(unsigned.hash, unsigned.tbs, this.signingKey, (err, signature) => (err ? reject(err) : resolve(unsigned.finish(signature))));
+    });
+  }
+
+  private prepare(publicKey: KeyObject | Buffer, options: IssueOptions): UnsignedCertificate {
     const spki = Buffer.isBuffer(publicKey) ? publicKey : createPublicKey(publicKey).export({ type: 'spki', format: 'der' });
     return this.build(spki, options);
   }
 
-  private build(spki: Buffer, options: IssueOptions): IssuedCertificate {
+  private build(spki: Buffer, options: IssueOptions): UnsignedCertificate {
     for (const ip of options.ipAddresses ?? []) {
       if (isIP(ip) === 0) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `not an IP address: ${ip}`);
     }
@@ -159,7 +176,7 @@ export class CertificateAuthority {
       { name: 'authorityKeyIdentifier', keyIdentifier: this.keyId.toString('binary') },
     ];
     if (altNames.length > 0) extensions.push({ name: 'subjectAltName', altNames });
-    return signCertificate({
+    return unsignedCertificate({
       spki,
       subject: [{ name: 'commonName', value: options.commonName }],
       issuer: this.subject,
@@ -181,12 +198,19 @@ interface CertificateFields {
   signingKey: KeyObject;
 }
 
+/** A TBSCertificate ready to be signed, and how to turn its signature into the certificate. */
+interface UnsignedCertificate {
+  tbs: Buffer;
+  hash: string | null;
+  finish(signature: Buffer): IssuedCertificate;
+}
+
 /**
- * An X.509 v3 certificate: forge lays out the TBSCertificate's ASN.1 (names, validity,
- * extensions), the subject's SubjectPublicKeyInfo goes in as it came, and Node's crypto signs the
- * DER (sha256WithRSAEncryption) with the CA key.
+ * An X.509 v3 certificate to be signed: forge lays out the TBSCertificate's ASN.1 (names,
+ * validity, extensions), the subject's SubjectPublicKeyInfo goes in as it came, and the caller
+ * has Node's crypto sign the DER (sha256WithRSAEncryption) with the CA key.
  */
-function signCertificate(fields: CertificateFields): IssuedCertificate {
+function unsignedCertificate(fields: CertificateFields): UnsignedCertificate {
   const cert = forge.pki.createCertificate();
   cert.publicKey = PLACEHOLDER_KEY;
   cert.serialNumber = serialNumber();
@@ -202,7 +226,19 @@ function signCertificate(fields: CertificateFields): IssuedCertificate {
   const tbs = (forge.pki as unknown as { getTBSCertificate(c: forge.pki.Certificate): forge.asn1.Asn1 }).getTBSCertificate(cert);
   (tbs.value as forge.asn1.Asn1[])[TBS_SPKI_INDEX] = forge.asn1.fromDer(fields.spki.toString('binary'));
   const tbsDer = Buffer.from(forge.asn1.toDer(tbs).getBytes(), 'binary');
-  const signature = sign(algorithm.hash, tbsDer, fields.signingKey);
-  const der = signedStructure(tbsDer, algorithm.identifierDer, signature);
-  return { cert: derToPem('CERTIFICATE', der), serial: cert.serialNumber.replace(/^0+(?=.)/, ''), notAfter: cert.validity.notAfter };
+  return {
+    tbs: tbsDer,
+    hash: algorithm.hash,
+    finish: (signature) => ({
+      cert: derToPem('CERTIFICATE', signedStructure(tbsDer, algorithm.identifierDer, signature)),
+      serial: cert.serialNumber.replace(/^0+(?=.)/, ''),
+      notAfter: cert.validity.notAfter,
+    }),
+  };
+}
+
+/** `unsignedCertificate`, signed on the calling thread. */
+function signCertificate(fields: CertificateFields): IssuedCertificate {
+  const unsigned = unsignedCertificate(fields);
+  return unsigned.finish(sign(unsigned.hash, unsigned.tbs, fields.signingKey));
 }

@@ -111,14 +111,21 @@ function commonNameOf(der: Buffer, name: ReturnType<typeof readElement>): string
   return undefined;
 }
 
+/** A request read and checked up to its signature: what `verifyRequest` verifies. */
+interface ParsedRequest {
+  verified: VerifiedRequest;
+  info: Buffer;
+  signature: Buffer;
+  hash: string | null;
+}
+
 /**
- * Parses a PEM CSR and checks its self-signature, natively and in bounded time: the PEM is capped
- * (MAX_CSR_PEM_BYTES), the DER walked by a reader that looks at a fixed handful of elements, the
- * key decoded by Node and checked against the agent key allow-list (lib/pki/agent-key-policy.ts)
- * before any signature math, and the signature verified by OpenSSL. Pure; every refusal is
- * GATE_ERR_JOIN_CSR_INVALID with the reason.
+ * Parses a PEM CSR, in bounded time: the PEM is capped (MAX_CSR_PEM_BYTES), the DER walked by a
+ * reader that looks at a fixed handful of elements, the key decoded by Node and checked against
+ * the agent key allow-list (lib/pki/agent-key-policy.ts), so no signature math happens for a key
+ * nobody legitimate makes. Pure; GATE_ERR_JOIN_CSR_INVALID with the reason.
  */
-export function verifyRequest(pem: string): VerifiedRequest {
+function parseRequest(pem: string): ParsedRequest {
   if (pem.length > MAX_CSR_PEM_BYTES) throw invalid(`the certificate request is ${pem.length} bytes, over ${MAX_CSR_PEM_BYTES}`);
   const der = pemToDer(pem, PEM_LABEL);
   if (!der) throw invalid('not a PEM certificate request');
@@ -143,18 +150,47 @@ export function verifyRequest(pem: string): VerifiedRequest {
   const algorithm = signatureAlgorithmOf(parts.algorithm);
   if (!algorithm) throw invalid('the request is signed with an algorithm that is not accepted (RSA PKCS#1 v1.5 or ECDSA with SHA-256/384/512, or Ed25519)');
   if (algorithm.keyType !== publicKey.asymmetricKeyType) throw invalid(`a ${publicKey.asymmetricKeyType ?? 'unknown'} key cannot make a ${algorithm.name} signature`);
-  let verified = false;
-  try {
-    verified = verify(algorithm.hash, parts.info, publicKey, parts.signature);
-  } catch {
-    verified = false;
-  }
-  if (!verified) throw invalid('the certificate request signature does not verify');
   let commonName: string | undefined;
   try {
     commonName = commonNameOf(der, parts.name);
   } catch (err) {
     throw invalid(`the request's subject is not well-formed: ${(err as Error).message}`, err);
   }
-  return { commonName, publicKey, spki: Buffer.from(parts.spki) };
+  return { verified: { commonName, publicKey, spki: Buffer.from(parts.spki) }, info: parts.info, signature: parts.signature, hash: algorithm.hash };
+}
+
+const NOT_VERIFIED = 'the certificate request signature does not verify';
+
+/**
+ * Parses a PEM CSR (see `parseRequest`: bounded, key allow-list first) and checks its
+ * self-signature with OpenSSL, on the calling thread. Pure; GATE_ERR_JOIN_CSR_INVALID.
+ */
+export function verifyRequest(pem: string): VerifiedRequest {
+  const parsed = parseRequest(pem);
+  let verified = false;
+  try {
+    verified = verify(parsed.hash, parsed.info, parsed.verified.publicKey, parsed.signature);
+  } catch {
+    verified = false;
+  }
+  if (!verified) throw invalid(NOT_VERIFIED);
+  return parsed.verified;
+}
+
+/**
+ * `verifyRequest` with the signature checked on libuv's thread pool (crypto.verify with a
+ * callback): what the proxy's join endpoint uses, so a fleet's requests do not queue their
+ * signature checks on the event loop every connection shares.
+ */
+export async function verifyRequestOffThread(pem: string): Promise<VerifiedRequest> {
+  const parsed = parseRequest(pem);
+  const verified = await new Promise<boolean>((resolve) => {
+    try {
+      verify(parsed.hash, parsed.info, parsed.verified.publicKey, parsed.signature, (err, ok) => resolve(!err && ok));
+    } catch {
+      resolve(false);
+    }
+  });
+  if (!verified) throw invalid(NOT_VERIFIED);
+  return parsed.verified;
 }

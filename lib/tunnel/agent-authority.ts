@@ -1,7 +1,7 @@
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { CertificateAuthority } from '../pki/certificate-authority.js';
-import { verifyRequest } from '../pki/certificate-request.js';
+import { verifyRequestOffThread, type VerifiedRequest } from '../pki/certificate-request.js';
 import { admitAgent, type AgentTlsFacts } from './admission.js';
 import { isValidAgentName } from './agent-identity.js';
 import type { JoinTokens } from './join-tokens.js';
@@ -43,23 +43,24 @@ export class AgentAuthority {
    * compared in constant time): a request without a valid one is refused before its CSR is even
    * decoded, so an anonymous client cannot make the proxy do any key or signature work.
    */
-  join(request: { token: unknown; name: unknown; csr: unknown }): IssuedAgentCertificate {
+  async join(request: { token: unknown; name: unknown; csr: unknown }): Promise<IssuedAgentCertificate> {
     if (typeof request.token !== 'string' || request.token === '') throw new GateError(ErrorCodes.JOIN_TOKEN_INVALID, 'no join token given');
     const token = this.options.tokens.check(request.token, typeof request.name === 'string' ? request.name : '');
     const name = this.readName(request.name);
-    const checked = this.checkCsr(this.readCsr(request.csr), name);
+    const checked = await this.checkCsr(this.readCsr(request.csr), name);
     // Counted only once the request proved good: a bad CSR does not use up a single-use token.
+    // Synchronous with the check of the limit: two joins racing for a single-use token cannot both count.
     token.redeem();
-    const issued = this.issue(name, checked.spki);
+    const issued = await this.issue(name, checked.spki);
     this.log.info({ agent: name, token: token.label, serial: issued.serial }, 'agent joined');
     return issued.answer;
   }
 
   /** A fresh certificate for the agent that holds a valid current one (the renew request's TLS). */
-  renew(facts: AgentTlsFacts, request: { csr: unknown }): IssuedAgentCertificate {
+  async renew(facts: AgentTlsFacts, request: { csr: unknown }): Promise<IssuedAgentCertificate> {
     const name = this.admitRenewal(facts);
-    const checked = this.checkCsr(this.readCsr(request.csr), name);
-    const issued = this.issue(name, checked.spki);
+    const checked = await this.checkCsr(this.readCsr(request.csr), name);
+    const issued = await this.issue(name, checked.spki);
     this.log.info({ agent: name, serial: issued.serial }, 'agent certificate renewed');
     return issued.answer;
   }
@@ -89,20 +90,21 @@ export class AgentAuthority {
     return csr;
   }
 
-  private checkCsr(csr: string, name: string): ReturnType<typeof verifyRequest> {
-    const checked = verifyRequest(csr);
+  /** The request checked (bounded parse and key allow-list here, the signature on the thread pool) and naming `name`. */
+  private async checkCsr(csr: string, name: string): Promise<VerifiedRequest> {
+    const checked = await verifyRequestOffThread(csr);
     if (checked.commonName !== name) {
       throw new GateError(ErrorCodes.JOIN_CSR_NAME_MISMATCH, `the certificate request names ${JSON.stringify(checked.commonName ?? '')}, not ${JSON.stringify(name)}`);
     }
     return checked;
   }
 
-  private issue(name: string, spki: Buffer): { answer: IssuedAgentCertificate; serial: string } {
+  private async issue(name: string, spki: Buffer): Promise<{ answer: IssuedAgentCertificate; serial: string }> {
     const ttlMs = this.options.certificateTtlMs();
     // A short life tolerates less skew: an hour of backdating would put a 1 h certificate's
     // renewal point (two thirds of its validity) at the moment it is issued.
     const backdateMs = Math.min(5 * 60_000, Math.floor(ttlMs / 4));
-    const issued = this.options.ca.issueFor(spki, { commonName: name, usage: 'client', ttlMs, backdateMs });
+    const issued = await this.options.ca.issueForOffThread(spki, { commonName: name, usage: 'client', ttlMs, backdateMs });
     return { answer: { cert: issued.cert, ca: this.options.ca.cert, expires: issued.notAfter.toISOString() }, serial: issued.serial };
   }
 }

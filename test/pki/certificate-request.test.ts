@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ErrorCodes } from '../../lib/errors.js';
 import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
-import { buildRequest, createKeyAndRequest, MAX_CSR_PEM_BYTES, verifyRequest } from '../../lib/pki/certificate-request.js';
+import { buildRequest, createKeyAndRequest, MAX_CSR_PEM_BYTES, verifyRequest, verifyRequestOffThread } from '../../lib/pki/certificate-request.js';
 import { hostileRsaCsr } from '../helpers/hostile-csr.js';
 import { requirePeer } from '../helpers/peers.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -77,4 +77,9 @@ t.test('malformed requests are refused with the reason, whatever their shape', a
   const flipped = Buffer.from(der);
   flipped[flipped.length - 5] = flipped[flipped.length - 5]! ^ 1;
   t.throws(() => verifyRequest(pem(flipped)), { code: ErrorCodes.JOIN_CSR_INVALID, message: /does not verify/ }, 'a signature off by one bit');
+  await t.rejects(verifyRequestOffThread(pem(flipped)), { code: ErrorCodes.JOIN_CSR_INVALID, message: /does not verify/ }, 'also when verified on the thread pool');
+  t.equal((await verifyRequestOffThread(good)).commonName, 'shape', 'which accepts the untouched request');
+  const ca = CertificateAuthority.create('off-thread');
+  const issued = await ca.issueForOffThread((await verifyRequestOffThread(good)).spki, { commonName: 'shape', usage: 'client', ttlMs: 60_000 });
+  t.ok(new X509Certificate(issued.cert).verify(new X509Certificate(ca.cert).publicKey), 'a certificate signed on the thread pool verifies');
 });
