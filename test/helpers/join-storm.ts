@@ -24,13 +24,13 @@ export interface StormOutcome {
 
 /**
  * `count` agents named `<prefix>-<i>`. Keys are shared between agents in groups (RSA-2048 and
- * P-256 alternately): making 500 RSA keys would take the client tens of seconds, and the proxy's
+ * P-256 alternately, or RSA only, which is all a proxy before the key allow-list read): making 500 RSA keys would take the client tens of seconds, and the proxy's
  * work does not depend on whose key a request carries.
  */
-export function stormAgents(count: number, prefix: string): StormAgent[] {
+export function stormAgents(count: number, prefix: string, keyTypes: 'rsa' | 'mixed' = 'mixed'): StormAgent[] {
   const keys: KeyObject[] = [];
   for (let i = 0; i < 8; i++) {
-    keys.push(i % 2 === 0 ? generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey : generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey);
+    keys.push(i % 2 === 0 || keyTypes === 'rsa' ? generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey : generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey);
   }
   return Array.from({ length: count }, (_, i) => {
     const key = keys[i % keys.length]!;
