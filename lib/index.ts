@@ -227,7 +227,8 @@ export {
 export { CertificateAuthority, type KeyPair, type IssueOptions } from './pki/certificate-authority.js';
 export { devCertificates, type DevCertificates } from './pki/dev-certificates.js';
 export { caPin, parseCaPin } from './pki/ca-pin.js';
-export { createKeyAndRequest, verifyRequest, type KeyAndRequest } from './pki/certificate-request.js';
+export { buildRequest, createKeyAndRequest, verifyRequest, type AgentKeyType, type KeyAndRequest, type VerifiedRequest } from './pki/certificate-request.js';
+export { AGENT_KEY_POLICY } from './pki/agent-key-policy.js';
 
 // Reverse tunnels: agents dial out, the proxy opens streams through them (`gate-mux/tunnel`)
 export {
