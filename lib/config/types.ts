@@ -33,7 +33,7 @@ export function isAgentUpstream(upstream: Upstream): upstream is AgentUpstream {
   return 'agent' in upstream;
 }
 
-import type { JoinLimits } from '../tunnel/join-endpoint.js';
+import type { JoinLimits } from '../tunnel/join-limits.js';
 
 /** A join token from the configuration (`auth_service.join_tokens`): what lib/tunnel's JoinTokens accepts. */
 export type JoinTokenConfig = JoinTokenRule;

@@ -9,8 +9,8 @@ import { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from '../mux/connection-budg
 import { MUX_DEFAULTS } from '../mux/options.js';
 import { isTunnelUpstream, parseTunnelUpstream } from '../tunnel/tunnel-upstream.js';
 import { isValidAgentName } from '../tunnel/agent-identity.js';
-import { DEFAULT_JOIN_LIMITS } from '../tunnel/join-endpoint.js';
-import type { RateLimit } from '../web/source-rate-limit.js';
+import { DEFAULT_JOIN_LIMITS } from '../tunnel/join-limits.js';
+import type { RateLimit } from '../tunnel/source-rate-limit.js';
 import {
   UPSTREAM_PROTOCOLS,
   type AgentAuthConfig,

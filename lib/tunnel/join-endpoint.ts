@@ -5,8 +5,9 @@ import { componentLogger, type Logger } from '../log.js';
 import { AGENT_CA_PATH, AGENT_JOIN_PATH, AGENT_RENEW_PATH } from '../wire/names.js';
 import { sourceOf } from '../handlers/connection-source.js';
 import { LogLimiter } from '../log-limiter.js';
-import { readBody } from '../web/request-body.js';
-import { SourceRateLimiter, type RateLimit } from '../web/source-rate-limit.js';
+import { DEFAULT_JOIN_LIMITS, type JoinLimits } from './join-limits.js';
+import { readBody } from './request-body.js';
+import { SourceRateLimiter } from './source-rate-limit.js';
 import { verifyErrorCode, type AgentTlsFacts } from './admission.js';
 import type { AgentAuthority } from './agent-authority.js';
 
@@ -15,28 +16,6 @@ export const MAX_BODY_BYTES = 64 * 1024;
 
 /** How long a connection whose request was refused part-way may keep sending before it is closed. */
 const REFUSED_DRAIN_MS = 2000;
-
-/** What bounds the join and renewal endpoints (`auth_service`; read per request, so reloads apply). */
-export interface JoinLimits {
-  /** Per source address (after a trusted PROXY header). */
-  join: RateLimit;
-  renew: RateLimit;
-  /** How long a body may take to arrive after its headers. */
-  bodyTimeoutMs: number;
-}
-
-/**
- * Defaults that a real fleet never meets: 500 agents behind one NAT joining or renewing at once
- * (a fleet provisioned together, or every agent renewing after a long outage) fit in the burst,
- * and a steady 10 a second per source refills it; an attacker from one address gets the same
- * 10 a second, each refused in microseconds if its token is wrong. A join body is one write of a
- * few KiB; 1.5 s covers a slow link and answers a dribbling client well within 2 s.
- */
-export const DEFAULT_JOIN_LIMITS: JoinLimits = {
-  join: { burst: 1000, perMinute: 600 },
-  renew: { burst: 1000, perMinute: 600 },
-  bodyTimeoutMs: 1500,
-};
 
 /** HTTP status for each refusal (the body carries the GATE_ERR_* code). */
 function statusOf(code: string): number {

@@ -1,7 +1,7 @@
 // The per-source token bucket behind the join and renewal limits: a burst, a steady refill, and a
 // bounded map whatever the number of distinct sources.
 import t from 'tap';
-import { SourceRateLimiter } from '../../lib/web/source-rate-limit.js';
+import { SourceRateLimiter } from '../../lib/tunnel/source-rate-limit.js';
 
 t.test('a burst, then the refill rate; sources are counted apart', async (t) => {
   const limiter = new SourceRateLimiter({ burst: 3, perMinute: 60 });
