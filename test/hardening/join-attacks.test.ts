@@ -100,3 +100,16 @@ t.test('per-source rate limits: 429 GATE_ERR_RATE_LIMITED past the burst, before
   const renewals = await inParallel(8, 1, () => webRequest(proxy, AGENT_RENEW_PATH, { body: '{}' }));
   t.same(renewals.map((r) => r.code), [...Array(5).fill(ErrorCodes.JOIN_RENEW_REFUSED), ...Array(3).fill(ErrorCodes.RATE_LIMITED)], 'renewals have their own bucket');
 });
+
+t.test('behind a trusted balancer, the rate limit counts the PROXY header\'s client, not the balancer', async (t) => {
+  const proxy = await startGuardedProxy(t, {
+    auth: ['join_rate_limit: {burst: 3, per_minute: 0}'],
+    proxy: ['proxy_protocol: on', 'proxy_protocol_trusted_networks: [127.0.0.1/32]'],
+  });
+  const body = JSON.stringify({ name: 'a', token: 'x', csr: 'y' });
+  const from = (client: string) => inParallel(4, 1, () => webRequest(proxy, AGENT_JOIN_PATH, { body, proxyFrom: client }));
+  const codes = (answers: WebAnswer[]): Array<string | undefined> => answers.map((a) => a.code);
+  const limitedAfterThree = [ErrorCodes.JOIN_TOKEN_INVALID, ErrorCodes.JOIN_TOKEN_INVALID, ErrorCodes.JOIN_TOKEN_INVALID, ErrorCodes.RATE_LIMITED];
+  t.same(codes(await from('203.0.113.7')), limitedAfterThree, 'one client: three, then 429');
+  t.same(codes(await from('198.51.100.9')), limitedAfterThree, 'another client through the same balancer has its own bucket');
+});

@@ -3,6 +3,7 @@
  * connection, the answer read as status and `error.code`. Raw sockets rather than node:https so a
  * body can be dribbled, announced larger than sent, or never finished.
  */
+import { connect as netConnect } from 'node:net';
 import { connect, type TLSSocket } from 'node:tls';
 
 export interface WebTarget {
@@ -29,6 +30,8 @@ export interface RequestOptions {
   key?: string;
   /** Give up after this (the answer is then status 0, code 'no-answer'). */
   giveUpMs?: number;
+  /** Send a PROXY v1 header first, claiming this client IPv4 address (as a trusted balancer would). */
+  proxyFrom?: string;
 }
 
 function parse(text: string): WebAnswer {
@@ -49,9 +52,10 @@ export function webRequest(target: WebTarget, path: string, options: RequestOpti
   const headers = { Host: 'localhost', Connection: 'close', 'Content-Type': 'application/json', 'Content-Length': body.length, ...options.headers };
   const head = `${options.method ?? 'POST'} ${path} HTTP/1.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`;
   return new Promise((resolve) => {
+    const header = options.proxyFrom === undefined ? undefined : `PROXY TCP4 ${options.proxyFrom} 127.0.0.1 40000 ${target.port}\r\n`;
+    const raw = header === undefined ? undefined : netConnect({ host: target.host, port: target.port }, () => raw!.write(header));
     const socket: TLSSocket = connect({
-      host: target.host,
-      port: target.port,
+      ...(raw ? { socket: raw } : { host: target.host, port: target.port }),
       servername: 'localhost',
       ca: target.ca,
       ALPNProtocols: ['http/1.1'],
