@@ -59,14 +59,33 @@ function processMetrics(): Registry {
  * so its worst delay is what an anonymous request that does work on the main thread would show.
  * prom-client's nodejs_eventloop_lag_* are reset at each scrape and sampled every 10 ms; this one
  * samples every 5 ms and keeps the maximum since start, so no stall falls between two scrapes.
+ * A second monitor gives the worst of the last one to two seconds (`max_recent`): a stall at start
+ * (key generation) does not hide one that came later, and a probe polling it sees each stall.
  */
-let loopDelay: IntervalHistogram | undefined;
+interface LoopDelay {
+  sinceStart: IntervalHistogram;
+  recent: IntervalHistogram;
+  /** The worst of the window before the current one, in ns. */
+  previousWindowMax: number;
+}
+let loopDelay: LoopDelay | undefined;
 const LOOP_DELAY_RESOLUTION_MS = 5;
+const LOOP_DELAY_WINDOW_MS = 1000;
 
-function eventLoopDelay(): IntervalHistogram {
+function eventLoopDelay(): LoopDelay {
   if (!loopDelay) {
-    loopDelay = monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS });
-    loopDelay.enable();
+    const delay: LoopDelay = {
+      sinceStart: monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS }),
+      recent: monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS }),
+      previousWindowMax: 0,
+    };
+    delay.sinceStart.enable();
+    delay.recent.enable();
+    setInterval(() => {
+      delay.previousWindowMax = delay.recent.count === 0 ? 0 : delay.recent.max;
+      delay.recent.reset();
+    }, LOOP_DELAY_WINDOW_MS).unref();
+    loopDelay = delay;
   }
   return loopDelay;
 }
@@ -177,13 +196,20 @@ export class GateMetrics {
     new SnapshotHistogram('gate_mux_client_hello_bytes', 'TLS ClientHello handshake message sizes.', this.registry, HELLO_BYTES_BOUNDS, 1, () => now().helloBytes);
 
     const delay = eventLoopDelay();
-    gauge('gate_mux_event_loop_delay_seconds', 'Event-loop delay since the proxy started (perf_hooks, 5 ms resolution), by stat: p50, p99, max.', ['stat'], (add) => {
-      // Node records the whole interval between two samples; the resolution itself is not delay.
-      const seconds = (ns: number): number => (delay.count === 0 ? 0 : Math.max(0, ns / 1e9 - LOOP_DELAY_RESOLUTION_MS / 1000));
-      add({ stat: 'p50' }, seconds(delay.percentile(50)));
-      add({ stat: 'p99' }, seconds(delay.percentile(99)));
-      add({ stat: 'max' }, seconds(delay.max));
-    });
+    gauge(
+      'gate_mux_event_loop_delay_seconds',
+      'Event-loop delay (perf_hooks, 5 ms resolution), by stat: p50, p99 and max since the proxy started; max_recent, the worst of the last 1 to 2 s.',
+      ['stat'],
+      (add) => {
+        // Node records the whole interval between two samples; the resolution itself is not delay.
+        const seconds = (ns: number): number => Math.max(0, ns / 1e9 - LOOP_DELAY_RESOLUTION_MS / 1000);
+        const { sinceStart, recent, previousWindowMax } = delay;
+        add({ stat: 'p50' }, sinceStart.count === 0 ? 0 : seconds(sinceStart.percentile(50)));
+        add({ stat: 'p99' }, sinceStart.count === 0 ? 0 : seconds(sinceStart.percentile(99)));
+        add({ stat: 'max' }, sinceStart.count === 0 ? 0 : seconds(sinceStart.max));
+        add({ stat: 'max_recent' }, seconds(Math.max(previousWindowMax, recent.count === 0 ? 0 : recent.max)));
+      },
+    );
     gauge('gate_mux_tunnel_agents', 'Agents with a reverse tunnel to this proxy now.', [], (add, s) => add({}, s.tunnels.agents));
     counter('gate_mux_tunnel_streams_opened_total', 'Streams opened through agents\' tunnels.', [], (add, s) => add({}, s.tunnels.streamsOpened));
     counter('gate_mux_tunnel_streams_reset_total', 'Streams through agents\' tunnels that ended with RST_STREAM.', [], (add, s) => add({}, s.tunnels.streamsReset));

@@ -126,6 +126,7 @@ t.test('the event loop\'s delay: p50, p99 and the worst stall since start', asyn
   const m = await scrape(diag);
   const max = m.value('gate_mux_event_loop_delay_seconds{stat="max"}');
   t.ok(max >= 0.25, `the 300 ms stall shows in max (${max} s)`);
+  t.ok(m.value('gate_mux_event_loop_delay_seconds{stat="max_recent"}') >= 0.25, 'and in the recent window');
   t.ok(m.samples.has('gate_mux_event_loop_delay_seconds{stat="p50"}') && m.samples.has('gate_mux_event_loop_delay_seconds{stat="p99"}'), 'p50 and p99 exported');
   t.ok(m.value('gate_mux_event_loop_delay_seconds{stat="p50"}') < max, 'the median is below the worst');
 });

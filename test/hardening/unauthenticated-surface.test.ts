@@ -129,6 +129,14 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
   );
   expectRefusals(t, 'oversized headers', bigHeaders, ['431', '0']);
 
+  // Slow headers after TLS: node:http holds them until its headersTimeout (60 s; bounded in
+  // number by the connection caps); what matters here is that holding them costs the loop nothing.
+  const slowHeaders = await underPingGuard(t, proxy, '100 requests whose headers come a byte every 50 ms', async () => {
+    const dribbling = Array.from({ length: 100 }, () => webRequest(proxy, PING_PATH, { method: 'GET', headers: { 'X-Slow': 'x'.repeat(64) }, dribble: { chunkBytes: 1, everyMs: 50, head: true }, giveUpMs: 1500 }));
+    return Promise.all(dribbling);
+  });
+  t.ok(slowHeaders.every((a) => a.code === 'no-answer'), 'held, unanswered, for their 1.5 s (the loop paid nothing for them)');
+
   // The tunnel route before an agent is admitted: TLS with its ALPN and no certificate, or
   // another CA's, then garbage.
   const foreign = CertificateAuthority.create('not the cluster CA').issue({ commonName: 'intruder', usage: 'client' });

@@ -23,8 +23,8 @@ export interface RequestOptions {
   method?: string;
   body?: string | Buffer;
   headers?: Record<string, string | number>;
-  /** Send the body `chunkBytes` at a time, one chunk every `everyMs` (a slow client). */
-  dribble?: { chunkBytes: number; everyMs: number };
+  /** Send the body (with `head`: the request line and headers too) `chunkBytes` at a time, one chunk every `everyMs` (a slow client). */
+  dribble?: { chunkBytes: number; everyMs: number; head?: boolean };
   /** Client certificate for the TLS handshake (renewal). */
   cert?: string;
   key?: string;
@@ -80,16 +80,18 @@ export function webRequest(target: WebTarget, path: string, options: RequestOpti
     socket.on('error', () => done(text ? parse(text) : { status: 0, code: 'connection-error', body: '' }));
     socket.on('end', () => done(parse(text)));
     socket.once('secureConnect', () => {
-      socket.write(head);
       if (!options.dribble) {
+        socket.write(head);
         socket.write(body);
         return;
       }
       const { chunkBytes, everyMs } = options.dribble;
+      const slow = options.dribble.head ? Buffer.concat([Buffer.from(head), body]) : body;
+      if (!options.dribble.head) socket.write(head);
       let sent = 0;
       dribbler = setInterval(() => {
-        if (sent >= body.length || socket.destroyed) return clearInterval(dribbler);
-        socket.write(body.subarray(sent, sent + chunkBytes));
+        if (sent >= slow.length || socket.destroyed) return clearInterval(dribbler);
+        socket.write(slow.subarray(sent, sent + chunkBytes));
         sent += chunkBytes;
       }, everyMs);
     });
