@@ -125,7 +125,7 @@ export function createJoinRoutes(
       .then(() => facts && authority().admitRenewal(facts))
       .then(() => readJson(req, current.bodyTimeoutMs))
       .then((body) =>
-        path === AGENT_JOIN_PATH
+        isJoin
           ? authority().join({ token: body.token, name: body.name, csr: body.csr })
           : authority().renew(facts!, { csr: body.csr }),
       )
@@ -144,6 +144,9 @@ export function createJoinRoutes(
     // A request refused before its body was read whole: node:http discards the rest as it comes
     // (closing at once would reset the connection under a client still sending, and with it the
     // answer it has not read yet); an HTTP/1 connection gets REFUSED_DRAIN_MS for that, then goes.
-    if (!req.complete && req.httpVersionMajor === 1) setTimeout(() => req.socket.destroy(), REFUSED_DRAIN_MS).unref();
+    if (req.complete || req.httpVersionMajor !== 1) return;
+    const socket = req.socket;
+    const drained = setTimeout(() => socket.destroy(), REFUSED_DRAIN_MS).unref();
+    socket.once('close', () => clearTimeout(drained));
   }
 }
