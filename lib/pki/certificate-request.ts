@@ -2,7 +2,7 @@ import { createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } fr
 import forge from 'node-forge';
 import { ErrorCodes, GateError } from '../errors.js';
 import { acceptAgentKey } from './agent-key-policy.js';
-import { bytesOf, childrenOf, contentOf, DerTag, expectElement, readElement } from './der.js';
+import { bytesOf, childrenOf, contentOf, DerTag, expectElement, malformed, readElement } from './der.js';
 import { derToPem, pemToDer } from './pem.js';
 import { signedStructure } from './signed-structure.js';
 import { signatureAlgorithmFor, signatureAlgorithmOf } from './signature-algorithms.js';
@@ -132,16 +132,16 @@ function parseRequest(pem: string): ParsedRequest {
   let parts: { info: Buffer; name: ReturnType<typeof readElement>; spki: Buffer; algorithm: Buffer; signature: Buffer };
   try {
     const outer = expectElement(der, 0, DerTag.SEQUENCE);
-    if (outer.end !== der.length) throw new Error('bytes after the request');
+    if (outer.end !== der.length) throw malformed('bytes after the request');
     const [info, algorithm, signature, extra] = childrenOf(der, outer, 3);
-    if (!info || !algorithm || !signature || extra) throw new Error('a request has three parts');
-    if (info.tag !== DerTag.SEQUENCE || algorithm.tag !== DerTag.SEQUENCE || signature.tag !== DerTag.BIT_STRING) throw new Error('unexpected request layout');
+    if (!info || !algorithm || !signature || extra) throw malformed('a request has three parts');
+    if (info.tag !== DerTag.SEQUENCE || algorithm.tag !== DerTag.SEQUENCE || signature.tag !== DerTag.BIT_STRING) throw malformed('unexpected request layout');
     const [version, name, spki] = childrenOf(der, info, 4);
     if (!version || version.tag !== DerTag.INTEGER || !name || name.tag !== DerTag.SEQUENCE || !spki || spki.tag !== DerTag.SEQUENCE) {
-      throw new Error('unexpected CertificationRequestInfo layout');
+      throw malformed('unexpected CertificationRequestInfo layout');
     }
     const bits = contentOf(der, signature);
-    if (bits.length < 2 || bits[0] !== 0) throw new Error('the signature is not a whole number of bytes');
+    if (bits.length < 2 || bits[0] !== 0) throw malformed('the signature is not a whole number of bytes');
     parts = { info: bytesOf(der, info), name, spki: bytesOf(der, spki), algorithm: bytesOf(der, algorithm), signature: bits.subarray(1) };
   } catch (err) {
     throw invalid(`not a well-formed certificate request: ${(err as Error).message}`, err);

@@ -2,9 +2,15 @@
  * A minimal, bounded DER reader for the few structures the proxy reads from anonymous clients
  * (a PKCS#10 request and its SubjectPublicKeyInfo). Pure and iterative: it only ever looks at the
  * element it is asked for, so input of any shape costs time proportional to the bytes walked,
- * never recursion depth or big-number arithmetic. Anything it does not accept throws a plain
- * Error; callers turn that into their own GateError.
+ * never recursion depth or big-number arithmetic. Anything it does not accept throws
+ * GATE_ERR_INVALID_ARGUMENT; callers turn that into their own code.
  */
+import { ErrorCodes, GateError } from '../errors.js';
+
+/** What the reader throws: GATE_ERR_INVALID_ARGUMENT with the reason. */
+export function malformed(reason: string): GateError {
+  return new GateError(ErrorCodes.INVALID_ARGUMENT, reason);
+}
 
 /** One DER element: its tag byte and where its header and content lie in the buffer. */
 export interface DerElement {
@@ -39,9 +45,9 @@ export const DerTag = {
  * definite lengths of at most four bytes (DER's rules; 4 GiB is far beyond any input we take).
  */
 export function readElement(der: Uint8Array, offset: number, limit = der.length): DerElement {
-  if (offset + 2 > limit) throw new Error('truncated DER element');
+  if (offset + 2 > limit) throw malformed('truncated DER element');
   const tag = der[offset]!;
-  if ((tag & 0x1f) === 0x1f) throw new Error('multi-byte DER tags are not accepted');
+  if ((tag & 0x1f) === 0x1f) throw malformed('multi-byte DER tags are not accepted');
   const first = der[offset + 1]!;
   let length: number;
   let contentStart: number;
@@ -50,22 +56,22 @@ export function readElement(der: Uint8Array, offset: number, limit = der.length)
     contentStart = offset + 2;
   } else {
     const bytes = first & 0x7f;
-    if (bytes === 0) throw new Error('indefinite lengths are not DER');
-    if (bytes > 4) throw new Error('DER length over four bytes');
-    if (offset + 2 + bytes > limit) throw new Error('truncated DER length');
+    if (bytes === 0) throw malformed('indefinite lengths are not DER');
+    if (bytes > 4) throw malformed('DER length over four bytes');
+    if (offset + 2 + bytes > limit) throw malformed('truncated DER length');
     length = 0;
     for (let i = 0; i < bytes; i++) length = length * 256 + der[offset + 2 + i]!;
     contentStart = offset + 2 + bytes;
   }
   const end = contentStart + length;
-  if (end > limit) throw new Error('DER element runs past its container');
+  if (end > limit) throw malformed('DER element runs past its container');
   return { tag, start: offset, contentStart, end };
 }
 
 /** The element at `offset` with tag `tag` (error otherwise). */
 export function expectElement(der: Uint8Array, offset: number, tag: number, limit = der.length): DerElement {
   const element = readElement(der, offset, limit);
-  if (element.tag !== tag) throw new Error(`expected DER tag 0x${tag.toString(16)}, got 0x${element.tag.toString(16)}`);
+  if (element.tag !== tag) throw malformed(`expected DER tag 0x${tag.toString(16)}, got 0x${element.tag.toString(16)}`);
   return element;
 }
 
@@ -74,7 +80,7 @@ export function childrenOf(der: Uint8Array, parent: DerElement, max: number): De
   const children: DerElement[] = [];
   let offset = parent.contentStart;
   while (offset < parent.end) {
-    if (children.length === max) throw new Error(`more than ${max} DER elements where at most ${max} are expected`);
+    if (children.length === max) throw malformed(`more than ${max} DER elements where at most ${max} are expected`);
     const child = readElement(der, offset, parent.end);
     children.push(child);
     offset = child.end;

@@ -1,4 +1,5 @@
 import type { KeyObject } from 'node:crypto';
+import { ErrorCodes, GateError } from '../errors.js';
 
 /** A signature algorithm the proxy accepts on requests and uses on what it issues. */
 export interface SignatureAlgorithm {
@@ -50,6 +51,6 @@ export function signatureAlgorithmFor(key: KeyObject): SignatureAlgorithm {
     case 'ed25519':
       return ED25519;
     default:
-      throw new Error(`cannot sign with a ${key.asymmetricKeyType ?? 'unknown'} key`);
+      throw new GateError(ErrorCodes.INVALID_ARGUMENT, `cannot sign with a ${key.asymmetricKeyType ?? 'unknown'} key (RSA, ECDSA or Ed25519)`);
   }
 }
