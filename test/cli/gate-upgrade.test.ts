@@ -224,7 +224,7 @@ t.test('run: a failing install command, a version check failing after the instal
 
   const wrong = await run(r, ['--channel', 'stable/cloud', '--now', INSIDE], { WRONG_VERSION: '1.2.0' });
   t.equal(wrong.code, 1);
-  t.match(wrong.stderr, /GATE_ERR_UPGRADE_VERIFY_FAILED: after the install the version command reports 1\.2\.0, not 1\.2\.4/);
+  t.match(wrong.stderr, /GATE_ERR_UPGRADE_VERIFY_FAILED: after the install \S+version\.sh reports 1\.2\.0, not 1\.2\.4/);
 
   const missing = await gateUpgrade(['run', ...proxyArgs, '--schedule', r.schedule, '--lock', r.lock, '--install-command', join(r.dir, 'nope'), '--version-command', r.commands[3]!, '--channel', 'stable/cloud', '--now', INSIDE]);
   t.equal(missing.code, 1);
@@ -365,11 +365,15 @@ t.test('usage: --help for each command, exit 2 for mistakes', async (t) => {
   t.match((await gateUpgrade(['run', '--help'])).stdout.join('\n'), /Exit 0: nothing to do, or done; 1: failed .*; 3: deferred/s);
   t.equal((await gateUpgrade([])).code, 2);
   t.equal((await gateUpgrade(['upgrade-now'])).code, 2);
-  t.equal((await gateUpgrade(['dry-run'])).code, 2, 'no --proxy');
+  // Without --proxy the agent's file is read: one that is not there is named (not the machine's
+  // /etc/gate/agent.yaml, which the machine test may be installing meanwhile).
+  const noFile = await gateUpgrade(['dry-run', '--config', '/nonexistent/agent.yaml']);
+  t.equal(noFile.code, 1);
+  t.match(noFile.stderr, /GATE_ERR_CONFIG_INVALID: invalid configuration \/nonexistent\/agent.yaml:\n {2}\(file\): cannot read the file: ENOENT/);
   t.equal((await gateUpgrade(['dry-run', '--proxy', 'https://x', '--bogus'])).code, 2);
   const noInstall = await gateUpgrade(['run', '--proxy', 'https://x', '--version-command', 'true']);
   t.equal(noInstall.code, 2);
-  t.match(noInstall.stderr, /--install-command is required/);
+  t.match(noInstall.stderr, /no way to install: give --install-command and --version-command, or updater.package_manager/);
   const badQuote = await gateUpgrade(['run', '--proxy', 'https://x', '--install-command', "apt-get install 'gate", '--version-command', 'true']);
   t.equal(badQuote.code, 1);
   t.match(badQuote.stderr, /GATE_ERR_INVALID_ARGUMENT: unterminated '/);
