@@ -20,6 +20,7 @@ import { maintenanceWindow } from '../upgrade/maintenance-window.js';
 import { describeEnd, runCommand } from '../upgrade/run-command.js';
 import { fetchSchedule, readSchedule, schedulePath, SCHEDULE_PATH_ENV, DEFAULT_SCHEDULE_PATH } from '../upgrade/schedule.js';
 import { writeFileAtomic } from '../upgrade/atomic-write.js';
+import { sealSchedule } from '../upgrade/schedule-seal.js';
 import { compareVersions, formatVersion, parseVersion } from '../upgrade/semver.js';
 import { shouldUpgrade, type UpgradeDecision } from '../upgrade/should-upgrade.js';
 import { fetchCritical, fetchTargetVersion, type ProxyRequestOptions } from '../upgrade/target-version.js';
@@ -382,8 +383,8 @@ async function exportSchedule(argv: string[]): Promise<number> {
   const { request } = await connection(values);
   const path = schedulePath(values.schedule);
   const { text } = await fetchSchedule(request);
-  const { changed } = await writeFileAtomic(path, text);
-  print(changed ? `wrote the maintenance schedule to ${path}` : `the maintenance schedule in ${path} is up to date`);
+  const { changed, inPlace } = await writeFileAtomic(path, sealSchedule(text), { inPlaceWhenDirectoryDenies: true });
+  print(changed ? `wrote the maintenance schedule to ${path}${inPlace ? ' (in place: this user may not create files in its directory)' : ''}` : `the maintenance schedule in ${path} is up to date`);
   return EXIT_OK;
 }
 
