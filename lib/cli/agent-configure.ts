@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { renderAgentConfig } from '../config/agent-config-text.js';
 import { DEFAULT_AGENT_CONFIG_PATH, PACKAGE_MANAGERS, RESOURCE_KINDS, parseAgentConfig, type AgentResource, type PackageManager, type ResourceKind } from '../config/agent-config.js';
 import { isGateError } from '../errors.js';
+import { AGENT_JOIN_OPTIONS } from './agent-flags.js';
 
 export const CONFIGURE_USAGE = `usage: gate-mux agent configure --proxy HOST:PORT --name NAME [--token TOKEN --ca-pin sha256:HEX]
          [--allow HOST:PORT ...] [--resource KIND:NAME=HOST:PORT[@PUBLIC_ADDR,...] ...]
@@ -31,18 +32,11 @@ export async function configure(argv: string[], io: { out: (l: string) => void; 
     ({ values } = parseArgs({
       args: argv,
       options: {
-        help: { type: 'boolean', short: 'h', default: false },
-        proxy: { type: 'string' },
-        token: { type: 'string' },
-        'ca-pin': { type: 'string' },
-        name: { type: 'string' },
+        ...AGENT_JOIN_OPTIONS,
         allow: { type: 'string', multiple: true, default: [] },
         resource: { type: 'string', multiple: true, default: [] },
         'upgrade-channel': { type: 'string' },
         'package-manager': { type: 'string' },
-        'state-dir': { type: 'string' },
-        'tunnel-addr': { type: 'string' },
-        'server-name': { type: 'string' },
         output: { type: 'string', default: DEFAULT_AGENT_CONFIG_PATH },
         force: { type: 'boolean', default: false },
       },

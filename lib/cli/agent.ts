@@ -4,6 +4,7 @@
 // targets its --allow list names. `gate-mux agent --help` (or node dist/examples/agent.js --help).
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { AGENT_JOIN_OPTIONS } from './agent-flags.js';
 import { loggerFromOptions } from './log.js';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
@@ -217,20 +218,13 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     ({ values } = parseArgs({
       args: argv,
       options: {
-        help: { type: 'boolean', short: 'h', default: false },
+        ...AGENT_JOIN_OPTIONS,
         config: { type: 'string' },
-        proxy: { type: 'string' },
-        'tunnel-addr': { type: 'string' },
-        token: { type: 'string' },
-        'ca-pin': { type: 'string' },
-        name: { type: 'string' },
         allow: { type: 'string', multiple: true },
-        'state-dir': { type: 'string' },
         cert: { type: 'string' },
         key: { type: 'string' },
         ca: { type: 'string' },
         insecure: { type: 'boolean', default: false },
-        'server-name': { type: 'string' },
         'timeout-ms': { type: 'string' },
         'connection-count': { type: 'string' },
         'log-level': { type: 'string' },
