@@ -3,7 +3,7 @@
 // installed (apt-get install tinyproxy), through it as HTTPS_PROXY. The install and version
 // commands are small sh scripts written here that record what they were asked.
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { access, chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -348,7 +348,13 @@ t.test('export-schedule: writes the served schedule atomically, keeps owner and 
   t.equal(dry.stdout.at(-1), 'inside the maintenance window (started 2026-08-02T02:00:00.000Z)');
 });
 
-const asUser = nobody ? false : 'needs root and the nobody account, to give the file to another user and run export-schedule as that user';
+// This Node must be one that user can run (one under /root, as .ci/node-bin installs, is not).
+const nobodyRunsNode = nobody !== undefined && spawnSync(process.execPath, ['--version'], { uid: nobody.uid, gid: nobody.gid, env: {} }).status === 0;
+const asUser = !nobody
+  ? 'needs root and the nobody account, to give the file to another user and run export-schedule as that user'
+  : !nobodyRunsNode
+    ? `nobody cannot run this Node (${process.execPath}); the run on the machine's Node covers it`
+    : false;
 t.test('export-schedule as a non-root agent\'s user who owns the file but not its directory: rewritten in place', { skip: asUser }, async (t) => {
   if (!nobody) return;
   const r = await rig(t);
