@@ -127,6 +127,65 @@ t.test('a proxy that serves only /version: /critical answering 404 is "not criti
   t.equal(await agent.installed(), '1.2.3');
 });
 
+t.test('updater.package_manager: apt, run as gate-upgrade runs it, against stand-in apt-get, dpkg-query and gate-mux', async (t) => {
+  // The real apt runs in test/system/ (CI only); here scripts named like the programs record what
+  // they are asked, so the commands, their order, their environment and both checks are seen.
+  const server = createServer((req, res) => {
+    if (req.url === '/v1/webapi/automaticupgrades/channel/default/version') res.end('v1.2.5-rc.1\n');
+    else if (req.url === '/v1/webapi/automaticupgrades/channel/default/critical') res.end('yes\n');
+    else {
+      res.statusCode = 404;
+      res.end();
+    }
+  });
+  const port = await listening(server);
+  t.teardown(() => closeServer(server));
+  const dir = await tempDir(t, 'upgrade-apt');
+  const bin = join(dir, 'bin');
+  await mkdir(bin);
+  const db = join(dir, 'dpkg-version');
+  const program = join(dir, 'program-version');
+  const log = join(dir, 'calls');
+  await writeFile(db, '1.2.4\n');
+  await writeFile(program, '1.2.4\n');
+  const script = (body: string): string => `#!/bin/sh\necho "$(basename "$0") $* [$DEBIAN_FRONTEND]" >> '${log}'\n${body}\n`;
+  // apt-get install writes the package version (1.2.5~rc.1) to the database; the program reports
+  // what $PROGRAM_LAGS says, else the same.
+  await writeFile(join(bin, 'apt-get'), script(`case "$1" in install) for a in "$@"; do case "$a" in gate-mux=*) echo "\${a#gate-mux=}" > '${db}'; echo "\${PROGRAM_LAGS:-\${a#gate-mux=}}" | tr '~' '-' > '${program}';; esac; done;; esac`), { mode: 0o755 });
+  await writeFile(join(bin, 'dpkg-query'), script(`cat '${db}' | tr -d '\\n'`), { mode: 0o755 });
+  await writeFile(join(bin, 'gate-mux'), script(`echo "$(cat '${program}')"`), { mode: 0o755 });
+  const config = join(dir, 'agent.yaml');
+  await writeFile(config, 'proxy: 127.0.0.1:1\nname: a\nallow: [10.0.0.1:22]\nupdater:\n  package_manager: apt\n');
+  const args = ['run', '--config', config, '--proxy', `http://127.0.0.1:${port}`, '--insecure-http', '--lock', join(dir, 'lock'), '--log-level', 'silent'];
+  const env = { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`, GATE_UPGRADE_SCHEDULE: join(dir, 'none') };
+
+  const done = await gateUpgrade(args, env);
+  t.equal(done.code, 0, done.stderr);
+  t.match(done.stdout, /^an upgrade is available \(1\.2\.4 -> 1\.2\.5-rc\.1\)\n/, 'the running version from the package database');
+  t.match(done.stdout, /upgraded 1\.2\.4 -> 1\.2\.5-rc\.1/);
+  const calls = (await readFile(log, 'utf8')).trim().split('\n');
+  t.same(calls, [
+    'dpkg-query -W -f=${Version} gate-mux [noninteractive]',
+    'apt-get update -q [noninteractive]',
+    'apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold gate-mux=1.2.5~rc.1 [noninteractive]',
+    'dpkg-query -W -f=${Version} gate-mux [noninteractive]',
+    'gate-mux --version [noninteractive]',
+  ], 'the database first, then update, install at the package version, and both checks');
+
+  // The package database says the target, the program does not (it still runs the old code): failed.
+  await writeFile(db, '1.2.4\n');
+  await writeFile(program, '1.2.4\n');
+  const lagging = await gateUpgrade(args, { ...env, PROGRAM_LAGS: '1.2.4' });
+  t.equal(lagging.code, 1);
+  t.match(lagging.stderr, /GATE_ERR_UPGRADE_VERIFY_FAILED: after the install gate-mux --version reports 1\.2\.4, not 1\.2\.5-rc\.1/);
+  // No package manager named and none on PATH: the run says what to give.
+  const bare = join(dir, 'bare.yaml');
+  await writeFile(bare, 'proxy: 127.0.0.1:1\nname: a\nallow: [10.0.0.1:22]\n');
+  const none = await gateUpgrade(['run', '--config', bare, '--proxy', `http://127.0.0.1:${port}`, '--insecure-http', '--lock', join(dir, 'lock')], { PATH: join(dir, 'empty') });
+  t.equal(none.code, 2);
+  t.match(none.stderr, /no way to install: give --install-command and --version-command, or updater.package_manager/);
+});
+
 t.test('install methods: package managers, package versions, the machine\'s own', async (t) => {
   t.equal(packageVersionOf('1.2.4'), '1.2.4');
   t.equal(packageVersionOf('1.2.4-rc.1'), '1.2.4~rc.1', 'a pre-release sorts before its release in dpkg and rpm');
