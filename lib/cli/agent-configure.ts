@@ -10,7 +10,7 @@ import { AGENT_JOIN_OPTIONS } from './agent-flags.js';
 
 export const CONFIGURE_USAGE = `usage: gate-mux agent configure --proxy HOST:PORT --name NAME [--token TOKEN --ca-pin sha256:HEX]
          [--allow HOST:PORT ...] [--resource KIND:NAME=HOST:PORT[@PUBLIC_ADDR,...] ...]
-         [--upgrade-channel NAME] [--package-manager apt|dnf|zypper] [--state-dir DIR]
+         [--upgrade-channel NAME] [--package-manager apt|dnf|yum|zypper] [--state-dir DIR]
          [--tunnel-addr HOST:PORT] [--server-name NAME] [--output FILE] [--force]
 
 Writes a commented agent configuration file (default ${DEFAULT_AGENT_CONFIG_PATH}, mode 0600: it
