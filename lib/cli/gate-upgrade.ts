@@ -167,8 +167,8 @@ async function agentConfigFor(values: ConnectionValues): Promise<AgentFileConfig
 }
 
 /** How to reach the proxy, from the flags and the agent's file (flags win); and the file itself. */
-async function connection(values: ConnectionValues): Promise<{ request: ProxyRequestOptions; agent: AgentFileConfig | undefined }> {
-  const agent = await agentConfigFor(values);
+async function connection(values: ConnectionValues, read?: { agent: AgentFileConfig | undefined }): Promise<{ request: ProxyRequestOptions; agent: AgentFileConfig | undefined }> {
+  const agent = read ? read.agent : await agentConfigFor(values);
   const proxy = values.proxy ?? `https://${agent!.proxy}`;
   // Plain http (--insecure-http) has no certificate to check.
   const ca = values.ca ? await readCa(values.ca) : agent && !/^http:/i.test(proxy) ? await clusterCa(agent) : undefined;
@@ -225,8 +225,9 @@ function parseDecision(argv: string[]) {
  * Asks the proxy (version, then critical), reads the schedule, decides, and prints what dry-run
  * prints. Shared by dry-run and run, so both say the same thing.
  */
-async function decide(values: DecisionValues, log: Logger | undefined, method?: InstallMethod): Promise<UpgradeDecision & { critical: boolean }> {
-  const { request, agent } = await connection(values);
+async function decide(values: DecisionValues, log: Logger | undefined, run?: { agent: AgentFileConfig | undefined; method: InstallMethod }): Promise<UpgradeDecision & { critical: boolean }> {
+  const { request, agent } = await connection(values, run);
+  const method = run?.method;
   const now = values.now ? new Date(values.now) : new Date();
   if (Number.isNaN(now.getTime())) throw new UsageError(`--now: ${JSON.stringify(values.now)} is not a date`);
   const current = formatVersion(parseVersion(values.current ?? (await runningVersion(values, agent, method))));
@@ -339,7 +340,7 @@ async function run(argv: string[]): Promise<number> {
 
   const lock = await acquireLock(values.lock);
   try {
-    const decision = await decide(values, log, method);
+    const decision = await decide(values, log, { agent, method });
     if (!decision.upgrade) {
       if (decision.reason === 'outside-window' || decision.reason === 'no-schedule') {
         log.info({ reason: decision.reason, nextStart: decision.nextStart?.toISOString() }, 'deferred to the maintenance window');
