@@ -5,7 +5,7 @@ import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { renderAgentConfig } from '../config/agent-config-text.js';
 import { DEFAULT_AGENT_CONFIG_PATH, PACKAGE_MANAGERS, RESOURCE_KINDS, parseAgentConfig, type AgentResource, type PackageManager, type ResourceKind } from '../config/agent-config.js';
-import { isGateError } from '../errors.js';
+import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import { AGENT_JOIN_OPTIONS } from './agent-flags.js';
 
 export const CONFIGURE_USAGE = `usage: gate-mux agent configure --proxy HOST:PORT --name NAME [--token TOKEN --ca-pin sha256:HEX]
@@ -17,12 +17,12 @@ Writes a commented agent configuration file (default ${DEFAULT_AGENT_CONFIG_PATH
 holds the join token until the first join) that \`gate-mux agent --config FILE\` and \`gate-upgrade\`
 read. An existing file is kept unless --force. KIND is ${RESOURCE_KINDS.join(', ')}.`;
 
-/** `db:orders=10.0.0.5:5432@orders.example.com,10.1.2.3` → a resource; an Error says what is wrong. */
-export function parseResourceFlag(text: string): AgentResource | Error {
+/** `db:orders=10.0.0.5:5432@orders.example.com,10.1.2.3` → a resource; a GATE_ERR_INVALID_ARGUMENT says what is wrong. */
+export function parseResourceFlag(text: string): AgentResource | GateError {
   const m = /^([a-z]+):([^=]+)=([^@]+)(?:@(.+))?$/.exec(text);
-  if (!m) return new Error(`--resource ${JSON.stringify(text)}: expected KIND:NAME=HOST:PORT[@PUBLIC_ADDR,...]`);
+  if (!m) return new GateError(ErrorCodes.INVALID_ARGUMENT, `--resource ${JSON.stringify(text)}: expected KIND:NAME=HOST:PORT[@PUBLIC_ADDR,...]`);
   const [, kind, name, target, publicAddr] = m as unknown as [string, string, string, string, string | undefined];
-  if (!(RESOURCE_KINDS as readonly string[]).includes(kind)) return new Error(`--resource ${JSON.stringify(text)}: kind ${kind} is not one of ${RESOURCE_KINDS.join(', ')}`);
+  if (!(RESOURCE_KINDS as readonly string[]).includes(kind)) return new GateError(ErrorCodes.INVALID_ARGUMENT, `--resource ${JSON.stringify(text)}: kind ${kind} is not one of ${RESOURCE_KINDS.join(', ')}`);
   return { kind: kind as ResourceKind, name, target, publicAddr: publicAddr ? publicAddr.split(',').map((a) => a.trim()).filter(Boolean) : [] };
 }
 
@@ -59,7 +59,7 @@ export async function configure(argv: string[], io: { out: (l: string) => void; 
   const resources: AgentResource[] = [];
   for (const flag of values.resource ?? []) {
     const parsed = parseResourceFlag(flag);
-    if (parsed instanceof Error) return usage(parsed.message);
+    if (parsed instanceof GateError) return usage(parsed.message);
     resources.push(parsed);
   }
   const text = renderAgentConfig({
@@ -109,7 +109,7 @@ async function writePrivateFile(path: string, text: string, replace: boolean): P
     if (!replace) {
       const existing = await open(path, 'wx', 0o600).catch((err: NodeJS.ErrnoException) => err);
       if (existing instanceof Error) {
-        if (existing.code === 'EEXIST') throw new Error(`${path} exists; --force replaces it`);
+        if (existing.code === 'EEXIST') throw new GateError(ErrorCodes.INVALID_ARGUMENT, `${path} exists; --force replaces it`);
         throw existing;
       }
       await existing.close();

@@ -12,7 +12,8 @@ import type { Logger } from '../log.js';
 import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { startAgent, type AgentConnectedEvent, type TunnelAgent } from '../tunnel/agent.js';
 import { DEFAULT_CONNECTION_COUNT } from '../tunnel/agent-pool.js';
-import { readAgentState, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
+import { readAgentState, readOrCreateServerId, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
+import { parseService, SERVICE_KINDS, type AgentService } from '../tunnel/agent-description.js';
 import { joinProxy, renewalTime, renewIdentity, type JoinEndpoint } from '../tunnel/join-client.js';
 import { allowedTargets, loadAgentConfig, servicesOf, type AgentFileConfig } from '../config/agent-config.js';
 
@@ -28,12 +29,17 @@ options:
   --config FILE            read these settings from an agent configuration file (YAML); flags win
   --tunnel-addr HOST:PORT  the tunnel port when the proxy runs separate ports (default: --proxy)
   --server-name NAME       the name the proxy's certificate is checked for (default: the proxy host)
+  --service KIND:NAME      a service this agent provides, for the proxies' inventory (repeatable;
+                           KIND one of ${SERVICE_KINDS.join(', ')})
   --connection-count N     tunnels to keep, each to a distinct proxy of a cluster behind a load
                            balancer (default 2); fewer when fewer proxies exist, one to a proxy
                            that runs alone
   --timeout-ms N           dial and handshake deadline (default 10000)
   --log-level LEVEL        pino level for the log on stderr (default warn)
   --log-format FORMAT      pretty (default on a terminal) or json (default otherwise)
+The server ID the inventory lists is kept in the state directory (made at the first start); an
+agent without one uses an ID derived from its name. GATE_EXT_UPGRADER names its updater (\`unit\`
+when the updater package's unit sets it; \`none\` when unset).
 HTTPS_PROXY / HTTP_PROXY / NO_PROXY choose how the proxy is reached. SIGTERM or Ctrl-C closes the
 tunnel with a GOAWAY and exits 0.`;
 
@@ -78,6 +84,8 @@ function withConfigFile<T extends FlagValues>(values: T, config: AgentFileConfig
   // --allow adds to the file's list rather than replacing it: a flag can open one more target for a
   // test without copying every resource of the file.
   merged.allow = [...new Set([...allowedTargets(config), ...((values.allow as string[] | undefined) ?? [])])];
+  // Each resource is announced as a --service KIND:NAME would announce it, beside the flags' own.
+  merged.service = [...servicesOf(config).map((s) => `${s.kind}:${s.name}`), ...((values.service as string[] | undefined) ?? [])];
   return merged as T;
 }
 
@@ -221,6 +229,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
         ...AGENT_JOIN_OPTIONS,
         config: { type: 'string' },
         allow: { type: 'string', multiple: true },
+        service: { type: 'string', multiple: true },
         cert: { type: 'string' },
         key: { type: 'string' },
         ca: { type: 'string' },
@@ -239,13 +248,11 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     io.out(USAGE);
     return 0;
   }
-  let services: Array<{ kind: string; name: string }> = [];
   if (values.config) {
     try {
       const { config, warnings } = await loadAgentConfig(values.config);
       for (const warning of warnings) io.err(`agent: warning: ${warning}`);
       values = withConfigFile(values, config);
-      services = servicesOf(config);
     } catch (err) {
       io.err(failure(err));
       return 1;
@@ -259,13 +266,19 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     io.err(`agent: --connection-count takes a whole number from 1 to ${MAX_CONNECTION_COUNT}, not ${JSON.stringify(values['connection-count'])}\n${USAGE}`);
     return 2;
   }
+  let services: AgentService[];
+  try {
+    services = (values.service ?? []).map(parseService);
+  } catch (err) {
+    io.err(`agent: --service: ${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
   // Logs go to stderr; tokens and keys are never passed to it.
   const logger = loggerFromOptions(values['log-level'] ?? 'warn', values['log-format'], 2);
   if (!values.proxy || !Number.isInteger(timeoutMs) || timeoutMs <= 0 || logger instanceof Error) {
     io.err(logger instanceof Error ? `agent: ${logger.message}\n${USAGE}` : USAGE);
     return 2;
   }
-  if (services.length > 0) logger.info({ services: services.map((s) => `${s.kind}:${s.name}`) }, 'resources from the configuration file');
   const serverName = values['server-name'];
   try {
     if (!values.name) return await reportRoute({ proxy: values.proxy, ca: values.ca, insecure: values.insecure, serverName, timeoutMs }, io);
@@ -296,12 +309,14 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
       stored = await identityFor(endpoint, { name: values.name, stateDir: values['state-dir'], token: values.token, caPin: values['ca-pin'] }, io);
       identity = stored;
     }
+    const serverId = values['state-dir'] ? await readOrCreateServerId(values['state-dir']) : undefined;
     agent = startAgent({
       proxy: values['tunnel-addr'] ?? values.proxy,
       name: values.name,
       ...identity,
       resources: values.allow ?? [],
-      // TODO(inventory): pass `services` as startAgent's `services` option (what --service KIND:NAME gives).
+      services,
+      ...(serverId ? { serverId } : {}),
       ...(serverName ? { serverName } : {}),
       ...(hooks.env ? { env: hooks.env } : {}),
       dialTimeoutMs: timeoutMs,

@@ -3,6 +3,7 @@ import { channelNameProblem } from './channel.js';
 import { parseYamlFile, readConfigText } from './load.js';
 import { Checker, describe, type PathSegment } from './validate.js';
 import { parseCaPin } from '../pki/ca-pin.js';
+import { SERVICE_KINDS, type ServiceKind } from '../tunnel/agent-description.js';
 import { isValidAgentName } from '../tunnel/agent-identity.js';
 
 /**
@@ -19,8 +20,9 @@ export const DEFAULT_AGENT_STATE_DIR = '/var/lib/gate/agent';
 /** The channel an updater follows unless `updater.channel` says otherwise. */
 export const DEFAULT_UPGRADE_CHANNEL = 'default';
 
-export const RESOURCE_KINDS = ['db', 'ssh', 'kube', 'app', 'desktop'] as const;
-export type ResourceKind = (typeof RESOURCE_KINDS)[number];
+/** A resource's kind is the kind of service the agent announces for it (`--service KIND:NAME`). */
+export const RESOURCE_KINDS = SERVICE_KINDS;
+export type ResourceKind = ServiceKind;
 /** yum is dnf's older name (the platform's document lists apt, yum, zypper); both run the same way. */
 export const PACKAGE_MANAGERS = ['apt', 'dnf', 'yum', 'zypper'] as const;
 export type PackageManager = (typeof PACKAGE_MANAGERS)[number];

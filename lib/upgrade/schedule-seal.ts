@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { ErrorCodes, GateError } from '../errors.js';
 
 /**
  * The schedule file's first line: a checksum of the rest. A schedule rewritten in place (a
@@ -23,11 +24,11 @@ export function sealSchedule(body: string): string {
  * The schedule text of a file: the body when the checksum matches, an Error when it does not (a
  * torn or edited file); a file without the line (written by hand, or before checksums) as it is.
  */
-export function unsealSchedule(text: string): string | Error {
+export function unsealSchedule(text: string): string | GateError {
   if (!text.startsWith(PREFIX)) return text;
   const newline = text.indexOf('\n');
   const body = newline < 0 ? '' : text.slice(newline + 1);
   const want = text.slice(PREFIX.length, newline < 0 ? undefined : newline);
-  if (want !== digest(body)) return new Error('its checksum does not match its content (written while read, or edited by hand: remove the checksum line to keep an edit)');
+  if (want !== digest(body)) return new GateError(ErrorCodes.UPGRADE_SCHEDULE_INVALID, 'its checksum does not match its content (written while read, or edited by hand: remove the checksum line to keep an edit)');
   return body;
 }

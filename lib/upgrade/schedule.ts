@@ -35,7 +35,7 @@ export async function readSchedule(path: string): Promise<ScheduleRead> {
     return { schedule: undefined, warning: `warning: no maintenance schedule has been exported yet (${path}: ${why}): only critical updates would be applied` };
   }
   const body = unsealSchedule(text);
-  if (body instanceof Error) {
+  if (typeof body !== 'string') {
     return { schedule: undefined, warning: `warning: no valid maintenance schedule has been exported yet (${path}: ${body.message}): only critical updates would be applied` };
   }
   try {

@@ -48,6 +48,12 @@ t.test('usage and argument errors', async (t) => {
     t.equal(await main(['--proxy', 'h:1', '--name', 'x', `--connection-count=${bad}`], { io: badCount.io }), 2, `--connection-count ${bad}`);
     t.match(badCount.text(), /--connection-count takes a whole number from 1 to 64/);
   }
+  t.match(help.text(), /--service KIND:NAME/);
+  for (const bad of ['db', 'printer:x', 'db:']) {
+    const badService = capture();
+    t.equal(await main(['--proxy', 'h:1', '--name', 'x', '--service', 'ssh:ok', '--service', bad], { io: badService.io }), 2, `--service ${bad}`);
+    t.match(badService.text(), /--service: a service is KIND:NAME with KIND one of db, ssh, kube, app, desktop/);
+  }
 });
 
 t.test('join, hold, renew, restart, pre-issued identity, report mode', async (t) => {
@@ -154,6 +160,7 @@ t.test('--config: the file gives the flags, flags override it, --allow adds to i
   const client = await tlsClient(gate.port('multiplex'), { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
   t.equal((await readUntil(client, (s) => s.includes('\n'))).trim(), 'cli-config-target', 'the --allow flag adds a target to the file\'s resources');
   client.destroy();
+  t.same(gate.proxy.tunnels.describedAgent('cli-config')?.description?.services, [{ kind: 'db', name: 'orders' }], 'each resource of the file announced as a service');
   stop.stop();
   t.equal(await running, 0);
 });
