@@ -27,9 +27,10 @@ import { tempDir } from '../helpers/temp-dir.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const USER = 'gate-e2e-agent';
-// Versions far from package.json's, so the test never confuses them with the checkout's.
-const V1 = '9.1.0';
-const V2 = '9.2.0';
+// Versions apart from package.json's, so the test never confuses them with the checkout's; major 1,
+// the test proxy's (1.2.3-interop), which admits agents of its own major and the one below.
+const V1 = '1.8.0';
+const V2 = '1.9.0';
 // 2026-08-02 is a Sunday; the schedule opens a window on Sundays at 02:00 UTC.
 const INSIDE = '2026-08-02T02:30:00Z';
 const OUTSIDE = '2026-08-02T05:00:00Z';
