@@ -129,6 +129,7 @@ export {
   DEFAULT_PROXY_PORTS,
   type ProxyScheme,
   proxyForTarget,
+  type ProxyRule,
   ProxyError,
   parseConnectResponse,
   DEFAULT_MAX_CONNECT_HEADER_BYTES,

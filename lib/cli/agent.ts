@@ -4,6 +4,7 @@
 // targets its --allow list names. `gate-mux agent --help` (or node dist/examples/agent.js --help).
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { AGENT_JOIN_OPTIONS } from './agent-flags.js';
 import { loggerFromOptions } from './log.js';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
@@ -14,14 +15,18 @@ import { DEFAULT_CONNECTION_COUNT } from '../tunnel/agent-pool.js';
 import { readAgentState, readOrCreateServerId, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
 import { parseService, SERVICE_KINDS, type AgentService } from '../tunnel/agent-description.js';
 import { joinProxy, renewalTime, renewIdentity, type JoinEndpoint } from '../tunnel/join-client.js';
+import { allowedTargets, loadAgentConfig, servicesOf, type AgentFileConfig } from '../config/agent-config.js';
 
 const USAGE = `usage:
+  agent --config FILE [flags that override it]     (the packaged unit: --config /etc/gate/agent.yaml)
+  agent configure --proxy HOST:PORT --name NAME ...  (write that file; agent configure --help)
   agent --proxy HOST:PORT --name NAME --allow HOST:PORT [--allow ...] --state-dir DIR
         [--token TOKEN --ca-pin sha256:HEX]      (first start: join; later starts reuse DIR)
   agent --proxy HOST:PORT --name NAME --cert FILE --key FILE --ca FILE --allow HOST:PORT [...]
                                                   (a pre-issued identity; no joining or renewal)
   agent --proxy HOST:PORT [--ca FILE | --insecure]  (report the way to the proxy and exit)
 options:
+  --config FILE            read these settings from an agent configuration file (YAML); flags win
   --tunnel-addr HOST:PORT  the tunnel port when the proxy runs separate ports (default: --proxy)
   --server-name NAME       the name the proxy's certificate is checked for (default: the proxy host)
   --service KIND:NAME      a service this agent provides, for the proxies' inventory (repeatable;
@@ -54,6 +59,34 @@ const defaultIo: Io = { out: (l) => console.log(l), err: (l) => console.error(l)
 
 function failure(err: unknown): string {
   return `agent: ${isGateError(err) ? err.code : 'error'}: ${(err as Error).message}`;
+}
+
+/** The flag values a configuration file gives, for each flag the command line left unset. */
+type FlagValues = Record<string, string | boolean | string[] | undefined>;
+function withConfigFile<T extends FlagValues>(values: T, config: AgentFileConfig): T {
+  const fromFile: FlagValues = {
+    proxy: config.proxy,
+    'tunnel-addr': config.tunnelAddr,
+    'server-name': config.serverName,
+    name: config.name,
+    'state-dir': config.stateDir,
+    token: config.token,
+    'ca-pin': config.caPin,
+    cert: config.certFile,
+    key: config.keyFile,
+    ca: config.caFile,
+    'timeout-ms': config.dialTimeoutMs === undefined ? undefined : String(config.dialTimeoutMs),
+    'connection-count': config.connectionCount === undefined ? undefined : String(config.connectionCount),
+    'log-level': config.logLevel,
+  };
+  const merged: FlagValues = { ...values };
+  for (const [flag, value] of Object.entries(fromFile)) if (merged[flag] === undefined && value !== undefined) merged[flag] = value;
+  // --allow adds to the file's list rather than replacing it: a flag can open one more target for a
+  // test without copying every resource of the file.
+  merged.allow = [...new Set([...allowedTargets(config), ...((values.allow as string[] | undefined) ?? [])])];
+  // Each resource is announced as a --service KIND:NAME would announce it, beside the flags' own.
+  merged.service = [...servicesOf(config).map((s) => `${s.kind}:${s.name}`), ...((values.service as string[] | undefined) ?? [])];
+  return merged as T;
 }
 
 /** Report-only mode: dial the tunnel endpoint the way the agent does and say which way it went. */
@@ -155,6 +188,27 @@ function untilSignal(): Promise<string> {
   });
 }
 
+const RELOAD = Symbol('reload');
+
+/**
+ * SIGHUP (systemctl reload gate-agent): resolves `requested` once the configuration file (when
+ * there is one) loads; a file that does not is reported and the agent goes on as it was.
+ */
+function untilReload(configPath: string | undefined, io: Io): { requested: Promise<typeof RELOAD>; cancel: () => void } {
+  let onHup = (): void => {};
+  const requested = new Promise<typeof RELOAD>((resolve) => {
+    onHup = (): void => {
+      if (!configPath) return resolve(RELOAD);
+      loadAgentConfig(configPath).then(
+        () => resolve(RELOAD),
+        (err: unknown) => io.err(`${failure(err)}\nagent: reload refused, still running the previous configuration`),
+      );
+    };
+    process.on('SIGHUP', onHup);
+  });
+  return { requested, cancel: () => process.removeListener('SIGHUP', onHup) };
+}
+
 export interface AgentCliHooks {
   io?: Io;
   /** Resolves when the agent should stop (default: SIGTERM or SIGINT). */
@@ -166,28 +220,23 @@ export interface AgentCliHooks {
 
 export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<number> {
   const io = hooks.io ?? defaultIo;
+  if (argv[0] === 'configure') return (await import('./agent-configure.js')).configure(argv.slice(1), io);
   let values;
   try {
     ({ values } = parseArgs({
       args: argv,
       options: {
-        help: { type: 'boolean', short: 'h', default: false },
-        proxy: { type: 'string' },
-        'tunnel-addr': { type: 'string' },
-        token: { type: 'string' },
-        'ca-pin': { type: 'string' },
-        name: { type: 'string' },
-        allow: { type: 'string', multiple: true, default: [] },
-        service: { type: 'string', multiple: true, default: [] },
-        'state-dir': { type: 'string' },
+        ...AGENT_JOIN_OPTIONS,
+        config: { type: 'string' },
+        allow: { type: 'string', multiple: true },
+        service: { type: 'string', multiple: true },
         cert: { type: 'string' },
         key: { type: 'string' },
         ca: { type: 'string' },
         insecure: { type: 'boolean', default: false },
-        'server-name': { type: 'string' },
-        'timeout-ms': { type: 'string', default: '10000' },
-        'connection-count': { type: 'string', default: String(DEFAULT_CONNECTION_COUNT) },
-        'log-level': { type: 'string', default: 'warn' },
+        'timeout-ms': { type: 'string' },
+        'connection-count': { type: 'string' },
+        'log-level': { type: 'string' },
         'log-format': { type: 'string' },
       },
     }));
@@ -199,6 +248,18 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     io.out(USAGE);
     return 0;
   }
+  if (values.config) {
+    try {
+      const { config, warnings } = await loadAgentConfig(values.config);
+      for (const warning of warnings) io.err(`agent: warning: ${warning}`);
+      values = withConfigFile(values, config);
+    } catch (err) {
+      io.err(failure(err));
+      return 1;
+    }
+  }
+  values['timeout-ms'] ??= '10000';
+  values['connection-count'] ??= String(DEFAULT_CONNECTION_COUNT);
   const timeoutMs = Number(values['timeout-ms']);
   const connectionCount = Number(values['connection-count']);
   if (!Number.isInteger(connectionCount) || connectionCount < 1 || connectionCount > MAX_CONNECTION_COUNT) {
@@ -281,10 +342,15 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     if (e.code === ErrorCodes.AGENT_DUPLICATE && agent.connected) return;
     io.err(failure(e));
   });
-  await Promise.race([hooks.stopSignal ?? untilSignal(), expiry]);
+  const reload = untilReload(values.config, io);
+  const why = await Promise.race([hooks.stopSignal ?? untilSignal(), expiry, reload.requested]);
+  reload.cancel();
   stopRenewal();
   await agent.stop({ graceMs: STOP_GRACE_MS });
   io.out('tunnel closed');
+  // A reload is a restart inside the process: the same command line, the file read again, the
+  // identity from the state directory (no new join), open streams given the same grace as a stop.
+  if (why === RELOAD && !expired) return main(argv, hooks);
   if (expired) {
     io.err(failure(expired));
     return 1;

@@ -2,20 +2,25 @@
 // gate-upgrade: the updater beside each agent (issue 15). `dry-run` says what it would do, `run`
 // does it (inside the maintenance window, or at once for a critical update), `export-schedule`
 // writes the cluster's maintenance schedule where both read it.
-import { realpathSync } from 'node:fs';
+import { accessSync, constants, realpathSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { delimiter, join } from 'node:path';
+import { rootCertificates } from 'node:tls';
 import { pathToFileURL } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loggerFromOptions } from './log.js';
 import { packageVersion } from './package-info.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
-import { commandWithVersion, splitCommandLine } from '../upgrade/command-line.js';
+import { DEFAULT_AGENT_CONFIG_PATH, DEFAULT_UPGRADE_CHANNEL, loadAgentConfig, type AgentFileConfig } from '../config/agent-config.js';
+import { splitCommandLine } from '../upgrade/command-line.js';
+import { commandMethod, detectPackageManager, packageManagerMethod, versionOfPackage, type InstallMethod } from '../upgrade/install-method.js';
 import { acquireLock } from '../upgrade/lock.js';
 import { maintenanceWindow } from '../upgrade/maintenance-window.js';
 import { describeEnd, runCommand } from '../upgrade/run-command.js';
 import { fetchSchedule, readSchedule, schedulePath, SCHEDULE_PATH_ENV, DEFAULT_SCHEDULE_PATH } from '../upgrade/schedule.js';
 import { writeFileAtomic } from '../upgrade/atomic-write.js';
+import { sealSchedule } from '../upgrade/schedule-seal.js';
 import { compareVersions, formatVersion, parseVersion } from '../upgrade/semver.js';
 import { shouldUpgrade, type UpgradeDecision } from '../upgrade/should-upgrade.js';
 import { fetchCritical, fetchTargetVersion, type ProxyRequestOptions } from '../upgrade/target-version.js';
@@ -30,6 +35,7 @@ export const DEFAULT_LOCK_PATH = '/run/gate-upgrade.lock';
 const DEFAULT_INSTALL_TIMEOUT_S = 1800;
 
 const CONNECTION_OPTIONS = {
+  config: { type: 'string' },
   proxy: { type: 'string' },
   ca: { type: 'string' },
   'server-name': { type: 'string' },
@@ -40,7 +46,7 @@ const CONNECTION_OPTIONS = {
 
 const DECISION_OPTIONS = {
   ...CONNECTION_OPTIONS,
-  channel: { type: 'string', default: 'default' },
+  channel: { type: 'string' },
   current: { type: 'string' },
   'version-command': { type: 'string' },
   'no-downgrade': { type: 'boolean', default: false },
@@ -55,14 +61,19 @@ const RUN_OPTIONS = {
   'log-level': { type: 'string', default: 'info' },
 } as const satisfies ParseArgsConfig['options'];
 
-const CONNECTION_HELP = `  --proxy URL              the proxy's web address, https://host:port (required)
-  --ca FILE                CA (PEM) the proxy's certificate must chain to; default: Node's trust store
+const CONNECTION_HELP = `  --config FILE            the agent's configuration file (default ${DEFAULT_AGENT_CONFIG_PATH}, read
+                           when --proxy is not given): its proxy, the cluster CA in its state_dir,
+                           updater.channel and how to install (updater.package_manager ...)
+  --proxy URL              the proxy's web address, https://host:port (instead of the file's)
+  --ca FILE                CA (PEM) the proxy's certificate must chain to; default: the file's
+                           cluster CA and Node's trust store, or Node's trust store alone
   --server-name NAME       the name its certificate must carry, when --proxy gives an IP
   --insecure-http          allow an http:// --proxy (refused otherwise: the answers decide what runs)
   --schedule FILE          the exported schedule; default $${SCHEDULE_PATH_ENV}, else ${DEFAULT_SCHEDULE_PATH}`;
 const DECISION_HELP = `${CONNECTION_HELP}
-  --channel NAME           version channel (default "default"), e.g. stable/cloud
-  --current VERSION        the running version; default: what --version-command prints, else this package's
+  --channel NAME           version channel (default: the file's updater.channel, else "default")
+  --current VERSION        the running version; default: what --version-command prints, else the
+                           installed package's (the file's package manager), else this program's
   --version-command CMD    prints the installed version (run without a shell)
   --no-downgrade           refuse a target lower than the running version (default: follow the cluster)
   --now ISO-TIME           decide as if it were then (for trying schedules)`;
@@ -74,32 +85,37 @@ const HELP: Record<string, string> = {
   run               the same, then install inside the maintenance window (at once when critical)
   export-schedule   fetch the cluster's maintenance schedule from the proxy and write it
 
-gate-upgrade <command> --help describes each. Requests go through HTTPS_PROXY / NO_PROXY.`,
-  'dry-run': `usage: gate-upgrade dry-run --proxy URL [options]
+gate-upgrade <command> --help describes each. Requests to the proxy go through HTTPS_PROXY, else
+HTTP_PROXY (NO_PROXY excepted), as the agent's do.`,
+  'dry-run': `usage: gate-upgrade dry-run [options]
 
 Prints "no upgrades available (a == b)" or "an upgrade is available (a -> b)" (and a second line
 when b is lower: a downgrade), then what the schedule allows. Warns on stderr when no valid
 schedule has been exported. Exit 0, or 1 on failure (with the error code).
 
 ${DECISION_HELP}`,
-  run: `usage: gate-upgrade run --proxy URL --install-command CMD --version-command CMD [options]
+  run: `usage: gate-upgrade run [options]
 
-Decides as dry-run does; when the update is due (inside the maintenance window, or critical) runs
-the install command with {version} replaced by the target, then checks that the version command
-reports the target. Commands are split into words (quotes and backslashes as in sh) and run without
+Decides as dry-run does; when the update is due (inside the maintenance window, or critical)
+installs gate-mux at the target version through the package manager (apt, dnf, yum or zypper:
+the file's updater.package_manager, else the one this machine has), then checks that the package
+database and \`gate-mux --version\` both report the target. An install command (flag or the
+file's updater.install_command) replaces the package manager; {version} is the target. Commands are split into words (quotes and backslashes as in sh) and run without
 a shell. Exit 0: nothing to do, or done; 1: failed (or another run holds the lock); 3: deferred to
 the maintenance window.
 
 ${DECISION_HELP}
-  --install-command CMD    e.g. "apt-get install -y gate-mux={version}" (required)
+  --install-command CMD    e.g. "apt-get install -y gate-mux={version}" (needs --version-command)
   --install-timeout SEC    give up on the install command after this long (default ${DEFAULT_INSTALL_TIMEOUT_S})
   --lock FILE              lock file keeping runs apart (default ${DEFAULT_LOCK_PATH})
   --log-level LEVEL        log lines on stderr (JSON unless a terminal): info (default), warn, error, silent`,
-  'export-schedule': `usage: gate-upgrade export-schedule --proxy URL [options]
+  'export-schedule': `usage: gate-upgrade export-schedule [options]
 
-Fetches the cluster's maintenance schedule from the proxy and writes it to the schedule file
-atomically (a temporary file renamed over it), keeping an existing file's owner and mode.
-Exit 0, or 1 on failure (the file is then left as it was).
+Fetches the cluster's maintenance schedule from the proxy and writes it to the schedule file,
+keeping an existing file's owner and mode: atomically (a temporary file renamed over it) where
+the directory lets this user create files, else rewritten in place (a reader takes a torn file
+for no valid schedule, never for another window). Run as a non-root agent's user, that user must
+own the file. Exit 0, or 1 on failure (the file is then left as it was).
 
 ${CONNECTION_HELP}`,
 };
@@ -123,14 +139,58 @@ async function readCa(path: string): Promise<Buffer> {
   }
 }
 
-async function connection(values: { proxy?: string | undefined; ca?: string | undefined; 'server-name'?: string | undefined; 'insecure-http'?: boolean | undefined }): Promise<ProxyRequestOptions> {
-  if (!values.proxy) throw new UsageError('--proxy is required');
+interface ConnectionValues {
+  config?: string | undefined;
+  proxy?: string | undefined;
+  ca?: string | undefined;
+  'server-name'?: string | undefined;
+  'insecure-http'?: boolean | undefined;
+}
+
+/**
+ * The agent's configuration file, when the command reads one: the one --config names, else the
+ * default one unless --proxy says where to go instead. Undefined with --proxy and no --config.
+ */
+async function agentConfigFor(values: ConnectionValues): Promise<AgentFileConfig | undefined> {
+  if (!values.config && values.proxy) return undefined;
+  const path = values.config ?? DEFAULT_AGENT_CONFIG_PATH;
+  try {
+    const { config, warnings } = await loadAgentConfig(path);
+    for (const warning of warnings) warn(`warning: ${warning}`);
+    return config;
+  } catch (err) {
+    if (!values.config && (err as { cause?: NodeJS.ErrnoException }).cause?.code === 'ENOENT') {
+      throw new UsageError(`--proxy is required when there is no agent configuration file (${path}; gate-mux agent configure writes it, --config names another)`);
+    }
+    throw err;
+  }
+}
+
+/** How to reach the proxy, from the flags and the agent's file (flags win); and the file itself. */
+async function connection(values: ConnectionValues, read?: { agent: AgentFileConfig | undefined }): Promise<{ request: ProxyRequestOptions; agent: AgentFileConfig | undefined }> {
+  const agent = read ? read.agent : await agentConfigFor(values);
+  const proxy = values.proxy ?? `https://${agent!.proxy}`;
+  // Plain http (--insecure-http) has no certificate to check.
+  const ca = values.ca ? await readCa(values.ca) : agent && !/^http:/i.test(proxy) ? await clusterCa(agent) : undefined;
+  const serverName = values['server-name'] ?? agent?.serverName;
   return {
-    proxy: values.proxy,
-    ...(values.ca ? { ca: await readCa(values.ca) } : {}),
-    ...(values['server-name'] ? { serverName: values['server-name'] } : {}),
-    allowHttp: values['insecure-http'] === true,
+    request: { proxy, ...(ca ? { ca } : {}), ...(serverName ? { serverName } : {}), allowHttp: values['insecure-http'] === true },
+    agent,
   };
+}
+
+/**
+ * The CA the agent trusts the proxy by (its ca_file, else ca.pem in its state directory, written
+ * at its join) beside Node's trust store, so a proxy with a certificate from a public CA is
+ * trusted too. GATE_ERR_AGENT_STATE before the agent has joined.
+ */
+async function clusterCa(agent: AgentFileConfig): Promise<Array<string | Buffer>> {
+  const path = agent.caFile ?? join(agent.stateDir, 'ca.pem');
+  try {
+    return [...rootCertificates, await readFile(path)];
+  } catch (err) {
+    throw new GateError(ErrorCodes.AGENT_STATE, `${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}: the agent has not joined yet (its state directory holds the cluster CA once it has); or give --ca`, { cause: err });
+  }
 }
 
 /** The first semantic version in a version command's output (`gate-mux v1.2.4 (git:abc)` → `1.2.4`). */
@@ -145,13 +205,14 @@ function versionIn(output: string): string | undefined {
   return undefined;
 }
 
-async function installedVersion(command: string): Promise<string> {
-  const result = await runCommand(splitCommandLine(command), { timeoutMs: 60_000 });
+async function installedVersion(command: string[], env?: Record<string, string>): Promise<string> {
+  const result = await runCommand(command, { timeoutMs: 60_000, ...(env ? { env: { ...process.env, ...env } } : {}) });
   if (result.code !== 0 || result.startError) {
     throw new GateError(ErrorCodes.UPGRADE_VERIFY_FAILED, `version command ${describeEnd(result)}${result.stderr ? `: ${result.stderr.trim().slice(-200)}` : ''}`);
   }
-  const version = versionIn(result.stdout);
-  if (!version) throw new GateError(ErrorCodes.UPGRADE_VERIFY_FAILED, `version command printed no version: ${JSON.stringify(result.stdout.trim().slice(0, 80))}`);
+  // A package database answers with the package version (1.2.4~rc.1): read back as semantic.
+  const version = versionIn(versionOfPackage(result.stdout));
+  if (!version) throw new GateError(ErrorCodes.UPGRADE_VERIFY_FAILED, `${command.join(' ')} printed no version: ${JSON.stringify(result.stdout.trim().slice(0, 80))}`);
   return version;
 }
 
@@ -164,14 +225,15 @@ function parseDecision(argv: string[]) {
  * Asks the proxy (version, then critical), reads the schedule, decides, and prints what dry-run
  * prints. Shared by dry-run and run, so both say the same thing.
  */
-async function decide(values: DecisionValues, log: Logger | undefined): Promise<UpgradeDecision & { critical: boolean }> {
-  const request = await connection(values);
+async function decide(values: DecisionValues, log: Logger | undefined, run?: { agent: AgentFileConfig | undefined; method: InstallMethod }): Promise<UpgradeDecision & { critical: boolean }> {
+  const { request, agent } = await connection(values, run);
+  const method = run?.method;
   const now = values.now ? new Date(values.now) : new Date();
   if (Number.isNaN(now.getTime())) throw new UsageError(`--now: ${JSON.stringify(values.now)} is not a date`);
-  const current = formatVersion(parseVersion(values.current ?? (values['version-command'] ? await installedVersion(values['version-command']) : packageVersion)));
-  const channel = values.channel ?? 'default';
+  const current = formatVersion(parseVersion(values.current ?? (await runningVersion(values, agent, method))));
+  const channel = values.channel ?? agent?.updater.channel ?? DEFAULT_UPGRADE_CHANNEL;
   const target = await fetchTargetVersion({ ...request, channel });
-  const critical = target === undefined ? false : await fetchCritical({ ...request, channel });
+  const critical = target === undefined ? false : await criticalOrWarn({ ...request, channel });
   const { schedule, warning } = await readSchedule(schedulePath(values.schedule));
   const decision = shouldUpgrade({ current, target, critical, window: schedule, now, allowDowngrade: !values['no-downgrade'] });
 
@@ -196,6 +258,61 @@ async function decide(values: DecisionValues, log: Logger | undefined): Promise<
   return { ...decision, critical };
 }
 
+/**
+ * Whether the channel's version is critical. A proxy that does not serve `/critical` (it is not in
+ * the platform's document: a proxy may serve only `/version`) answers 404: not critical, said once.
+ */
+async function criticalOrWarn(options: Parameters<typeof fetchCritical>[0]): Promise<boolean> {
+  const critical = await fetchCritical(options);
+  if (critical !== undefined) return critical;
+  warn(`warning: channel ${options.channel} does not say whether its version is critical (HTTP 404): taken as not critical`);
+  return false;
+}
+
+/**
+ * The version running here: what --version-command prints; else, where the agent's file names a
+ * way to install (or the machine has a package manager), what the package database holds; else
+ * this program's own version.
+ */
+async function runningVersion(values: DecisionValues, agent: AgentFileConfig | undefined, method: InstallMethod | undefined): Promise<string> {
+  if (values['version-command']) return installedVersion(splitCommandLine(values['version-command']));
+  const known = method ?? (agent ? installMethodFor(values, agent) : undefined);
+  if (known) return installedVersion(known.versionCommands[0]!, known.env);
+  return packageVersion;
+}
+
+/**
+ * How `run` installs and checks: --install-command and --version-command; else the file's
+ * install_command (with its version_command, or its package manager's database); else the
+ * package manager the file names, or the one the machine has. Undefined when there is none.
+ */
+function installMethodFor(values: { 'install-command'?: string | undefined; 'version-command'?: string | undefined }, agent: AgentFileConfig | undefined): InstallMethod | undefined {
+  const updater = agent?.updater;
+  const manager = updater?.packageManager ?? (agent ? detectPackageManager(onPath) : undefined);
+  const managed = manager ? packageManagerMethod(manager) : undefined;
+  const versionLine = values['version-command'] ?? updater?.versionCommand;
+  const versionCommands = versionLine ? [splitCommandLine(versionLine)] : managed?.versionCommands;
+  const install = values['install-command'] ?? updater?.installCommand;
+  if (install) {
+    if (!versionCommands) throw new UsageError('--version-command is required (it confirms the install)');
+    return commandMethod(install, versionCommands);
+  }
+  if (!managed) return undefined;
+  return versionLine ? { ...managed, versionCommands: [splitCommandLine(versionLine)] } : managed;
+}
+
+/** Whether `program` is an executable file in a PATH folder. */
+function onPath(program: string): boolean {
+  return (process.env.PATH ?? '/usr/bin:/bin').split(delimiter).some((dir) => {
+    try {
+      accessSync(join(dir, program), constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
 async function dryRun(argv: string[]): Promise<number> {
   const values = parseDecision(argv);
   if (values.help) return help('dry-run');
@@ -212,12 +329,10 @@ function installTimeoutMs(text: string): number {
 async function run(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: RUN_OPTIONS, strict: true, allowPositionals: false });
   if (values.help) return help('run');
-  if (!values['install-command']) throw new UsageError('--install-command is required');
-  if (!values['version-command']) throw new UsageError('--version-command is required (it confirms the install)');
-  const install = values['install-command'];
-  const versionCommand = values['version-command'];
+  const agent = await agentConfigFor(values);
+  const method = installMethodFor(values, agent);
+  if (!method) throw new UsageError('no way to install: give --install-command and --version-command, or updater.package_manager in the agent configuration file');
   const timeoutMs = installTimeoutMs(values['install-timeout']);
-  splitCommandLine(install); // a broken command line is a usage error before anything is asked
   // To stderr (stdout is for the decision): readable on a terminal, JSON lines otherwise.
   const logger = loggerFromOptions(values['log-level']!, undefined, 2);
   if (logger instanceof Error) throw new UsageError(logger.message);
@@ -225,7 +340,7 @@ async function run(argv: string[]): Promise<number> {
 
   const lock = await acquireLock(values.lock);
   try {
-    const decision = await decide(values, log);
+    const decision = await decide(values, log, { agent, method });
     if (!decision.upgrade) {
       if (decision.reason === 'outside-window' || decision.reason === 'no-schedule') {
         log.info({ reason: decision.reason, nextStart: decision.nextStart?.toISOString() }, 'deferred to the maintenance window');
@@ -234,20 +349,26 @@ async function run(argv: string[]): Promise<number> {
       return EXIT_OK;
     }
     const target = decision.target!;
-    const argvOfInstall = commandWithVersion(install, target);
     print(`installing ${target} (${decision.reason})`);
-    log.info({ argv: argvOfInstall, reason: decision.reason }, `installing ${target}`);
-    const result = await runCommand(argvOfInstall, { timeoutMs });
-    if (result.code !== 0 || result.startError) {
-      const err = new GateError(ErrorCodes.UPGRADE_INSTALL_FAILED, `install command ${describeEnd(result)}`);
-      log.error({ err, stderr: result.stderr.slice(-2000), stdout: result.stdout.slice(-2000) }, 'install failed');
-      throw err;
+    const env = { ...process.env, ...method.env };
+    // One deadline for the whole install, however many commands it takes.
+    const deadline = Date.now() + timeoutMs;
+    for (const argvOfInstall of method.install(target)) {
+      log.info({ argv: argvOfInstall, reason: decision.reason, method: method.name }, `installing ${target}`);
+      const result = await runCommand(argvOfInstall, { timeoutMs: Math.max(1, deadline - Date.now()), env });
+      if (result.code !== 0 || result.startError) {
+        const err = new GateError(ErrorCodes.UPGRADE_INSTALL_FAILED, `${method.name === 'install command' ? 'install command' : argvOfInstall.join(' ')} ${describeEnd(result)}`);
+        log.error({ err, stderr: result.stderr.slice(-2000), stdout: result.stdout.slice(-2000) }, 'install failed');
+        throw err;
+      }
     }
-    const installed = await installedVersion(versionCommand);
-    if (compareVersions(installed, target) !== 0) {
-      const err = new GateError(ErrorCodes.UPGRADE_VERIFY_FAILED, `after the install the version command reports ${installed}, not ${target}`);
-      log.error({ err, installed, target }, 'version check failed');
-      throw err;
+    for (const command of method.versionCommands) {
+      const installed = await installedVersion(command, method.env);
+      if (compareVersions(installed, target) !== 0) {
+        const err = new GateError(ErrorCodes.UPGRADE_VERIFY_FAILED, `after the install ${command.join(' ')} reports ${installed}, not ${target}`);
+        log.error({ err, installed, target }, 'version check failed');
+        throw err;
+      }
     }
     print(`upgraded ${decision.current} -> ${target}`);
     log.info({ from: decision.current, to: target }, 'upgraded');
@@ -260,11 +381,11 @@ async function run(argv: string[]): Promise<number> {
 async function exportSchedule(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: CONNECTION_OPTIONS, strict: true, allowPositionals: false });
   if (values.help) return help('export-schedule');
-  const request = await connection(values);
+  const { request } = await connection(values);
   const path = schedulePath(values.schedule);
   const { text } = await fetchSchedule(request);
-  const { changed } = await writeFileAtomic(path, text);
-  print(changed ? `wrote the maintenance schedule to ${path}` : `the maintenance schedule in ${path} is up to date`);
+  const { changed, inPlace } = await writeFileAtomic(path, sealSchedule(text), { inPlaceWhenDirectoryDenies: true });
+  print(changed ? `wrote the maintenance schedule to ${path}${inPlace ? ' (in place: this user may not create files in its directory)' : ''}` : `the maintenance schedule in ${path} is up to date`);
   return EXIT_OK;
 }
 

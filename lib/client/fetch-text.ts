@@ -2,11 +2,14 @@ import { request as httpRequest, type Agent as HttpAgent, type IncomingHttpHeade
 import { request as httpsRequest } from 'node:https';
 import { ErrorCodes, GateError } from '../errors.js';
 import { proxyAgentFor } from './http-agent.js';
+import type { ProxyRule } from './resolve-proxy.js';
 
 export interface FetchTextOptions {
   /** One deadline for the whole exchange: connect, proxy, headers and body (default 10 s). */
   timeoutMs?: number;
   env?: NodeJS.ProcessEnv;
+  /** Which proxy variable applies (default `by-scheme`, Go's httpproxy; `dial-back` for the platform's proxy). */
+  proxyRule?: ProxyRule;
   ca?: string | Buffer | Array<string | Buffer>;
   /**
    * The name the server's certificate must carry (and the SNI sent), when the URL's host is an
@@ -49,7 +52,7 @@ export function fetchText(url: string, options: FetchTextOptions = {}): Promise<
   const shown = `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
   const ownAgent = options.agent
     ? undefined
-    : proxyAgentFor({ ...(options.env ? { env: options.env } : {}), ...(options.ca === undefined ? {} : { ca: options.ca }) });
+    : proxyAgentFor({ ...(options.env ? { env: options.env } : {}), ...(options.proxyRule ? { proxyRule: options.proxyRule } : {}), ...(options.ca === undefined ? {} : { ca: options.ca }) });
   const agent = options.agent ?? ownAgent;
   return new Promise<FetchTextResult>((resolve, reject) => {
     let settled = false;

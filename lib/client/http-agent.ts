@@ -1,10 +1,12 @@
 import type { Agent as HttpAgent } from 'node:http';
 import { ProxyAgent, type ProxyAgentOptions } from 'proxy-agent';
-import { proxyForTarget } from './resolve-proxy.js';
+import { proxyForTarget, type ProxyRule } from './resolve-proxy.js';
 
 export interface ProxyAgentForOptions {
   /** Environment to take the proxy variables from (default `process.env`). */
   env?: NodeJS.ProcessEnv;
+  /** Which variable applies (default `by-scheme`; `dial-back` for requests to the platform's proxy). */
+  proxyRule?: ProxyRule;
   /** CA for the target (and for an `https://` proxy: proxy-agent hands its options to both). */
   ca?: string | Buffer | Array<string | Buffer>;
   rejectUnauthorized?: boolean;
@@ -20,8 +22,8 @@ export interface ProxyAgentForOptions {
  * (proxy-from-env) matches NO_PROXY differently (no CIDR, no `*.domain`), so the answer is
  * resolved once, here, and handed over: raw dials and HTTP requests never disagree.
  */
-export function proxyUrlFor(url: string, env: NodeJS.ProcessEnv = process.env): string {
-  return proxyForTarget(url, env)?.toUrlWithCredentials() ?? '';
+export function proxyUrlFor(url: string, env: NodeJS.ProcessEnv = process.env, rule: ProxyRule = 'by-scheme'): string {
+  return proxyForTarget(url, env, rule)?.toUrlWithCredentials() ?? '';
 }
 
 /**
@@ -32,7 +34,7 @@ export function proxyUrlFor(url: string, env: NodeJS.ProcessEnv = process.env): 
 export function proxyAgentFor(options: ProxyAgentForOptions = {}): ProxyAgent {
   const env = options.env ?? process.env;
   const agentOptions: ProxyAgentOptions = {
-    getProxyForUrl: (url: string) => proxyUrlFor(url, env),
+    getProxyForUrl: (url: string) => proxyUrlFor(url, env, options.proxyRule),
     ...(options.ca === undefined ? {} : { ca: options.ca }),
     ...(options.rejectUnauthorized === undefined ? {} : { rejectUnauthorized: options.rejectUnauthorized }),
     ...(options.keepAlive === undefined ? {} : { keepAlive: options.keepAlive }),

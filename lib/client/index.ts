@@ -8,7 +8,7 @@ export { parseTarget, formatHostPort, type DialTarget } from './target.js';
 export { parseNoProxy, noProxyMatches, isLoopbackHost, type NoProxyRules, type DomainRule } from './no-proxy.js';
 export { readProxyEnv, type ProxyEnv, type EnvValue } from './env-proxy.js';
 export { ProxyConfig, parseProxyUrl, redactProxyValue, DEFAULT_PROXY_PORTS, type ProxyScheme } from './proxy-config.js';
-export { proxyForTarget } from './resolve-proxy.js';
+export { proxyForTarget, type ProxyRule } from './resolve-proxy.js';
 export { ProxyError } from './proxy-error.js';
 export { parseConnectResponse, DEFAULT_MAX_CONNECT_HEADER_BYTES, type ConnectResponseParse } from './connect-response.js';
 export { httpConnect } from './http-connect.js';

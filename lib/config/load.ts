@@ -47,13 +47,20 @@ function lineOf(doc: Document, counter: LineCounter, path: PathSegment[]): numbe
   return offset === undefined ? undefined : counter.linePos(offset).line;
 }
 
+/** What a file's validator returns: the typed value when there is no issue, and what it found. */
+export interface Validated<T> {
+  value: T | undefined;
+  issues: ConfigIssue[];
+  warnings: ConfigIssue[];
+}
+
 /**
- * Parses and validates configuration text. Throws a ConfigError (GATE_ERR_CONFIG_INVALID) naming the
- * key path and what was expected for every problem; returns the typed configuration and warnings
- * (each `path: message`) for what is allowed but probably not meant.
+ * Parses YAML text and hands the value to `validate`. Throws a ConfigError (GATE_ERR_CONFIG_INVALID)
+ * naming the key path and line of every problem; returns the value and the warnings (each
+ * `source:line: path: message`). Shared by every configuration file gate reads (the proxy's, the
+ * agent's), so their errors read the same.
  */
-export function parseConfig(text: string, options: ParseConfigOptions = {}): LoadedConfig {
-  const source = options.source ?? '<config>';
+export function parseYamlFile<T>(text: string, source: string, validate: (raw: unknown) => Validated<T>): { value: T; warnings: string[] } {
   const counter = new LineCounter();
   // YAML 1.2 core schema (the package default): `on`/`yes` stay strings, duplicate keys are errors.
   const doc = parseDocument(text, { lineCounter: counter, prettyErrors: false, uniqueKeys: true });
@@ -73,13 +80,13 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Loa
   } catch (err) {
     throw new ConfigError(source, [{ path: '(YAML)', line: undefined, message: (err as Error).message }], { cause: err });
   }
-  const result = validateConfig(raw ?? undefined, source);
+  const result = validate(raw ?? undefined);
   const locate = (issue: ConfigIssue): ConfigProblem => ({
     path: formatPath(issue.path),
     line: lineOf(doc, counter, issue.path),
     message: issue.message,
   });
-  if (!result.config) {
+  if (result.value === undefined) {
     const problems = result.issues.map(locate);
     // File order reads best; validation order (by section) is the tie-break.
     problems.sort((a, b) => (a.line ?? Number.MAX_SAFE_INTEGER) - (b.line ?? Number.MAX_SAFE_INTEGER));
@@ -89,19 +96,36 @@ export function parseConfig(text: string, options: ParseConfigOptions = {}): Loa
     const p = locate(w);
     return `${source}${p.line !== undefined ? `:${p.line}` : ''}: ${p.path}: ${p.message}`;
   });
-  return { config: result.config, warnings };
+  return { value: result.value, warnings };
 }
 
-/** Reads and parses a configuration file (see `parseConfig`). A missing file is a ConfigError too. */
-export async function loadConfig(path: string): Promise<LoadedConfig> {
-  let text: string;
+/** Reads a file's text; a missing or unreadable file is a ConfigError naming it. */
+export async function readConfigText(path: string): Promise<string> {
   try {
-    text = await readFile(path, 'utf8');
+    return await readFile(path, 'utf8');
   } catch (err) {
     const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     throw new ConfigError(path, [{ path: '(file)', line: undefined, message: `cannot read the file: ${reason}` }], {
       cause: err,
     });
   }
-  return parseConfig(text, { source: path });
+}
+
+/**
+ * Parses and validates configuration text. Throws a ConfigError (GATE_ERR_CONFIG_INVALID) naming the
+ * key path and what was expected for every problem; returns the typed configuration and warnings
+ * (each `path: message`) for what is allowed but probably not meant.
+ */
+export function parseConfig(text: string, options: ParseConfigOptions = {}): LoadedConfig {
+  const source = options.source ?? '<config>';
+  const { value, warnings } = parseYamlFile(text, source, (raw) => {
+    const result = validateConfig(raw, source);
+    return { value: result.config, issues: result.issues, warnings: result.warnings };
+  });
+  return { config: value, warnings };
+}
+
+/** Reads and parses a configuration file (see `parseConfig`). A missing file is a ConfigError too. */
+export async function loadConfig(path: string): Promise<LoadedConfig> {
+  return parseConfig(await readConfigText(path), { source: path });
 }

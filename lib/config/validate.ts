@@ -120,7 +120,8 @@ export function formatPath(path: readonly PathSegment[]): string {
   return out || '(top level)';
 }
 
-function describe(value: unknown): string {
+/** A value as a problem message shows it (`"text"`, `a list`, `number 3`). */
+export function describe(value: unknown): string {
   if (value === null || value === undefined) return 'an empty value';
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'object') return 'a mapping';
@@ -132,7 +133,8 @@ function isPlainMap(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-class Checker {
+/** Collects problems (each with its key path) while reading a parsed YAML value; shared by every file gate reads. */
+export class Checker {
   readonly issues: ConfigIssue[] = [];
   readonly warnings: ConfigIssue[] = [];
 

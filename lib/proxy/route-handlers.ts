@@ -9,9 +9,8 @@ import type { ProxyCertificates } from './certificates.js';
 import type { RouteSpec } from './listener-plan.js';
 import { isAgentUpstream } from '../config/types.js';
 import type { HostPort } from '../config/address.js';
-import { proxyForTarget } from '../client/resolve-proxy.js';
 import { formatHostPort } from '../client/target.js';
-import { forwardThroughProxy } from './env-proxy-upstream.js';
+import { forwardThroughProxy, kubeUpstreamProxy } from './env-proxy-upstream.js';
 import { tunnelEndpoint } from '../tunnel/endpoint.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
 import { viaTunnel, type TunnelStreamOpener } from '../tunnel/via-tunnel.js';
@@ -46,7 +45,7 @@ function alpnChooser(match: RouteMatch): TerminateHandler['tls']['selectAlpn'] {
 /** `forward` (the fast path), unless the environment routes this protocol's target through a proxy. */
 function directOrProxied(spec: RouteSpec, upstream: HostPort, env: NodeJS.ProcessEnv | undefined): Handler {
   const target = formatHostPort(upstream.host, upstream.port);
-  const via = ENV_PROXY_PROTOCOLS.has(spec.protocol) ? proxyForTarget(target, env ?? process.env) : undefined;
+  const via = ENV_PROXY_PROTOCOLS.has(spec.protocol) ? kubeUpstreamProxy(upstream, env ?? process.env) : undefined;
   return via ? forwardThroughProxy(target, via) : forward({ host: upstream.host, port: upstream.port });
 }
 

@@ -6,6 +6,33 @@ import { ErrorCodes, GateError } from '../errors.js';
 export interface AtomicWriteResult {
   /** False when the file already held exactly this text (nothing was touched). */
   changed: boolean;
+  /** True when the file was rewritten in place (see `inPlaceWhenDirectoryDenies`). */
+  inPlace?: boolean;
+}
+
+export interface AtomicWriteOptions {
+  /**
+   * When this user may write the file but not create one beside it (a non-root agent that owns
+   * the schedule file in a root-owned directory), rewrite the file in place instead: write from
+   * the start, cut to length, fsync. Readers must then recognise a torn file themselves (the
+   * schedule carries a checksum for that); without this option that case is an error.
+   */
+  inPlaceWhenDirectoryDenies?: boolean;
+}
+
+/** Rewrites an existing file's content where it is: same inode, owner and mode. */
+async function rewriteInPlace(path: string, text: string): Promise<void> {
+  const handle = await open(path, 'r+');
+  try {
+    const bytes = Buffer.from(text);
+    // One write from offset 0, then cut: until truncate a reader may see the new bytes followed by
+    // the old file's tail, which the checksum rejects.
+    await handle.write(bytes, 0, bytes.length, 0);
+    await handle.truncate(bytes.length);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
 }
 
 /**
@@ -16,7 +43,7 @@ export interface AtomicWriteResult {
  * (issue 15) stays theirs; a new file is 0644 (the schedule is not secret), its directory made
  * (0755) when missing. Unchanged content is left alone. Errors: GATE_ERR_UPGRADE_SCHEDULE_WRITE.
  */
-export async function writeFileAtomic(path: string, text: string): Promise<AtomicWriteResult> {
+export async function writeFileAtomic(path: string, text: string, options: AtomicWriteOptions = {}): Promise<AtomicWriteResult> {
   const dir = dirname(path);
   const fail = (what: string, err: unknown): GateError =>
     new GateError(ErrorCodes.UPGRADE_SCHEDULE_WRITE, `${path}: ${what}: ${(err as Error).message}`, { cause: err });
@@ -39,7 +66,14 @@ export async function writeFileAtomic(path: string, text: string): Promise<Atomi
     // O_EXCL: never write through a file (or symlink) someone else planted under the temp name.
     handle = await open(temp, 'wx', existing?.mode ?? 0o644);
   } catch (err) {
-    throw fail('cannot create a temporary file beside it', err);
+    const denied = (err as NodeJS.ErrnoException).code === 'EACCES' || (err as NodeJS.ErrnoException).code === 'EPERM';
+    if (!(denied && existing && options.inPlaceWhenDirectoryDenies)) throw fail('cannot create a temporary file beside it', err);
+    try {
+      await rewriteInPlace(path, text);
+    } catch (inPlaceErr) {
+      throw fail('cannot create a temporary file beside it, nor rewrite it in place', inPlaceErr);
+    }
+    return { changed: true, inPlace: true };
   }
   try {
     await handle.writeFile(text);

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { ErrorCodes } from '../errors.js';
 import { MAINTENANCE_SCHEDULE_PATH } from '../wire/names.js';
 import { parseMaintenanceConfig, type MaintenanceConfig } from './maintenance-config.js';
+import { unsealSchedule } from './schedule-seal.js';
 import { getFromProxy, proxyUrl, type ProxyRequestOptions } from './target-version.js';
 
 /** Where the exported schedule lives unless `--schedule` or the environment says otherwise. */
@@ -33,8 +34,12 @@ export async function readSchedule(path: string): Promise<ScheduleRead> {
     const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     return { schedule: undefined, warning: `warning: no maintenance schedule has been exported yet (${path}: ${why}): only critical updates would be applied` };
   }
+  const body = unsealSchedule(text);
+  if (typeof body !== 'string') {
+    return { schedule: undefined, warning: `warning: no valid maintenance schedule has been exported yet (${path}: ${body.message}): only critical updates would be applied` };
+  }
   try {
-    return { schedule: parseMaintenanceConfig(text), warning: undefined };
+    return { schedule: parseMaintenanceConfig(body), warning: undefined };
   } catch (err) {
     return { schedule: undefined, warning: `warning: no valid maintenance schedule has been exported yet (${path}: ${(err as Error).message}): only critical updates would be applied` };
   }

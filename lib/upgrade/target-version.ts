@@ -17,7 +17,7 @@ export interface ProxyRequestOptions {
    * they must come from a verified server (issue 15); only an operator's explicit flag turns it on.
    */
   allowHttp?: boolean;
-  /** Where HTTPS_PROXY / NO_PROXY come from (default `process.env`). */
+  /** Where HTTPS_PROXY / HTTP_PROXY / NO_PROXY come from (default `process.env`). */
   env?: NodeJS.ProcessEnv;
   timeoutMs?: number;
 }
@@ -60,16 +60,24 @@ function errorDetail(body: string): string {
  * `failCode`, naming `what`. Returns the status-200 body.
  */
 export async function getFromProxy(url: string, options: ProxyRequestOptions, what: string, failCode: GateError['code'], maxBytes: number): Promise<string> {
+  return (await fetchFromProxy(url, options, what, failCode, maxBytes, false))!;
+}
+
+/** `getFromProxy`; with `missingIsUndefined`, a 404 answer is undefined (an endpoint the proxy may not serve). */
+async function fetchFromProxy(url: string, options: ProxyRequestOptions, what: string, failCode: GateError['code'], maxBytes: number, missingIsUndefined: boolean): Promise<string | undefined> {
   if (/^http:/i.test(url) && !options.allowHttp) {
     throw new GateError(ErrorCodes.UPGRADE_INSECURE, `${url}: refusing plain http for ${what} (the answer decides what is installed); use https, or allow http explicitly`);
   }
   const result = await fetchText(url, {
+    // The proxy is the platform's own: HTTPS_PROXY, else HTTP_PROXY, as for the agent's tunnel.
+    proxyRule: 'dial-back',
     ...(options.ca === undefined ? {} : { ca: options.ca }),
     ...(options.serverName === undefined ? {} : { servername: options.serverName }),
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
     maxBytes,
   });
+  if (result.status === 404 && missingIsUndefined) return undefined;
   if (result.status !== 200) throw new GateError(failCode, `${what} at ${url} answered HTTP ${result.status}${errorDetail(result.body)}`);
   return result.body;
 }
@@ -100,11 +108,15 @@ export async function fetchTargetVersion(options: FetchTargetVersionOptions): Pr
 
 /**
  * Whether the channel marks its current version critical (`yes` / `no` from
- * `/channel/<name>/critical`). Same transport and errors as fetchTargetVersion.
+ * `/channel/<name>/critical`), or undefined when the proxy does not serve that endpoint (404: the
+ * platform's document defines only `/version`, so a proxy may not). Same transport and errors as
+ * fetchTargetVersion.
  */
-export async function fetchCritical(options: FetchTargetVersionOptions): Promise<boolean> {
+export async function fetchCritical(options: FetchTargetVersionOptions): Promise<boolean | undefined> {
   const channel = checkedChannel(options);
-  const body = (await getFromProxy(channelCriticalUrl(options.proxy, channel), options, `channel ${channel} (critical)`, ErrorCodes.UPGRADE_CHANNEL, 1024)).trim();
+  const answer = await fetchFromProxy(channelCriticalUrl(options.proxy, channel), options, `channel ${channel} (critical)`, ErrorCodes.UPGRADE_CHANNEL, 1024, true);
+  if (answer === undefined) return undefined;
+  const body = answer.trim();
   if (body === CRITICAL_YES) return true;
   if (body === CRITICAL_NO) return false;
   throw new GateError(ErrorCodes.UPGRADE_CHANNEL, `channel ${channel} answered ${JSON.stringify(body.slice(0, 40))} to critical, not yes or no`);

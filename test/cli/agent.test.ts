@@ -128,3 +128,39 @@ t.test('join, hold, renew, restart, pre-issued identity, report mode', async (t)
   t.equal(await main(['--proxy', '127.0.0.1:1', '--insecure', '--timeout-ms', '2000'], { io: unreachable.io }), 1);
   t.match(unreachable.text(), /agent: GATE_ERR_DIAL_REFUSED: /);
 });
+
+t.test('--config: the file gives the flags, flags override it, --allow adds to it', async (t) => {
+  const file = join(await tempDir(t, 'cli-config'), 'agent.yaml');
+  // A file that does not load stops the agent before anything is dialled, naming key and line.
+  await writeFile(file, 'proxy: 127.0.0.1:1\nname: cli\nconnection_count: 0\n');
+  const bad = capture();
+  t.equal(await main(['--config', file], { io: bad.io }), 1);
+  t.match(bad.text(), /agent: GATE_ERR_CONFIG_INVALID: invalid configuration .*agent\.yaml:\n {2}line 3: connection_count: expected a whole number from 1 to 64/);
+  const missing = capture();
+  t.equal(await main(['--config', `${file}.absent`], { io: missing.io }), 1);
+  t.match(missing.text(), /cannot read the file: ENOENT/);
+
+  // The file names an unreachable proxy and one resource; the --proxy flag wins over the first, and
+  // --allow adds a target to the second. The join's name, token and pin come from the file.
+  const tagged = await startTaggedTcpServer('cli-config-target');
+  t.teardown(() => closeServer(tagged.server));
+  const gate = await startGateProxy(t, { mode: 'multiplex', upstreams: { redis: `tunnel:cli-config/127.0.0.1:${tagged.port}` } });
+  const proxy = `127.0.0.1:${gate.port('multiplex')}`;
+  const stateDir = join(await tempDir(t, 'cli-config-state'), 'state');
+  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  await writeFile(file, [
+    'proxy: 127.0.0.1:1', 'server_name: localhost', 'name: cli-config', `state_dir: ${stateDir}`, `token: ${token}`, `ca_pin: ${gate.proxy.caPin}`,
+    'resources:', '  - kind: db', '    name: orders', '    target: 127.0.0.1:9', 'log_level: silent', '',
+  ].join('\n'));
+  const run = capture();
+  const stop = stopper();
+  const running = main(['--config', file, '--proxy', proxy, '--allow', `127.0.0.1:${tagged.port}`], { env: {}, io: run.io, stopSignal: stop.signal });
+  await until(() => run.out.some((l) => l.startsWith('tunnel up: agent cli-config')), 'up through the flag\'s proxy', 20_000);
+  t.match(run.text(), /joined as cli-config/);
+  const client = await tlsClient(gate.port('multiplex'), { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
+  t.equal((await readUntil(client, (s) => s.includes('\n'))).trim(), 'cli-config-target', 'the --allow flag adds a target to the file\'s resources');
+  client.destroy();
+  t.same(gate.proxy.tunnels.describedAgent('cli-config')?.description?.services, [{ kind: 'db', name: 'orders' }], 'each resource of the file announced as a service');
+  stop.stop();
+  t.equal(await running, 0);
+});

@@ -3,10 +3,11 @@
 // installed (apt-get install tinyproxy), through it as HTTPS_PROXY. The install and version
 // commands are small sh scripts written here that record what they were asked.
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
-import { access, chmod, chown, readFile, stat, writeFile } from 'node:fs/promises';
+import { spawn, spawnSync } from 'node:child_process';
+import { access, chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sealSchedule } from '../../lib/upgrade/schedule-seal.js';
 import { runClient, type ClientResult } from '../helpers/clients.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { isRoot, systemUser } from '../helpers/system-user.js';
@@ -47,6 +48,10 @@ const proxyArgs = tiny
 const tapEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k === 'NODE_OPTIONS' || k.startsWith('_TAPJS_')));
 const baseEnv = { ...tapEnv, PATH: process.env.PATH ?? '/usr/bin:/bin', ...(tiny ? { HTTPS_PROXY: tiny.url } : {}) };
 const connects = (): number => (tiny ? tiny.output().split(`CONNECT 0.0.0.0:${port}`).length - 1 : 0);
+
+// A root test hands the schedule file to `nobody` (an account every Debian system has); nothing on the machine
+// outside the test's temp directory changes.
+const nobody = isRoot() ? systemUser('nobody') : undefined;
 
 interface Rig {
   dir: string;
@@ -224,7 +229,7 @@ t.test('run: a failing install command, a version check failing after the instal
 
   const wrong = await run(r, ['--channel', 'stable/cloud', '--now', INSIDE], { WRONG_VERSION: '1.2.0' });
   t.equal(wrong.code, 1);
-  t.match(wrong.stderr, /GATE_ERR_UPGRADE_VERIFY_FAILED: after the install the version command reports 1\.2\.0, not 1\.2\.4/);
+  t.match(wrong.stderr, /GATE_ERR_UPGRADE_VERIFY_FAILED: after the install \S+version\.sh reports 1\.2\.0, not 1\.2\.4/);
 
   const missing = await gateUpgrade(['run', ...proxyArgs, '--schedule', r.schedule, '--lock', r.lock, '--install-command', join(r.dir, 'nope'), '--version-command', r.commands[3]!, '--channel', 'stable/cloud', '--now', INSIDE]);
   t.equal(missing.code, 1);
@@ -319,19 +324,18 @@ t.test('export-schedule: writes the served schedule atomically, keeps owner and 
   const first = await gateUpgrade(['export-schedule', ...proxyArgs], { GATE_UPGRADE_SCHEDULE: target });
   expectExit(t, first, 0);
   t.same(first.stdout, [`wrote the maintenance schedule to ${target}`]);
-  t.equal(await readFile(target, 'utf8'), SCHEDULE_YAML);
+  t.equal(await readFile(target, 'utf8'), sealSchedule(SCHEDULE_YAML));
   t.equal((await stat(target)).mode & 0o777, 0o644, 'a new file is 0644');
 
   // An operator handed the file to the agent's user and tightened its mode: both survive.
   await writeFile(target, 'kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: 5\n');
   await chmod(target, 0o640);
-  const nobody = isRoot() ? systemUser('nobody') : undefined;
   if (nobody) await chown(target, nobody.uid, nobody.gid);
   const before = await stat(target);
   const second = await gateUpgrade(['export-schedule', ...proxyArgs, '--schedule', target]);
   expectExit(t, second, 0);
   const after = await stat(target);
-  t.equal(await readFile(target, 'utf8'), SCHEDULE_YAML, 'replaced');
+  t.equal(await readFile(target, 'utf8'), sealSchedule(SCHEDULE_YAML), 'replaced');
   t.not(after.ino, before.ino, 'a new file renamed into place, not rewritten in place');
   t.equal(after.mode & 0o777, 0o640, 'mode kept');
   t.same([after.uid, after.gid], [before.uid, before.gid], nobody ? 'owner kept (nobody)' : 'owner kept');
@@ -342,6 +346,52 @@ t.test('export-schedule: writes the served schedule atomically, keeps owner and 
   const dry = await gateUpgrade(['dry-run', ...proxyArgs, '--current', '1.2.3-interop', '--now', INSIDE], { GATE_UPGRADE_SCHEDULE: target });
   t.equal(dry.stderr, '', 'the exported schedule is read where it was written');
   t.equal(dry.stdout.at(-1), 'inside the maintenance window (started 2026-08-02T02:00:00.000Z)');
+});
+
+// This Node must be one that user can run (one under /root, as .ci/node-bin installs, is not).
+const nobodyRunsNode = nobody !== undefined && spawnSync(process.execPath, ['--version'], { uid: nobody.uid, gid: nobody.gid, env: {} }).status === 0;
+const asUser = !nobody
+  ? 'needs root and the nobody account, to give the file to another user and run export-schedule as that user'
+  : !nobodyRunsNode
+    ? `nobody cannot run this Node (${process.execPath}); the run on the machine's Node covers it`
+    : false;
+t.test('export-schedule as a non-root agent\'s user who owns the file but not its directory: rewritten in place', { skip: asUser }, async (t) => {
+  if (!nobody) return;
+  const r = await rig(t);
+  await chmod(r.dir, 0o755); // others may pass through, as through /etc
+  const dir = join(r.dir, 'gate-upgrade.d');
+  await mkdir(dir, { mode: 0o755 }); // root's, as /etc/gate-upgrade.d is
+  const target = join(dir, 'schedule');
+  await writeFile(target, '');
+  await chown(target, nobody.uid, nobody.gid);
+  const before = await stat(target);
+  // The proxy's CA where that user can read it.
+  const ca = join(r.dir, 'ca.pem');
+  await writeFile(ca, gate.ca, { mode: 0o644 });
+  const args = [...proxyArgs.slice(0, -1), ca];
+  // As that user, without tap's coverage hooks (env -u: tap adds them to every child's NODE_OPTIONS,
+  // and their files are root's).
+  const asNobody = async (): Promise<Outcome> =>
+    outcome(await runClient('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'export-schedule', ...args, '--schedule', target], { env: { PATH: baseEnv.PATH, ...(tiny ? { HTTPS_PROXY: tiny.url } : {}) }, uid: nobody.uid, gid: nobody.gid, timeoutMs: 60_000 }));
+  const first = await asNobody();
+  expectExit(t, first, 0);
+  t.same(first.stdout, [`wrote the maintenance schedule to ${target} (in place: this user may not create files in its directory)`]);
+  const after = await stat(target);
+  t.equal(after.ino, before.ino, 'the same file, rewritten');
+  t.same([after.uid, after.gid], [nobody.uid, nobody.gid], 'still the agent user\'s');
+  t.equal(await readFile(target, 'utf8'), sealSchedule(SCHEDULE_YAML));
+  const dry = await gateUpgrade(['dry-run', ...proxyArgs, '--current', '1.2.3-interop', '--now', INSIDE, '--schedule', target]);
+  t.equal(dry.stderr, '', 'read back as a valid schedule');
+  // A shorter old schedule with another window, and a longer one, both replaced whole.
+  await writeFile(target, sealSchedule('kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: 9\n    weekdays: [Monday, Tuesday, Wednesday, Thursday, Friday, Saturday]\n# a long trailing comment that makes this file longer than the one the proxy serves\n'));
+  expectExit(t, await asNobody(), 0);
+  t.equal(await readFile(target, 'utf8'), sealSchedule(SCHEDULE_YAML), 'cut to the new length');
+  t.same((await asNobody()).stdout, [`the maintenance schedule in ${target} is up to date`]);
+  // Without the file (nothing the user owns) it still fails, naming the directory's refusal.
+  await rm(target);
+  const missing = await asNobody();
+  t.equal(missing.code, 1);
+  t.match(missing.stderr, /GATE_ERR_UPGRADE_SCHEDULE_WRITE: .*cannot create a temporary file beside it: EACCES/);
 });
 
 t.test('export-schedule: a proxy without a schedule leaves the file alone', async (t) => {
@@ -365,11 +415,15 @@ t.test('usage: --help for each command, exit 2 for mistakes', async (t) => {
   t.match((await gateUpgrade(['run', '--help'])).stdout.join('\n'), /Exit 0: nothing to do, or done; 1: failed .*; 3: deferred/s);
   t.equal((await gateUpgrade([])).code, 2);
   t.equal((await gateUpgrade(['upgrade-now'])).code, 2);
-  t.equal((await gateUpgrade(['dry-run'])).code, 2, 'no --proxy');
+  // Without --proxy the agent's file is read: one that is not there is named (not the machine's
+  // /etc/gate/agent.yaml, which the machine test may be installing meanwhile).
+  const noFile = await gateUpgrade(['dry-run', '--config', '/nonexistent/agent.yaml']);
+  t.equal(noFile.code, 1);
+  t.match(noFile.stderr, /GATE_ERR_CONFIG_INVALID: invalid configuration \/nonexistent\/agent.yaml:\n {2}\(file\): cannot read the file: ENOENT/);
   t.equal((await gateUpgrade(['dry-run', '--proxy', 'https://x', '--bogus'])).code, 2);
   const noInstall = await gateUpgrade(['run', '--proxy', 'https://x', '--version-command', 'true']);
   t.equal(noInstall.code, 2);
-  t.match(noInstall.stderr, /--install-command is required/);
+  t.match(noInstall.stderr, /no way to install: give --install-command and --version-command, or updater.package_manager/);
   const badQuote = await gateUpgrade(['run', '--proxy', 'https://x', '--install-command', "apt-get install 'gate", '--version-command', 'true']);
   t.equal(badQuote.code, 1);
   t.match(badQuote.stderr, /GATE_ERR_INVALID_ARGUMENT: unterminated '/);

@@ -29,6 +29,15 @@ t.test('which variable applies to which target', async (t) => {
   t.equal(proxyForTarget('gate.example.com:3024', { https_proxy: 'lower.proxy:3' })?.source, 'https_proxy');
 });
 
+t.test('dial-back: a request to the platform\'s proxy takes HTTPS_PROXY, else HTTP_PROXY, whatever its scheme', async (t) => {
+  const both = { HTTPS_PROXY: 'http://secure.proxy:1', HTTP_PROXY: 'http://plain.proxy:2' };
+  t.equal(proxyForTarget('https://gate.example.com/v1/x', { HTTP_PROXY: 'plain.proxy:2' }, 'dial-back')?.host, 'plain.proxy', 'https URL, HTTP_PROXY alone: used');
+  t.equal(proxyForTarget('https://gate.example.com/v1/x', both, 'dial-back')?.host, 'secure.proxy', 'HTTPS_PROXY first');
+  t.equal(proxyForTarget('http://gate.example.com/v1/x', both, 'dial-back')?.host, 'secure.proxy', 'the same for http://');
+  t.equal(proxyForTarget('https://gate.example.com/v1/x', { ...both, NO_PROXY: 'gate.example.com' }, 'dial-back'), undefined, 'NO_PROXY still applies');
+  t.equal(proxyForTarget('https://gate.example.com:3080/v1/x', { HTTP_PROXY: 'plain.proxy:2', NO_PROXY: 'gate.example.com:3024' }, 'dial-back')?.host, 'plain.proxy', 'a host:port entry for another port does not');
+});
+
 t.test('NO_PROXY and loopback make a target direct', async (t) => {
   const env = { HTTPS_PROXY: 'proxy.corp:3128', NO_PROXY: '.internal,10.0.0.0/8,gate.example.com:3024' };
   t.equal(proxyForTarget('db.internal:5432', env), undefined);

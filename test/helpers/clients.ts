@@ -18,10 +18,16 @@ export interface ClientResult {
 export function runClient(
   command: string,
   args: string[],
-  options: { input?: Buffer | string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+  options: { input?: Buffer | string; env?: NodeJS.ProcessEnv; timeoutMs?: number; uid?: number; gid?: number } = {},
 ): Promise<ClientResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env: options.env ?? { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
+    const child = spawn(command, args, {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: options.env ?? { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      // As another user (a root test running a command as a non-root agent's user).
+      ...(options.uid === undefined ? {} : { uid: options.uid }),
+      ...(options.gid === undefined ? {} : { gid: options.gid }),
+    });
     const out: Buffer[] = [];
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => out.push(d));

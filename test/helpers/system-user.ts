@@ -21,3 +21,19 @@ export function systemUser(name: string): SystemUser | undefined {
 export function isRoot(): boolean {
   return userInfo().uid === 0;
 }
+
+/**
+ * Adds a system account with no home and no login shell (useradd --system), for a machine test
+ * (CI only) that needs a non-root user; returns it. Remove it with removeSystemUser.
+ */
+export function addSystemUser(name: string): SystemUser {
+  execFileSync('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', name], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const user = systemUser(name);
+  if (!user) throw new Error(`useradd ${name} made no account`);
+  return user;
+}
+
+/** Removes an account addSystemUser made (nothing when it is not there). */
+export function removeSystemUser(name: string): void {
+  if (systemUser(name)) execFileSync('userdel', [name], { stdio: ['ignore', 'ignore', 'pipe'] });
+}

@@ -10,7 +10,7 @@ import { startGateProxy } from '../helpers/gate-proxy.js';
 import { echoOnce, tlsClient } from '../helpers/net.js';
 import { startTinyproxy } from '../helpers/tinyproxy.js';
 
-t.test('kube upstream: through HTTPS_PROXY unless NO_PROXY says direct; databases stay direct', async (t) => {
+t.test('kube upstream: through HTTPS_PROXY unless NO_PROXY names it or kube.gate.cluster.local; databases stay direct', async (t) => {
   const tinyproxy = await startTinyproxy(t);
   if (!tinyproxy) return;
   const kube = await startTlsEchoServer(t);
@@ -31,6 +31,24 @@ t.test('kube upstream: through HTTPS_PROXY unless NO_PROXY says direct; database
   second.destroy();
   t.equal(connects(), 1, 'NO_PROXY: dialled directly, tinyproxy saw nothing new');
   t.equal(kube.accepted(), 2);
+
+  // The document's fix for a local cluster: kube.gate.cluster.local in NO_PROXY (the upstream's
+  // own address is not named), alone and among other entries, with and without its port.
+  let accepted = 2;
+  for (const noProxy of ['kube.gate.cluster.local', '.example.com,kube.gate.cluster.local,10.0.0.0/8', `kube.gate.cluster.local:${kube.port}`]) {
+    const byName = await startGateProxy(t, { mode: 'multiplex', upstreams: { kube: target }, env: { HTTPS_PROXY: tinyproxy.url, NO_PROXY: noProxy } });
+    const socket = await tlsClient(byName.port('multiplex'), { servername: 'kube.gate.cluster.local', ca: ca.cert });
+    t.equal(await echoOnce(socket, 'local\n'), 'local\n');
+    socket.destroy();
+    t.equal(connects(), 1, `NO_PROXY=${noProxy}: direct, tinyproxy's log has no new CONNECT`);
+    t.equal(kube.accepted(), ++accepted);
+  }
+  // Another port on that name, or another name, does not exempt it.
+  const otherPort = await startGateProxy(t, { mode: 'multiplex', upstreams: { kube: target }, env: { HTTPS_PROXY: tinyproxy.url, NO_PROXY: 'kube.gate.cluster.local:1,kube.example.com' } });
+  const third = await tlsClient(otherPort.port('multiplex'), { servername: 'kube.gate.cluster.local', ca: ca.cert });
+  t.equal(await echoOnce(third, 'proxied\n'), 'proxied\n');
+  third.destroy();
+  t.equal(connects(), 2, 'through tinyproxy again');
 
   const unreachable = await startGateProxy(t, { mode: 'multiplex', upstreams: { kube: target }, env: { HTTPS_PROXY: 'http://127.0.0.2:1' } });
   const failed = await tlsClient(unreachable.port('multiplex'), { servername: 'kube.gate.cluster.local', ca: ca.cert }).catch((err: Error) => err);
