@@ -108,6 +108,11 @@ export {
   PROXY_IDS_HEADER,
   ALPN_PEER,
   PEER_ROLE_URI,
+  CONNECTION_UPGRADE_PATH,
+  UPGRADE_PROTOCOL_ALPN,
+  UPGRADE_PROTOCOL_ALPN_PING,
+  UPGRADE_PROTOCOLS,
+  TLS_ROUTING_UPGRADE_ENV,
 } from './wire/index.js';
 
 // Client side: environment proxies, dialers, HTTP agent, local proxy (`gate-mux/client`)

@@ -4,7 +4,10 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger } from '../log.js';
 import { dial, DEFAULT_DIAL_TIMEOUT_MS, type DialOptions } from './dial.js';
 import type { ProxyConfig } from './proxy-config.js';
-import { parseTarget } from './target.js';
+import { formatHostPort, parseTarget } from './target.js';
+import { openUpgrade } from '../conn-upgrade/upgrade-client.js';
+import { TLS_ROUTING_UPGRADE_ENV } from '../wire/names.js';
+import { forcedUpgrade, upgradeDecisions } from './upgrade-decision.js';
 
 export interface DialTlsOptions extends DialOptions {
   /** SNI and the name the certificate is checked against (default: the target host unless it is an IP). */
@@ -22,6 +25,28 @@ export interface DialTlsOptions extends DialOptions {
   checkServerIdentity?: ConnectionOptions['checkServerIdentity'];
   /** Deadline for the TLS handshake after the dial (default: `timeoutMs`, else 10 s). */
   handshakeTimeoutMs?: number;
+  /**
+   * TLS routing through a load balancer that ends TLS itself (an L7 balancer: it strips SNI, ALPN
+   * and client certificates): the TLS handshake then runs inside a WebSocket connection upgrade
+   * (`GET /webapi/connectionupgrade`) through the balancer. `'auto'` (the default): as
+   * GATE_TLS_ROUTING_UPGRADE says, else detected once per proxy address and remembered for ten
+   * minutes — a test handshake offering `upgradeProbeAlpn` that comes back with no ALPN, an ALPN
+   * not offered, or a `no_application_protocol` alert means the path ends TLS. `true` / `false`:
+   * always / never, whatever the environment says.
+   */
+  tlsRoutingUpgrade?: boolean | 'auto';
+  /**
+   * What the test handshake offers (default `alpn`). A web ALPN (`http/1.1`) cannot tell: a
+   * balancer that ends TLS answers it itself, so a caller that dials the web port for the
+   * proxy's own sake (joining) offers the ALPN of the route it depends on (the reverse tunnel's).
+   */
+  upgradeProbeAlpn?: string[];
+  /**
+   * Trust for the load balancer's own certificate on an upgrade (default: the system store and
+   * NODE_EXTRA_CA_CERTS, as any HTTPS client). The TLS inside the upgrade is still checked
+   * against `ca`. With `rejectUnauthorized: false` neither is checked.
+   */
+  loadBalancerCa?: string | Buffer | Array<string | Buffer>;
 }
 
 export interface DialTlsResult {
@@ -29,6 +54,8 @@ export interface DialTlsResult {
   via: ProxyConfig | undefined;
   /** The ALPN protocol the server selected, or undefined when it selected none. */
   alpn: string | undefined;
+  /** True when the TLS runs inside a connection upgrade through a load balancer that ends TLS. */
+  upgraded: boolean;
 }
 
 /**
@@ -40,12 +67,23 @@ export interface DialTlsResult {
 export async function dialTls(target: string, options: DialTlsOptions): Promise<DialTlsResult> {
   const { host } = parseTarget(target);
   const log = componentLogger(options.logger, 'dialer');
-  const { socket: raw, via } = await dial(target, options);
   const servername = options.serverName ?? (isIP(host) === 0 ? host : undefined);
   const handshakeMs = options.handshakeTimeoutMs ?? options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
-  const route = via ? `${target} via ${via.display}` : `${target} (direct)`;
+  const upgraded = await needsUpgrade(target, options, handshakeMs);
+  const { socket: raw, via } = await dial(target, options);
+  const route = `${target}${via ? ` via ${via.display}` : ' (direct)'}${upgraded ? ' (connection upgrade)' : ''}`;
+  const carrier = upgraded
+    ? await openUpgrade(raw, {
+        authority: formatHostPort(host, parseTarget(target).port),
+        servername: isIP(host) === 0 ? host : undefined,
+        ...(options.loadBalancerCa === undefined ? {} : { ca: options.loadBalancerCa }),
+        rejectUnauthorized: options.rejectUnauthorized ?? true,
+        timeoutMs: handshakeMs,
+        ...(options.signal ? { signal: options.signal } : {}),
+      })
+    : raw;
   const socket = tlsConnect({
-    socket: raw,
+    socket: carrier,
     ...(servername === undefined ? {} : { servername }),
     ALPNProtocols: options.alpn,
     ...(options.ca === undefined ? {} : { ca: options.ca }),
@@ -62,6 +100,7 @@ export async function dialTls(target: string, options: DialTlsOptions): Promise<
       socket.removeListener('error', onError);
       if (err) {
         socket.destroy();
+        carrier.destroy();
         raw.destroy();
         reject(err);
       } else resolve();
@@ -88,6 +127,58 @@ export async function dialTls(target: string, options: DialTlsOptions): Promise<
       `TLS to ${route}: server selected ${alpn === undefined ? 'no ALPN protocol' : JSON.stringify(alpn)}, offered ${options.alpn.join(', ')}`,
     );
   }
-  log.debug({ target, via: via?.display ?? 'direct', alpn }, 'TLS established');
-  return { socket, via, alpn };
+  log.debug({ target, via: via?.display ?? 'direct', alpn, upgraded }, 'TLS established');
+  return { socket, via, alpn, upgraded };
+}
+
+/**
+ * Whether TLS to `target` must go inside the connection upgrade: the option, else the
+ * environment, else the remembered answer, else a test handshake. The test offers the route's
+ * ALPN and checks nothing else (no certificate: only the answer's ALPN matters, and the real
+ * handshake that follows checks everything); it is closed at once.
+ */
+async function needsUpgrade(target: string, options: DialTlsOptions, handshakeMs: number): Promise<boolean> {
+  const asked = options.tlsRoutingUpgrade ?? 'auto';
+  if (asked !== 'auto') return asked;
+  const forced = forcedUpgrade((options.env ?? process.env)[TLS_ROUTING_UPGRADE_ENV], target);
+  if (forced !== undefined) return forced;
+  const known = upgradeDecisions.get(target);
+  if (known !== undefined) return known;
+  const offered = options.upgradeProbeAlpn ?? options.alpn;
+  const { host } = parseTarget(target);
+  const { socket: raw } = await dial(target, options);
+  const answer = await new Promise<boolean>((resolve, reject) => {
+    const probe = tlsConnect({
+      socket: raw,
+      ...(isIP(host) === 0 ? { servername: options.serverName ?? host } : options.serverName ? { servername: options.serverName } : {}),
+      ALPNProtocols: offered,
+      rejectUnauthorized: false,
+    });
+    const done = (err: Error | undefined, upgrade?: boolean): void => {
+      clearTimeout(timer);
+      probe.removeAllListeners('secureConnect');
+      probe.removeAllListeners('error');
+      probe.on('error', () => {});
+      probe.destroy();
+      raw.destroy();
+      if (err) reject(err);
+      else resolve(upgrade!);
+    };
+    const timer = setTimeout(
+      () => done(new GateError(ErrorCodes.TLS_HANDSHAKE_TIMEOUT, `TLS to ${target} (testing whether the path ends TLS) timed out after ${handshakeMs} ms`)),
+      handshakeMs,
+    );
+    probe.once('secureConnect', () => {
+      const alpn = probe.alpnProtocol || undefined;
+      done(undefined, alpn === undefined || !offered.includes(alpn));
+    });
+    probe.once('error', (err: Error & { code?: string }) => {
+      // RFC 7301 §3.2: a server that supports ALPN but none of ours; our proxy's routes all do.
+      if (err.code === 'ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL') done(undefined, true);
+      else done(new GateError(ErrorCodes.TLS_HANDSHAKE, `TLS to ${target} (testing whether the path ends TLS) failed: ${err.message}`, { cause: err }));
+    });
+  });
+  upgradeDecisions.set(target, answer);
+  componentLogger(options.logger, 'dialer').info({ target, upgrade: answer, offered }, answer ? 'the path to the proxy ends TLS: TLS routing goes through the connection upgrade' : 'TLS reaches the proxy: no connection upgrade');
+  return answer;
 }

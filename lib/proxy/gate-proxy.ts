@@ -40,6 +40,7 @@ import { DiagServer } from '../cluster/diag-server.js';
 import { GateMetrics } from '../cluster/metrics.js';
 import { clusterReadiness, listenersReadiness, type ReadinessSource } from '../cluster/readiness.js';
 import type { AddressInfo } from 'node:net';
+import { ConnectionUpgrade } from '../conn-upgrade/upgrade-server.js';
 
 export interface GateProxyOptions {
   config: GateConfig;
@@ -138,6 +139,8 @@ export class GateProxy {
   /** Listeners being closed (dropped by a reload, or by close()): still counted in the metrics until they are gone. */
   private readonly retiring = new Set<Multiplexer>();
   private closing = false;
+  /** TLS routing through load balancers that end TLS: upgraded streams go to the shared port's multiplexer. */
+  private readonly upgrade: ConnectionUpgrade;
 
   private constructor(private readonly options: GateProxyOptions) {
     this.proxyId = randomUUID();
@@ -182,6 +185,9 @@ export class GateProxy {
       http1: createHttpServer(onRequest),
       h2c: createH2cServer(onRequest),
     };
+    this.upgrade = new ConnectionUpgrade({ target: () => this.listeners.find((l) => l.spec.name === 'multiplex')?.mux, ...(options.logger ? { logger: options.logger } : {}) });
+    this.upgrade.attach(this.web.secure);
+    this.upgrade.attach(this.web.http1);
     this.metrics.setSources({
       listeners: () => [...this.listeners.map((l) => l.mux.stats()), ...[...this.retiring].map((mux) => mux.stats())],
       tunnels: () => ({ agents: this.registry.agents().length, streamsOpened: this.registry.streamStats.opened, streamsReset: this.registry.streamStats.reset }),
@@ -339,6 +345,7 @@ export class GateProxy {
     this.peering.goAway();
     await Promise.all(listeners.map((l) => this.retire(l.mux, options)));
     this.registry.close();
+    this.upgrade.close();
     this.peering.close();
     this.peerPool.close();
     this.dialer?.close();
@@ -512,6 +519,7 @@ export class GateProxy {
     // The default context, for clients that send no SNI (curl to an IP address).
     (this.web.secure as TlsServer).setSecureContext({ ...certificates.default, ca: clientCa });
     this.channels = channels;
+    this.upgrade.setOptions({ trustedNetworks: config.proxy.connectionUpgradeTrustedNetworks, pingIntervalMs: config.proxy.connectionUpgradePingIntervalMs });
     this.webRoutes = createWebRoutes({
       ping: () => buildPing(this.config, this.plan, this.options.version),
       channels: this.channels,
