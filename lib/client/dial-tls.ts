@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions, type TLSSocket } from 'node:tls';
-import { ErrorCodes, GateError } from '../errors.js';
+import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import { componentLogger } from '../log.js';
 import { dial, DEFAULT_DIAL_TIMEOUT_MS, type DialOptions } from './dial.js';
 import type { ProxyConfig } from './proxy-config.js';
@@ -25,26 +25,34 @@ export interface DialTlsOptions extends DialOptions {
   checkServerIdentity?: ConnectionOptions['checkServerIdentity'];
   /** Deadline for the TLS handshake after the dial (default: `timeoutMs`, else 10 s). */
   handshakeTimeoutMs?: number;
+  /** TLS routing through a load balancer that ends TLS: whether and how (default: detected). */
+  connectionUpgrade?: ConnectionUpgradeDial;
+}
+
+/**
+ * TLS routing through a load balancer that ends TLS itself (an L7 balancer strips SNI, ALPN and
+ * client certificates): the TLS handshake then runs inside a WebSocket connection upgrade
+ * (`GET /webapi/connectionupgrade`) through the balancer, and the proxy routes it as if it had
+ * arrived on its port.
+ */
+export interface ConnectionUpgradeDial {
   /**
-   * TLS routing through a load balancer that ends TLS itself (an L7 balancer: it strips SNI, ALPN
-   * and client certificates): the TLS handshake then runs inside a WebSocket connection upgrade
-   * (`GET /webapi/connectionupgrade`) through the balancer. `'auto'` (the default): as
-   * GATE_TLS_ROUTING_UPGRADE says, else detected once per proxy address and remembered for ten
-   * minutes — a test handshake offering `upgradeProbeAlpn` that comes back with no ALPN, an ALPN
-   * not offered, or a `no_application_protocol` alert means the path ends TLS. `true` / `false`:
-   * always / never, whatever the environment says.
+   * `'auto'` (the default): as GATE_TLS_ROUTING_UPGRADE says, else detected once per proxy
+   * address and remembered for ten minutes — a test handshake offering `probeAlpn` that comes
+   * back with no ALPN, an ALPN not offered, or a `no_application_protocol` alert means the path
+   * ends TLS. `true` / `false`: always / never, whatever the environment says.
    */
-  tlsRoutingUpgrade?: boolean | 'auto';
+  mode?: boolean | 'auto';
   /**
-   * What the test handshake offers (default `alpn`). A web ALPN (`http/1.1`) cannot tell: a
-   * balancer that ends TLS answers it itself, so a caller that dials the web port for the
-   * proxy's own sake (joining) offers the ALPN of the route it depends on (the reverse tunnel's).
+   * What the test handshake offers (default the dial's `alpn`). A web ALPN (`http/1.1`) cannot
+   * tell: a balancer that ends TLS answers it itself, so a caller that dials the web port for
+   * the sake of another route (an agent joining) offers that route's ALPN.
    */
-  upgradeProbeAlpn?: string[];
+  probeAlpn?: string[];
   /**
-   * Trust for the load balancer's own certificate on an upgrade (default: the system store and
+   * Trust for the load balancer's own certificate (default: the system store and
    * NODE_EXTRA_CA_CERTS, as any HTTPS client). The TLS inside the upgrade is still checked
-   * against `ca`. With `rejectUnauthorized: false` neither is checked.
+   * against the dial's `ca`. With `rejectUnauthorized: false` neither is checked.
    */
   loadBalancerCa?: string | Buffer | Array<string | Buffer>;
 }
@@ -65,18 +73,31 @@ export interface DialTlsResult {
  * connection that later fails with confusing protocol errors.
  */
 export async function dialTls(target: string, options: DialTlsOptions): Promise<DialTlsResult> {
+  const handshakeMs = options.handshakeTimeoutMs ?? options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
+  const upgraded = await needsUpgrade(target, options, handshakeMs);
+  try {
+    return await connectTls(target, options, upgraded, handshakeMs);
+  } catch (err) {
+    // A remembered answer may be stale (a balancer put in front of the proxy, or taken away):
+    // after a failure that could mean so, the next dial asks again.
+    if (isGateError(err) && PATH_MAY_HAVE_CHANGED.has(err.code)) upgradeDecisions.forget(target);
+    throw err;
+  }
+}
+
+const PATH_MAY_HAVE_CHANGED = new Set<string>([ErrorCodes.TLS_HANDSHAKE, ErrorCodes.ALPN_MISMATCH, ErrorCodes.CONN_UPGRADE_REFUSED]);
+
+async function connectTls(target: string, options: DialTlsOptions, upgraded: boolean, handshakeMs: number): Promise<DialTlsResult> {
   const { host } = parseTarget(target);
   const log = componentLogger(options.logger, 'dialer');
   const servername = options.serverName ?? (isIP(host) === 0 ? host : undefined);
-  const handshakeMs = options.handshakeTimeoutMs ?? options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
-  const upgraded = await needsUpgrade(target, options, handshakeMs);
   const { socket: raw, via } = await dial(target, options);
   const route = `${target}${via ? ` via ${via.display}` : ' (direct)'}${upgraded ? ' (connection upgrade)' : ''}`;
   const carrier = upgraded
     ? await openUpgrade(raw, {
         authority: formatHostPort(host, parseTarget(target).port),
         servername: isIP(host) === 0 ? host : undefined,
-        ...(options.loadBalancerCa === undefined ? {} : { ca: options.loadBalancerCa }),
+        ...(options.connectionUpgrade?.loadBalancerCa === undefined ? {} : { ca: options.connectionUpgrade.loadBalancerCa }),
         rejectUnauthorized: options.rejectUnauthorized ?? true,
         timeoutMs: handshakeMs,
         ...(options.signal ? { signal: options.signal } : {}),
@@ -138,13 +159,13 @@ export async function dialTls(target: string, options: DialTlsOptions): Promise<
  * handshake that follows checks everything); it is closed at once.
  */
 async function needsUpgrade(target: string, options: DialTlsOptions, handshakeMs: number): Promise<boolean> {
-  const asked = options.tlsRoutingUpgrade ?? 'auto';
+  const asked = options.connectionUpgrade?.mode ?? 'auto';
   if (asked !== 'auto') return asked;
   const forced = forcedUpgrade((options.env ?? process.env)[TLS_ROUTING_UPGRADE_ENV], target);
   if (forced !== undefined) return forced;
   const known = upgradeDecisions.get(target);
   if (known !== undefined) return known;
-  const offered = options.upgradeProbeAlpn ?? options.alpn;
+  const offered = options.connectionUpgrade?.probeAlpn ?? options.alpn;
   const { host } = parseTarget(target);
   const { socket: raw } = await dial(target, options);
   const answer = await new Promise<boolean>((resolve, reject) => {

@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import { PingFramedStream } from '../framing/ping-stream.js';
 import { componentLogger, type Logger } from '../log.js';
 import { isPingAlpn } from '../wire/names.js';
-import { dialTls } from './dial-tls.js';
+import { dialTls, type ConnectionUpgradeDial } from './dial-tls.js';
 import type { ProxyConfig } from './proxy-config.js';
 
 export interface LocalProxyOptions {
@@ -27,6 +27,8 @@ export interface LocalProxyOptions {
   /** Override the environment proxy (null: direct). */
   proxy?: ProxyConfig | null;
   dialTimeoutMs?: number;
+  /** Through a load balancer that ends TLS (detected by default): see dialTls. */
+  connectionUpgrade?: ConnectionUpgradeDial;
   logger?: Logger;
 }
 
@@ -78,6 +80,7 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
       ...(options.env === undefined ? {} : { env: options.env }),
       ...(options.proxy === undefined ? {} : { proxy: options.proxy }),
       ...(options.dialTimeoutMs === undefined ? {} : { timeoutMs: options.dialTimeoutMs }),
+      ...(options.connectionUpgrade === undefined ? {} : { connectionUpgrade: options.connectionUpgrade }),
       ...(options.logger === undefined ? {} : { logger: options.logger }),
       allowHalfOpen: true,
       signal: abort.signal,

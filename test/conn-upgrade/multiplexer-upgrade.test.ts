@@ -72,8 +72,7 @@ t.test('a TLS stream inside the upgrade is routed by its own ALPN and client cer
     serverName: 'gate.test',
     ca: clusterCa.cert,
     ...clusterClient,
-    tlsRoutingUpgrade: true,
-    loadBalancerCa: lbCa.cert,
+    connectionUpgrade: { mode: true, loadBalancerCa: lbCa.cert },
     proxy: null,
   });
   t.ok(upgraded, 'the dial went through the upgrade');
