@@ -15,19 +15,22 @@ import { dialTls } from '../../lib/client/dial-tls.js';
 import { ErrorCodes } from '../../lib/errors.js';
 import type { ConnectionInfo } from '../../lib/handlers/types.js';
 import { readUntil, until } from '../helpers/net.js';
-import { clientFrame, closeCode, Opcode, rawUpgrade } from '../helpers/conn-upgrade.js';
+import { clientFrame, closeCode, Opcode, rawUpgrade, readFrames } from '../helpers/conn-upgrade.js';
 
 const { ca: clusterCa, server: clusterServer, client: clusterClient } = devCertificates();
 const lbCa = CertificateAuthority.create();
 const lbPair = lbCa.issue({ commonName: 'lb.test', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
 
 const seen: ConnectionInfo[] = [];
-const failures: string[] = [];
+const failures: Array<{ code: string; remote?: string }> = [];
+const record = (o: { code?: string; remote?: string }): void => {
+  if (o.code) failures.push({ code: o.code, ...(o.remote ? { remote: o.remote } : {}) });
+};
 const logger = {
   level: 'warn',
   child: () => logger,
-  warn: (o: { code?: string }) => o.code && failures.push(o.code),
-  info: (o: { code?: string }) => o.code && failures.push(o.code),
+  warn: record,
+  info: record,
   error: () => {},
   debug: () => {},
   trace: () => {},
@@ -188,4 +191,39 @@ t.test('a flood of upgrades from one source is bounded by maxConnectionsPerSourc
   t.ok((mux.stats().failures[ErrorCodes.TOO_MANY_FROM_SOURCE] ?? 0) > before, 'GATE_ERR_TOO_MANY_FROM_SOURCE counted');
   for (const r of held) r.socket.destroy();
   await until(() => mux.openConnections === 0, 'every connection to end', 5000);
+});
+
+t.test('from trusted networks, X-Forwarded-For names the client: exactly one address', async (t) => {
+  upgrade.setOptions({ maxMessageBytes: 32 * 1024, trustedNetworks: ['127.0.0.0/8'] });
+  t.teardown(() => upgrade.setOptions({ maxMessageBytes: 32 * 1024 }));
+  const r = await rawUpgrade({ port, tls: tlsToLb, headers: { 'X-Forwarded-For': '203.0.113.9' } });
+  t.equal(r.status, 101);
+  r.socket.write(clientFrame(Opcode.binary, Buffer.from('NOT-A-PROTOCOL\r\n')));
+  t.not(await closeCode(r.socket, r.rest), 'stalled');
+  await until(() => failures.some((f) => f.code === ErrorCodes.UNKNOWN_PROTOCOL && f.remote === '203.0.113.9'), 'the failure logged with the forwarded client');
+  const two = await rawUpgrade({ port, tls: tlsToLb, headers: { 'X-Forwarded-For': '198.51.100.1, 203.0.113.9' } });
+  t.equal(two.status, 400, 'two addresses: refused');
+  t.match(two.rest.toString(), /exactly one/);
+  two.socket.destroy();
+  const none = await rawUpgrade({ port, tls: tlsToLb });
+  t.equal(none.status, 400, 'none from a trusted balancer: refused');
+  none.socket.destroy();
+  upgrade.setOptions({ maxMessageBytes: 32 * 1024 });
+  const untrusted = await rawUpgrade({ port, tls: tlsToLb, headers: { 'X-Forwarded-For': '203.0.113.9, 198.51.100.1' } });
+  t.equal(untrusted.status, 101, 'from anywhere else the header is ignored');
+  untrusted.socket.destroy();
+});
+
+t.test('alpn-ping: the proxy pings a quiet stream within the interval', async (t) => {
+  upgrade.setOptions({ maxMessageBytes: 32 * 1024, pingIntervalMs: 200 });
+  t.teardown(() => upgrade.setOptions({ maxMessageBytes: 32 * 1024 }));
+  const r = await rawUpgrade({ port, tls: tlsToLb, headers: { 'Sec-WebSocket-Protocol': 'alpn-ping' } });
+  t.match(r.head, /Sec-WebSocket-Protocol: alpn-ping/i);
+  const started = Date.now();
+  const got = await readFrames(r.socket, r.rest, (opcode) => (opcode === Opcode.ping ? Date.now() - started : undefined), 1000);
+  t.type(got, 'number', 'a ping frame arrived');
+  t.ok(typeof got === 'number' && got < 1000, `within 1 s of a 200 ms interval (${String(got)} ms)`);
+  const plain = await rawUpgrade({ port, tls: tlsToLb });
+  const none = await readFrames(plain.socket, plain.rest, (opcode) => (opcode === Opcode.ping ? true : undefined), 600);
+  t.equal(none, 'stalled', 'alpn (no -ping): no pings');
 });

@@ -91,50 +91,61 @@ export function clientFrame(opcode: number, payload: Buffer, fin = true): Buffer
 }
 
 /**
- * Reads server frames until a close frame (or the socket's end) and returns the close code
- * (undefined: the server ended the socket without one; 'stalled': nothing ended it within
- * `limitMs`, when the socket is destroyed here).
+ * Reads server frames, giving each to `take` until it returns something other than undefined,
+ * which is returned. 'ended': the socket ended first; 'stalled': nothing of the kind within
+ * `limitMs` (the socket is then destroyed). The socket is destroyed when done.
  */
-export async function closeCode(socket: Socket, initial: Buffer = Buffer.alloc(0), limitMs = 5000): Promise<number | undefined | 'stalled'> {
+export async function readFrames<T>(
+  socket: Socket,
+  initial: Buffer,
+  take: (opcode: number, payload: Buffer) => T | undefined,
+  limitMs = 5000,
+): Promise<T | 'ended' | 'stalled'> {
   let buf = initial;
   let stalled = false;
   const timer = setTimeout(() => {
     stalled = true;
     socket.destroy();
   }, limitMs);
-  const parse = (): number | undefined | 'more' => {
+  const parse = (): T | undefined => {
     while (buf.length >= 2) {
       const opcode = buf[0]! & 0x0f;
       let len = buf[1]! & 0x7f;
       let at = 2;
       if (len === 126) {
-        if (buf.length < 4) return 'more';
+        if (buf.length < 4) return undefined;
         len = buf.readUInt16BE(2);
         at = 4;
       } else if (len === 127) {
-        if (buf.length < 10) return 'more';
+        if (buf.length < 10) return undefined;
         len = Number(buf.readBigUInt64BE(2));
         at = 10;
       }
-      if (buf.length < at + len) return 'more';
-      if (opcode === Opcode.close) return len >= 2 ? buf.readUInt16BE(at) : 1005;
+      if (buf.length < at + len) return undefined;
+      const taken = take(opcode, buf.subarray(at, at + len));
       buf = buf.subarray(at + len);
+      if (taken !== undefined) return taken;
     }
-    return 'more';
+    return undefined;
   };
   try {
-    let code = parse();
-    if (code !== 'more') return code;
-    for await (const chunk of socket) {
+    const first = parse();
+    if (first !== undefined) return first;
+    for await (const chunk of socket.iterator({ destroyOnReturn: false })) {
       buf = Buffer.concat([buf, chunk as Buffer]);
-      code = parse();
-      if (code !== 'more') return code;
+      const found = parse();
+      if (found !== undefined) return found;
     }
-    return stalled ? 'stalled' : undefined;
+    return stalled ? 'stalled' : 'ended';
   } catch {
-    return stalled ? 'stalled' : undefined;
+    return stalled ? 'stalled' : 'ended';
   } finally {
     clearTimeout(timer);
     socket.destroy();
   }
+}
+
+/** The close code the server sends (1005 for a close frame without one), or how reading ended. */
+export function closeCode(socket: Socket, initial: Buffer = Buffer.alloc(0), limitMs = 5000): Promise<number | 'ended' | 'stalled'> {
+  return readFrames(socket, initial, (opcode, payload) => (opcode === Opcode.close ? (payload.length >= 2 ? payload.readUInt16BE(0) : 1005) : undefined), limitMs);
 }
