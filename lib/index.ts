@@ -147,6 +147,11 @@ export {
   dialTls,
   type DialTlsOptions,
   type DialTlsResult,
+  type ConnectionUpgradeDial,
+  forcedUpgrade,
+  UpgradeDecisions,
+  upgradeDecisions,
+  UPGRADE_DECISION_TTL_MS,
   proxyAgentFor,
   proxyUrlFor,
   type ProxyAgentForOptions,
@@ -157,6 +162,19 @@ export {
   type LocalProxy,
   type LocalProxyOptions,
 } from './client/index.js';
+
+// TLS routing through load balancers that end TLS: the WebSocket connection upgrade's server
+// handler (mount it on your own web route), its client handshake, and the pure checks
+export {
+  ConnectionUpgrade,
+  DEFAULT_UPGRADE_PING_INTERVAL_MS,
+  type ConnectionUpgradeOptions,
+  type ConnectionUpgradeSettings,
+  type StreamAcceptor,
+} from './conn-upgrade/upgrade-server.js';
+export { openUpgrade, type OpenUpgradeOptions } from './conn-upgrade/upgrade-client.js';
+export { WebSocketStream, SEND_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, type WebSocketStreamOptions } from './conn-upgrade/websocket-stream.js';
+export { checkUpgradeRequest, forwardedFor, isConnectionUpgradePath, type UpgradeCheck, type UpgradeProtocol, type UpgradeRequestHead, type ForwardedFor } from './conn-upgrade/upgrade-request.js';
 
 // The platform proxy: configuration, listeners, web endpoints (`gate-mux/proxy`)
 export {

@@ -87,16 +87,33 @@ export class WebSocketStream extends Duplex {
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    this.send([chunk], callback);
+  }
+
+  /**
+   * Writes queued while one was on its way go out together: a TLS socket above writes record by
+   * record (an HTTP/2 session above it, frame by frame), and one message per record would cost a
+   * frame header, a send and a completion each.
+   */
+  override _writev(chunks: Array<{ chunk: Buffer }>, callback: (error?: Error | null) => void): void {
+    this.send(
+      chunks.map((c) => c.chunk),
+      callback,
+    );
+  }
+
+  private send(chunks: Buffer[], callback: (error?: Error | null) => void): void {
     const { ws } = this;
     // The peer closed: there is nobody to read this (a socket would fail with EPIPE); the
     // readable side ends with the close and takes the stream down cleanly.
     if (ws.readyState !== WebSocket.OPEN) return callback();
-    this.bytesWritten += chunk.length;
+    const data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    this.bytesWritten += data.length;
     this.idleTimer?.refresh();
     const max = SEND_MESSAGE_BYTES;
-    for (let at = 0; at < chunk.length; at += max) {
-      const last = at + max >= chunk.length;
-      const part = at === 0 && last ? chunk : chunk.subarray(at, at + max);
+    for (let at = 0; at < data.length; at += max) {
+      const last = at + max >= data.length;
+      const part = at === 0 && last ? data : data.subarray(at, at + max);
       ws.send(part, { binary: true, compress: false }, last ? (err) => callback(err ?? null) : undefined);
     }
   }
