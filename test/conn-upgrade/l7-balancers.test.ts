@@ -11,7 +11,10 @@
 // upgrade goes inside CONNECT.
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import { stringify } from 'yaml';
+import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
+import { CLUSTER_NAME, GIT_VERSION, startApiServer } from '../helpers/kube-api.js';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnAgentProcess, type AgentProcess } from '../helpers/agent-process.js';
@@ -41,13 +44,10 @@ interface Rig {
   targets: { postgres: string; ssh: string };
 }
 
-/** `gate-mux local-proxy` in its own process; resolves with the port it listens on. */
+/** `gate-mux local-proxy` in its own process (`alpn` 'passthrough': --passthrough); resolves with the port it listens on. */
 async function localProxyCli(t: Teardownable, rig: Rig, proxy: string, alpn: string, env: NodeJS.ProcessEnv): Promise<number> {
-  const child = spawn(
-    process.execPath,
-    [GATE_MUX, 'local-proxy', '--listen', '127.0.0.1:0', '--proxy', proxy, '--alpn', alpn, '--ca', rig.gate.caFile, '--server-name', 'localhost'],
-    { env, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const mode = alpn === 'passthrough' ? ['--passthrough'] : ['--alpn', alpn, '--ca', rig.gate.caFile, '--server-name', 'localhost'];
+  const child = spawn(process.execPath, [GATE_MUX, 'local-proxy', '--listen', '127.0.0.1:0', '--proxy', proxy, ...mode], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   t.teardown(() => {
     child.kill('SIGKILL');
   });
@@ -119,9 +119,15 @@ t.test('agents, psql and ssh through L7 load balancers that end TLS', async (t) 
   const ssh = requirePeer(t, 'ssh', 'openssh-client');
   if (!pg || !sshd || !psql || !ssh) return;
   const targets = { postgres: `127.0.0.1:${pg.port}`, ssh: `127.0.0.1:${sshd.port}` };
+  const kubeCa = CertificateAuthority.create('gate-mux l7 kube CA');
+  const api = await startApiServer(kubeCa);
+  t.teardown(() => {
+    api.server.closeAllConnections();
+    return new Promise<void>((resolve) => api.server.close(() => resolve()));
+  });
   const gate = await startGateProxy(t, {
     mode: 'multiplex',
-    upstreams: { postgres: `tunnel:l7/${targets.postgres}`, ssh: `tunnel:l7/${targets.ssh}` },
+    upstreams: { postgres: `tunnel:l7/${targets.postgres}`, ssh: `tunnel:l7/${targets.ssh}`, kube: `127.0.0.1:${api.port}` },
     // Pings well inside the balancers' idle timeout; X-Forwarded-For believed from loopback.
     proxyService: { connection_upgrade_ping_interval: '500ms', connection_upgrade_trusted_networks: ['127.0.0.0/8'] },
   });
@@ -137,6 +143,36 @@ t.test('agents, psql and ssh through L7 load balancers that end TLS', async (t) 
   await t.test('nginx http reverse proxy', async (t) => {
     const lb = await startNginxHttp(t, lbOptions);
     if (lb) await throughBalancer(t, rig, lb);
+  });
+
+  await t.test('kubectl through HAProxy: its own TLS, end to end inside the upgrade, to a passthrough Kubernetes route', async (t) => {
+    const kubectl = requirePeer(t, 'kubectl', 'kubernetes-client');
+    const lb = await startHaproxyHttp(t, lbOptions);
+    if (!kubectl || !lb) return;
+    const env = { PATH: process.env.PATH, NODE_EXTRA_CA_CERTS: rig.lbCa.file };
+    const port = await localProxyCli(t, rig, lb.address, 'passthrough', env);
+    const user = kubeCa.issue({ commonName: 'l7-kube-user', usage: 'client' });
+    const home = await tempDir(t, 'kube-home');
+    const b64 = (text: string): string => Buffer.from(text).toString('base64');
+    const config = join(home, 'config');
+    await writeFile(
+      config,
+      stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        clusters: [{ name: 'gate', cluster: { server: `https://127.0.0.1:${port}`, 'tls-server-name': CLUSTER_NAME, 'certificate-authority-data': b64(kubeCa.cert) } }],
+        users: [{ name: 'l7', user: { 'client-certificate-data': b64(user.cert), 'client-key-data': b64(user.key) } }],
+        contexts: [{ name: 'l7', context: { cluster: 'gate', user: 'l7' } }],
+        'current-context': 'l7',
+      }),
+      { mode: 0o600 },
+    );
+    const result = await runClient(kubectl, ['version', '-o', 'json', '--request-timeout=20s'], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, KUBECONFIG: config } });
+    t.equal(result.code, 0, describeResult(result));
+    t.match(result.stdout.toString(), GIT_VERSION, 'kubectl read the API server\'s version');
+    const seen = api.seen.find((s) => s.path === '/version');
+    t.equal(seen?.servername, CLUSTER_NAME, 'the API server saw kubectl\'s own server name');
+    t.equal(seen?.clientCn, 'l7-kube-user', 'and kubectl\'s own client certificate: TLS passed through, not ended on the way');
   });
 
   await t.test('the same agent pointed at the proxy itself does not upgrade', async (t) => {
