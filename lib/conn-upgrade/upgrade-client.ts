@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import { WebSocket } from 'ws';
 import { ErrorCodes, GateError } from '../errors.js';
 import { CONNECTION_UPGRADE_PATH, UPGRADE_PROTOCOLS } from '../wire/names.js';
-import { DEFAULT_MAX_MESSAGE_BYTES, WebSocketStream } from './websocket-stream.js';
+import { CLOSE_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, WebSocketStream } from './websocket-stream.js';
 
 export interface OpenUpgradeOptions {
   /** The load balancer's address as dialled (`host:port`, IPv6 bracketed): the Host header. */
@@ -72,7 +72,8 @@ export function openUpgrade(raw: Socket, options: OpenUpgradeOptions): Promise<W
         perMessageDeflate: false,
         maxPayload: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
         followRedirects: false,
-      });
+        closeTimeout: CLOSE_TIMEOUT_MS, // known to ws 8.18+, not to its type declarations
+      } as ConstructorParameters<typeof WebSocket>[2]);
       socket.once('unexpected-response', (_req, res: IncomingMessage) => {
         const status = res.statusCode ?? 0;
         let body = '';

@@ -9,7 +9,7 @@ import { isTrusted, trustedNetworks } from '../proxy-protocol/trusted-networks.j
 import type { Endpoint } from '../transport/endpoint.js';
 import { UPGRADE_PROTOCOL_ALPN_PING } from '../wire/names.js';
 import { checkUpgradeRequest, forwardedFor, isConnectionUpgradePath } from './upgrade-request.js';
-import { DEFAULT_MAX_MESSAGE_BYTES, SEND_MESSAGE_BYTES, WebSocketStream } from './websocket-stream.js';
+import { CLOSE_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, SEND_MESSAGE_BYTES, WebSocketStream } from './websocket-stream.js';
 
 /**
  * What takes an upgraded stream as a new connection: a Multiplexer (its `accept`), or anything
@@ -80,8 +80,9 @@ export class ConnectionUpgrade {
       clientTracking: false,
       perMessageDeflate: false,
       maxPayload: this.maxMessageBytes,
+      closeTimeout: CLOSE_TIMEOUT_MS, // known to ws 8.18+, not to its type declarations
       handleProtocols: (offered) => [...offered].find((p) => p === 'alpn' || p === 'alpn-ping') ?? false,
-    });
+    } as ConstructorParameters<typeof WebSocketServer>[0]);
   }
 
   /** New settings for upgrades from now on (a reload); streams already carried keep theirs. */

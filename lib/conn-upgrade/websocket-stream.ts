@@ -8,11 +8,23 @@ import { ErrorCodes, GateError } from '../errors.js';
  * receiver knows what it must accept.
  */
 export const SEND_MESSAGE_BYTES = 32 * 1024;
+/**
+ * How long a closing WebSocket may wait for its peer's close frame and FIN before its socket is
+ * destroyed (ws's `closeTimeout`, 30 s by default). Balancers may hold a half-closed connection
+ * open until their own timeouts, and a closing stream must not keep an agent from exiting or a
+ * slot taken for that long.
+ */
+export const CLOSE_TIMEOUT_MS = 2000;
 /** Largest message accepted by default (a receiver may not go below SEND_MESSAGE_BYTES). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
 
 export interface WebSocketStreamOptions {
-  /** Sends a WebSocket ping this often, so a load balancer's idle timeout never cuts a quiet stream (0: never, the default). */
+  /**
+   * Sends a WebSocket ping this often, so a load balancer's idle timeout never cuts a quiet
+   * stream (0: never, the default). A ping still unanswered at the next one fails the stream with
+   * GATE_ERR_CONN_UPGRADE_PING_TIMEOUT: a balancer may keep our side open after the client is
+   * gone (HAProxy does, while our pings keep the tunnel busy), and nothing else would tell.
+   */
   pingIntervalMs?: number;
 }
 
@@ -62,8 +74,16 @@ export class WebSocketStream extends Duplex {
     });
     const pingMs = options.pingIntervalMs ?? 0;
     if (pingMs > 0) {
+      let answered = true;
+      ws.on('pong', () => (answered = true));
       this.pingTimer = setInterval(() => {
-        if (ws.readyState === WebSocket.OPEN) ws.ping();
+        if (ws.readyState !== WebSocket.OPEN) return;
+        if (!answered) {
+          this.destroy(new GateError(ErrorCodes.CONN_UPGRADE_PING_TIMEOUT, `no answer to a WebSocket ping within ${pingMs} ms: the client is gone`));
+          return;
+        }
+        answered = false;
+        ws.ping();
       }, pingMs);
     }
   }

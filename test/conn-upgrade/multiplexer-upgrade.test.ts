@@ -220,9 +220,12 @@ t.test('alpn-ping: the proxy pings a quiet stream within the interval', async (t
   const r = await rawUpgrade({ port, tls: tlsToLb, headers: { 'Sec-WebSocket-Protocol': 'alpn-ping' } });
   t.match(r.head, /Sec-WebSocket-Protocol: alpn-ping/i);
   const started = Date.now();
-  const got = await readFrames(r.socket, r.rest, (opcode) => (opcode === Opcode.ping ? Date.now() - started : undefined), 1000);
+  const got = await readFrames(r.socket, r.rest, (opcode) => (opcode === Opcode.ping ? Date.now() - started : undefined), 1000, true);
   t.type(got, 'number', 'a ping frame arrived');
   t.ok(typeof got === 'number' && got < 1000, `within 1 s of a 200 ms interval (${String(got)} ms)`);
+  // This client never answers: the ping after next finds the first unanswered, before the detection deadline.
+  await until(() => (mux.stats().failures[ErrorCodes.CONN_UPGRADE_PING_TIMEOUT] ?? 0) > 0, 'an unanswered ping to end the connection', 2000);
+  r.socket.destroy();
   const plain = await rawUpgrade({ port, tls: tlsToLb });
   const none = await readFrames(plain.socket, plain.rest, (opcode) => (opcode === Opcode.ping ? true : undefined), 600);
   t.equal(none, 'stalled', 'alpn (no -ping): no pings');

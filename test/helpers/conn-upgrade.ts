@@ -93,13 +93,15 @@ export function clientFrame(opcode: number, payload: Buffer, fin = true): Buffer
 /**
  * Reads server frames, giving each to `take` until it returns something other than undefined,
  * which is returned. 'ended': the socket ended first; 'stalled': nothing of the kind within
- * `limitMs` (the socket is then destroyed). The socket is destroyed when done.
+ * `limitMs` (the socket is then destroyed). The socket is destroyed when done, unless `keepOpen`
+ * (a client that stays connected and silent: it never answers pings).
  */
 export async function readFrames<T>(
   socket: Socket,
   initial: Buffer,
   take: (opcode: number, payload: Buffer) => T | undefined,
   limitMs = 5000,
+  keepOpen = false,
 ): Promise<T | 'ended' | 'stalled'> {
   let buf = initial;
   let stalled = false;
@@ -141,7 +143,7 @@ export async function readFrames<T>(
     return stalled ? 'stalled' : 'ended';
   } finally {
     clearTimeout(timer);
-    socket.destroy();
+    if (!keepOpen) socket.destroy();
   }
 }
 
