@@ -75,10 +75,14 @@ export class WebSocketStream extends Duplex {
     const pingMs = options.pingIntervalMs ?? 0;
     if (pingMs > 0) {
       let answered = true;
-      ws.on('pong', () => (answered = true));
+      const alive = (): boolean => (answered = true);
+      ws.on('pong', alive);
+      ws.on('message', alive); // data is as good an answer
       this.pingTimer = setInterval(() => {
         if (ws.readyState !== WebSocket.OPEN) return;
-        if (!answered) {
+        // Not while we hold back reading (a slow consumer: the pong waits unread behind data) or
+        // while our own sends queue (the ping waits behind them): only silence counts.
+        if (!answered && !ws.isPaused && ws.bufferedAmount === 0) {
           this.destroy(new GateError(ErrorCodes.CONN_UPGRADE_PING_TIMEOUT, `no answer to a WebSocket ping within ${pingMs} ms: the client is gone`));
           return;
         }
