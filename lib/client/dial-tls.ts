@@ -8,6 +8,7 @@ import { formatHostPort, parseTarget } from './target.js';
 import { openUpgrade } from '../conn-upgrade/upgrade-client.js';
 import { TLS_ROUTING_UPGRADE_ENV } from '../wire/names.js';
 import { forcedUpgrade, upgradeDecisions } from './upgrade-decision.js';
+import { pathEndsTls } from './upgrade-probe.js';
 
 export interface DialTlsOptions extends DialOptions {
   /** SNI and the name the certificate is checked against (default: the target host unless it is an IP). */
@@ -37,10 +38,11 @@ export interface DialTlsOptions extends DialOptions {
  */
 export interface ConnectionUpgradeDial {
   /**
-   * `'auto'` (the default): as GATE_TLS_ROUTING_UPGRADE says, else detected once per proxy
-   * address and remembered for ten minutes — a test handshake offering `probeAlpn` that comes
-   * back with no ALPN, an ALPN not offered, or a `no_application_protocol` alert means the path
-   * ends TLS. `true` / `false`: always / never, whatever the environment says.
+   * `'auto'` (the default): as GATE_TLS_ROUTING_UPGRADE says, else detected (see dialTls): after
+   * a direct handshake that failed as a balancer makes it fail, a test handshake offering
+   * `probeAlpn` that comes back with no ALPN, an ALPN not offered, or a `no_application_protocol`
+   * alert means the path ends TLS; a successful upgrade is remembered per address for ten
+   * minutes. `true` / `false`: always / never, whatever the environment says.
    */
   mode?: boolean | 'auto';
   /**
@@ -71,20 +73,50 @@ export interface DialTlsResult {
  * The multiplexer routes on SNI and ALPN, so a server that ignored our ALPN has put us on a
  * route we did not ask for: with `requireAlpn` that is GATE_ERR_ALPN_MISMATCH, not a
  * connection that later fails with confusing protocol errors.
+ *
+ * Through a load balancer that ends TLS (`connectionUpgrade`, 'auto' by default), the TLS goes
+ * inside a WebSocket connection upgrade. Detected without changing anything for a path that
+ * works: the direct handshake comes first, and only when it fails as a balancer would make it
+ * fail (its certificate not from our CA, no ALPN or the wrong one) does a test handshake ask
+ * whether the path ends TLS; if it does and the upgrade then succeeds, upgrading is remembered for
+ * the address (ten minutes, forgotten at the first failure that could mean the path changed).
+ * When the upgrade fails too, the direct attempt's error is the one thrown.
  */
 export async function dialTls(target: string, options: DialTlsOptions): Promise<DialTlsResult> {
   const handshakeMs = options.handshakeTimeoutMs ?? options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
-  const upgraded = await needsUpgrade(target, options, handshakeMs);
+  const asked = options.connectionUpgrade?.mode ?? 'auto';
+  const forced = asked !== 'auto' ? asked : forcedUpgrade((options.env ?? process.env)[TLS_ROUTING_UPGRADE_ENV], target);
+  if (forced !== undefined) return connectTls(target, options, forced, handshakeMs);
+  if (upgradeDecisions.get(target) === true) {
+    try {
+      return await connectTls(target, options, true, handshakeMs);
+    } catch (err) {
+      // The balancer may be gone: the next tries start from the direct handshake again.
+      if (!isGateError(err) || !PATH_MAY_HAVE_CHANGED.has(err.code)) throw err;
+      upgradeDecisions.forget(target);
+    }
+  }
   try {
-    return await connectTls(target, options, upgraded, handshakeMs);
+    return await connectTls(target, options, false, handshakeMs);
   } catch (err) {
-    // A remembered answer may be stale (a balancer put in front of the proxy, or taken away):
-    // after a failure that could mean so, the next dial asks again.
-    if (isGateError(err) && PATH_MAY_HAVE_CHANGED.has(err.code)) upgradeDecisions.forget(target);
-    throw err;
+    if (!isGateError(err) || !LOOKS_LIKE_A_BALANCER.has(err.code) || options.signal?.aborted) throw err;
+    const offered = options.connectionUpgrade?.probeAlpn ?? options.alpn;
+    if (!(await pathEndsTls(target, { ...options, alpn: offered, handshakeTimeoutMs: handshakeMs }))) throw err;
+    const log = componentLogger(options.logger, 'dialer');
+    try {
+      const upgraded = await connectTls(target, options, true, handshakeMs);
+      upgradeDecisions.set(target, true);
+      log.info({ target, offered }, 'the path to the proxy ends TLS (a load balancer): TLS routing goes through the connection upgrade');
+      return upgraded;
+    } catch (upgradeError) {
+      log.debug({ target, err: upgradeError }, 'the connection upgrade failed too; reporting the direct handshake\'s failure');
+      throw err;
+    }
   }
 }
 
+/** Failures of a direct handshake that a load balancer ending TLS causes (its certificate, its ALPN). */
+const LOOKS_LIKE_A_BALANCER = new Set<string>([ErrorCodes.TLS_HANDSHAKE, ErrorCodes.ALPN_MISMATCH]);
 const PATH_MAY_HAVE_CHANGED = new Set<string>([ErrorCodes.TLS_HANDSHAKE, ErrorCodes.ALPN_MISMATCH, ErrorCodes.CONN_UPGRADE_REFUSED]);
 
 async function connectTls(target: string, options: DialTlsOptions, upgraded: boolean, handshakeMs: number): Promise<DialTlsResult> {
@@ -150,56 +182,4 @@ async function connectTls(target: string, options: DialTlsOptions, upgraded: boo
   }
   log.debug({ target, via: via?.display ?? 'direct', alpn, upgraded }, 'TLS established');
   return { socket, via, alpn, upgraded };
-}
-
-/**
- * Whether TLS to `target` must go inside the connection upgrade: the option, else the
- * environment, else the remembered answer, else a test handshake. The test offers the route's
- * ALPN and checks nothing else (no certificate: only the answer's ALPN matters, and the real
- * handshake that follows checks everything); it is closed at once.
- */
-async function needsUpgrade(target: string, options: DialTlsOptions, handshakeMs: number): Promise<boolean> {
-  const asked = options.connectionUpgrade?.mode ?? 'auto';
-  if (asked !== 'auto') return asked;
-  const forced = forcedUpgrade((options.env ?? process.env)[TLS_ROUTING_UPGRADE_ENV], target);
-  if (forced !== undefined) return forced;
-  const known = upgradeDecisions.get(target);
-  if (known !== undefined) return known;
-  const offered = options.connectionUpgrade?.probeAlpn ?? options.alpn;
-  const { host } = parseTarget(target);
-  const { socket: raw } = await dial(target, options);
-  const answer = await new Promise<boolean>((resolve, reject) => {
-    const probe = tlsConnect({
-      socket: raw,
-      ...(isIP(host) === 0 ? { servername: options.serverName ?? host } : options.serverName ? { servername: options.serverName } : {}),
-      ALPNProtocols: offered,
-      rejectUnauthorized: false,
-    });
-    const done = (err: Error | undefined, upgrade?: boolean): void => {
-      clearTimeout(timer);
-      probe.removeAllListeners('secureConnect');
-      probe.removeAllListeners('error');
-      probe.on('error', () => {});
-      probe.destroy();
-      raw.destroy();
-      if (err) reject(err);
-      else resolve(upgrade!);
-    };
-    const timer = setTimeout(
-      () => done(new GateError(ErrorCodes.TLS_HANDSHAKE_TIMEOUT, `TLS to ${target} (testing whether the path ends TLS) timed out after ${handshakeMs} ms`)),
-      handshakeMs,
-    );
-    probe.once('secureConnect', () => {
-      const alpn = probe.alpnProtocol || undefined;
-      done(undefined, alpn === undefined || !offered.includes(alpn));
-    });
-    probe.once('error', (err: Error & { code?: string }) => {
-      // RFC 7301 §3.2: a server that supports ALPN but none of ours; our proxy's routes all do.
-      if (err.code === 'ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL') done(undefined, true);
-      else done(new GateError(ErrorCodes.TLS_HANDSHAKE, `TLS to ${target} (testing whether the path ends TLS) failed: ${err.message}`, { cause: err }));
-    });
-  });
-  upgradeDecisions.set(target, answer);
-  componentLogger(options.logger, 'dialer').info({ target, upgrade: answer, offered }, answer ? 'the path to the proxy ends TLS: TLS routing goes through the connection upgrade' : 'TLS reaches the proxy: no connection upgrade');
-  return answer;
 }

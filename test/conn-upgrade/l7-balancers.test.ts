@@ -195,7 +195,7 @@ t.test('agents, psql and ssh through L7 load balancers that end TLS', async (t) 
     const agent = spawnAgent(t, rig, address, stateDir, { PATH: process.env.PATH, NODE_EXTRA_CA_CERTS: rig.lbCa.file, HTTPS_PROXY: tinyproxy.url });
     await readUntil(agent.child.stdout!, () => agent.output().includes('tunnel up'));
     t.match(agent.output(), `tunnel up: agent l7 via ${tinyproxy.url} (connection upgrade)`, 'through tinyproxy and the upgrade');
-    t.ok(tinyproxy.output().split(`CONNECT ${address}`).length - 1 >= 3, 'tinyproxy carried the test handshake, the join and the tunnel');
+    t.ok(tinyproxy.output().split(`CONNECT ${address}`).length - 1 >= 3, 'tinyproxy carried the CA fetch, the direct join attempt, the test handshake, the upgraded join and the tunnel');
     await stopAgent(rig, agent);
   });
 });
