@@ -230,3 +230,22 @@ t.test('alpn-ping: the proxy pings a quiet stream within the interval', async (t
   const none = await readFrames(plain.socket, plain.rest, (opcode) => (opcode === Opcode.ping ? true : undefined), 600);
   t.equal(none, 'stalled', 'alpn (no -ping): no pings');
 });
+
+t.test('a refused upgrade is GATE_ERR_CONN_UPGRADE_REFUSED with the status; auto mode then reports the direct failure', async (t) => {
+  // An HTTPS server whose upgrade has nowhere to carry streams: every upgrade is answered 503.
+  const lonely = createHttpsServer({ ...lbPair });
+  const refusing = new ConnectionUpgrade({ target: () => undefined });
+  refusing.attach(lonely);
+  await new Promise<void>((resolve) => lonely.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => lonely.close(() => resolve())));
+  const at = `127.0.0.1:${(lonely.address() as import('node:net').AddressInfo).port}`;
+  const dialing = { alpn: ['x-echo'], requireAlpn: true, serverName: 'gate.test', ca: clusterCa.cert, proxy: null };
+  await t.rejects(dialTls(at, { ...dialing, connectionUpgrade: { mode: true, loadBalancerCa: lbCa.cert } }), {
+    code: ErrorCodes.CONN_UPGRADE_REFUSED,
+    message: /HTTP 503/,
+  });
+  // Auto: the direct handshake fails on the balancer's certificate, the test handshake says the
+  // path ends TLS, the upgrade is refused: the error is still the direct handshake's.
+  await t.rejects(dialTls(at, { ...dialing, connectionUpgrade: { loadBalancerCa: lbCa.cert } }), { code: ErrorCodes.TLS_HANDSHAKE });
+  t.equal(refusing.counts.refused, 2, 'both reached the upgrade');
+});
