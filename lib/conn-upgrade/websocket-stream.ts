@@ -66,6 +66,12 @@ export class WebSocketStream extends Duplex {
     ws.once('close', () => {
       this.stopPings();
       this.push(null);
+      // What is left unread must not keep the stream (and its connection) open for ever: a reader
+      // that stopped (a stalled consumer above) has CLOSE_TIMEOUT_MS to take it.
+      if (!this.readableEnded) {
+        const late = setTimeout(() => this.destroy(), CLOSE_TIMEOUT_MS);
+        this.once('close', () => clearTimeout(late));
+      }
     });
     ws.on('error', (err: Error & { code?: string }) => {
       // ws names its framing errors WS_ERR_* (too large, bad opcode, unmasked frame, ...).

@@ -14,7 +14,7 @@ import { ConnectionUpgrade } from '../../lib/conn-upgrade/upgrade-server.js';
 import { dialTls } from '../../lib/client/dial-tls.js';
 import { ErrorCodes } from '../../lib/errors.js';
 import type { ConnectionInfo } from '../../lib/handlers/types.js';
-import { readUntil, until } from '../helpers/net.js';
+import { liveHandles, readUntil, until } from '../helpers/net.js';
 import { clientFrame, closeCode, Opcode, rawUpgrade, readFrames } from '../helpers/conn-upgrade.js';
 
 const { ca: clusterCa, server: clusterServer, client: clusterClient } = devCertificates();
@@ -248,4 +248,15 @@ t.test('a refused upgrade is GATE_ERR_CONN_UPGRADE_REFUSED with the status; auto
   // path ends TLS, the upgrade is refused: the error is still the direct handshake's.
   await t.rejects(dialTls(at, { ...dialing, connectionUpgrade: { loadBalancerCa: lbCa.cert } }), { code: ErrorCodes.TLS_HANDSHAKE });
   t.equal(refusing.counts.refused, 2, 'both reached the upgrade');
+});
+
+t.test('after every hostile upgrade: no connection, socket or timer left', async (t) => {
+  await until(() => mux.openConnections === 0, 'every carried and carrying connection to end', 5000);
+  // The listener and the test's own HTTPS server are the only handles expected; the log limiter's
+  // summary timer goes with upgrade.close() (teardown).
+  upgrade.close();
+  await until(() => liveHandles().sockets === 0, 'sockets to close', 5000);
+  t.equal(liveHandles().sockets, 0, 'no socket left');
+  await until(() => liveHandles().timers === 0, 'timers to end', 5000);
+  t.equal(liveHandles().timers, 0, 'no timer left (pings, idle timers, close timers, deadlines)');
 });
