@@ -69,6 +69,8 @@ export const ErrorCodes = {
   AGENT_CERT_EXPIRED: 'GATE_ERR_AGENT_CERT_EXPIRED',
   AGENT_CERT_REVOKED: 'GATE_ERR_AGENT_CERT_REVOKED',
   AGENT_STATE: 'GATE_ERR_AGENT_STATE',
+  AGENT_DESCRIPTION_INVALID: 'GATE_ERR_AGENT_DESCRIPTION_INVALID',
+  AGENT_VERSION_INCOMPATIBLE: 'GATE_ERR_AGENT_VERSION_INCOMPATIBLE',
   // several proxies as one cluster (issue 14): peering and draining
   PEER_DIAL_FAILED: 'GATE_ERR_PEER_DIAL_FAILED',
   PEER_REFUSED: 'GATE_ERR_PEER_REFUSED',
@@ -100,6 +102,13 @@ export const ErrorCodes = {
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 
+/**
+ * Marks a GateError across copies of this package: two installed versions (a library and an
+ * application each pulling its own) have two GateError classes, so `instanceof` answers false
+ * for the other copy's errors. `Symbol.for` is one symbol per process, shared by every copy.
+ */
+const GATE_ERROR_BRAND = Symbol.for('gate-mux.GateError');
+
 export class GateError extends Error {
   readonly code: ErrorCode;
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
@@ -107,9 +116,30 @@ export class GateError extends Error {
     this.name = 'GateError';
     this.code = code;
   }
+
+  /**
+   * `instanceof GateError` holds for any copy's GateError (the brand); a subclass keeps the usual
+   * prototype check.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== GateError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[GATE_ERROR_BRAND] === true;
+  }
+}
+Object.defineProperty(GateError.prototype, GATE_ERROR_BRAND, { value: true });
+
+/** True for a GateError (from any copy of this package) with the given code, or any code when none is given. */
+export function isGateError(err: unknown, code?: ErrorCode): err is GateError {
+  return err instanceof GateError && typeof err.code === 'string' && (code === undefined || err.code === code);
 }
 
-/** True for a GateError with the given code (or any GateError when no code is given). */
-export function isGateError(err: unknown, code?: ErrorCode): err is GateError {
-  return err instanceof GateError && (code === undefined || err.code === code);
+/**
+ * `err` when it is a GateError already, else a GateError with `fallback` carrying `err` as its
+ * cause (and its message, or `message` when given): what a catch that must report a stable code
+ * uses instead of a cast that assumes it.
+ */
+export function toGateError(err: unknown, fallback: ErrorCode, message?: string): GateError {
+  if (isGateError(err)) return err;
+  const text = message ?? (err instanceof Error ? err.message : String(err));
+  return new GateError(fallback, text, { cause: err });
 }

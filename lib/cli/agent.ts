@@ -11,7 +11,8 @@ import type { Logger } from '../log.js';
 import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { startAgent, type AgentConnectedEvent, type TunnelAgent } from '../tunnel/agent.js';
 import { DEFAULT_CONNECTION_COUNT } from '../tunnel/agent-pool.js';
-import { readAgentState, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
+import { readAgentState, readOrCreateServerId, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
+import { parseService, SERVICE_KINDS, type AgentService } from '../tunnel/agent-description.js';
 import { joinProxy, renewalTime, renewIdentity, type JoinEndpoint } from '../tunnel/join-client.js';
 
 const USAGE = `usage:
@@ -23,12 +24,17 @@ const USAGE = `usage:
 options:
   --tunnel-addr HOST:PORT  the tunnel port when the proxy runs separate ports (default: --proxy)
   --server-name NAME       the name the proxy's certificate is checked for (default: the proxy host)
+  --service KIND:NAME      a service this agent provides, for the proxies' inventory (repeatable;
+                           KIND one of ${SERVICE_KINDS.join(', ')})
   --connection-count N     tunnels to keep, each to a distinct proxy of a cluster behind a load
                            balancer (default 2); fewer when fewer proxies exist, one to a proxy
                            that runs alone
   --timeout-ms N           dial and handshake deadline (default 10000)
   --log-level LEVEL        pino level for the log on stderr (default warn)
   --log-format FORMAT      pretty (default on a terminal) or json (default otherwise)
+The server ID the inventory lists is kept in the state directory (made at the first start); an
+agent without one uses an ID derived from its name. GATE_EXT_UPGRADER names its updater (\`unit\`
+when the updater package's unit sets it; \`none\` when unset).
 HTTPS_PROXY / HTTP_PROXY / NO_PROXY choose how the proxy is reached. SIGTERM or Ctrl-C closes the
 tunnel with a GOAWAY and exits 0.`;
 
@@ -172,6 +178,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
         'ca-pin': { type: 'string' },
         name: { type: 'string' },
         allow: { type: 'string', multiple: true, default: [] },
+        service: { type: 'string', multiple: true, default: [] },
         'state-dir': { type: 'string' },
         cert: { type: 'string' },
         key: { type: 'string' },
@@ -196,6 +203,13 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   const connectionCount = Number(values['connection-count']);
   if (!Number.isInteger(connectionCount) || connectionCount < 1 || connectionCount > MAX_CONNECTION_COUNT) {
     io.err(`agent: --connection-count takes a whole number from 1 to ${MAX_CONNECTION_COUNT}, not ${JSON.stringify(values['connection-count'])}\n${USAGE}`);
+    return 2;
+  }
+  let services: AgentService[];
+  try {
+    services = (values.service ?? []).map(parseService);
+  } catch (err) {
+    io.err(`agent: --service: ${(err as Error).message}\n${USAGE}`);
     return 2;
   }
   // Logs go to stderr; tokens and keys are never passed to it.
@@ -234,11 +248,14 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
       stored = await identityFor(endpoint, { name: values.name, stateDir: values['state-dir'], token: values.token, caPin: values['ca-pin'] }, io);
       identity = stored;
     }
+    const serverId = values['state-dir'] ? await readOrCreateServerId(values['state-dir']) : undefined;
     agent = startAgent({
       proxy: values['tunnel-addr'] ?? values.proxy,
       name: values.name,
       ...identity,
       resources: values.allow ?? [],
+      services,
+      ...(serverId ? { serverId } : {}),
       ...(serverName ? { serverName } : {}),
       ...(hooks.env ? { env: hooks.env } : {}),
       dialTimeoutMs: timeoutMs,

@@ -18,6 +18,7 @@ const COMMANDS: Record<string, Command> = {
   'local-proxy': { summary: 'carry a local client (psql, redis-cli, ssh, ...) to the proxy inside TLS with an ALPN', load: () => import('./local-proxy.js') },
   agent: { summary: 'join the proxy and hold a reverse tunnel for the resources on its --allow list', load: () => import('./agent.js') },
   upgrade: { summary: 'the updater: dry-run, run, export-schedule (the same as gate-upgrade)', load: () => import('./gate-upgrade.js') },
+  inventory: { summary: 'list the cluster\'s agents: inventory ls [--upgrader=none] (from a proxy\'s diag_addr)', load: () => import('./inventory.js') },
 };
 
 export const USAGE = `usage: gate-mux <command> [options]      (gate-mux <command> --help for its options)

@@ -1,3 +1,4 @@
+import { ErrorCodes, GateError } from '../errors.js';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 
 export type LogFormat = 'pretty' | 'json';
@@ -23,18 +24,18 @@ export function cliLogger(level: LevelWithSilent, format: LogFormat | undefined,
 }
 
 /** Checks a `--log-format` value. */
-export function parseLogFormat(value: string | undefined): LogFormat | undefined | Error {
+export function parseLogFormat(value: string | undefined): LogFormat | undefined | GateError {
   if (value === undefined || value === 'pretty' || value === 'json') return value;
-  return new Error(`--log-format ${value}: expected pretty or json`);
+  return new GateError(ErrorCodes.INVALID_ARGUMENT, `--log-format ${value}: expected pretty or json`);
 }
 
 /**
  * A command's logger from its `--log-level` and `--log-format` values, or the usage mistake to
  * report: one check for every command.
  */
-export function loggerFromOptions(level: string, format: string | undefined, fd: 1 | 2 = 1): Logger | Error {
-  if (!isLogLevel(level)) return new Error(`--log-level ${level}: expected ${LEVELS.join(', ')}`);
+export function loggerFromOptions(level: string, format: string | undefined, fd: 1 | 2 = 1): Logger | GateError {
+  if (!isLogLevel(level)) return new GateError(ErrorCodes.INVALID_ARGUMENT, `--log-level ${level}: expected ${LEVELS.join(', ')}`);
   const parsed = parseLogFormat(format);
-  if (parsed instanceof Error) return parsed;
+  if (parsed instanceof GateError) return parsed;
   return cliLogger(level, parsed, fd);
 }

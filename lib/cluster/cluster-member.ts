@@ -1,13 +1,16 @@
 import { EventEmitter } from 'node:events';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
-import type { ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
+import type { DescribedAgent } from '../tunnel/registry.js';
+import { recordFor } from './inventory.js';
+import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
 
 /**
  * What a ClusterMember needs of the TunnelRegistry: its `agent-connected` (name) and
- * `agent-disconnected` (name, reason) events, and who is connected.
+ * `agent-disconnected` (name, reason) events, who is connected, and (for the inventory) what a
+ * connected agent said about itself.
  */
-export type TunnelEvents = Pick<EventEmitter, 'on' | 'off'> & { agents(): string[] };
+export type TunnelEvents = Pick<EventEmitter, 'on' | 'off'> & { agents(): string[]; describedAgent?(name: string): DescribedAgent | undefined };
 
 export interface ClusterMemberOptions {
   store: RouteStore;
@@ -21,7 +24,7 @@ export interface ClusterMemberOptions {
 }
 
 /** The RouteStore method a `store-error` came from (a metric label). */
-export type StoreOperation = 'announce' | 'holdTunnel' | 'proxies' | 'dropTunnel' | 'withdraw';
+export type StoreOperation = 'announce' | 'holdTunnel' | 'proxies' | 'dropTunnel' | 'withdraw' | 'putAgentRecord' | 'dropAgentRecord';
 
 /** Another proxy whose channel configuration differs from ours (issue 14, item 6). */
 export interface ChannelMismatch {
@@ -54,6 +57,8 @@ export class ClusterMember extends EventEmitter {
   private readonly held = new Map<string, number>();
   /** agent → last generation handed out (kept after a disconnect, so generations only grow). */
   private readonly issued = new Map<string, number>();
+  /** agent → the inventory record this proxy wrote for it (what a drop must name). */
+  private readonly records = new Map<string, InventoryRecord>();
   private lastAnnouncedAt: number | undefined;
   private lastProxies: ProxyPresence[] = [];
   private lastProxiesKey = '';
@@ -70,6 +75,8 @@ export class ClusterMember extends EventEmitter {
     this.issued.set(agent, generation);
     this.held.set(agent, generation);
     this.write('holdTunnel', this.options.store.holdTunnel(this.holding(agent, generation), this.options.ttlMs));
+    const record = this.recordOf(agent, generation);
+    if (record) this.write('putAgentRecord', this.options.store.putAgentRecord(record, this.options.ttlMs));
   };
 
   private readonly onDisconnected = (agent: string): void => {
@@ -77,6 +84,9 @@ export class ClusterMember extends EventEmitter {
     if (generation === undefined) return;
     this.held.delete(agent);
     this.write('dropTunnel', this.options.store.dropTunnel(this.holding(agent, generation)));
+    const record = this.records.get(agent);
+    this.records.delete(agent);
+    if (record) this.write('dropAgentRecord', this.options.store.dropAgentRecord(record));
   };
 
   constructor(private readonly options: ClusterMemberOptions) {
@@ -165,11 +175,13 @@ export class ClusterMember extends EventEmitter {
     try {
       await store.withdraw(this.proxyId);
       await Promise.all([...this.held].map(([agent, generation]) => store.dropTunnel(this.holding(agent, generation))));
+      await Promise.all([...this.records.values()].map((record) => store.dropAgentRecord(record)));
     } catch (err) {
       this.log.warn({ err, code: codeOf(err) }, 'could not withdraw from the route store; the records expire with their TTL');
       this.emit('store-error', isGateError(err) ? err : new GateError(ErrorCodes.STORE_UNAVAILABLE, `route store: ${(err as Error)?.message}`, { cause: err }), 'withdraw');
     }
     this.held.clear();
+    this.records.clear();
   }
 
   /**
@@ -203,6 +215,15 @@ export class ClusterMember extends EventEmitter {
       await store.announce({ ...this.presence, draining: this.draining }, ttlMs);
       operation = 'holdTunnel';
       await Promise.all([...this.held].map(([agent, generation]) => store.holdTunnel(this.holding(agent, generation), ttlMs)));
+      // Descriptions are written here and at admission only: an agent that sends changes in a
+      // flood costs the store one write per refresh, not one per line.
+      operation = 'putAgentRecord';
+      await Promise.all(
+        [...this.held].map(([agent, generation]) => {
+          const record = this.recordOf(agent, generation);
+          return record ? store.putAgentRecord(record, ttlMs) : undefined;
+        }),
+      );
       operation = 'proxies';
       const proxies = await store.proxies();
       // Judged from when the announce was sent: that is when its TTL started.
@@ -267,6 +288,18 @@ export class ClusterMember extends EventEmitter {
     this.failing = false;
     this.log.info({ proxyId: this.proxyId, tunnels: this.held.size }, 'route store reachable again: presence and tunnels re-registered');
     this.emit('store-recovered');
+  }
+
+  /** The inventory record of a connected agent, remembered for its drop; undefined when the registry describes none. */
+  private recordOf(agent: string, generation: number): InventoryRecord | undefined {
+    const described = this.options.registry.describedAgent?.(agent);
+    if (!described) return undefined;
+    const record = recordFor(described, this.proxyId, generation);
+    const was = this.records.get(agent);
+    // A reconnect with another server ID (a new state directory): its old row goes.
+    if (was && was.serverId !== record.serverId) this.write('dropAgentRecord', this.options.store.dropAgentRecord(was));
+    this.records.set(agent, record);
+    return record;
   }
 
   private holding(agent: string, generation: number): TunnelHolding {

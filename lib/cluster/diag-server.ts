@@ -4,6 +4,7 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { GateMetrics } from './metrics.js';
 import { readinessOf, type ReadinessSource } from './readiness.js';
+import type { InventoryRow } from './inventory.js';
 
 export interface DiagServerOptions {
   host: string;
@@ -11,17 +12,22 @@ export interface DiagServerOptions {
   metrics: GateMetrics;
   /** Asked at each `/readyz`; the list may change while the server runs (a cluster member joins later). */
   readiness: () => Iterable<ReadinessSource>;
+  /** The cluster's fleet, for `/v1/inventory` (`gate-mux inventory ls`); without it the path answers 404. */
+  inventory?: () => Promise<InventoryRow[]>;
   logger?: Logger;
 }
 
 /** The paths served, each GET (and HEAD, which Node answers without the body). */
-export const DIAG_PATHS = ['/healthz', '/readyz', '/metrics'] as const;
+export const DIAG_PATHS = ['/healthz', '/readyz', '/metrics', '/v1/inventory'] as const;
 
 /**
  * The diagnostics listener (`diag_addr`, issue 14): plain HTTP for load balancers and Prometheus,
  * apart from the public listeners so that /metrics is never served where clients connect.
  * `/healthz`: 200 while the process serves. `/readyz`: 200 when every readiness source is ready,
- * else 503, with JSON detail either way. `/metrics`: Prometheus text.
+ * else 503, with JSON detail either way. `/metrics`: Prometheus text. `/v1/inventory`: the
+ * cluster's agents as a JSON array (InventoryRow), read from the route store; 503 with the code
+ * when the store cannot be read. The listener refuses a public address (config), which is what
+ * keeps the inventory (host names, versions) to the proxy's host and its private network.
  */
 export class DiagServer {
   private readonly log: Logger;
@@ -58,7 +64,7 @@ export class DiagServer {
     }
     server.on('error', (err) => log.error({ err: new GateError(ErrorCodes.LISTEN_FAILED, `diag listener: ${err.message}`, { cause: err }) }, 'diag listener error'));
     const address = diag.address;
-    log.info({ address: address.address, port: address.port }, 'diagnostics listening (/healthz, /readyz, /metrics)');
+    log.info({ address: address.address, port: address.port }, 'diagnostics listening (/healthz, /readyz, /metrics, /v1/inventory)');
     return diag;
   }
 
@@ -74,6 +80,19 @@ export class DiagServer {
     });
   }
 
+  private serveInventory(res: ServerResponse): void {
+    const { inventory } = this.options;
+    if (!inventory) return send(res, 404, 'application/json', JSON.stringify({ error: 'no inventory on this listener' }));
+    inventory().then(
+      (rows) => send(res, 200, 'application/json', JSON.stringify(rows)),
+      (err: unknown) => {
+        const code = codeOf(err);
+        this.log.warn({ code, err }, 'inventory read failed');
+        send(res, 503, 'application/json', JSON.stringify({ error: `the inventory cannot be read: ${(err as Error).message}`, code }));
+      },
+    );
+  }
+
   private serve(req: IncomingMessage, res: ServerResponse): void {
     const path = (req.url ?? '/').split('?', 1)[0];
     if (!(DIAG_PATHS as readonly string[]).includes(path ?? '')) return send(res, 404, 'application/json', JSON.stringify({ error: 'not found', paths: DIAG_PATHS }));
@@ -86,6 +105,7 @@ export class DiagServer {
       const report = readinessOf(this.options.readiness());
       return send(res, report.ready ? 200 : 503, 'application/json', JSON.stringify(report));
     }
+    if (path === '/v1/inventory') return this.serveInventory(res);
     const { metrics } = this.options;
     metrics.metrics().then(
       (text) => send(res, 200, metrics.contentType, text),
@@ -95,6 +115,10 @@ export class DiagServer {
       },
     );
   }
+}
+
+function codeOf(err: unknown): string {
+  return err instanceof GateError ? err.code : ErrorCodes.HANDLER_FAILED;
 }
 
 function send(res: ServerResponse, status: number, contentType: string, body: string): void {

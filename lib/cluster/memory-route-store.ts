@@ -1,4 +1,4 @@
-import type { ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
+import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
 
 interface Expiring<T> {
   value: T;
@@ -14,6 +14,8 @@ export class MemoryRouteStore implements RouteStore {
   private readonly presence = new Map<string, Expiring<ProxyPresence>>();
   /** agent → proxy id → holding. */
   private readonly tunnels = new Map<string, Map<string, Expiring<TunnelHolding>>>();
+  /** `<server id>:<proxy id>` → inventory record. */
+  private readonly records = new Map<string, Expiring<InventoryRecord>>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -60,6 +62,30 @@ export class MemoryRouteStore implements RouteStore {
     return found;
   }
 
+  async putAgentRecord(record: InventoryRecord, ttlMs: number): Promise<void> {
+    const key = `${record.serverId}:${record.proxyId}`;
+    const held = this.records.get(key);
+    if (held && held.expiresAt > this.now() && held.value.generation > record.generation) return;
+    this.records.set(key, { value: copyRecord(record), expiresAt: this.now() + ttlMs });
+  }
+
+  async dropAgentRecord(key: { serverId: string; proxyId: string; generation: number }): Promise<boolean> {
+    const id = `${key.serverId}:${key.proxyId}`;
+    if (this.records.get(id)?.value.generation !== key.generation) return false;
+    return this.records.delete(id);
+  }
+
+  async agentRecords(): Promise<InventoryRecord[]> {
+    const live = this.livePresence();
+    const now = this.now();
+    const found: InventoryRecord[] = [];
+    for (const [key, held] of this.records) {
+      if (held.expiresAt <= now) this.records.delete(key);
+      else if (live.has(held.value.proxyId)) found.push(copyRecord(held.value));
+    }
+    return found;
+  }
+
   async close(): Promise<void> {}
 
   private livePresence(): Map<string, ProxyPresence> {
@@ -71,4 +97,8 @@ export class MemoryRouteStore implements RouteStore {
     }
     return live;
   }
+}
+
+function copyRecord(record: InventoryRecord): InventoryRecord {
+  return { ...record, services: record.services.map((s) => ({ ...s })) };
 }

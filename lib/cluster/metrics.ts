@@ -9,10 +9,21 @@ export interface MetricSources {
   listeners(): StatsSnapshot[];
   /** Agents' reverse tunnels on this proxy. */
   tunnels(): { agents: number; streamsOpened: number; streamsReset: number };
+  /** This proxy's agents by what they said (version, upgrader), and the agents it refused by code. */
+  fleet?(): FleetCounts;
 }
 
-/** One scrape's figures: the listeners' sum and the tunnels. */
-type Scrape = StatsSnapshot & { tunnels: ReturnType<MetricSources['tunnels']> };
+/** Agents counted by label value (see `fleetCounts` in inventory.ts). */
+export interface FleetCounts {
+  byVersion: Record<string, number>;
+  byUpgrader: Record<string, number>;
+  refused: Record<string, number>;
+}
+
+const NO_FLEET: FleetCounts = { byVersion: {}, byUpgrader: {}, refused: {} };
+
+/** One scrape's figures: the listeners' sum, the tunnels and the agents. */
+type Scrape = StatsSnapshot & { tunnels: ReturnType<MetricSources['tunnels']>; fleet: FleetCounts };
 
 /** How a dial to another proxy ended (peering, issue 14). */
 export type PeerDialOutcome = 'ok' | 'failed';
@@ -90,7 +101,7 @@ export class GateMetrics {
   /** Counts of listeners closed by a reload: added in, so no counter ever goes down. */
   private readonly retired: StatsSnapshot = emptySnapshot();
   /** What the sources said, read once per scrape and by every collector of that scrape. */
-  private current: Scrape = { ...emptySnapshot(), tunnels: NO_SOURCES.tunnels() };
+  private current: Scrape = { ...emptySnapshot(), tunnels: NO_SOURCES.tunnels(), fleet: NO_FLEET };
   private readonly peerDials: Counter<'outcome'>;
   private readonly peerDialFailures: Counter<'code'>;
   private readonly storeErrors: Counter<'operation'>;
@@ -149,6 +160,17 @@ export class GateMetrics {
     gauge('gate_mux_tunnel_agents', 'Agents with a reverse tunnel to this proxy now.', [], (add, s) => add({}, s.tunnels.agents));
     counter('gate_mux_tunnel_streams_opened_total', 'Streams opened through agents\' tunnels.', [], (add, s) => add({}, s.tunnels.streamsOpened));
     counter('gate_mux_tunnel_streams_reset_total', 'Streams through agents\' tunnels that ended with RST_STREAM.', [], (add, s) => add({}, s.tunnels.streamsReset));
+    // The agents this proxy holds (an agent tunnelled to two proxies counts at each); the whole
+    // cluster's fleet is `gate-mux inventory ls`. Empty version: an agent older than self-descriptions.
+    gauge('gate_mux_tunnel_agents_by_version', 'Agents with a tunnel to this proxy, by the version they run.', ['version'], (add, s) => {
+      for (const [version, n] of Object.entries(s.fleet.byVersion)) add({ version }, n);
+    });
+    gauge('gate_mux_tunnel_agents_by_upgrader', 'Agents with a tunnel to this proxy, by upgrader (none: not enrolled in automatic updates).', ['upgrader'], (add, s) => {
+      for (const [upgrader, n] of Object.entries(s.fleet.byUpgrader)) add({ upgrader }, n);
+    });
+    counter('gate_mux_tunnel_agents_refused_total', 'Agent tunnels refused at admission, by GATE_ERR_* code (an incompatible version: GATE_ERR_AGENT_VERSION_INCOMPATIBLE).', ['code'], (add, s) => {
+      for (const [code, n] of Object.entries(s.fleet.refused)) add({ code }, n);
+    });
 
     this.peerDials = new Counter({ name: 'gate_mux_peer_dials_total', help: 'Dials to other proxies (peering), by outcome.', labelNames: ['outcome'], registers });
     this.peerDialFailures = new Counter({ name: 'gate_mux_peer_dial_failures_total', help: 'Failed dials to other proxies, by GATE_ERR_* code.', labelNames: ['code'], registers });
@@ -195,7 +217,7 @@ export class GateMetrics {
     const sum = emptySnapshot();
     addSnapshot(sum, this.retired);
     for (const s of this.sources.listeners()) addSnapshot(sum, s);
-    this.current = { ...sum, tunnels: this.sources.tunnels() };
+    this.current = { ...sum, tunnels: this.sources.tunnels(), fleet: this.sources.fleet?.() ?? NO_FLEET };
     const own = await this.registry.metrics();
     const process = await processMetrics().metrics();
     return `${own}\n${process}`;

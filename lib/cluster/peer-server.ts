@@ -1,7 +1,7 @@
 import { constants, createServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { TLSSocket } from 'node:tls';
 import { formatHostPort, parseTarget } from '../client/target.js';
-import { ErrorCodes, GateError } from '../errors.js';
+import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import type { CustomHandler, TerminateHandler } from '../handlers/types.js';
 import { terminate } from '../handlers/builders.js';
 import { componentLogger, type Logger } from '../log.js';
@@ -87,7 +87,7 @@ export class PeerServer {
           if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'the peering server is closed');
           admitPeer(peerTlsFacts(socket));
         } catch (err) {
-          this.refuse(socket, err as GateError, remote);
+          this.refuse(socket, toGateError(err, ErrorCodes.PEER_REFUSED), remote);
           return;
         }
         const session = this.startSession(socket);
@@ -193,7 +193,7 @@ export class PeerServer {
       target = formatHostPort(parsed.host, parsed.port);
       if (this.options.isDraining?.()) throw new GateError(ErrorCodes.DRAINING, 'this proxy is draining: no new forwarded dials');
     } catch (err) {
-      refuse(err as GateError);
+      refuse(toGateError(err, ErrorCodes.TARGET_INVALID));
       return;
     }
     const client = clientOf(headers);

@@ -3,7 +3,8 @@ import { readFile } from 'node:fs/promises';
 import { Redis } from 'ioredis';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
-import type { ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
+import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
+import { parseInventoryRecord } from './inventory.js';
 
 export interface RedisRouteStoreOptions {
   host: string;
@@ -32,6 +33,8 @@ const MAX_RECONNECT_DELAY_MS = 1000;
 //   P proxies               set of proxy ids, pruned when their key is gone
 //   P tunnel:<agent>:<id>   string, the generation, PX ttl               (one holding)
 //   P holders:<agent>       set of proxy ids holding <agent>, PX >= the longest holding
+//   P agent:<sid>:<id>      string, JSON InventoryRecord, PX ttl         (an agent as proxy <id> holds it)
+//   P agents                set of <sid>:<id>, pruned when their key is gone
 // Every operation that reads or writes more than one key is one Lua script: atomic (Redis runs a
 // script alone), one round trip, and so the generation checks cannot race. Scripts build their key
 // names from the prefix, so the store needs a standalone Redis (or a primary behind Sentinel), not
@@ -101,6 +104,52 @@ for _, id in ipairs(ids) do
 end
 return out`;
 
+/**
+ * ARGV: prefix, server id, proxy id, generation, record JSON, ttl. As HOLD: an older generation
+ * never overwrites a newer one. Returns 1 when written.
+ */
+const PUT_AGENT = `
+local member = ARGV[2] .. ':' .. ARGV[3]
+local key = ARGV[1] .. 'agent:' .. member
+local held = redis.call('GET', key)
+if held then
+  local ok, record = pcall(cjson.decode, held)
+  if ok and type(record) == 'table' and tonumber(record.generation) and tonumber(record.generation) > tonumber(ARGV[4]) then return 0 end
+end
+redis.call('SET', key, ARGV[5], 'PX', ARGV[6])
+redis.call('SADD', ARGV[1] .. 'agents', member)
+return 1`;
+
+/** ARGV: prefix, server id, proxy id, generation. Compare-and-delete, as DROP. */
+const DROP_AGENT = `
+local member = ARGV[2] .. ':' .. ARGV[3]
+local key = ARGV[1] .. 'agent:' .. member
+local held = redis.call('GET', key)
+if not held then return 0 end
+local ok, record = pcall(cjson.decode, held)
+if not ok or type(record) ~= 'table' or tonumber(record.generation) ~= tonumber(ARGV[4]) then return 0 end
+redis.call('DEL', key)
+redis.call('SREM', ARGV[1] .. 'agents', member)
+return 1`;
+
+/**
+ * ARGV: prefix. The records whose key and whose proxy's presence are live; members whose key
+ * expired leave the set. A member is <server id>:<proxy id>; a server id is a UUID (no colon).
+ */
+const AGENTS = `
+local set = ARGV[1] .. 'agents'
+local out = {}
+for _, member in ipairs(redis.call('SMEMBERS', set)) do
+  local value = redis.call('GET', ARGV[1] .. 'agent:' .. member)
+  local proxy = string.match(member, '^[^:]+:(.+)$')
+  if not value then
+    redis.call('SREM', set, member)
+  elseif proxy and redis.call('EXISTS', ARGV[1] .. 'proxy:' .. proxy) == 1 then
+    table.insert(out, value)
+  end
+end
+return out`;
+
 interface Scripts {
   gateAnnounce(prefix: string, id: string, presence: string, ttl: number): Promise<unknown>;
   gateWithdraw(prefix: string, id: string): Promise<unknown>;
@@ -108,6 +157,9 @@ interface Scripts {
   gateHold(prefix: string, agent: string, id: string, generation: number, ttl: number): Promise<number>;
   gateDrop(prefix: string, agent: string, id: string, generation: number): Promise<number>;
   gateHolders(prefix: string, agent: string): Promise<string[]>;
+  gatePutAgent(prefix: string, serverId: string, proxyId: string, generation: number, record: string, ttl: number): Promise<number>;
+  gateDropAgent(prefix: string, serverId: string, proxyId: string, generation: number): Promise<number>;
+  gateAgents(prefix: string): Promise<string[]>;
 }
 
 /**
@@ -155,6 +207,9 @@ export class RedisRouteStore implements RouteStore {
         gateHold: { lua: HOLD, numberOfKeys: 0 },
         gateDrop: { lua: DROP, numberOfKeys: 0 },
         gateHolders: { lua: HOLDERS, numberOfKeys: 0 },
+        gatePutAgent: { lua: PUT_AGENT, numberOfKeys: 0 },
+        gateDropAgent: { lua: DROP_AGENT, numberOfKeys: 0 },
+        gateAgents: { lua: AGENTS, numberOfKeys: 0 },
       },
     }) as Redis & Scripts;
     // Without a listener ioredis prints every connection error to the console. One log line per
@@ -196,14 +251,7 @@ export class RedisRouteStore implements RouteStore {
   }
 
   async proxies(): Promise<ProxyPresence[]> {
-    const values = await this.run('proxies', () => this.redis.gateProxies(this.prefix));
-    const out: ProxyPresence[] = [];
-    for (const value of values) {
-      const presence = parsePresence(value);
-      if (presence) out.push(presence);
-      else this.log.warn({ store: this.label }, 'a presence record in the route store is not one this version reads; skipped');
-    }
-    return out;
+    return this.readAll(await this.run('proxies', () => this.redis.gateProxies(this.prefix)), parsePresence, 'a presence record');
   }
 
   async holdTunnel(holding: TunnelHolding, ttlMs: number): Promise<void> {
@@ -218,6 +266,29 @@ export class RedisRouteStore implements RouteStore {
     const flat = await this.run('holders', () => this.redis.gateHolders(this.prefix, agent));
     const out: TunnelHolding[] = [];
     for (let i = 0; i + 1 < flat.length; i += 2) out.push({ agent, proxyId: flat[i] as string, generation: Number(flat[i + 1]) });
+    return out;
+  }
+
+  async putAgentRecord(record: InventoryRecord, ttlMs: number): Promise<void> {
+    await this.run('putAgentRecord', () => this.redis.gatePutAgent(this.prefix, record.serverId, record.proxyId, record.generation, JSON.stringify(record), ttl(ttlMs)));
+  }
+
+  async dropAgentRecord(key: { serverId: string; proxyId: string; generation: number }): Promise<boolean> {
+    return (await this.run('dropAgentRecord', () => this.redis.gateDropAgent(this.prefix, key.serverId, key.proxyId, key.generation))) === 1;
+  }
+
+  async agentRecords(): Promise<InventoryRecord[]> {
+    return this.readAll(await this.run('agentRecords', () => this.redis.gateAgents(this.prefix)), parseInventoryRecord, 'an inventory record');
+  }
+
+  /** The records `parse` reads; one another version wrote (a rolling upgrade) is skipped and said so. */
+  private readAll<T>(values: string[], parse: (text: string) => T | undefined, what: string): T[] {
+    const out: T[] = [];
+    for (const value of values) {
+      const record = parse(value);
+      if (record) out.push(record);
+      else this.log.warn({ store: this.label }, `${what} in the route store is not one this version reads; skipped`);
+    }
     return out;
   }
 

@@ -9,6 +9,8 @@
  * store (`cluster.store: redis://…`), which several proxy processes share.
  */
 
+import type { AgentService } from '../tunnel/agent-description.js';
+
 /** One proxy of the cluster as the others see it. */
 export interface ProxyPresence {
   /** Unique per running proxy process; a restarted proxy announces a new one. */
@@ -34,6 +36,26 @@ export interface TunnelHolding {
   generation: number;
 }
 
+/**
+ * What one proxy holds of one agent for the inventory: the agent's self-description (empty
+ * hostname and version, and no services, for an agent older than descriptions), keyed by server
+ * ID and proxy. An agent with tunnels on two proxies has two records and is one inventory row.
+ */
+export interface InventoryRecord {
+  serverId: string;
+  hostname: string;
+  services: AgentService[];
+  version: string;
+  upgrader: string;
+  /** The name its certificate carries. */
+  agent: string;
+  proxyId: string;
+  /** The tunnel's generation (see TunnelHolding): a late drop cannot remove a newer record. */
+  generation: number;
+  /** Epoch milliseconds the tunnel was admitted. */
+  since: number;
+}
+
 export interface RouteStore {
   /** Publishes or refreshes this proxy's presence for `ttlMs`. */
   announce(presence: ProxyPresence, ttlMs: number): Promise<void>;
@@ -47,6 +69,12 @@ export interface RouteStore {
   dropTunnel(holding: TunnelHolding): Promise<boolean>;
   /** The holders of `agent`'s tunnels whose proxy presence is live (draining ones included). */
   holders(agent: string): Promise<TunnelHolding[]>;
+  /** Records, or refreshes for `ttlMs`, an agent's inventory record; an older generation never overwrites a newer one. */
+  putAgentRecord(record: InventoryRecord, ttlMs: number): Promise<void>;
+  /** Removes the record if it still has `generation`; true when it did. */
+  dropAgentRecord(key: { serverId: string; proxyId: string; generation: number }): Promise<boolean>;
+  /** Every inventory record whose proxy presence is live (the whole cluster's fleet). */
+  agentRecords(): Promise<InventoryRecord[]>;
   /** Releases connections and timers; the records are left to expire. */
   close(): Promise<void>;
 }

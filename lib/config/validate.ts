@@ -6,6 +6,7 @@ import { parseStoreUrl } from './store-url.js';
 import { LEGACY_PORTS, LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor, protocolEnabled } from './listen-addresses.js';
 import { nearestKey } from './suggest.js';
 import { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from '../mux/connection-budget.js';
+import { MUX_DEFAULTS } from '../mux/options.js';
 import { isTunnelUpstream, parseTunnelUpstream } from '../tunnel/tunnel-upstream.js';
 import { isValidAgentName } from '../tunnel/agent-identity.js';
 import {
@@ -99,7 +100,6 @@ const SECTION_OF: Record<string, string> = {
 };
 
 const DEFAULT_WEB_LISTEN = '0.0.0.0:3080';
-const DEFAULT_DETECT_TIMEOUT_MS = 10_000;
 /** As lib/conn-upgrade's default (config may not import it): below nginx's and AWS ALB's 60 s idle timeouts. */
 const DEFAULT_UPGRADE_PING_INTERVAL_MS = 15_000;
 
@@ -625,7 +625,7 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     automaticUpgradesChannels: readChannels(c, p.automatic_upgrades_channels),
     clusterMaintenanceConfig: readMaintenanceConfig(c, p.cluster_maintenance_config),
     upstreams: readUpstreams(c, p.upstreams),
-    detectTimeoutMs: c.duration(p.detect_timeout, at('detect_timeout'), DEFAULT_DETECT_TIMEOUT_MS),
+    detectTimeoutMs: c.duration(p.detect_timeout, at('detect_timeout'), MUX_DEFAULTS.detectTimeoutMs),
     idleTimeoutMs: c.duration(p.idle_timeout, at('idle_timeout'), 0),
     maxConnections: readCount(c, p.max_connections, 'max_connections', 'what the open-file limit carries'),
     maxConnectionsPerSource: readCount(c, p.max_connections_per_source, 'max_connections_per_source', 'none'),

@@ -7,7 +7,7 @@ import { componentLogger, type Logger } from '../log.js';
 import { LogLimiter } from '../log-limiter.js';
 import { isTrusted, trustedNetworks } from '../proxy-protocol/trusted-networks.js';
 import type { Endpoint } from '../transport/endpoint.js';
-import { UPGRADE_PROTOCOL_ALPN_PING } from '../wire/names.js';
+import { UPGRADE_PROTOCOL_ALPN, UPGRADE_PROTOCOL_ALPN_PING } from '../wire/names.js';
 import { checkUpgradeRequest, forwardedFor, isConnectionUpgradePath } from './upgrade-request.js';
 import { CLOSE_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, SEND_MESSAGE_BYTES, WebSocketStream } from './websocket-stream.js';
 
@@ -81,7 +81,7 @@ export class ConnectionUpgrade {
       perMessageDeflate: false,
       maxPayload: this.maxMessageBytes,
       closeTimeout: CLOSE_TIMEOUT_MS, // known to ws 8.18+, not to its type declarations
-      handleProtocols: (offered) => [...offered].find((p) => p === 'alpn' || p === 'alpn-ping') ?? false,
+      handleProtocols: (offered) => [...offered].find((p) => p === UPGRADE_PROTOCOL_ALPN || p === UPGRADE_PROTOCOL_ALPN_PING) ?? false,
     } as ConstructorParameters<typeof WebSocketServer>[0]);
   }
 

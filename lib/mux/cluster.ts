@@ -62,7 +62,7 @@ export async function runWorkers(options: RunWorkersOptions): Promise<WorkerPool
     return { role: 'worker', id: cluster.worker?.id ?? 0 };
   }
   if (!Number.isInteger(options.workers) || options.workers < 1) {
-    throw new GateError(ErrorCodes.CONFIG_INVALID, `workers must be a positive integer, got ${options.workers}`);
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `workers must be a positive integer, got ${options.workers}`);
   }
   return startPool(options);
 }

@@ -24,11 +24,11 @@ import { trustedNetworks } from '../proxy-protocol/trusted-networks.js';
 import type { ConnectionInfo, Endpoint } from '../handlers/types.js';
 import type { ConnectionParts } from '../handlers/context.js';
 import type { ListenOptions, MultiplexerOptions, MultiplexerSettings, Route } from './types.js';
+import { MUX_DEFAULTS, normalizeSettings, type NormalizedSettings } from './options.js';
 
-const DEFAULT_DETECT_TIMEOUT_MS = 10_000;
 const DEFAULT_SILENT_AFTER_MS = 3_000;
 const DEFAULT_CLOSE_GRACE_MS = 10_000;
-export const DEFAULT_MAX_HELLO_BYTES = 16_384;
+export const DEFAULT_MAX_HELLO_BYTES = MUX_DEFAULTS.maxHelloBytes;
 /**
  * Undecided connections looked at when one must be shed: the oldest this many, so the work per
  * accept at the cap stays bounded however many are open.
@@ -63,16 +63,9 @@ export class Multiplexer {
   private closing: Promise<void> | undefined;
   private drained: (() => void) | undefined;
 
-  detectTimeoutMs = DEFAULT_DETECT_TIMEOUT_MS;
-  idleTimeoutMs = 0;
-  maxConnectionsPerSource = 0;
-  maxHelloBytes = DEFAULT_MAX_HELLO_BYTES;
-  /**
-   * True when accepted connections start on bare libuv handles (transport/uv.ts). Asked for in
-   * the options; the first listen() confirms it with the handles' self-test and turns it off
-   * (logged once per process, with why) when the test fails or GATE_MUX_FAST_PATH=0.
-   */
-  fastPath: boolean;
+  /** What new connections get (setOptions replaces it whole); read through the getters below. */
+  private settings: NormalizedSettings = normalizeSettings({});
+  private useFastPath: boolean;
   /** Puts a new relay under the idle sweep; made once per idle timeout, undefined without one. */
   private watchRelay: ((relay: HandleRelay, conn: ConnectionParts) => void) | undefined = undefined;
   /**
@@ -88,11 +81,43 @@ export class Multiplexer {
       ...(options.logBurst !== undefined ? { burst: options.logBurst } : {}),
       ...(options.logIntervalMs !== undefined ? { intervalMs: options.logIntervalMs } : {}),
     });
-    this.fastPath = options.fastPath ?? true;
+    if (options.fastPath !== undefined && typeof options.fastPath !== 'boolean') {
+      throw new GateError(ErrorCodes.INVALID_ARGUMENT, `fastPath: expected true or false, got ${JSON.stringify(options.fastPath)}`);
+    }
+    this.useFastPath = options.fastPath ?? true;
     this.setOptions(options);
     this.native = (options.nativeRelay ?? envSwitch(process.env[NATIVE_RELAY_ENV]) === true)
       ? nativeRelayUse(this.logger, this.idleTimeoutMs, nativeSpliceWanted(options.nativeSplice))
       : undefined;
+  }
+
+  /** The detection deadline new connections get. */
+  get detectTimeoutMs(): number {
+    return this.settings.detectTimeoutMs;
+  }
+
+  /** The idle timeout routed connections get from now on (0: none). */
+  get idleTimeoutMs(): number {
+    return this.settings.idleTimeoutMs;
+  }
+
+  /** Open connections one client address may hold (0: no fixed cap). */
+  get maxConnectionsPerSource(): number {
+    return this.settings.maxConnectionsPerSource;
+  }
+
+  /** The ClientHello size past which a handshake is refused (GATE_ERR_HELLO_TOO_LARGE). */
+  get maxHelloBytes(): number {
+    return this.settings.maxHelloBytes;
+  }
+
+  /**
+   * True when accepted connections start on bare libuv handles (transport/uv.ts). Asked for in
+   * the options; the first listen() confirms it with the handles' self-test and turns it off
+   * (logged once per process, with why) when the test fails or GATE_MUX_FAST_PATH=0.
+   */
+  get fastPath(): boolean {
+    return this.useFastPath;
   }
 
   /** Open connections allowed right now (the budget's cap; shared when the budget is). */
@@ -107,19 +132,17 @@ export class Multiplexer {
    * Options not given go back to their defaults, as in the constructor.
    */
   setOptions(options: MultiplexerSettings): void {
-    const pp = options.proxyProtocol ?? { mode: 'off' };
-    const trusted = pp.mode === 'on' ? trustedNetworks(pp.trusted) : undefined; // may throw: before any change
+    const settings = normalizeSettings(options); // throws GATE_ERR_INVALID_ARGUMENT before any change
+    const trusted = settings.trusted ? trustedNetworks(settings.trusted) : undefined;
     const budget = this.budgetFor(options);
-    this.detectTimeoutMs = options.detectTimeoutMs ?? DEFAULT_DETECT_TIMEOUT_MS;
-    this.maxHelloBytes = options.maxHelloBytes ?? DEFAULT_MAX_HELLO_BYTES;
-    this.maxConnectionsPerSource = options.maxConnectionsPerSource ?? 0;
+    const idleChanged = settings.idleTimeoutMs !== this.settings.idleTimeoutMs;
+    this.settings = settings;
     this.trusted = trusted;
     this.budget = budget;
-    const idleTimeoutMs = options.idleTimeoutMs ?? 0;
+    const idleTimeoutMs = settings.idleTimeoutMs;
     if (this.native) this.native.idleTimeoutMs = idleTimeoutMs;
-    if (idleTimeoutMs !== this.idleTimeoutMs || (idleTimeoutMs > 0 && !this.watchRelay)) {
+    if (idleChanged || (idleTimeoutMs > 0 && !this.watchRelay)) {
       // A new sweep for relays routed from now on; relays in the old one stay there until they end.
-      this.idleTimeoutMs = idleTimeoutMs;
       const idle = idleTimeoutMs > 0 ? new IdleSweep<HandleRelay>(idleTimeoutMs) : undefined;
       this.watchRelay = idle
         ? (relay, conn) => {
@@ -171,12 +194,12 @@ export class Multiplexer {
   async listen(options: ListenOptions): Promise<AddressInfo> {
     if (this.closing) throw new GateError(ErrorCodes.SHUTDOWN, 'multiplexer is closed');
     if (options.silentRoute !== undefined && !this.table.get(options.silentRoute)) {
-      throw new GateError(ErrorCodes.CONFIG_INVALID, `silentRoute '${options.silentRoute}' is not a route`);
+      throw new GateError(ErrorCodes.INVALID_ARGUMENT, `silentRoute '${options.silentRoute}' is not a route`);
     }
-    if (this.fastPath) {
+    if (this.useFastPath) {
       const check = await checkHandles();
       if (!check.ok) {
-        this.fastPath = false;
+        this.useFastPath = false;
         reportFastPathOff(this.logger, check.reason);
       }
     }
@@ -190,7 +213,7 @@ export class Multiplexer {
       });
     });
     server.on('error', (err) => this.logger.error({ err }, 'listener error'));
-    if (this.fastPath) takeConnections(server, (handle) => this.acceptHandle(handle, options));
+    if (this.useFastPath) takeConnections(server, (handle) => this.acceptHandle(handle, options));
     this.listeners.push({ server, options });
     const address = server.address() as AddressInfo;
     // The cap always exists (issue 16); say where it came from, so an operator knows what to raise.

@@ -68,7 +68,7 @@ function compile(route: Route, order: number): CompiledRoute {
 }
 
 function invalid(route: Route, why: string): GateError {
-  return new GateError(ErrorCodes.CONFIG_INVALID, `route '${route.name}': ${why}`);
+  return new GateError(ErrorCodes.INVALID_ARGUMENT, `route '${route.name}': ${why}`);
 }
 
 function sniTier(r: CompiledRoute, sni: string | undefined): [tier: number, specificity: number] | undefined {
@@ -101,7 +101,7 @@ export class RouteTable {
   constructor(routes: readonly Route[]) {
     const named = new Map<string, Route>();
     for (const route of routes) {
-      if (!route.name) throw new GateError(ErrorCodes.CONFIG_INVALID, 'every route needs a name');
+      if (!route.name) throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'every route needs a name');
       if (named.has(route.name)) throw invalid(route, 'duplicate route name');
       named.set(route.name, route);
     }

@@ -9,6 +9,8 @@ import type { Logger } from '../log.js';
 import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { readRefusalDebugData } from './admission.js';
 import { isClusterViewRequest, readClusterView } from './cluster-view.js';
+import { descriptionLine, type AgentDescription } from './agent-description.js';
+import { DESCRIBE_RESPONSE_HEADERS, isDescribeRequest } from './describe-stream.js';
 import { h2ErrorName } from './connect-request.js';
 import { serveAgentStream } from './agent-stream.js';
 import { startHeartbeat } from './heartbeat.js';
@@ -37,6 +39,8 @@ export interface AgentTunnelSettings {
   /** Told about each target socket and each stream served, for the agent's counts and stop(). */
   track: (target: Socket) => void;
   served: () => void;
+  /** What the agent tells a proxy that asks (see TUNNEL_DESCRIBE_PATH): read when asked. */
+  description: () => AgentDescription;
 }
 
 /**
@@ -62,6 +66,13 @@ export class AgentTunnel extends EventEmitter {
   refusal: GateError | undefined;
   private session: ServerHttp2Session | undefined;
   private socket: TLSSocket | undefined;
+  /** The proxy's describe stream, while open: changes to the description are written on it. */
+  private describe: ServerHttp2Stream | undefined;
+  /** Set when the proxy asked for a description: then only its verdict (the stream's end) admits. */
+  private describeAsked = false;
+  private describeAdmitted = false;
+  /** The PING after the proxy's SETTINGS was answered (the other half of admission). */
+  private pinged = false;
   private ended = false;
   /** Resolves once the session (or the socket, when no session began) has closed for good. */
   readonly finished: Promise<void>;
@@ -147,8 +158,17 @@ export class AgentTunnel extends EventEmitter {
       this.reason ??= err.message;
       o.log.debug({ err }, 'tunnel session error');
     });
+    const admitted = (): void => {
+      if (!this.pinged || (this.describeAsked && !this.describeAdmitted)) return;
+      if (this.refusal || current.destroyed || current.closed || this.ended || this.cameUp) return;
+      clearTimeout(admission);
+      this.up = true;
+      this.cameUp = true;
+      this.emit('up');
+    };
     current.on('stream', (stream, headers) => {
       if (isClusterViewRequest(headers)) return this.takeView(stream, headers);
+      if (isDescribeRequest(headers)) return this.answerDescribe(stream, admitted);
       o.served();
       serveAgentStream(stream, headers, { allow: o.allow, dialTimeoutMs: o.targetDialTimeoutMs, log: o.log, track: o.track });
     });
@@ -169,16 +189,16 @@ export class AgentTunnel extends EventEmitter {
     // SETTINGS alone do not prove the proxy registered us (a refusal starts with them too); a PING
     // answered after them does: a refused session has sent its GOAWAY before it could answer, and
     // TCP keeps that order. A proxy that sends cluster views queued this tunnel's view before it
-    // could answer the PING, so by then `proxyId` is set if the proxy sends views at all.
+    // could answer the PING, so by then `proxyId` is set if the proxy sends views at all; one that
+    // asks agents to describe themselves queued that request too, and then admits the tunnel only
+    // by ending it (a version it refuses gets the GOAWAY instead), so the tunnel waits for that.
     current.once('remoteSettings', () => {
       if (current.destroyed) return;
       current.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
       current.ping((err) => {
-        if (err || this.refusal || current.destroyed || current.closed || this.ended) return;
-        clearTimeout(admission);
-        this.up = true;
-        this.cameUp = true;
-        this.emit('up');
+        if (err) return;
+        this.pinged = true;
+        admitted();
       });
     });
     startHeartbeat(current, {
@@ -224,6 +244,36 @@ export class AgentTunnel extends EventEmitter {
     }
     this.proxyId = view.proxyId;
     this.emit('view', view);
+  }
+
+  /**
+   * Answers the proxy's describe request: 200 and the description as a JSON line, the stream kept
+   * open for changes. The proxy ending its side is its verdict: admitted.
+   */
+  private answerDescribe(stream: ServerHttp2Stream, admitted: () => void): void {
+    stream.on('error', (err) => this.settings.log.debug({ err }, 'describe stream error'));
+    if (this.describe || stream.destroyed || stream.headersSent) {
+      stream.close();
+      return;
+    }
+    this.describeAsked = true;
+    this.describe = stream;
+    stream.once('close', () => {
+      if (this.describe === stream) this.describe = undefined;
+    });
+    stream.respond(DESCRIBE_RESPONSE_HEADERS, { endStream: false });
+    stream.write(descriptionLine(this.settings.description()));
+    stream.once('end', () => {
+      this.describeAdmitted = true;
+      admitted();
+    });
+    stream.resume();
+  }
+
+  /** Tells the proxy the agent's description changed (its services), if it asked for one. */
+  describeAgain(): void {
+    const stream = this.describe;
+    if (stream && !stream.destroyed && stream.writable) stream.write(descriptionLine(this.settings.description()));
   }
 
   /**

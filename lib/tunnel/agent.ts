@@ -1,5 +1,6 @@
 import { EventEmitter, once } from 'node:events';
 import { X509Certificate } from 'node:crypto';
+import { hostname } from 'node:os';
 import { createServer, type Http2Server } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { ProxyConfig } from '../client/proxy-config.js';
@@ -13,6 +14,9 @@ import { DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
 import type { ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS } from './heartbeat.js';
 import { TUNNEL_SESSION_SETTINGS } from './settings.js';
+import { MAX_SERVICES, parseService, upgraderFrom, type AgentDescription, type AgentService } from './agent-description.js';
+import { isServerId, serverIdForName } from './server-id.js';
+import { packageVersion } from '../wire/package-version.js';
 
 export interface AgentOptions {
   /** The proxy's tunnel endpoint, `host:port` (the shared port, or the legacy tunnel port). */
@@ -59,6 +63,18 @@ export interface AgentOptions {
    * and with a proxy that says nothing (on its own, or older) it holds one tunnel.
    */
   connectionCount?: number;
+  /**
+   * The agent's server ID in the inventory: a UUID that stays the same across restarts and
+   * renewals. The command line keeps a random one in the state directory (agent-state.ts);
+   * default: one derived from `name` (server-id.ts), for an agent that keeps no state.
+   */
+  serverId?: string;
+  /** The services it provides, for the inventory (the tunnel's policy is `resources` / `allow`). */
+  services?: Array<{ kind: string; name: string }>;
+  /** Default: the machine's host name. */
+  hostname?: string;
+  /** The version it reports, which the proxy checks against its own (default: this package's). */
+  version?: string;
 }
 
 export interface AgentConnectedEvent {
@@ -119,6 +135,16 @@ export interface TunnelAgent extends EventEmitter {
   stop(options?: { graceMs?: number }): Promise<void>;
   /** Use this certificate and key from the next tunnel connection on (after a renewal). */
   setIdentity(identity: { cert: string | Buffer; key: string | Buffer }): void;
+  /** What it tells the proxies about itself (the inventory's row). */
+  readonly description: AgentDescription;
+  /** Changes the services it reports; the proxies it holds tunnels to are told at once. */
+  setServices(services: Array<{ kind: string; name: string }>): void;
+}
+
+/** The services as the proxy is told them: GATE_ERR_INVALID_ARGUMENT for a kind or name it would refuse. */
+function servicesOf(services: ReadonlyArray<{ kind: string; name: string }>): AgentService[] {
+  if (services.length > MAX_SERVICES) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `at most ${MAX_SERVICES} services, not ${services.length}: the proxy would refuse the description`);
+  return services.map((s) => parseService(`${s.kind}:${s.name}`));
 }
 
 function defaultPolicy(resources: readonly string[]): (target: string) => boolean {
@@ -154,6 +180,7 @@ class Agent extends EventEmitter implements TunnelAgent {
   private loop: Promise<void> | undefined;
   private current: AgentConnectedEvent | undefined;
   private identity: { cert: string | Buffer; key: string | Buffer };
+  private described: AgentDescription;
   /** Tunnels that take new streams, or are being dialled: what the pool counts. */
   private readonly active = new Set<AgentTunnel>();
   /** Every tunnel not finished yet, those finishing their streams after a GOAWAY included, for stop(). */
@@ -171,6 +198,22 @@ class Agent extends EventEmitter implements TunnelAgent {
     // streams (one per client connection), so it must be the client (RFC 9113 §5.1.1: clients open
     // odd-numbered streams). The server object only builds sessions; it never listens.
     this.h2 = createServer({ settings: TUNNEL_SESSION_SETTINGS });
+    this.described = {
+      serverId: (options.serverId ?? serverIdForName(options.name)).toLowerCase(),
+      hostname: options.hostname ?? hostname(),
+      services: servicesOf(options.services ?? []),
+      version: options.version ?? packageVersion,
+      upgrader: upgraderFrom(options.env ?? process.env),
+    };
+  }
+
+  get description(): AgentDescription {
+    return { ...this.described, services: this.described.services.map((s) => ({ ...s })) };
+  }
+
+  setServices(services: Array<{ kind: string; name: string }>): void {
+    this.described = { ...this.described, services: servicesOf(services) };
+    for (const tunnel of this.active) tunnel.describeAgain();
   }
 
   get openStreams(): number {
@@ -307,6 +350,7 @@ class Agent extends EventEmitter implements TunnelAgent {
         target.once('close', () => this.targets.delete(target));
       },
       served: () => this.streamsServed++,
+      description: () => this.described,
     });
     this.active.add(tunnel);
     this.all.add(tunnel);
@@ -418,6 +462,9 @@ export function startAgent(options: AgentOptions): TunnelAgent {
   const named = certificateName(options.cert);
   if (named !== options.name) {
     throw new GateError(ErrorCodes.AGENT_IDENTITY, `agent ${JSON.stringify(options.name)} holds a certificate for ${JSON.stringify(named)}`);
+  }
+  if (options.serverId !== undefined && !isServerId(options.serverId)) {
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `serverId must be a UUID, not ${JSON.stringify(options.serverId)}`);
   }
   const agent = new Agent(options);
   agent.start();

@@ -1,7 +1,7 @@
 import { EventEmitter, once } from 'node:events';
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { TLSSocket } from 'node:tls';
-import { ErrorCodes, GateError } from '../errors.js';
+import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { CustomHandler } from '../handlers/types.js';
 import { admitAgent, normalizeSerial, refusalDebugData, verifyErrorCode } from './admission.js';
@@ -12,6 +12,10 @@ import { awaitConnectAnswer } from './connect-answer.js';
 import { clusterViewRequestHeaders, normalizeClusterView, sameClusterView, type ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
 import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from './settings.js';
+import { LogLimiter } from '../log-limiter.js';
+import { MAX_DESCRIPTION_BYTES, readDescription, type AgentDescription } from './agent-description.js';
+import { describeRequestHeaders, readLines } from './describe-stream.js';
+import { versionRefusal } from './version-rule.js';
 
 export interface TunnelRegistryOptions {
   logger?: Logger;
@@ -23,6 +27,21 @@ export interface TunnelRegistryOptions {
   isRevoked?: (serial: string) => boolean;
   /** Where connected agents are kept (default: this process's map). */
   sessions?: AgentSessions;
+  /**
+   * The proxy's version: an agent whose version the rule of version-rule.ts refuses is refused
+   * at admission (GATE_ERR_AGENT_VERSION_INCOMPATIBLE). Unset: every version is admitted.
+   */
+  version?: string;
+}
+
+/** A connected agent as the inventory lists it. */
+export interface DescribedAgent {
+  /** The name its certificate carries. */
+  name: string;
+  /** What it said about itself; undefined for an agent older than self-descriptions. */
+  description: AgentDescription | undefined;
+  /** Epoch milliseconds its tunnel was admitted. */
+  since: number;
 }
 
 export interface OpenStreamOptions {
@@ -42,6 +61,16 @@ interface AgentSession extends AgentSessionEntry {
   endedBy?: string;
   /** Set once the agent answered a cluster view with a refusal: an older agent, sent no more. */
   viewUnsupported?: boolean;
+  /** What the agent said about itself (its latest valid description). */
+  description?: AgentDescription;
+  /** True once admitted (claimed its name): until then it is only being described. */
+  admitted?: boolean;
+  /** Why it was refused after its session started: the socket ends with it, so the listener counts the code. */
+  refusal?: GateError;
+}
+
+function describedOf(e: AgentSession): DescribedAgent {
+  return { name: e.name, description: e.description && { ...e.description, services: e.description.services.map((s) => ({ ...s })) }, since: e.since };
 }
 
 /** Milliseconds a refused agent's socket is given to flush the GOAWAY that says why. */
@@ -50,7 +79,9 @@ const REFUSAL_FLUSH_MS = 2000;
 /**
  * The proxy side of reverse tunnels: connected agents by name, each one HTTP/2 session over the
  * TLS connection it dialled in. The proxy is that session's HTTP/2 client and opens one CONNECT
- * stream per client connection routed to the agent. Events: `agent-connected` (name),
+ * stream per client connection routed to the agent. Events: `agent-connected` (name, once the
+ * agent is admitted: certificate, name and self-description checked), `agent-described` (name,
+ * when a connected agent's description changed),
  * `agent-disconnected` (name, reason) and `agent-refused` (GateError).
  *
  * One name, one tunnel: an agent connecting under a name already held is refused
@@ -71,11 +102,28 @@ export class TunnelRegistry extends EventEmitter {
    * than END_STREAM both ways. Resets are what an agent's nghttp2 rate-limits (rapid reset).
    */
   readonly streamStats = { opened: 0, reset: 0 };
+  /** Agents refused so far, by GATE_ERR_* code (a metric). */
+  readonly refusals: Record<string, number> = {};
+  /** Refusals repeat with every retry of every refused agent: logged per code with a limit. */
+  private readonly refusalLog: LogLimiter;
 
   constructor(private readonly options: TunnelRegistryOptions = {}) {
     super();
     this.log = componentLogger(options.logger, 'tunnel-registry');
     this.sessions = options.sessions ?? new LocalAgentSessions();
+    this.refusalLog = new LogLimiter(this.log);
+  }
+
+  /** The agents connected now, with what each said about itself. */
+  describedAgents(): DescribedAgent[] {
+    return [...this.all].filter((e) => e.admitted && this.sessions.get(e.name) === e).map(describedOf);
+  }
+
+  /** One connected agent with what it said about itself, or undefined when `name` is not connected here. */
+  describedAgent(name: string): DescribedAgent | undefined {
+    // By the name's holder, not a scan: the cluster member asks once per agent at every refresh.
+    const entry = this.sessions.get(name) as AgentSession | undefined;
+    return entry && entry.admitted && this.all.has(entry) ? describedOf(entry) : undefined;
   }
 
   /** Names of the agents connected now. */
@@ -141,7 +189,7 @@ export class TunnelRegistry extends EventEmitter {
         this.options.isRevoked ?? (() => false),
       );
     } catch (err) {
-      return this.refuse(socket, err as GateError, remote);
+      return this.refuse(socket, toGateError(err, ErrorCodes.AGENT_IDENTITY), remote);
     }
     const duplicate = (): GateError =>
       new GateError(ErrorCodes.AGENT_DUPLICATE, `agent ${name} is already connected (from ${this.sessions.get(name)?.remote ?? '?'}); one tunnel per name`);
@@ -162,18 +210,11 @@ export class TunnelRegistry extends EventEmitter {
       settings: TUNNEL_SESSION_SETTINGS,
     });
     const entry: AgentSession = { name, session, socket, remote, since: Date.now(), serial };
-    if (!this.sessions.claim(entry)) {
-      // Another holder appeared since the check (a store shared with other proxies): refuse without a GOAWAY.
-      const error = duplicate();
-      this.log.warn({ remote, code: error.code }, `agent refused: ${error.message}`);
-      this.emit('agent-refused', error);
-      session.destroy();
-      socket.destroy(error);
-      return error;
-    }
     this.all.add(entry);
-    // Queued now, before the agent's first PING can be answered (see TUNNEL_CLUSTER_VIEW_PATH).
+    // Both queued now, before the agent's first PING can be answered (see TUNNEL_CLUSTER_VIEW_PATH
+    // and TUNNEL_DESCRIBE_PATH): the agent knows by then whether it waits for a verdict.
     this.sendView(entry);
+    this.askDescription(entry, duplicate);
     let reason: string | undefined;
     const release = (why: string): void => {
       if (!this.sessions.release(entry)) return;
@@ -208,7 +249,7 @@ export class TunnelRegistry extends EventEmitter {
     session.once('close', () => {
       this.all.delete(entry);
       release(entry.endedBy ?? reason ?? 'agent closed the tunnel');
-      socket.destroy();
+      socket.destroy(entry.refusal);
     });
     // The TLS socket comes from a half-open client (the multiplexer relays each direction's FIN
     // on its own), so the agent's FIN without a GOAWAY first (a process killed, an HTTP proxy
@@ -220,9 +261,119 @@ export class TunnelRegistry extends EventEmitter {
       session.destroy();
       socket.destroy();
     });
-    this.log.info({ agent: name, remote }, 'agent connected');
-    this.emit('agent-connected', name);
     return undefined;
+  }
+
+  /**
+   * Asks the agent to describe itself and admits it on the answer: a valid description of a
+   * version the rule accepts, or a 4xx from an agent older than descriptions (admitted
+   * undescribed). The agent's later lines update its description. A refusal (an incompatible
+   * version, a description that cannot be read, a name claimed meanwhile) is told in a GOAWAY.
+   * No answer within the heartbeat deadline ends the session.
+   */
+  private askDescription(entry: AgentSession, duplicate: () => GateError): void {
+    const { session, name } = entry;
+    let stream: ClientHttp2Stream;
+    try {
+      stream = session.request(describeRequestHeaders(), { endStream: false });
+    } catch (err) {
+      this.log.debug({ agent: name, err }, 'describe request not sent');
+      session.destroy();
+      return;
+    }
+    const timeoutMs = this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
+    const deadline = setTimeout(() => {
+      entry.endedBy = `the agent did not describe itself within ${timeoutMs} ms`;
+      this.log.warn({ agent: name, remote: entry.remote, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, entry.endedBy);
+      session.destroy();
+      entry.socket.destroy();
+    }, timeoutMs);
+    deadline.unref();
+    session.once('close', () => clearTimeout(deadline));
+    stream.on('error', (err) => this.log.debug({ agent: name, err }, 'describe stream failed'));
+    const admit = (description: AgentDescription | undefined): void => {
+      clearTimeout(deadline);
+      if (session.closed || session.destroyed) return;
+      const refusal = description && this.options.version !== undefined ? versionRefusal(this.options.version, description.version) : undefined;
+      if (refusal) return this.refuseSession(entry, refusal);
+      if (!this.sessions.claim(entry)) return this.refuseSession(entry, duplicate());
+      entry.description = description;
+      entry.admitted = true;
+      entry.since = Date.now();
+      if (!stream.destroyed) stream.end(); // the verdict: admitted
+      this.log.info({ agent: name, remote: entry.remote, ...(description ? { serverId: description.serverId, version: description.version, upgrader: description.upgrader } : {}) }, 'agent connected');
+      this.emit('agent-connected', name);
+    };
+    stream.once('response', (headers) => {
+      const status = Number(headers[':status']);
+      if (status !== 200) {
+        // An agent older than descriptions answers as to any stream that is not a CONNECT.
+        stream.resume();
+        if (status >= 400 && status < 500) return admit(undefined);
+        return this.refuseSession(entry, new GateError(ErrorCodes.AGENT_DESCRIPTION_INVALID, `the agent answered the describe request with status ${status}`));
+      }
+      readLines(
+        stream,
+        MAX_DESCRIPTION_BYTES,
+        (line) => this.takeDescription(entry, line, stream, admit),
+        (bytes) => this.badDescription(entry, stream, new GateError(ErrorCodes.AGENT_DESCRIPTION_INVALID, `the agent's self-description is refused: a line of more than ${MAX_DESCRIPTION_BYTES} bytes (${bytes} so far)`)),
+      );
+    });
+  }
+
+  /** One description line: the first admits (or refuses) the agent, later ones update it. */
+  private takeDescription(entry: AgentSession, line: Buffer, stream: ClientHttp2Stream, admit: (d: AgentDescription) => void): void {
+    let read;
+    try {
+      read = readDescription(line);
+    } catch (err) {
+      return this.badDescription(entry, stream, toGateError(err, ErrorCodes.AGENT_DESCRIPTION_INVALID));
+    }
+    const { description, sanitised } = read;
+    if (sanitised.length > 0) {
+      this.refusalLog.log('warn', ErrorCodes.AGENT_DESCRIPTION_INVALID, { agent: entry.name, remote: entry.remote, code: ErrorCodes.AGENT_DESCRIPTION_INVALID, sanitised }, `the agent's self-description was sanitised (${sanitised.join(', ')})`);
+    }
+    if (!entry.admitted) return admit(description);
+    const was = entry.description;
+    // A running process cannot change its version or its server ID: such a line is not believed.
+    if (was && (was.serverId !== description.serverId || was.version !== description.version)) {
+      return this.badDescription(entry, stream, new GateError(ErrorCodes.AGENT_DESCRIPTION_INVALID, `the agent's self-description is refused: server ID and version cannot change during a tunnel`));
+    }
+    entry.description = description;
+    this.emit('agent-described', entry.name);
+  }
+
+  /**
+   * A description the proxy cannot take. Before admission the agent is refused; after it, only
+   * the describe stream is reset (the last valid description stays) and the tunnel's other
+   * streams go on.
+   */
+  private badDescription(entry: AgentSession, stream: ClientHttp2Stream, error: GateError): void {
+    if (!entry.admitted) return this.refuseSession(entry, error);
+    this.count(error);
+    this.refusalLog.log('warn', error.code, { agent: entry.name, remote: entry.remote, code: error.code }, error.message);
+    if (!stream.destroyed) stream.close(constants.NGHTTP2_REFUSED_STREAM);
+  }
+
+  /** Refuses an agent whose session has started: GOAWAY with the code, then the connection ends. */
+  private refuseSession(entry: AgentSession, error: GateError): void {
+    this.count(error);
+    this.refusalLog.log('warn', error.code, { agent: entry.name, remote: entry.remote, code: error.code }, `agent refused: ${error.message}`);
+    this.emit('agent-refused', error);
+    entry.endedBy = error.message;
+    entry.refusal = error;
+    const { session, socket } = entry;
+    if (!session.closed && !session.destroyed) {
+      session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
+      session.close();
+    }
+    const timer = setTimeout(() => socket.destroy(error), REFUSAL_FLUSH_MS);
+    timer.unref();
+    session.once('close', () => clearTimeout(timer));
+  }
+
+  private count(error: GateError): void {
+    this.refusals[error.code] = (this.refusals[error.code] ?? 0) + 1;
   }
 
   /**
@@ -287,8 +438,7 @@ export class TunnelRegistry extends EventEmitter {
       const error = new GateError(ErrorCodes.AGENT_CERT_REVOKED, `the agent certificate (serial ${entry.serial}) has been revoked`);
       this.log.warn({ agent: entry.name, remote: entry.remote, code: error.code }, `agent tunnel ended: ${error.message}`);
       entry.endedBy = error.message;
-      this.sessions.release(entry);
-      this.emit('agent-disconnected', entry.name, error.message);
+      if (this.sessions.release(entry) || entry.admitted) this.emit('agent-disconnected', entry.name, error.message);
       if (!entry.session.closed) entry.session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
       // Give the GOAWAY a moment on the wire, then cut every stream: a revoked agent carries nothing more.
       const timer = setTimeout(() => {
@@ -331,7 +481,8 @@ export class TunnelRegistry extends EventEmitter {
 
   /** Tells a refused agent why (GOAWAY debug data), then closes its connection with the error. */
   private refuse(socket: TLSSocket, error: GateError, remote: string): GateError {
-    this.log.warn({ remote, code: error.code }, `agent refused: ${error.message}`);
+    this.count(error);
+    this.refusalLog.log('warn', error.code, { remote, code: error.code }, `agent refused: ${error.message}`);
     this.emit('agent-refused', error);
     const session = connect('http://agent.tunnel', {
       createConnection: () => jsStreamOver(socket, { destroyError: () => error }),
@@ -415,6 +566,7 @@ export class TunnelRegistry extends EventEmitter {
   /** Destroys every agent session (and so every stream through them). */
   close(): void {
     this.closed = true;
+    this.refusalLog.flush();
     for (const entry of this.all) {
       entry.session.destroy();
       entry.socket.destroy();

@@ -1,6 +1,6 @@
 import { constants, type ClientHttp2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
-import { ErrorCodes, GateError } from '../errors.js';
+import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import { splice } from '../transport/splice.js';
 import { h2ErrorName } from './connect-request.js';
 import { releaseStream } from './release-stream.js';
@@ -51,7 +51,7 @@ export function viaTunnel(registry: TunnelRegistry, agent: string, target: strin
           ...(options.openTimeoutMs === undefined ? {} : { timeoutMs: options.openTimeoutMs }),
         });
       } catch (err) {
-        if (!abort.signal.aborted) failClient(client, err as GateError);
+        if (!abort.signal.aborted) failClient(client, toGateError(err, ErrorCodes.AGENT_STREAM_FAILED));
         return;
       } finally {
         client.removeListener('close', onEarlyClose);

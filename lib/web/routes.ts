@@ -36,6 +36,8 @@ export const WebErrorCodes = {
   INVALID_CHANNEL_NAME: 'invalid_channel_name',
   CHANNEL_NOT_FOUND: 'channel_not_found',
   UNKNOWN_ENDPOINT: 'unknown_endpoint',
+  /** A path the proxy serves nothing at. */
+  NOT_FOUND: 'not_found',
   SCHEDULE_NOT_CONFIGURED: 'schedule_not_configured',
   UPSTREAM_FAILED: 'upstream_failed',
   METHOD_NOT_ALLOWED: 'method_not_allowed',

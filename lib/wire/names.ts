@@ -101,6 +101,16 @@ export const PROXY_ID_HEADER = 'gate-proxy-id';
 /** Every live proxy's id, the sender's included, comma-separated. */
 export const PROXY_IDS_HEADER = 'gate-proxy-ids';
 /**
+ * How an agent describes itself (server ID, hostname, services, version, upgrader). The proxy opens
+ * this stream at admission, queued with the cluster view before it can answer the agent's first
+ * PING, and sends no END_STREAM yet. The agent answers 200 with a body of JSON lines, the first its
+ * description and each later one a change; the stream stays open for the tunnel's life. The proxy
+ * ends its side once it has admitted the agent (a refusal is a GOAWAY with the code instead), so an
+ * agent that was asked counts its tunnel up only then. An agent older than this answers 400, like
+ * any non-CONNECT stream, and is admitted undescribed.
+ */
+export const TUNNEL_DESCRIBE_PATH = '/v1/tunnel/describe';
+/**
  * Proxy peering (issue 14), on `peer_listen_addr` only: mutual TLS between proxies of one cluster
  * with this ALPN, then HTTP/2 in which the dialling proxy opens one CONNECT stream per forwarded
  * client connection (`:authority` the target as the agent dials it).

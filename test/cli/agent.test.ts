@@ -48,6 +48,12 @@ t.test('usage and argument errors', async (t) => {
     t.equal(await main(['--proxy', 'h:1', '--name', 'x', `--connection-count=${bad}`], { io: badCount.io }), 2, `--connection-count ${bad}`);
     t.match(badCount.text(), /--connection-count takes a whole number from 1 to 64/);
   }
+  t.match(help.text(), /--service KIND:NAME/);
+  for (const bad of ['db', 'printer:x', 'db:']) {
+    const badService = capture();
+    t.equal(await main(['--proxy', 'h:1', '--name', 'x', '--service', 'ssh:ok', '--service', bad], { io: badService.io }), 2, `--service ${bad}`);
+    t.match(badService.text(), /--service: a service is KIND:NAME with KIND one of db, ssh, kube, app, desktop/);
+  }
 });
 
 t.test('join, hold, renew, restart, pre-issued identity, report mode', async (t) => {

@@ -8,7 +8,7 @@ import t from 'tap';
 import { once } from 'node:events';
 import { ClusterDialer } from '../../lib/cluster/cluster-dialer.js';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
-import type { ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
+import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
 import { ErrorCodes, GateError } from '../../lib/errors.js';
 import { captureLogs } from '../hardening/log-capture.js';
 import { closedWithoutAnswer, startCluster as cluster, clusterClient as client } from '../helpers/cluster-rig.js';
@@ -46,6 +46,18 @@ class SwitchableStore implements RouteStore {
   async holders(agent: string): Promise<TunnelHolding[]> {
     this.check();
     return this.inner.holders(agent);
+  }
+  async putAgentRecord(r: InventoryRecord, ttlMs: number): Promise<void> {
+    this.check();
+    return this.inner.putAgentRecord(r, ttlMs);
+  }
+  async dropAgentRecord(key: { serverId: string; proxyId: string; generation: number }): Promise<boolean> {
+    this.check();
+    return this.inner.dropAgentRecord(key);
+  }
+  async agentRecords(): Promise<InventoryRecord[]> {
+    this.check();
+    return this.inner.agentRecords();
   }
   async close(): Promise<void> {}
 }

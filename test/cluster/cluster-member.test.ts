@@ -6,7 +6,7 @@ import t from 'tap';
 import { EventEmitter, once } from 'node:events';
 import { ClusterMember, type ChannelMismatch } from '../../lib/cluster/cluster-member.js';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
-import type { ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
+import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { captureLogs } from '../hardening/log-capture.js';
 import { eventually } from '../helpers/cluster.js';
@@ -43,6 +43,9 @@ class OutageStore implements RouteStore {
   holdTunnel(h: TunnelHolding, ttl: number) { return this.call(() => this.inner.holdTunnel(h, ttl)); }
   dropTunnel(h: TunnelHolding) { return this.call(() => this.inner.dropTunnel(h)); }
   holders(agent: string) { return this.call(() => this.inner.holders(agent)); }
+  putAgentRecord(r: InventoryRecord, ttl: number) { return this.call(() => this.inner.putAgentRecord(r, ttl)); }
+  dropAgentRecord(key: { serverId: string; proxyId: string; generation: number }) { return this.call(() => this.inner.dropAgentRecord(key)); }
+  agentRecords() { return this.call(() => this.inner.agentRecords()); }
   async close() {}
 }
 

@@ -5,7 +5,7 @@ import t, { type Test } from 'tap';
 import { randomUUID } from 'node:crypto';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import { RedisRouteStore } from '../../lib/cluster/redis-route-store.js';
-import type { ProxyPresence, RouteStore } from '../../lib/cluster/route-store.js';
+import type { InventoryRecord, ProxyPresence, RouteStore } from '../../lib/cluster/route-store.js';
 import { startRedis, type RunningRedis } from '../helpers/redis.js';
 
 /** Long enough that nothing expires while a case runs, however loaded the machine. */
@@ -74,6 +74,32 @@ const cases: Cases = [
     ]);
     t.same(await store.holders('other'), [{ agent: 'other', proxyId: 'live', generation: 1 }]);
     t.same(await store.holders('unknown'), []);
+  }],
+  ['inventory records: one per server ID and proxy, only live proxies\', with generations and expiry', async (t, store) => {
+    const a = randomUUID();
+    const b = randomUUID();
+    const record = (serverId: string, proxyId: string, generation: number, extra: Partial<InventoryRecord> = {}): InventoryRecord => ({
+      serverId, hostname: 'db-1', services: [{ kind: 'db', name: 'orders' }], version: '3.1.0', upgrader: 'unit', agent: 'edge', proxyId, generation, since: 1000, ...extra,
+    });
+    const sorted = async () => (await store.agentRecords()).sort((x, y) => `${x.serverId}${x.proxyId}`.localeCompare(`${y.serverId}${y.proxyId}`));
+    await store.announce(presence('p1'), LONG);
+    await store.announce(presence('p2'), LONG);
+    await store.putAgentRecord(record(a, 'p1', 2), LONG);
+    await store.putAgentRecord(record(a, 'p2', 1, { upgrader: 'none' }), LONG);
+    await store.putAgentRecord(record(b, 'gone', 1), LONG);
+    t.same(await sorted(), [record(a, 'p1', 2), record(a, 'p2', 1, { upgrader: 'none' })].sort((x, y) => x.proxyId.localeCompare(y.proxyId)), 'every field round-trips; a proxy without presence is left out');
+    await store.putAgentRecord(record(a, 'p1', 1, { hostname: 'stale' }), LONG);
+    t.equal((await sorted()).find((r) => r.proxyId === 'p1')?.hostname, 'db-1', 'an older generation does not overwrite a newer one');
+    await store.putAgentRecord(record(a, 'p1', 2, { services: [] }), LONG);
+    t.same((await sorted()).find((r) => r.proxyId === 'p1')?.services, [], 'the same generation updates it');
+    t.equal(await store.dropAgentRecord({ serverId: a, proxyId: 'p1', generation: 1 }), false, 'a late drop of generation 1 removes nothing');
+    t.equal(await store.dropAgentRecord({ serverId: a, proxyId: 'p1', generation: 2 }), true);
+    t.same((await store.agentRecords()).map((r) => r.proxyId), ['p2']);
+    await store.putAgentRecord(record(b, 'p1', 1), SHORT);
+    await sleep(SHORT * 3);
+    t.same((await store.agentRecords()).map((r) => r.serverId), [a], 'an expired record is gone');
+    await store.withdraw('p2');
+    t.same(await store.agentRecords(), [], 'a withdrawn proxy\'s records are no longer listed');
   }],
 ];
 

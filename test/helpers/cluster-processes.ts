@@ -115,20 +115,22 @@ export type ClusterAgent = AgentProcess;
 
 /**
  * `gate-mux agent` joined to the cluster through the balancer (the only address it is given),
- * reaching it through `httpsProxy` when set. Killed at teardown.
+ * reaching it through `httpsProxy` when set, with `env` added to its environment and `args` to
+ * its command line; `script` runs another build's gate-mux.js; `token: false` starts it from its
+ * state directory alone. Killed at teardown.
  */
 export function startClusterAgent(
   t: Teardownable,
   cluster: RunningCluster,
-  options: { name: string; stateDir: string; allow: string[]; connectionCount?: number; httpsProxy?: string; logLevel?: string },
+  options: { name: string; stateDir: string; allow: string[]; connectionCount?: number; httpsProxy?: string; logLevel?: string; env?: NodeJS.ProcessEnv; args?: string[]; script?: string; token?: boolean },
 ): ClusterAgent {
   const args = ['agent', '--proxy', `0.0.0.0:${cluster.balancerPort}`, '--server-name', 'localhost', '--name', options.name,
-    '--state-dir', options.stateDir, '--token', cluster.token, '--ca-pin', cluster.caPin,
+    '--state-dir', options.stateDir, ...(options.token === false ? [] : ['--token', cluster.token, '--ca-pin', cluster.caPin]),
     ...(options.connectionCount === undefined ? [] : ['--connection-count', String(options.connectionCount)]),
     ...(options.logLevel === undefined ? [] : ['--log-level', options.logLevel, '--log-format', 'json']),
-    ...options.allow.flatMap((target) => ['--allow', target])];
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...(options.httpsProxy ? { HTTPS_PROXY: options.httpsProxy } : {}) };
-  return spawnAgentProcess(t, GATE_MUX, args, env);
+    ...options.allow.flatMap((target) => ['--allow', target]), ...(options.args ?? [])];
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...(options.httpsProxy ? { HTTPS_PROXY: options.httpsProxy } : {}), ...options.env };
+  return spawnAgentProcess(t, options.script ?? GATE_MUX, args, env);
 }
 
 /** Waits until the agent's output satisfies `predicate` (or it exits). */

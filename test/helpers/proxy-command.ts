@@ -16,10 +16,11 @@ export interface StartedProxy {
 /**
  * Starts `gate-mux proxy` (`npm start`'s program) and waits for its "try:" line (printed once it
  * listens). With `openFiles`, under that descriptor limit: `bash -c 'ulimit -n N; exec node ...'`
- * (soft and hard, as a unit's LimitNOFILE), the process keeping its pid. Killed at teardown.
+ * (soft and hard, as a unit's LimitNOFILE), the process keeping its pid. `script`: another
+ * build's gate-mux.js (versioned-build.ts). Killed at teardown.
  */
-export async function startProxyCommand(t: Teardownable, args: string[], cwd: string, options: { openFiles?: number } = {}): Promise<StartedProxy> {
-  const node = [process.execPath, GATE_MUX, 'proxy', ...args];
+export async function startProxyCommand(t: Teardownable, args: string[], cwd: string, options: { openFiles?: number; script?: string } = {}): Promise<StartedProxy> {
+  const node = [process.execPath, options.script ?? GATE_MUX, 'proxy', ...args];
   const child =
     options.openFiles === undefined
       ? spawn(node[0]!, node.slice(1), { cwd, stdio: ['ignore', 'pipe', 'pipe'] })

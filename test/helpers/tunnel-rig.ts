@@ -1,4 +1,9 @@
+import { createServer as createH2Server, type ServerHttp2Session } from 'node:http2';
+import type { TLSSocket } from 'node:tls';
+import { dialTls } from '../../lib/client/dial-tls.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
+import { ALPN_REVERSE_TUNNEL } from '../../lib/wire/names.js';
+import type { Teardownable } from './daemon.js';
 import { terminate } from '../../lib/handlers/builders.js';
 import type { Route } from '../../lib/mux/types.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
@@ -62,4 +67,28 @@ export async function startProxySide(routes: TunnelledRoute[], options: { port?:
       await closed;
     },
   };
+}
+
+/**
+ * An agent reduced to what the proxy sees: a tunnel dialled to `address` with `pair` as its
+ * certificate, held as an HTTP/2 server session whose streams the test answers itself (an older
+ * agent, a hostile one). Destroyed at teardown.
+ */
+export async function rawAgentSession(
+  t: Teardownable,
+  address: string,
+  pair: KeyPair,
+  ca: string | Buffer = devCertificates().ca.cert,
+): Promise<{ socket: TLSSocket; session: ServerHttp2Session }> {
+  const { socket } = await dialTls(address, { alpn: [ALPN_REVERSE_TUNNEL], requireAlpn: true, ca, ...pair, serverName: 'localhost', proxy: null });
+  const h2 = createH2Server();
+  let session: ServerHttp2Session | undefined;
+  h2.once('session', (s: ServerHttp2Session) => (session = s)); // emitted synchronously
+  h2.emit('connection', socket);
+  t.teardown(() => {
+    session?.destroy();
+    socket.destroy();
+  });
+  session!.on('error', () => {});
+  return { socket, session: session! };
 }

@@ -82,7 +82,7 @@ t.test('SNI is matched case-insensitively on the route side', async (t) => {
   t.equal(mixed.select(tls('x.other.test'))?.name, 'w');
 });
 
-t.test('invalid tables are refused with GATE_ERR_CONFIG_INVALID', async (t) => {
+t.test('invalid tables are refused with GATE_ERR_INVALID_ARGUMENT (an argument to a public constructor)', async (t) => {
   const bad: Array<[string, Route[]]> = [
     ['duplicate names', [r('a', { protocol: 'ssh' }), r('a', { protocol: 'http1' })]],
     ['no condition', [r('a', {})]],
@@ -93,7 +93,7 @@ t.test('invalid tables are refused with GATE_ERR_CONFIG_INVALID', async (t) => {
     ['missing name', [r('', { protocol: 'ssh' })]],
   ];
   for (const [name, routes] of bad) {
-    t.throws(() => new RouteTable(routes), { code: 'GATE_ERR_CONFIG_INVALID' }, name);
+    t.throws(() => new RouteTable(routes), { code: 'GATE_ERR_INVALID_ARGUMENT' }, name);
   }
 });
 

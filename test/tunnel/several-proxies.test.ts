@@ -11,11 +11,10 @@ import t from 'tap';
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { connect as connectH2, createServer as createH2Server, type ClientHttp2Session, type ServerHttp2Session } from 'node:http2';
+import { connect as connectH2, type ClientHttp2Session } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
 import { parseProxyUrl } from '../../lib/client/proxy-config.js';
-import { dialTls } from '../../lib/client/dial-tls.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { CertificateAuthority, type KeyPair } from '../../lib/pki/certificate-authority.js';
 import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
@@ -30,7 +29,7 @@ import { requirePeer } from '../helpers/peers.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import { startTinyproxy } from '../helpers/tinyproxy.js';
-import { agentCertificate, startProxySide } from '../helpers/tunnel-rig.js';
+import { agentCertificate, rawAgentSession, startProxySide } from '../helpers/tunnel-rig.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 
 const AGENT = 'pool-agent';
@@ -286,28 +285,21 @@ t.test('an older agent, which answers the view like any non-CONNECT stream, keep
   const registry = cluster.proxies[0]!.proxy.tunnels;
   // The agent before issue 14, reduced to what the proxy sees: one tunnel, every stream served by
   // serveAgentStream, which refuses anything but CONNECT with 400.
-  const { socket } = await dialTls(cluster.front, { alpn: [ALPN_REVERSE_TUNNEL], requireAlpn: true, ca: cluster.ca, ...cluster.agentPair, serverName: 'localhost', proxy: null });
+  const { session } = await rawAgentSession(t, cluster.front, cluster.agentPair, cluster.ca);
   const methods: string[] = [];
-  const h2 = createH2Server();
-  let session: ServerHttp2Session | undefined;
-  h2.once('session', (s: ServerHttp2Session) => (session = s));
-  h2.emit('connection', socket);
-  t.teardown(() => {
-    session?.destroy();
-    socket.destroy();
-  });
-  session!.on('stream', (stream, headers) => {
+  session.on('stream', (stream, headers) => {
     methods.push(String(headers[':method']));
     serveAgentStream(stream, headers, { allow: () => true, dialTimeoutMs: 5000, log: { debug() {}, warn() {} } as never, track: () => {} });
   });
   await registry.waitFor(AGENT);
-  await until(() => methods.length === 1, 'the view arrived');
-  t.same(methods, ['POST'], 'the proxy sent its view');
+  await until(() => methods.length === 2, 'the view and the describe request arrived');
+  t.same(methods, ['POST', 'POST'], 'the proxy sent its view and asked the agent to describe itself');
+  t.same(registry.describedAgents().map((a) => [a.name, a.description]), [[AGENT, undefined]], 'admitted undescribed');
   t.equal(await throughProxy(cluster, 0), 'through-the-agent', 'clients reach the older agent');
-  t.same(methods, ['POST', 'CONNECT']);
+  t.same(methods, ['POST', 'POST', 'CONNECT']);
   registry.setClusterView({ proxyId: cluster.ids[0]!, proxyIds: [cluster.ids[0]!, 'proxy-b'] });
   t.equal(await throughProxy(cluster, 0), 'through-the-agent');
-  t.same(methods, ['POST', 'CONNECT', 'CONNECT'], 'no second view to an agent that refused the first');
+  t.same(methods, ['POST', 'POST', 'CONNECT', 'CONNECT'], 'no second view to an agent that refused the first');
 });
 
 t.test('a proxy that sends no view (on its own, or older): the agent keeps one tunnel whatever connection_count says', async (t) => {

@@ -1,0 +1,126 @@
+/**
+ * `gate-mux inventory ls`: the agents of the whole cluster (server ID, hostname, services,
+ * version, upgrader), as any proxy's diagnostics listener (`diag_addr`) answers them from the
+ * route store. The enrollment procedure's first step is `inventory ls --upgrader=none`: the
+ * agents not yet enrolled in automatic updates.
+ */
+import { existsSync } from 'node:fs';
+import { formatAddress, parseAddress, type HostPort } from '../config/address.js';
+import { loadConfig } from '../config/load.js';
+import type { InventoryRow } from '../cluster/inventory.js';
+import { fetchText } from '../client/fetch-text.js';
+import { ErrorCodes, GateError, toGateError, type ErrorCode } from '../errors.js';
+import { parseCommand, usageError } from './usage.js';
+
+/** Where a proxy installed from the packages keeps its configuration. */
+export const INSTALLED_CONFIG_PATH = '/etc/gate/gate.yaml';
+const TIMEOUT_MS = 10_000;
+/** The answer of a cluster of 100,000 agents is some tens of megabytes; more is not an inventory. */
+const MAX_ANSWER_BYTES = 64 << 20;
+
+export const INVENTORY_USAGE = `usage: gate-mux inventory ls [--upgrader=none|unit|...] [--format text|json]
+                            [--diag HOST:PORT | --config FILE]
+
+Lists the agents of the cluster, once each, however many proxies hold their tunnels: any proxy
+answers for all of them. Columns: Server ID, Hostname, Services, Version, Upgrader (none: not
+enrolled in automatic updates; unknown: an agent older than self-descriptions).
+
+  --upgrader NAME   only the agents with this upgrader (--upgrader=none: those to enroll)
+  --format FORMAT   text (a table, default) or json (an array of objects: server_id, hostname,
+                    services, version, upgrader, agent, proxies, since)
+  --diag HOST:PORT  the proxy's diagnostics listener (diag_addr)
+  --config FILE     read diag_addr from this proxy configuration (default ${INSTALLED_CONFIG_PATH})
+`;
+
+export async function main(argv: string[]): Promise<number> {
+  const [verb, ...rest] = argv;
+  if (verb === '--help' || verb === '-h' || verb === 'help') {
+    process.stdout.write(INVENTORY_USAGE);
+    return 0;
+  }
+  if (verb !== 'ls') return usageError(verb === undefined ? 'gate-mux inventory: which? (ls)' : `gate-mux inventory: unknown subcommand '${verb}'`, INVENTORY_USAGE);
+  const parsed = parseCommand(
+    {
+      args: rest,
+      options: {
+        upgrader: { type: 'string' },
+        format: { type: 'string', default: 'text' },
+        diag: { type: 'string' },
+        config: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    },
+    INVENTORY_USAGE,
+  );
+  if (typeof parsed === 'number') return parsed;
+  const { values } = parsed;
+  if (values.help) {
+    process.stdout.write(INVENTORY_USAGE);
+    return 0;
+  }
+  if (values.format !== 'text' && values.format !== 'json') return usageError(`--format ${values.format}: expected text or json`, INVENTORY_USAGE);
+  let rows: InventoryRow[];
+  try {
+    const diag = await diagAddress(values.diag, values.config);
+    rows = await fetchInventory(diag);
+  } catch (err) {
+    process.stderr.write(`gate-mux inventory: ${toGateError(err, ErrorCodes.FETCH_FAILED).message}\n`);
+    return 1;
+  }
+  const wanted = values.upgrader;
+  const shown = wanted === undefined ? rows : rows.filter((r) => r.upgrader === wanted);
+  process.stdout.write(values.format === 'json' ? `${JSON.stringify(shown, null, 2)}\n` : inventoryTable(shown));
+  return 0;
+}
+
+/** `--diag`, else the configuration's `diag_addr`; an unspecified host (0.0.0.0, ::) is asked on loopback. */
+async function diagAddress(flag: string | undefined, configPath: string | undefined): Promise<HostPort> {
+  let address: HostPort;
+  if (flag !== undefined) {
+    const parsed = parseAddress(flag);
+    if (!parsed.ok) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `--diag ${flag}: ${parsed.reason}`);
+    address = parsed.address;
+  } else {
+    const path = configPath ?? INSTALLED_CONFIG_PATH;
+    if (configPath === undefined && !existsSync(path)) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `no ${path}: give the proxy's diagnostics listener with --diag HOST:PORT, or its configuration with --config FILE`);
+    const { config } = await loadConfig(path);
+    if (!config.diagAddr) throw new GateError(ErrorCodes.CONFIG_INVALID, `${path} sets no diag_addr: the inventory is served on the proxy's diagnostics listener (set diag_addr, e.g. 127.0.0.1:3000)`);
+    address = config.diagAddr;
+  }
+  if (address.host === '0.0.0.0') return { ...address, host: '127.0.0.1' };
+  if (address.host === '::') return { ...address, host: '::1' };
+  return address;
+}
+
+/**
+ * GET /v1/inventory. Never through HTTPS_PROXY: the diagnostics listener is on this host or its
+ * private network, which a corporate proxy does not reach. Errors carry a code: the listener's
+ * own (GATE_ERR_STORE_UNAVAILABLE when it could not read the store), else GATE_ERR_FETCH_*.
+ */
+async function fetchInventory(diag: HostPort): Promise<InventoryRow[]> {
+  const where = `http://${formatAddress(diag)}/v1/inventory`;
+  const answer = await fetchText(where, { env: {}, timeoutMs: TIMEOUT_MS, maxBytes: MAX_ANSWER_BYTES });
+  let body: unknown;
+  try {
+    body = JSON.parse(answer.body);
+  } catch (err) {
+    throw new GateError(ErrorCodes.FETCH_FAILED, `${where}: answered ${answer.status} with something other than JSON (is this a gate-mux proxy's diag_addr?)`, { cause: err });
+  }
+  if (answer.status !== 200 || !Array.isArray(body)) {
+    const error = body as { error?: unknown; code?: unknown };
+    const code = typeof error.code === 'string' && (Object.values(ErrorCodes) as string[]).includes(error.code) ? (error.code as ErrorCode) : ErrorCodes.FETCH_FAILED;
+    throw new GateError(code, `${where}: ${answer.status} ${code}: ${typeof error.error === 'string' ? error.error : 'not an inventory'}`);
+  }
+  return body as InventoryRow[];
+}
+
+const COLUMNS = ['Server ID', 'Hostname', 'Services', 'Version', 'Upgrader'] as const;
+
+/** The text table: the platform's columns in its order; `-` for what an agent did not say. Pure. */
+export function inventoryTable(rows: readonly InventoryRow[]): string {
+  const cells = rows.map((r) => [r.server_id, r.hostname || '-', r.services.map((s) => `${s.kind}:${s.name}`).join(',') || '-', r.version || '-', r.upgrader || '-']);
+  const widths = COLUMNS.map((title, i) => Math.max(title.length, ...cells.map((c) => c[i]!.length)));
+  const line = (values: readonly string[]): string => `${values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd()}\n`;
+  return [line(COLUMNS), line(widths.map((w) => '-'.repeat(w))), ...cells.map(line)].join('');
+}

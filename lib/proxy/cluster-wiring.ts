@@ -1,0 +1,151 @@
+import type { ClientHttp2Stream } from 'node:http2';
+import { ErrorCodes, GateError } from '../errors.js';
+import { componentLogger, type Logger } from '../log.js';
+import type { ClusterConfig } from '../config/types.js';
+import { ClusterDialer } from '../cluster/cluster-dialer.js';
+import { ClusterMember } from '../cluster/cluster-member.js';
+import type { GateMetrics } from '../cluster/metrics.js';
+import { PeerPool, type PeerIdentity } from '../cluster/peer-pool.js';
+import { PeerServer } from '../cluster/peer-server.js';
+import { clusterReadiness, type ReadinessSource } from '../cluster/readiness.js';
+import type { ProxyPresence, RouteStore } from '../cluster/route-store.js';
+import { routeStoreFor } from '../cluster/store-for-config.js';
+import type { OpenStreamOptions, TunnelRegistry } from '../tunnel/registry.js';
+
+/** What a configuration decides of this proxy's presence (a reload may change them). */
+export interface PresenceFields {
+  peerAddr: string;
+  channelFingerprint: string;
+}
+
+export interface ClusterWiringOptions {
+  /** Random per process start: a restarted proxy is a new member, never mistaken for its predecessor. */
+  proxyId: string;
+  version: string;
+  /** This proxy's tunnels: served to peers, announced in the store, dialled first. */
+  registry: TunnelRegistry;
+  metrics: GateMetrics;
+  /** Adds what /readyz asks of the membership once there is one (registered within its TTL, not draining). */
+  addReadiness: (source: ReadinessSource) => void;
+  /** This proxy's peering certificate and the cluster CA, read at each new peer session (reloads apply). */
+  peerIdentity: () => PeerIdentity;
+  /** A store shared with the other proxies, the caller's to close; default: the one `cluster.store` names. */
+  routeStore?: RouteStore | undefined;
+  logger?: Logger | undefined;
+}
+
+interface Joined {
+  store: RouteStore;
+  ownsStore: boolean;
+  member: ClusterMember;
+  dialer: ClusterDialer;
+}
+
+export function storeLabel(cluster: ClusterConfig): string {
+  return cluster.store.kind === 'memory' ? 'memory' : cluster.store.label;
+}
+
+/**
+ * This proxy as one member of a cluster of proxies sharing a route store: its presence and its
+ * tunnels in the store, the peer listener's server (dials other proxies forward here, served from
+ * this proxy's tunnels only), the sessions to the other proxies, the dialer that tries this
+ * proxy's tunnel first and then the other holders, and draining for a rolling restart.
+ * The peering parts exist from construction (the peer listener's route needs them); the store and
+ * membership from `join` on.
+ */
+export class ClusterWiring {
+  readonly peering: PeerServer;
+  readonly peers: PeerPool;
+  private joined: Joined | undefined;
+  private draining = false;
+  private readonly logger: Logger;
+
+  constructor(private readonly options: ClusterWiringOptions) {
+    this.logger = componentLogger(options.logger, 'proxy');
+    const logger = options.logger ? { logger: options.logger } : {};
+    this.peering = new PeerServer({ registry: options.registry, isDraining: () => this.draining, ...logger });
+    this.peers = new PeerPool({ identity: options.peerIdentity, ...logger });
+  }
+
+  get isDraining(): boolean {
+    return this.draining;
+  }
+
+  /** The route store, from `join` on. */
+  get store(): RouteStore {
+    return this.current().store;
+  }
+
+  /** The membership (presence, the other proxies, channel mismatches), from `join` on. */
+  get member(): ClusterMember {
+    return this.current().member;
+  }
+
+  /** A stream through `agent`'s tunnel: this proxy's, else another holder's once joined. */
+  openTunnel(agent: string, target: string, options: OpenStreamOptions): Promise<ClientHttp2Stream> {
+    return this.joined ? this.joined.dialer.open(agent, target, options) : this.options.registry.open(agent, target, options);
+  }
+
+  /** Opens the route store (unless one was given) and starts announcing this proxy in it. */
+  async join(cluster: ClusterConfig, presence: PresenceFields): Promise<void> {
+    const { registry, metrics, proxyId } = this.options;
+    const logger = this.options.logger ? { logger: this.options.logger } : {};
+    const store = this.options.routeStore ?? (await routeStoreFor(cluster, this.options.logger));
+    const member = new ClusterMember({ store, registry, presence: { id: proxyId, version: this.options.version, ...presence }, ttlMs: cluster.presenceTtlMs, ...logger });
+    member.on('store-error', (_error: unknown, operation: string) => metrics.storeError(operation));
+    member.on('proxies-changed', (proxies: ProxyPresence[]) => {
+      metrics.channelMismatch(member.channelMismatches().length);
+      // What agents are told: the live proxies, so an agent behind the load balancer keeps its
+      // tunnels on distinct proxies. Draining proxies refuse new tunnels: an agent must not count on them.
+      registry.setClusterView({ proxyId, proxyIds: proxies.filter((p) => !p.draining).map((p) => p.id) });
+      // A proxy that left the store (stopped, or its presence expired) is dialled no more: its session goes.
+      this.peers.retain(proxies.map((p) => p.id));
+    });
+    // This proxy's id from the first tunnel on, before the store has named any other proxy.
+    registry.setClusterView({ proxyId, proxyIds: [proxyId] });
+    const dialer = new ClusterDialer({ registry, store, member, peers: this.peers, onPeerDial: (outcome, code) => metrics.peerDial(outcome, code), ...logger });
+    this.joined = { store, ownsStore: this.options.routeStore === undefined, member, dialer };
+    this.options.addReadiness(clusterReadiness(member, storeLabel(cluster)));
+    await member.start();
+    this.logger.info({ proxyId, store: storeLabel(cluster), peerAddr: presence.peerAddr }, 'joined the cluster');
+  }
+
+  /** Announces what a reload changed of the presence. */
+  async update(presence: PresenceFields): Promise<void> {
+    await this.joined?.member.update(presence);
+  }
+
+  /**
+   * Marks the presence draining (other proxies try this one last, agents are told to go
+   * elsewhere) and refuses forwarded dials with GATE_ERR_DRAINING. Resolves once the draining
+   * presence has been announced (or the store failed to take it).
+   */
+  async drain(): Promise<void> {
+    this.draining = true;
+    await this.joined?.member.setDraining(true);
+  }
+
+  /** Out of the store: no other proxy sends this one a dial it is about to refuse. */
+  async leave(): Promise<void> {
+    await this.joined?.member.stop();
+  }
+
+  /** Tells every peer session served here to finish and go elsewhere. */
+  goAway(): void {
+    this.peering.goAway();
+  }
+
+  /** Ends the peering parts and the dialer, and the store when this proxy opened it. */
+  async close(): Promise<void> {
+    this.peering.close();
+    this.peers.close();
+    const joined = this.joined;
+    joined?.dialer.close();
+    if (joined?.ownsStore) await joined.store.close();
+  }
+
+  private current(): Joined {
+    if (!this.joined) throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'the proxy has not joined its cluster yet: GateProxy.start() resolves once it has');
+    return this.joined;
+  }
+}

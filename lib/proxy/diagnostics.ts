@@ -1,0 +1,82 @@
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../log.js';
+import type { HostPort } from '../config/address.js';
+import { DiagServer } from '../cluster/diag-server.js';
+import { GateMetrics } from '../cluster/metrics.js';
+import type { ReadinessSource } from '../cluster/readiness.js';
+import type { InventoryRow } from '../cluster/inventory.js';
+
+interface RunningDiag {
+  server: DiagServer;
+  spec: HostPort;
+}
+
+/** A prepared diagnostics listener: `commit` swaps it in (closing the one it replaces), `abort` closes it if new. */
+export interface DiagChange {
+  commit(): void;
+  abort(): Promise<void>;
+}
+
+/**
+ * The proxy's diagnostics: the Prometheus metrics every part reports into, the readiness sources
+ * /readyz asks, and the listener on `diag_addr` that serves them (none while `diag_addr` is unset).
+ */
+export class ProxyDiagnostics {
+  /** Prometheus metrics, served on `diag_addr`; peering and the route store report through it too. */
+  readonly metrics = new GateMetrics();
+  private readonly readiness: ReadinessSource[] = [];
+  private running: RunningDiag | undefined;
+
+  constructor(
+    private readonly logger: Logger | undefined,
+    /** The cluster's fleet, for `/v1/inventory`. */
+    private readonly inventory?: () => Promise<InventoryRow[]>,
+  ) {}
+
+  /** The diagnostics listener's bound address, while `diag_addr` is set. */
+  get address(): AddressInfo | undefined {
+    return this.running?.server.address;
+  }
+
+  /** One more thing /readyz must find ready. */
+  addReadiness(source: ReadinessSource): void {
+    this.readiness.push(source);
+  }
+
+  /**
+   * The listener `spec` asks for: the running one when its address is unchanged, a new one bound
+   * now, or none. Bound before the public listeners, so that at start a prober finds /readyz
+   * saying 503 while they are being bound.
+   */
+  async prepare(spec: HostPort | undefined): Promise<DiagChange> {
+    const running = this.running;
+    let next: RunningDiag | undefined = running;
+    if (!spec) next = undefined;
+    else if (!running || running.spec.host !== spec.host || running.spec.port !== spec.port) {
+      const server = await DiagServer.start({
+        host: spec.host,
+        port: spec.port,
+        metrics: this.metrics,
+        readiness: () => this.readiness,
+        ...(this.inventory ? { inventory: this.inventory } : {}),
+        ...(this.logger ? { logger: this.logger } : {}),
+      });
+      next = { server, spec };
+    }
+    return {
+      abort: async () => {
+        if (next && next !== running) await next.server.close();
+      },
+      commit: () => {
+        if (running && running !== next) void running.server.close();
+        this.running = next;
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    const running = this.running;
+    this.running = undefined;
+    await running?.server.close();
+  }
+}

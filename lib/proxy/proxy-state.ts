@@ -1,0 +1,61 @@
+import { join } from 'node:path';
+import type { Logger } from '../log.js';
+import type { GateConfig } from '../config/types.js';
+import { AgentAuthority } from '../tunnel/agent-authority.js';
+import { DEV_TOKEN_FILE, loadDevToken } from '../tunnel/dev-token.js';
+import type { JoinTokenRule, JoinTokens } from '../tunnel/join-tokens.js';
+import { VersionChannels, type FetchText } from '../web/version-channels.js';
+import { loadProxyCertificates, type ProxyCertificates } from './certificates.js';
+import { webTlsFor, type WebTls } from './web-front-door.js';
+
+/**
+ * Everything a configuration makes that the running proxy reads: built whole by `loadProxyState`
+ * (files, certificates, TLS contexts: whatever can fail) and swapped in with one assignment, so a
+ * reload is all or nothing and no part ever sees half of one configuration and half of another.
+ */
+export interface ProxyState {
+  readonly config: GateConfig;
+  readonly certificates: ProxyCertificates;
+  readonly webTls: WebTls;
+  readonly channels: VersionChannels;
+  /** Serials of agent certificates `auth_service.revoked_agent_certificates` names. */
+  readonly revoked: ReadonlySet<string>;
+  /** Static join tokens and the development token: what `JoinTokens.replace` is given at the swap. */
+  readonly joinTokenRules: readonly JoinTokenRule[];
+  /** The file holding the development join token (mode 0600 in data_dir). */
+  readonly devTokenFile: string;
+  /** Joins and renewals, signed by this state's cluster CA. */
+  readonly authority: AgentAuthority;
+}
+
+export interface ProxyStateOptions {
+  version: string;
+  fetchText: FetchText;
+  /** Long-lived: counts of token uses survive reloads. */
+  joinTokens: JoinTokens;
+  logger?: Logger | undefined;
+}
+
+export async function loadProxyState(config: GateConfig, options: ProxyStateOptions): Promise<ProxyState> {
+  const logger = options.logger ? { logger: options.logger } : {};
+  const dataDir = config.dataDir ?? '.data';
+  const certificates = await loadProxyCertificates(config, dataDir);
+  const devToken = await loadDevToken(dataDir);
+  const revoked = new Set(config.agents.revokedSerials);
+  return {
+    config,
+    certificates,
+    webTls: webTlsFor(certificates),
+    channels: new VersionChannels({ channels: config.proxy.automaticUpgradesChannels, proxyVersion: options.version, fetchText: options.fetchText, ...logger }),
+    revoked,
+    joinTokenRules: [...config.agents.joinTokens, devToken],
+    devTokenFile: join(dataDir, DEV_TOKEN_FILE),
+    authority: new AgentAuthority({
+      ca: certificates.clusterCa,
+      tokens: options.joinTokens,
+      certificateTtlMs: () => config.agents.certificateTtlMs,
+      isRevoked: (serial) => revoked.has(serial),
+      ...logger,
+    }),
+  };
+}

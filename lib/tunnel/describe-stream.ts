@@ -1,0 +1,49 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
+import type { Readable } from 'node:stream';
+import { TUNNEL_DESCRIBE_PATH } from '../wire/names.js';
+
+/** The request the proxy opens at admission; it ends its side only once the agent is admitted. */
+export function describeRequestHeaders(): OutgoingHttpHeaders {
+  return { ':method': 'POST', ':path': TUNNEL_DESCRIBE_PATH };
+}
+
+/** True when a stream the agent received asks it to describe itself. */
+export function isDescribeRequest(headers: IncomingHttpHeaders): boolean {
+  return headers[':method'] === 'POST' && headers[':path'] === TUNNEL_DESCRIBE_PATH;
+}
+
+/** The agent's answer: a body of JSON lines follows. */
+export const DESCRIBE_RESPONSE_HEADERS: OutgoingHttpHeaders = { ':status': 200, 'content-type': 'application/x-ndjson' };
+
+/**
+ * Calls `onLine` with each newline-terminated line of `stream`, never holding more than `maxBytes`
+ * of one line: a longer one calls `onOverflow` once and reads no more (the caller ends the stream).
+ */
+export function readLines(stream: Readable, maxBytes: number, onLine: (line: Buffer) => void, onOverflow: (bytes: number) => void): void {
+  let held: Buffer[] = [];
+  let heldBytes = 0;
+  let over = false;
+  stream.on('data', (chunk: Buffer) => {
+    if (over) return;
+    let start = 0;
+    for (let newline = chunk.indexOf(10, start); newline >= 0; newline = chunk.indexOf(10, start)) {
+      const line = Buffer.concat([...held, chunk.subarray(start, newline)]);
+      held = [];
+      heldBytes = 0;
+      start = newline + 1;
+      if (line.length > maxBytes) return overflow(line.length);
+      onLine(line);
+      if (over) return;
+    }
+    if (start < chunk.length) {
+      held.push(chunk.subarray(start));
+      heldBytes += chunk.length - start;
+      if (heldBytes > maxBytes) overflow(heldBytes);
+    }
+  });
+  function overflow(bytes: number): void {
+    over = true;
+    held = [];
+    onOverflow(bytes);
+  }
+}
