@@ -452,6 +452,7 @@ async function workers(): Promise<void> {
 
 const TUNNEL_PEER = 'gate-mux-tunnel';
 const TERMINATE_PEER = 'gate-mux-terminate';
+const UPGRADED_PEER = 'gate-mux-tunnel-upgraded';
 
 /**
  * Issue 13's method: both routers end the client's TLS; the upstream sends `tunnelBytes` in
@@ -493,6 +494,7 @@ async function tunnel(): Promise<void> {
         });
       }
       if (routers.some((p) => p.name === TUNNEL_PEER)) await streamSetup(round, up.portA);
+      if (routers.some((p) => p.name === UPGRADED_PEER)) await upgradeSetup(round);
     }
   } finally {
     await up.stop();
@@ -521,6 +523,37 @@ async function streamSetup(round: number, targetPort: number): Promise<void> {
     log(`tunnel r${round} stream setup: p50 ${fmt(result.p50Ms, 2)} ms, p99 ${fmt(result.p99Ms, 2)} ms (${result.count} streams)`);
   } catch (err) {
     m.error = `stream setup: ${(err as Error).message} (see ${join(dir, 'tunnel-setup.log')})`;
+    log(m.error);
+  } finally {
+    await stopChild(child);
+  }
+}
+
+/** New-connection setup (dial, TLS, one echoed byte) direct and through the connection upgrade (bench/upgrade-setup.ts). */
+async function upgradeSetup(round: number): Promise<void> {
+  const m: Measurement = { workload: 'tunnel', round, peer: UPGRADED_PEER, variant: 'setup', derived: {} };
+  measurements.push(m);
+  const child = spawnPinned(process.execPath, [...GATE_MUX_NODE_FLAGS, ...(profiling.nodeArgs ?? []), join(distDir, 'bench', 'upgrade-setup.js')], {
+    cpus: ROUTER_CPUS,
+    env: { COUNT: String(config.tunnelSetupCount), WARMUP: String(config.tunnelSetupWarmup) },
+    log: join(dir, 'upgrade-setup.log'),
+    stdout: 'pipe',
+  });
+  type Way = { p50Ms: number; p99Ms: number; cpuMsPerConn: number };
+  try {
+    const result = await new JsonLines(child).next<{ count: number; direct: Way; upgraded: Way }>(180_000);
+    m.load = result;
+    for (const way of ['direct', 'upgraded'] as const) {
+      m.derived[`${way}SetupP50Ms`] = result[way].p50Ms;
+      m.derived[`${way}SetupP99Ms`] = result[way].p99Ms;
+      m.derived[`${way}SetupCpuMs`] = result[way].cpuMsPerConn;
+    }
+    log(
+      `tunnel r${round} connection setup: direct p50 ${fmt(result.direct.p50Ms, 2)} ms (${fmt(result.direct.cpuMsPerConn, 2)} CPU ms), ` +
+        `upgraded p50 ${fmt(result.upgraded.p50Ms, 2)} ms (${fmt(result.upgraded.cpuMsPerConn, 2)} CPU ms)`,
+    );
+  } catch (err) {
+    m.error = `upgrade setup: ${(err as Error).message} (see ${join(dir, 'upgrade-setup.log')})`;
     log(m.error);
   } finally {
     await stopChild(child);
@@ -573,6 +606,35 @@ function tunnelReport(out: string[]): void {
   if (mb !== undefined && cpu !== undefined && base.mb !== undefined && base.cpu !== undefined) {
     const verdict = (ok: boolean): string => (ok ? 'met' : 'not met');
     out.push('', `Aims (issue 13): proxy CPU per GB within 1.5× of forward: ${ratio(cpu, base.cpu)}, ${verdict(cpu <= 1.5 * base.cpu)}; MB/s at least 0.8× forward: ${ratio(mb, base.mb)}, ${verdict(mb >= 0.8 * base.mb)}.`);
+  }
+  upgradeReport(out, pick);
+}
+
+/** The connection upgrade against the direct tunnel (issue 26's aims), and new-connection setup both ways. */
+function upgradeReport(out: string[], pick: (peer: string, key: string) => number | undefined): void {
+  const [mb, mbUp] = [pick(TUNNEL_PEER, 'mbPerSecond'), pick(UPGRADED_PEER, 'mbPerSecond')];
+  const both = (peer: string): number | undefined => {
+    const [proxy, agent] = [pick(peer, 'proxyCpuSecondsPerGB'), pick(peer, 'agentCpuSecondsPerGB')];
+    return proxy === undefined || agent === undefined ? undefined : proxy + agent;
+  };
+  const [cpu, cpuUp] = [both(TUNNEL_PEER), both(UPGRADED_PEER)];
+  if (mb !== undefined && mbUp !== undefined && cpu !== undefined && cpuUp !== undefined) {
+    const verdict = (ok: boolean): string => (ok ? 'met' : 'not met');
+    out.push(
+      '',
+      `\`${UPGRADED_PEER}\`: the same tunnel with the agent behind the connection upgrade (TLS to the listener, WebSocket binary messages, the tunnel's TLS inside). ` +
+        `Aims (issue 26) against \`${TUNNEL_PEER}\`: MB/s at least 0.7×: ${ratio(mbUp, mb)}, ${verdict(mbUp >= 0.7 * mb)}; proxy + agent CPU per GB (${fmt(cpuUp, 2)} against ${fmt(cpu, 2)} s/GB) within 1.5×: ${ratio(cpuUp, cpu)}, ${verdict(cpuUp <= 1.5 * cpu)}.`,
+    );
+  }
+  const setup = (key: string): number | undefined => medianOf('tunnel', UPGRADED_PEER, key, (m) => m.variant === 'setup');
+  const [direct, upgraded] = [setup('directSetupP50Ms'), setup('upgradedSetupP50Ms')];
+  if (direct !== undefined && upgraded !== undefined) {
+    out.push(
+      '',
+      `New-connection setup (dialTls with a client certificate, then one echoed byte; client and proxy in one process; ${config.tunnelSetupCount} one after another; median of rounds): ` +
+        `direct p50 ${fmt(direct, 2)} ms, p99 ${fmt(setup('directSetupP99Ms'), 2)} ms, ${fmt(setup('directSetupCpuMs'), 2)} CPU ms; ` +
+        `through the upgrade p50 ${fmt(upgraded, 2)} ms, p99 ${fmt(setup('upgradedSetupP99Ms'), 2)} ms, ${fmt(setup('upgradedSetupCpuMs'), 2)} CPU ms.`,
+    );
   }
 }
 

@@ -108,6 +108,11 @@ export {
   PROXY_IDS_HEADER,
   ALPN_PEER,
   PEER_ROLE_URI,
+  CONNECTION_UPGRADE_PATH,
+  UPGRADE_PROTOCOL_ALPN,
+  UPGRADE_PROTOCOL_ALPN_PING,
+  UPGRADE_PROTOCOLS,
+  TLS_ROUTING_UPGRADE_ENV,
 } from './wire/index.js';
 
 // Client side: environment proxies, dialers, HTTP agent, local proxy (`gate-mux/client`)
@@ -143,6 +148,11 @@ export {
   dialTls,
   type DialTlsOptions,
   type DialTlsResult,
+  type ConnectionUpgradeDial,
+  forcedUpgrade,
+  UpgradeDecisions,
+  upgradeDecisions,
+  UPGRADE_DECISION_TTL_MS,
   proxyAgentFor,
   proxyUrlFor,
   type ProxyAgentForOptions,
@@ -153,6 +163,19 @@ export {
   type LocalProxy,
   type LocalProxyOptions,
 } from './client/index.js';
+
+// TLS routing through load balancers that end TLS: the WebSocket connection upgrade's server
+// handler (mount it on your own web route), its client handshake, and the pure checks
+export {
+  ConnectionUpgrade,
+  DEFAULT_UPGRADE_PING_INTERVAL_MS,
+  type ConnectionUpgradeOptions,
+  type ConnectionUpgradeSettings,
+  type StreamAcceptor,
+} from './conn-upgrade/upgrade-server.js';
+export { openUpgrade, type OpenUpgradeOptions } from './conn-upgrade/upgrade-client.js';
+export { WebSocketStream, SEND_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, type WebSocketStreamOptions } from './conn-upgrade/websocket-stream.js';
+export { checkUpgradeRequest, forwardedFor, isConnectionUpgradePath, type UpgradeCheck, type UpgradeProtocol, type UpgradeRequestHead, type ForwardedFor } from './conn-upgrade/upgrade-request.js';
 
 // The platform proxy: configuration, listeners, web endpoints (`gate-mux/proxy`)
 export {

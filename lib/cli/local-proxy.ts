@@ -14,6 +14,7 @@ import { parseCommand, usageError } from './usage.js';
 export const LOCAL_PROXY_USAGE = `usage: gate-mux local-proxy --proxy HOST:PORT --alpn ALPN[,ALPN] (--ca FILE | --insecure)
                             [--listen HOST:PORT] [--server-name NAME] [--cert FILE --key FILE]
                             [--log-level LEVEL] [--log-format pretty|json]
+       gate-mux local-proxy --proxy HOST:PORT --passthrough [--listen HOST:PORT]
 
   --proxy HOST:PORT     the proxy's shared port (gate.example.com:443)
   --alpn ALPN           e.g. gate-postgres, gate-mysql, gate-redis, gate-mongodb, gate-proxy-ssh
@@ -21,6 +22,11 @@ export const LOCAL_PROXY_USAGE = `usage: gate-mux local-proxy --proxy HOST:PORT 
   --listen HOST:PORT    where local clients connect (default 127.0.0.1:0, a free port)
   --server-name NAME    SNI and certificate name (default: the proxy host)
   --cert, --key FILE    a client certificate for routes that ask for one
+  --passthrough         carry the client's own TLS unchanged inside a connection upgrade, through
+                        a load balancer that ends TLS (kubectl: its server name routes it). The
+                        balancer's certificate is checked against the system store and
+                        NODE_EXTRA_CA_CERTS. Through a balancer the other modes upgrade by
+                        themselves; GATE_TLS_ROUTING_UPGRADE=true|false forces them.
 
 Prints "listening on HOST:PORT -> ..." on stdout once ready; logs go to stderr.
 SIGINT or SIGTERM close it.
@@ -39,6 +45,7 @@ export async function main(argv: string[]): Promise<number> {
         'server-name': { type: 'string' },
         ca: { type: 'string' },
         insecure: { type: 'boolean', default: false },
+        passthrough: { type: 'boolean', default: false },
         cert: { type: 'string' },
         key: { type: 'string' },
         'log-level': { type: 'string', default: process.env.LOG_LEVEL ?? 'warn' },
@@ -56,8 +63,8 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (!values.proxy) return usageError('--proxy (the proxy address) is required', LOCAL_PROXY_USAGE);
-  if (!values.alpn) return usageError('--alpn is required', LOCAL_PROXY_USAGE);
-  if (!values.ca && !values.insecure) return usageError('give --ca (the proxy CA) or --insecure', LOCAL_PROXY_USAGE);
+  if (!values.alpn && !values.passthrough) return usageError('--alpn is required', LOCAL_PROXY_USAGE);
+  if (!values.ca && !values.insecure && !values.passthrough) return usageError('give --ca (the proxy CA) or --insecure', LOCAL_PROXY_USAGE);
   if ((values.cert === undefined) !== (values.key === undefined)) return usageError('--cert and --key go together', LOCAL_PROXY_USAGE);
   const listen = parseAddress(values.listen!, { allowZeroPort: true });
   if (!listen.ok) return usageError(`--listen ${values.listen}: ${listen.reason}`, LOCAL_PROXY_USAGE);
@@ -70,7 +77,8 @@ export async function main(argv: string[]): Promise<number> {
     const local = await startLocalProxy({
       listen: { host: listen.address.host, port: listen.address.port },
       target,
-      alpn: values.alpn.split(',').map((p) => p.trim()).filter(Boolean),
+      alpn: (values.alpn ?? '').split(',').map((p) => p.trim()).filter(Boolean),
+      passthrough: values.passthrough,
       ...(values['server-name'] ? { serverName: values['server-name'] } : {}),
       ...(values.ca ? { ca: readFileSync(values.ca) } : {}),
       ...(values.cert ? { cert: readFileSync(values.cert) } : {}),
@@ -79,7 +87,8 @@ export async function main(argv: string[]): Promise<number> {
       logger,
     });
     const { address, port } = local.address();
-    console.log(`listening on ${address}:${port} -> ${target} (ALPN ${values.alpn}, ${via ? `via ${via.display}` : 'direct'})`);
+    const carried = values.passthrough ? 'passthrough in the connection upgrade' : `ALPN ${values.alpn}`;
+    console.log(`listening on ${address}:${port} -> ${target} (${carried}, ${via ? `via ${via.display}` : 'direct'})`);
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
       process.once('SIGTERM', resolve);

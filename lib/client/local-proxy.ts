@@ -3,7 +3,11 @@ import type { Duplex } from 'node:stream';
 import { PingFramedStream } from '../framing/ping-stream.js';
 import { componentLogger, type Logger } from '../log.js';
 import { isPingAlpn } from '../wire/names.js';
-import { dialTls } from './dial-tls.js';
+import { dialTls, type ConnectionUpgradeDial } from './dial-tls.js';
+import { dial } from './dial.js';
+import { openUpgrade } from '../conn-upgrade/upgrade-client.js';
+import { formatHostPort, parseTarget } from './target.js';
+import { isIP } from 'node:net';
 import type { ProxyConfig } from './proxy-config.js';
 
 export interface LocalProxyOptions {
@@ -27,6 +31,16 @@ export interface LocalProxyOptions {
   /** Override the environment proxy (null: direct). */
   proxy?: ProxyConfig | null;
   dialTimeoutMs?: number;
+  /** Through a load balancer that ends TLS (detected by default): see dialTls. */
+  connectionUpgrade?: ConnectionUpgradeDial;
+  /**
+   * Carry each client's bytes unchanged inside a connection upgrade, for clients that speak TLS
+   * to the proxy themselves (kubectl with the `kube-gate-proxy-alpn.` server name, whose TLS is
+   * passed through to the Kubernetes API) and only need a load balancer that ends TLS crossed.
+   * No TLS is added here, so `alpn`, `ca`, `cert` and `key` are not used; the balancer's
+   * certificate is checked as `connectionUpgrade.loadBalancerCa` (default the system store) says.
+   */
+  passthrough?: boolean;
   logger?: Logger;
 }
 
@@ -67,7 +81,7 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
     client.once('close', onEarlyClose);
     client.once('close', () => open.delete(client));
 
-    dialTls(options.target, {
+    (options.passthrough ? carryUnchanged(options, abort.signal) : dialTls(options.target, {
       alpn: options.alpn,
       requireAlpn: true,
       ...(options.serverName === undefined ? {} : { serverName: options.serverName }),
@@ -78,10 +92,11 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
       ...(options.env === undefined ? {} : { env: options.env }),
       ...(options.proxy === undefined ? {} : { proxy: options.proxy }),
       ...(options.dialTimeoutMs === undefined ? {} : { timeoutMs: options.dialTimeoutMs }),
+      ...(options.connectionUpgrade === undefined ? {} : { connectionUpgrade: options.connectionUpgrade }),
       ...(options.logger === undefined ? {} : { logger: options.logger }),
       allowHalfOpen: true,
       signal: abort.signal,
-    }).then(
+    })).then(
       ({ socket: upstream, via, alpn }) => {
         pending.delete(abort);
         client.removeListener('error', onEarlyError);
@@ -121,6 +136,28 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
         for (const socket of open) socket.destroy();
       }),
   };
+}
+
+/** passthrough: the upgrade alone, through the environment proxy like any dial; its stream carries the client's bytes. */
+async function carryUnchanged(options: LocalProxyOptions, signal: AbortSignal): Promise<{ socket: Duplex; via: ProxyConfig | undefined; alpn: undefined }> {
+  const { host, port } = parseTarget(options.target);
+  const timeoutMs = options.dialTimeoutMs ?? 10_000;
+  const { socket: raw, via } = await dial(options.target, {
+    ...(options.env === undefined ? {} : { env: options.env }),
+    ...(options.proxy === undefined ? {} : { proxy: options.proxy }),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
+    timeoutMs,
+    signal,
+  });
+  const socket = await openUpgrade(raw, {
+    authority: formatHostPort(host, port),
+    servername: isIP(host) === 0 ? host : undefined,
+    ...(options.connectionUpgrade?.loadBalancerCa === undefined ? {} : { ca: options.connectionUpgrade.loadBalancerCa }),
+    rejectUnauthorized: !options.insecure,
+    timeoutMs,
+    signal,
+  });
+  return { socket, via, alpn: undefined };
 }
 
 function tunnel(

@@ -74,6 +74,13 @@ export interface ProxyServiceConfig {
   proxyProtocol: 'on' | 'off';
   /** CIDRs a PROXY header is accepted from when `proxyProtocol` is `on` (default: everywhere). */
   proxyProtocolTrustedNetworks: string[];
+  /**
+   * Load balancers whose `X-Forwarded-For` names the client of a connection upgrade (CIDRs;
+   * default none: the address the upgrade came from is the client's).
+   */
+  connectionUpgradeTrustedNetworks: string[];
+  /** WebSocket pings on `alpn-ping` connection upgrades (default 15 s). */
+  connectionUpgradePingIntervalMs: number;
   /** Configured channels by name; `default` is added by the version-channel registry when absent. */
   automaticUpgradesChannels: Record<string, ChannelConfig>;
   /** The agents' maintenance schedule, served for `gate-upgrade export-schedule`; undefined: none. */

@@ -85,6 +85,8 @@ const PROXY_KEYS = [
   'https_keypairs',
   'proxy_protocol',
   'proxy_protocol_trusted_networks',
+  'connection_upgrade_trusted_networks',
+  'connection_upgrade_ping_interval',
   'automatic_upgrades_channels',
   'cluster_maintenance_config',
   'upstreams',
@@ -109,6 +111,8 @@ const SECTION_OF: Record<string, string> = {
 };
 
 const DEFAULT_WEB_LISTEN = '0.0.0.0:3080';
+/** As lib/conn-upgrade's default (config may not import it): below nginx's and AWS ALB's 60 s idle timeouts. */
+const DEFAULT_UPGRADE_PING_INTERVAL_MS = 15_000;
 
 export function formatPath(path: readonly PathSegment[]): string {
   let out = '';
@@ -248,11 +252,11 @@ function readProxyProtocol(c: Checker, value: unknown): 'on' | 'off' {
 
 const ANY_SOURCE = ['0.0.0.0/0', '::/0'];
 
-function readTrustedNetworks(c: Checker, value: unknown): string[] {
-  const path = ['proxy_service', 'proxy_protocol_trusted_networks'];
-  // Default: every source, as the platform's `proxy_protocol: on` (the port is meant to be reachable
-  // only through the load balancer that adds the header).
-  if (value === undefined) return ANY_SOURCE;
+function readTrustedNetworks(c: Checker, value: unknown, key = 'proxy_protocol_trusted_networks', absent: string[] = ANY_SOURCE): string[] {
+  const path = ['proxy_service', key];
+  // PROXY headers default to every source, as the platform's `proxy_protocol: on` (the port is
+  // meant to be reachable only through the load balancer that adds the header).
+  if (value === undefined) return absent;
   if (!Array.isArray(value)) {
     c.fail(path, `expected a list of CIDRs such as 10.0.0.0/8, got ${describe(value)}`);
     return [];
@@ -652,6 +656,9 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     httpsKeypairs: readKeypairs(c, p.https_keypairs),
     proxyProtocol: readProxyProtocol(c, p.proxy_protocol),
     proxyProtocolTrustedNetworks: readTrustedNetworks(c, p.proxy_protocol_trusted_networks),
+    // X-Forwarded-For is believed from nobody unless listed: any client can send one.
+    connectionUpgradeTrustedNetworks: readTrustedNetworks(c, p.connection_upgrade_trusted_networks, 'connection_upgrade_trusted_networks', []),
+    connectionUpgradePingIntervalMs: c.duration(p.connection_upgrade_ping_interval, at('connection_upgrade_ping_interval'), DEFAULT_UPGRADE_PING_INTERVAL_MS),
     automaticUpgradesChannels: readChannels(c, p.automatic_upgrades_channels),
     clusterMaintenanceConfig: readMaintenanceConfig(c, p.cluster_maintenance_config),
     upstreams: readUpstreams(c, p.upstreams),
@@ -663,6 +670,7 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     sourceShare: readFraction(c, p.source_share, 'source_share', DEFAULT_SOURCE_SHARE),
     peerPublicAddr: readPeerPublicAddr(c, p.peer_public_addr),
   };
+  if (proxy.connectionUpgradePingIntervalMs === 0) c.fail(at('connection_upgrade_ping_interval'), 'expected a duration above 0 (a load balancer\'s idle timeout would cut quiet upgraded connections)');
   if (proxy.detectTimeoutMs === 0) c.fail(at('detect_timeout'), 'expected a duration above 0 (detection must be bounded)');
 
   if (proxy.publicAddrs.length > 1) {

@@ -1,11 +1,12 @@
 import { performance } from 'node:perf_hooks';
-import { BlockList, createServer, isIPv6, type AddressInfo, type Server, type Socket } from 'node:net';
+import { createServer, Socket, type AddressInfo, type BlockList, type Server } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import { runHandler } from '../handlers/run.js';
 import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
 import { forwardOnHandles, type NativeRelayUse } from '../handlers/forward-handles.js';
-import { HandleEnd, SocketEnd, type ClientEnd } from '../transport/client-end.js';
+import { HandleEnd, SocketEnd, StreamEnd, type ByteCounts, type ClientEnd } from '../transport/client-end.js';
 import { Connection, type Part } from './connection.js';
 import { HandleRelay } from '../transport/handle-relay.js';
 import { IdleSweep } from '../transport/idle-sweep.js';
@@ -19,7 +20,8 @@ import { describeCap } from './descriptor-limit.js';
 import { LogLimiter } from '../log-limiter.js';
 import { Stats, type StatsSnapshot } from './stats.js';
 import type { ProxyHeader } from '../proxy-protocol/header.js';
-import type { ConnectionInfo } from '../handlers/types.js';
+import { trustedNetworks } from '../proxy-protocol/trusted-networks.js';
+import type { ConnectionInfo, Endpoint } from '../handlers/types.js';
 import type { ConnectionParts } from '../handlers/context.js';
 import type { ListenOptions, MultiplexerOptions, MultiplexerSettings, Route } from './types.js';
 import { MUX_DEFAULTS, normalizeSettings, type NormalizedSettings } from './options.js';
@@ -36,18 +38,6 @@ const SHED_SCAN = 32;
 interface Listener {
   server: Server;
   options: ListenOptions;
-}
-
-/** Builds a BlockList of trusted PROXY-header sources from CIDRs and single addresses. */
-function trustList(cidrs: readonly string[]): BlockList {
-  const list = new BlockList();
-  for (const entry of cidrs) {
-    const [address = '', bits] = entry.split('/');
-    const type = isIPv6(address) ? 'ipv6' : 'ipv4';
-    if (bits === undefined) list.addAddress(address, type);
-    else list.addSubnet(address, Number(bits), type);
-  }
-  return list;
 }
 
 /**
@@ -143,7 +133,7 @@ export class Multiplexer {
    */
   setOptions(options: MultiplexerSettings): void {
     const settings = normalizeSettings(options); // throws GATE_ERR_INVALID_ARGUMENT before any change
-    const trusted = settings.trusted ? trustList(settings.trusted) : undefined;
+    const trusted = settings.trusted ? trustedNetworks(settings.trusted) : undefined;
     const budget = this.budgetFor(options);
     const idleChanged = settings.idleTimeoutMs !== this.settings.idleTimeoutMs;
     this.settings = settings;
@@ -297,22 +287,42 @@ export class Multiplexer {
       if (error !== undefined) conn.recordError(errnoError(error));
       conn.closed(client);
     });
-    conn = this.accept(client, client, listener);
+    conn = this.admit(client, client, listener, true);
   }
 
   private acceptSocket(socket: Socket, listener: ListenOptions): void {
     socket.on('error', () => {}); // reported through the connection once adopted; never crash
-    this.accept(new SocketEnd(socket), socket, listener);
+    this.admit(new SocketEnd(socket), socket, listener, true);
   }
 
-  private accept(client: ClientEnd, part: Part, listener: ListenOptions): Connection | undefined {
+  /**
+   * Takes a connection that did not arrive on a listener of this multiplexer — a byte stream
+   * carried inside something else, such as the binary messages of a WebSocket connection upgrade
+   * (lib/conn-upgrade) — and runs it through the same path as an accepted socket: the cap and
+   * the per-source count (against `remote`), the detection deadline, routing, the handler, the
+   * idle timeout (when the stream has `setTimeout(ms, onTimeout)`, as net.Socket does), one log
+   * line and the counters. It never expects a PROXY header: whoever carried the stream already
+   * decided who the client is. Returns false when the stream was refused at once (closing, at a
+   * cap): it has been destroyed, and the refusal counted and logged with its code.
+   */
+  accept(stream: Duplex & Partial<ByteCounts>, endpoints: { remote: Endpoint; local: Endpoint }): boolean {
+    stream.on('error', () => {}); // reported through the connection once adopted; never crash
+    return this.admit(new StreamEnd(stream, endpoints.remote, endpoints.local), stream, CARRIED, false) !== undefined;
+  }
+
+  /**
+   * `fromListener`: the client came in on one of our listeners, so with PROXY protocol on it must
+   * be a trusted balancer and send a header; a carried stream was vouched for by its carrier.
+   */
+  private admit(client: ClientEnd, part: Part, listener: ListenOptions, fromListener: boolean): Connection | undefined {
     this.counters.accepted++;
     if (this.closing) return this.reject(client, new GateError(ErrorCodes.SHUTDOWN, 'shutting down'));
     // No peer address: the client reset the connection before we got to it (the kernel no
     // longer knows the peer). Counted as what it is, not as an untrusted or over-limit source.
     const { address } = client.remote;
     if (address === '') return this.reject(client, new GateError(ErrorCodes.CLIENT_CLOSED, 'client was gone before it was accepted'));
-    if (this.trusted) {
+    const expectHeader = fromListener && this.trusted !== undefined;
+    if (this.trusted && expectHeader) {
       if (!this.trusted.check(address, client.remote.family === 'IPv6' ? 'ipv6' : 'ipv4')) {
         return this.reject(client, new GateError(ErrorCodes.PROXY_HEADER_REFUSED, 'source not trusted to send PROXY headers'));
       }
@@ -320,7 +330,7 @@ export class Multiplexer {
     const budget = this.budget;
     // Behind a PROXY-speaking load balancer every socket comes from the balancer: the client is
     // only known once the header is read (detect), so it is counted there instead.
-    const source = this.trusted ? undefined : address;
+    const source = expectHeader ? undefined : address;
     const max = this.maxConnectionsPerSource;
     // Counted in the budget (over every multiplexer sharing it), so a limit set by setOptions
     // counts the connections already open too.
@@ -337,7 +347,7 @@ export class Multiplexer {
     if (source !== undefined) budget.sources.admit(client, source, 0);
     this.connections.add(conn);
     this.counters.open++;
-    this.detect(conn, listener);
+    this.detect(conn, listener, expectHeader);
     return conn;
   }
 
@@ -382,9 +392,9 @@ export class Multiplexer {
     slot.sources.release(conn.clientEnd);
   }
 
-  private detect(conn: Connection, listener: ListenOptions): void {
+  private detect(conn: Connection, listener: ListenOptions, expectHeader: boolean): void {
     const client = conn.clientEnd;
-    const detector = new Detector({ maxHelloBytes: this.maxHelloBytes, proxyHeader: this.trusted ? 'required' : 'refused' });
+    const detector = new Detector({ maxHelloBytes: this.maxHelloBytes, proxyHeader: expectHeader ? 'required' : 'refused' });
     const silentRoute = listener.silentRoute;
     const silentAfterMs = listener.silentAfterMs ?? DEFAULT_SILENT_AFTER_MS;
     const detectTimeoutMs = this.detectTimeoutMs;
@@ -501,9 +511,13 @@ export class Multiplexer {
       forwardOnHandles(client, detected.rest, handler, conn, this.watchRelay, this.native);
       return;
     }
-    const socket = client.toSocket(detected.rest);
-    if (client instanceof HandleEnd) conn.handOver(socket, socket);
-    if (this.idleTimeoutMs > 0) {
+    let socket: Duplex;
+    if (client instanceof HandleEnd) {
+      const made = client.toSocket(detected.rest);
+      conn.handOver(made, made);
+      socket = made;
+    } else socket = client.toSocket(detected.rest);
+    if (this.idleTimeoutMs > 0 && hasIdleTimeout(socket)) {
       socket.setTimeout(this.idleTimeoutMs, () => conn.fail(new GateError(ErrorCodes.IDLE_TIMEOUT, `idle for ${this.idleTimeoutMs} ms`)));
     }
     runHandler(socket, handler, conn);
@@ -538,6 +552,14 @@ export class Multiplexer {
     }
     if (this.closing && this.connections.size === 0) this.drained?.();
   }
+}
+
+/** The listener settings of a carried stream (Multiplexer.accept): no silence route, nothing to bind. */
+const CARRIED: ListenOptions = { port: 0 };
+
+/** net.Socket, and carried streams that keep an idle timer the same way (the WebSocket stream). */
+function hasIdleTimeout(stream: Duplex): stream is Duplex & { setTimeout(ms: number, onTimeout: () => void): unknown } {
+  return stream instanceof Socket || typeof (stream as { setTimeout?: unknown }).setTimeout === 'function';
 }
 
 /**

@@ -28,6 +28,7 @@ import { buildPing } from './ping.js';
 import { loadProxyState, type ProxyState } from './proxy-state.js';
 import { routeFor } from './route-handlers.js';
 import { WebFrontDoor } from './web-front-door.js';
+import { ConnectionUpgrade } from '../conn-upgrade/upgrade-server.js';
 
 export interface GateProxyOptions {
   config: GateConfig;
@@ -70,6 +71,8 @@ export class GateProxy {
   private readonly clusterWiring: ClusterWiring;
   /** From `close()` on: /readyz reports no listener, so the load balancer stops sending at once. */
   private closing = false;
+  /** TLS routing through load balancers that end TLS: upgraded streams go to the shared port's multiplexer. */
+  private readonly upgrade: ConnectionUpgrade;
 
   private constructor(
     private readonly options: GateProxyOptions,
@@ -94,6 +97,9 @@ export class GateProxy {
     });
     this.listeners = new ListenerSet({ logger: this.logger, muxLogger: options.logger, onRetired: (snapshot) => this.metrics.retire(snapshot) });
     this.web = new WebFrontDoor(state.webTls, { handshakeTimeoutMs: options.config.proxy.detectTimeoutMs });
+    this.upgrade = new ConnectionUpgrade({ target: () => this.listeners.multiplexer('multiplex'), ...logger });
+    this.upgrade.attach(this.web.servers.secure);
+    this.upgrade.attach(this.web.servers.http1);
     const joinRoutes = createJoinRoutes(
       () => this.state.authority,
       () => this.state.certificates.clusterCa.cert,
@@ -255,6 +261,7 @@ export class GateProxy {
     this.clusterWiring.goAway();
     await this.listeners.close(options);
     this.registry.close();
+    this.upgrade.close();
     await this.clusterWiring.close();
     await this.diagnostics.close();
   }
@@ -279,6 +286,7 @@ export class GateProxy {
     this.state = state;
     this.webRoutes = this.webRoutesFor(state);
     this.web.useTls(state.webTls);
+    this.upgrade.setOptions({ trustedNetworks: state.config.proxy.connectionUpgradeTrustedNetworks, pingIntervalMs: state.config.proxy.connectionUpgradePingIntervalMs });
     this.joinTokens.replace([...state.joinTokenRules]);
     // A certificate revoked by this reload ends its agent's tunnel now, not at its next connect.
     this.registry.revalidate();

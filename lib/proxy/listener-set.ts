@@ -130,6 +130,11 @@ export class ListenerSet {
     return found && { spec: found.spec, port: found.port };
   }
 
+  /** The multiplexer of the listener named `name`, while it runs (where upgraded streams go). */
+  multiplexer(name: string): Multiplexer | undefined {
+    return this.running.find((l) => l.spec.name === name)?.mux;
+  }
+
   /** Counters per running listener, by name. */
   stats(): Record<string, StatsSnapshot> {
     return Object.fromEntries(this.running.map((l) => [l.spec.name, l.mux.stats()]));

@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Endpoint } from './endpoint.js';
 import { closeHandle, localEndpoint, remoteEndpoint, socketFromHandle, startReading, stopReading, write, type HandleOwner, type TcpHandle } from './uv.js';
 
@@ -25,69 +26,100 @@ export interface ClientEnd {
   /** Writes `data` (a TLS alert) and closes once it is out. */
   closeAfter(data: Buffer): void;
   destroy(): void;
-  /** The client as a paused net.Socket whose first unread bytes are `rest`. */
-  toSocket(rest: Buffer): Socket;
+  /** The client as a paused stream (a net.Socket but for a StreamEnd) whose first unread bytes are `rest`. */
+  toSocket(rest: Buffer): Duplex;
+}
+
+/** A stream's own byte counts (net.Socket's, and the WebSocket stream's). */
+export interface ByteCounts {
+  readonly bytesRead: number;
+  readonly bytesWritten: number;
 }
 
 function endpoint(address: string | undefined, port: number | undefined, family: string | undefined): Endpoint {
   return { address: address ?? '', port: port ?? 0, family: family ?? '' };
 }
 
-export class SocketEnd implements ClientEnd {
-  readonly remote: Endpoint;
-  readonly local: Endpoint;
+/**
+ * A client that is a stream: an accepted net.Socket (SocketEnd), or a byte stream carried inside
+ * something else (a WebSocket connection upgrade) with the endpoints its carrier gives. Byte
+ * counts are the stream's own `bytesRead` / `bytesWritten` when it keeps them (net.Socket does),
+ * else zero.
+ */
+export class StreamEnd implements ClientEnd {
   private reader: ClientReader | undefined;
   private readonly onData = (chunk: Buffer): void => this.reader?.data(chunk);
   private readonly onEnd = (): void => this.reader?.end();
 
-  constructor(readonly socket: Socket) {
-    this.remote = endpoint(socket.remoteAddress, socket.remotePort, socket.remoteFamily);
-    this.local = endpoint(socket.localAddress, socket.localPort, socket.remoteFamily);
-  }
+  constructor(
+    readonly stream: Duplex & Partial<ByteCounts>,
+    readonly remote: Endpoint,
+    readonly local: Endpoint,
+  ) {}
 
   get bytesRead(): number {
-    return this.socket.bytesRead;
+    return this.stream.bytesRead ?? 0;
   }
 
   get bytesWritten(): number {
-    return this.socket.bytesWritten;
+    return this.stream.bytesWritten ?? 0;
   }
 
   read(reader: ClientReader): void {
     this.reader = reader;
-    this.socket.on('data', this.onData);
-    this.socket.once('end', this.onEnd);
+    this.stream.on('data', this.onData);
+    this.stream.once('end', this.onEnd);
   }
 
   stopReading(): void {
     this.reader = undefined;
-    this.socket.removeListener('data', this.onData);
-    this.socket.removeListener('end', this.onEnd);
+    this.stream.removeListener('data', this.onData);
+    this.stream.removeListener('end', this.onEnd);
   }
 
   write(data: Buffer): void {
-    this.socket.write(data);
+    this.stream.write(data);
   }
 
   closeAfter(data: Buffer): void {
+    const { stream } = this;
+    if (stream.destroyed) return;
+    stream.write(data);
+    stream.end();
+    // A stream that does not close after end (a half-open one) must not outlive its refusal.
+    stream.once('finish', () => stream.destroy());
+  }
+
+  destroy(): void {
+    this.stream.destroy();
+  }
+
+  toSocket(rest: Buffer): Duplex {
+    const { stream } = this;
+    // Stop the 'data' flow at once (the stream's flow loop would otherwise emit the bytes we are
+    // about to unshift to no listener), then reset it to "no consumer yet", as on a fresh socket:
+    // a handler's first on('data') or pipe() starts it, and until then bytes wait in the buffer.
+    stream.pause();
+    (stream as { readableFlowing: boolean | null }).readableFlowing = null;
+    if (rest.length > 0) stream.unshift(rest);
+    return stream;
+  }
+}
+
+export class SocketEnd extends StreamEnd {
+  constructor(readonly socket: Socket) {
+    super(socket, endpoint(socket.remoteAddress, socket.remotePort, socket.remoteFamily), endpoint(socket.localAddress, socket.localPort, socket.remoteFamily));
+  }
+
+  override closeAfter(data: Buffer): void {
     if (this.socket.destroyed) return;
     this.socket.write(data);
     this.socket.destroySoon();
   }
 
-  destroy(): void {
-    this.socket.destroy();
-  }
-
-  toSocket(rest: Buffer): Socket {
-    const { socket } = this;
-    // Stop the 'data' flow at once (the stream's flow loop would otherwise emit the bytes we are
-    // about to unshift to no listener), then reset it to "no consumer yet", as on a fresh socket:
-    // a handler's first on('data') or pipe() starts it, and until then bytes wait in the buffer.
-    socket.pause();
-    (socket as { readableFlowing: boolean | null }).readableFlowing = null;
-    if (rest.length > 0) socket.unshift(rest);
-    return socket;
+  override toSocket(rest: Buffer): Socket {
+    super.toSocket(rest);
+    return this.socket;
   }
 }
 

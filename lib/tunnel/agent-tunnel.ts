@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Http2Server, IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { dialTls } from '../client/dial-tls.js';
+import { dialTls, type ConnectionUpgradeDial } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -25,6 +25,7 @@ export interface AgentTunnelSettings {
   serverName?: string | undefined;
   env?: NodeJS.ProcessEnv | undefined;
   dialProxy?: ProxyConfig | null | undefined;
+  connectionUpgrade?: ConnectionUpgradeDial | undefined;
   dialTimeoutMs?: number | undefined;
   targetDialTimeoutMs: number;
   heartbeatIntervalMs: number;
@@ -99,7 +100,7 @@ export class AgentTunnel extends EventEmitter {
 
   private async serve(): Promise<void> {
     const o = this.settings;
-    const { socket, via } = await dialTls(o.proxy, {
+    const { socket, via, upgraded } = await dialTls(o.proxy, {
       alpn: [ALPN_REVERSE_TUNNEL],
       requireAlpn: true,
       ca: o.ca,
@@ -108,6 +109,7 @@ export class AgentTunnel extends EventEmitter {
       ...(o.serverName === undefined ? {} : { serverName: o.serverName }),
       ...(o.env === undefined ? {} : { env: o.env }),
       ...(o.dialProxy === undefined ? {} : { proxy: o.dialProxy }),
+      ...(o.connectionUpgrade === undefined ? {} : { connectionUpgrade: o.connectionUpgrade }),
       ...(o.dialTimeoutMs === undefined ? {} : { timeoutMs: o.dialTimeoutMs }),
       ...(o.logger === undefined ? {} : { logger: o.logger }),
       signal: o.signal,
@@ -116,7 +118,7 @@ export class AgentTunnel extends EventEmitter {
       socket.destroy();
       throw new GateError(ErrorCodes.SHUTDOWN, 'agent stopping');
     }
-    this.via = via?.display ?? 'direct';
+    this.via = `${via?.display ?? 'direct'}${upgraded ? ' (connection upgrade)' : ''}`;
     this.socket = socket;
     socket.on('error', (err) => o.log.debug({ err }, 'tunnel socket error'));
     let session: ServerHttp2Session | undefined;

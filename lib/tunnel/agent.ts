@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { createServer, type Http2Server } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { ProxyConfig } from '../client/proxy-config.js';
+import type { ConnectionUpgradeDial } from '../client/dial-tls.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
@@ -33,6 +34,12 @@ export interface AgentOptions {
   env?: NodeJS.ProcessEnv;
   /** Override the environment: the proxy to dial through, or null for direct. */
   dialProxy?: ProxyConfig | null;
+  /**
+   * Through a load balancer that ends TLS, the tunnel's TLS goes inside a WebSocket connection
+   * upgrade; detected by default (client/dial-tls.ts). Here only to force it or to trust a
+   * balancer's certificate outside the system store.
+   */
+  connectionUpgrade?: ConnectionUpgradeDial;
   /** Targets (`host:port`) this agent serves. Ignored when `allow` is given. */
   resources?: string[];
   /** Policy for targets the proxy asks for. Default: exactly `resources`; nothing else. */
@@ -328,6 +335,7 @@ class Agent extends EventEmitter implements TunnelAgent {
       serverName: this.options.serverName,
       env: this.options.env,
       dialProxy: this.options.dialProxy,
+      connectionUpgrade: this.options.connectionUpgrade,
       dialTimeoutMs: this.options.dialTimeoutMs,
       targetDialTimeoutMs: this.options.targetDialTimeoutMs ?? 10_000,
       heartbeatIntervalMs: this.options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,

@@ -1,13 +1,13 @@
 import { X509Certificate } from 'node:crypto';
 import { request } from 'node:http';
 import { rootCertificates } from 'node:tls';
-import { dialTls } from '../client/dial-tls.js';
+import { dialTls, type ConnectionUpgradeDial } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import { ErrorCodes, GateError, isGateError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { caPin, parseCaPin } from '../pki/ca-pin.js';
 import { createKeyAndRequest } from '../pki/certificate-request.js';
-import { AGENT_CA_PATH, AGENT_JOIN_PATH, AGENT_RENEW_PATH } from '../wire/names.js';
+import { AGENT_CA_PATH, AGENT_JOIN_PATH, AGENT_RENEW_PATH, ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import type { IssuedAgentCertificate } from './agent-authority.js';
 
 /** How an agent reaches the proxy's web port. */
@@ -20,6 +20,8 @@ export interface JoinEndpoint {
   env?: NodeJS.ProcessEnv;
   /** Override the environment: the proxy to dial through, or null for direct. */
   dialProxy?: ProxyConfig | null;
+  /** As the agent's (a load balancer that ends TLS); detected by default. */
+  connectionUpgrade?: ConnectionUpgradeDial;
   /** One deadline for each exchange: dial, TLS, request and answer (default 15 s). */
   timeoutMs?: number;
   logger?: Logger;
@@ -61,6 +63,10 @@ async function exchange(endpoint: JoinEndpoint, ex: Exchange): Promise<{ status:
     ...(endpoint.serverName === undefined ? {} : { serverName: endpoint.serverName }),
     ...(endpoint.env === undefined ? {} : { env: endpoint.env }),
     ...(endpoint.dialProxy === undefined ? {} : { proxy: endpoint.dialProxy }),
+    // Joining and renewing need the proxy itself (its cluster CA, our client certificate), as
+    // the tunnel does: whether the path ends TLS is asked with the tunnel's ALPN, which a
+    // balancer cannot answer, unlike the web's http/1.1.
+    connectionUpgrade: { probeAlpn: [ALPN_REVERSE_TUNNEL], ...endpoint.connectionUpgrade },
     ...(endpoint.logger === undefined ? {} : { logger: endpoint.logger }),
     timeoutMs,
   }).catch((err: GateError) => {

@@ -128,3 +128,23 @@ export const PEER_AGENT_HEADER = 'gate-agent';
  * IPv6 bracketed), as the receiving proxy's listener had it (the PROXY v2 source when one was accepted).
  */
 export const CLIENT_ADDR_HEADER = 'gate-client-addr';
+
+/**
+ * TLS routing through a load balancer that ends TLS itself (an L7 balancer: AWS ALB, GCP,
+ * Cloudflare, HAProxy or nginx in HTTP mode), which strips the client's SNI, ALPN and client
+ * certificate. The client asks for a WebSocket upgrade (RFC 6455) on this path, on the web
+ * port, and then runs its real TLS handshake inside the WebSocket's binary messages; the proxy
+ * routes that inner handshake as if it had arrived on the port.
+ */
+export const CONNECTION_UPGRADE_PATH = '/webapi/connectionupgrade';
+/** The `Sec-WebSocket-Protocol` asking for the byte stream alone. */
+export const UPGRADE_PROTOCOL_ALPN = 'alpn';
+/** The same, with WebSocket pings from the proxy, so a balancer's idle timeout never cuts a quiet stream. */
+export const UPGRADE_PROTOCOL_ALPN_PING = 'alpn-ping';
+/** Every sub-protocol the proxy answers, the client's preferred first. */
+export const UPGRADE_PROTOCOLS = [UPGRADE_PROTOCOL_ALPN_PING, UPGRADE_PROTOCOL_ALPN] as const;
+/**
+ * Forces the upgrade on (`true`) or off (`false`) for every proxy address, or on for the listed
+ * `host:port` addresses (comma-separated) and by detection for the rest; unset: by detection.
+ */
+export const TLS_ROUTING_UPGRADE_ENV = 'GATE_TLS_ROUTING_UPGRADE';

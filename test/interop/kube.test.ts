@@ -1,15 +1,13 @@
 import t, { type Test } from 'tap';
 import { writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import type { TLSSocket } from 'node:tls';
 import { stringify } from 'yaml';
 import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { describeResult, runClient, type ClientResult } from '../helpers/clients.js';
 import { requirePeer } from '../helpers/peers.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { CLUSTER_NAME, GIT_VERSION, startApiServer } from '../helpers/kube-api.js';
 
 /**
  * kubectl through the proxy to a Kubernetes-like TLS upstream that demands a client certificate.
@@ -18,43 +16,7 @@ import { tempDir } from '../helpers/temp-dir.js';
  * certificate, which it could not if the proxy had terminated TLS.
  */
 
-const CLUSTER_NAME = 'kube-gate-proxy-alpn.cluster.test';
-const GIT_VERSION = 'v1.32.4-gate-interop';
-
 const kubectl = requirePeer(t, 'kubectl', 'kubernetes-client');
-
-interface Seen {
-  path: string;
-  servername: string;
-  clientCn: string;
-}
-
-/** An API-server stand-in: TLS with its own CA, client certificates required, /version and /healthz. */
-async function startApiServer(ca: CertificateAuthority): Promise<{ port: number; seen: Seen[]; refused: string[]; server: Server }> {
-  const pair = ca.issue({ commonName: CLUSTER_NAME, dnsNames: [CLUSTER_NAME], usage: 'server' });
-  const seen: Seen[] = [];
-  const server = createServer({ ...pair, ca: [ca.cert], requestCert: true, rejectUnauthorized: true }, (req, res) => {
-    const socket = req.socket as TLSSocket;
-    const subject = socket.getPeerCertificate().subject as { CN?: string } | undefined;
-    // kubectl adds `?timeout=` from --request-timeout.
-    const path = new URL(req.url ?? '/', 'https://api.invalid').pathname;
-    seen.push({ path, servername: (socket as TLSSocket & { servername?: string }).servername ?? '', clientCn: subject?.CN ?? '' });
-    res.setHeader('Content-Type', 'application/json');
-    if (path === '/version') {
-      res.end(JSON.stringify({ major: '1', minor: '32', gitVersion: GIT_VERSION, gitCommit: '0000000', gitTreeState: 'clean', buildDate: '2026-01-01T00:00:00Z', goVersion: 'go1.23', compiler: 'gc', platform: 'linux/amd64' }));
-    } else if (path === '/healthz') {
-      res.setHeader('Content-Type', 'text/plain');
-      res.end('ok');
-    } else {
-      res.statusCode = 404;
-      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 404 }));
-    }
-  });
-  const refused: string[] = [];
-  server.on('tlsClientError', (err: Error & { code?: string }) => refused.push(err.code ?? err.message));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  return { port: (server.address() as AddressInfo).port, seen, refused, server };
-}
 
 if (kubectl) {
   const ca = CertificateAuthority.create('gate-mux interop kube CA');
