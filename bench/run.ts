@@ -12,7 +12,7 @@
 //   npm run bench -- --only tunnel --compare /tmp/before/dist/bench/tunnel-router.js   A/B the tunnelled path
 //   npm run bench -- --compare dist/bench/router.js --ref-node-args '--max-semi-space-size=1'   A/B node flags
 //   npm run bench -- --node-args '--max-semi-space-size=2'      node flags for the gate-mux routers
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +22,7 @@ import { allPeers, GATE_MUX_NODE_FLAGS, type Peer, type PeerContext, type Runnin
 import { sample, sampleProcess, type ProcSample } from './proc.js';
 import { JsonLines, spawnPinned, stopChild } from './spawn.js';
 import { fmt, markdownTable, median, ratio } from './stats.js';
+import { heapProbeFile, type HeapProbe } from './heap-probe.js';
 
 const WORKLOADS = ['bulk', 'rate', 'idle', 'parser', 'workers', 'tunnel'] as const;
 type Workload = (typeof WORKLOADS)[number];
@@ -315,11 +316,15 @@ async function idle(): Promise<void> {
       // The tunnelled peers are left out: 5,000 idle clients are 5,000 streams in one tunnel, over the
       // session's 1,000-stream limit (lib/tunnel/settings.ts).
       for (const peer of rotate(passthrough.filter((p) => p.name !== 'direct' && p.name !== 'gate-mux-local-tunnel' && p.name !== 'gate-mux-peered'), round - 1)) {
-        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
+        // The Node routers answer a heap probe (bench/heap-probe.ts): live heap after a full GC.
+        const probed = peer.name.startsWith('gate-mux');
+        const nodeArgs = [...(profiling.nodeArgs ?? []), ...(probed ? ['--expose-gc', '--import', join(distDir, 'bench', 'heap-probe.js')] : [])];
+        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, nodeArgs };
         await withPeer('idle', round, peer, ctx, async (running, m) => {
           const pid = running.pid!;
           await sleep(300);
           const before = sample(pid);
+          const heapBefore = probed ? await probeHeap(pid) : undefined;
           const child = spawnPinned(process.execPath, [join(distDir, 'bench', 'load.js')], {
             cpus: CLIENT_CPUS,
             env: { LOAD_MODE: 'idle', PORT: String(running.port), COUNT: String(config.idleCount), HARD_TIMEOUT_MS: '180000' },
@@ -332,6 +337,7 @@ async function idle(): Promise<void> {
             const ready = await lines.next<{ established: number; failed: number }>(150_000);
             await sleep(1000);
             const open = sample(pid);
+            const heapOpen = probed ? await probeHeap(pid) : undefined;
             child.stdin?.write('close\n');
             await lines.next(60_000);
             // Give the router time to notice the closes and its allocator/GC time to give back.
@@ -351,13 +357,20 @@ async function idle(): Promise<void> {
             m.load = { ...ready, returnWaitMs: Date.now() - closedAt };
             const n = Math.max(1, ready.established);
             m.derived.rssKiBPerConnection = growth / n;
+            if (heapBefore && heapOpen) {
+              m.derived.heapKiBPerConnection = (heapOpen.heapUsed - heapBefore.heapUsed) / 1024 / n;
+              m.derived.externalKiBPerConnection = (heapOpen.external - heapBefore.external) / 1024 / n;
+              m.derived.baseHeapMiB = heapBefore.heapUsed / 2 ** 20;
+            }
+            m.derived.baseRssMiB = before.rssKiB / 1024;
             m.derived.fdsPerConnection = (open.fds - before.fds) / n;
             m.derived.rssReturnedPct = growth > 0 ? (100 * (open.rssKiB - after.rssKiB)) / growth : 100;
             m.derived.fdsLeftAfterClose = after.fds - before.fds;
             m.derived.returnSeconds = (returnedAt - closedAt) / 1000;
             m.derived.established = ready.established;
             log(
-              `idle r${round} ${peer.name}: ${ready.established} open, ${fmt(m.derived.rssKiBPerConnection, 1)} KiB/conn, ` +
+              `idle r${round} ${peer.name}: ${ready.established} open, ${fmt(m.derived.rssKiBPerConnection, 1)} KiB/conn` +
+                `${heapOpen ? ` (live heap ${fmt(m.derived.heapKiBPerConnection, 2)} + external ${fmt(m.derived.externalKiBPerConnection, 2)})` : ''}, base RSS ${fmt(m.derived.baseRssMiB, 1)} MiB, ` +
                 `${fmt(m.derived.rssReturnedPct)}% returned, fds left ${m.derived.fdsLeftAfterClose}`,
             );
           } finally {
@@ -368,6 +381,48 @@ async function idle(): Promise<void> {
     }
   } finally {
     await up.stop();
+  }
+}
+
+/**
+ * Asks a router started with the heap probe (bench/heap-probe.ts) for its memory after a full
+ * GC; undefined when it did not answer (a build that cannot take the preload).
+ */
+async function probeHeap(pid: number): Promise<HeapProbe | undefined> {
+  const file = heapProbeFile(pid);
+  rmSync(file, { force: true });
+  process.kill(pid, 'SIGUSR2');
+  for (let i = 0; i < 100; i++) {
+    await sleep(50);
+    if (!existsSync(file)) continue;
+    try {
+      const probe = JSON.parse(readFileSync(file, 'utf8')) as HeapProbe;
+      rmSync(file, { force: true });
+      return probe;
+    } catch {
+      // written as we read: try again
+    }
+  }
+  return undefined;
+}
+
+/** Live heap per idle connection may grow this much over the reference before the report says so. */
+const IDLE_HEAP_TOLERANCE = 1.1;
+
+interface IdleReference {
+  commit: string;
+  date: string;
+  command: string;
+  what: string;
+  routers: Record<string, { rssKiBPerConnection?: number; heapKiBPerConnection?: number; baseRssMiB?: number }>;
+}
+
+/** The idle figures recorded at a known commit (bench/reference.json), or undefined without one. */
+function idleReference(): IdleReference | undefined {
+  try {
+    return (JSON.parse(readFileSync(join(repoDir, 'bench', 'reference.json'), 'utf8')) as { idle?: IdleReference }).idle;
+  } catch {
+    return undefined;
   }
 }
 
@@ -635,13 +690,22 @@ function report(startedAt: Date, seconds: number): string {
   }
   if (args.only.has('idle')) {
     out.push('', `## Idle: ${fmt(config.idleCount)} established TLS connections held open, then closed`, '');
+    const ref = idleReference();
+    const refCell = (p: Peer, key: 'rssKiBPerConnection' | 'heapKiBPerConnection', digits: number): string => {
+      const value = ref?.routers[p.name]?.[key];
+      return value === undefined ? '—' : fmt(value, digits);
+    };
     out.push(
       markdownTable(
-        ['router', 'RSS KiB/conn', 'fds/conn', 'RSS returned after close', 'within s', 'fds left after close'],
+        ['router', 'RSS KiB/conn', `at ${ref ? ref.commit : 'the reference'}`, 'live heap KiB/conn', `at ${ref ? ref.commit : 'the reference'}`, 'base RSS MiB', 'fds/conn', 'RSS returned after close', 'within s', 'fds left after close'],
         rowsFor(
           'idle',
           (p) => [
             fmt(medianOf('idle', p.name, 'rssKiBPerConnection'), 1),
+            refCell(p, 'rssKiBPerConnection', 1),
+            fmt(medianOf('idle', p.name, 'heapKiBPerConnection'), 2),
+            refCell(p, 'heapKiBPerConnection', 2),
+            fmt(medianOf('idle', p.name, 'baseRssMiB'), 1),
             fmt(medianOf('idle', p.name, 'fdsPerConnection'), 2),
             `${fmt(medianOf('idle', p.name, 'rssReturnedPct'))} %`,
             fmt(medianOf('idle', p.name, 'returnSeconds'), 1),
@@ -651,6 +715,18 @@ function report(startedAt: Date, seconds: number): string {
         ),
       ),
     );
+    if (ref) {
+      out.push('', `Reference: ${ref.what}, measured on ${ref.commit} (${ref.date}): \`${ref.command}\`. Live heap = the V8 heap after a full GC (bench/heap-probe.ts), the figure that repeats between runs; RSS moves with when V8 last collected.`);
+      for (const p of peers) {
+        const now = medianOf('idle', p.name, 'heapKiBPerConnection');
+        const then = ref.routers[p.name]?.heapKiBPerConnection;
+        if (now !== undefined && then !== undefined && now > then * IDLE_HEAP_TOLERANCE + 0.05) {
+          const line = `**${p.name} holds more per idle connection than at ${ref.commit}: ${fmt(now, 2)} against ${fmt(then, 2)} KiB of live heap.**`;
+          out.push('', line);
+          log(line.replace(/\*/g, ''));
+        }
+      }
+    }
   }
   if (args.only.has('parser')) {
     out.push('', `## Parser: ClientHellos per second on one core (median of ${parserRuns.length} rounds)`, '');
