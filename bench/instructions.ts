@@ -19,6 +19,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeBenchCert } from './certs.js';
 import { allPeers, type PeerContext } from './peers.js';
+import { descendants } from './proc.js';
 import { JsonLines, spawnPinned, stopChild } from './spawn.js';
 import { markdownTable } from './stats.js';
 import { findBinary } from '../test/helpers/peers.js';
@@ -98,9 +99,20 @@ async function runLoad(port: number, connections: number, dir: string): Promise<
   }
 }
 
-function callgrindControl(flag: '-z' | '-d'): void {
-  // No pid: every callgrind run of this user, which is the one router (and its workers) now.
-  execFileSync('callgrind_control', [flag], { stdio: 'ignore' });
+/**
+ * Zeroes (-z) or dumps (-d) the counters of the router's processes only: `pid` (valgrind runs the
+ * router in place of its process) and every process below it (the traced holder and agent).
+ * Without a pid callgrind_control acts on every callgrind run of this user, and a second
+ * instruction count running meanwhile would have its counters zeroed or dumped early.
+ */
+function callgrindControl(flag: '-z' | '-d', pid: number): void {
+  for (const p of [pid, ...descendants(pid)]) {
+    try {
+      execFileSync('callgrind_control', [flag, String(p)], { stdio: 'ignore' });
+    } catch {
+      // not a callgrind process (a process without valgrind below it), or gone
+    }
+  }
 }
 
 async function main(): Promise<void> {
@@ -146,9 +158,9 @@ async function main(): Promise<void> {
       const running = await peer.start(ctx);
       try {
         const warm = await runLoad(running.port, args.warmup, dir);
-        callgrindControl('-z');
+        callgrindControl('-z', running.pid!);
         const measured = await runLoad(running.port, args.count, dir);
-        callgrindControl('-d');
+        callgrindControl('-d', running.pid!);
         const n = Math.max(1, measured.connections);
         const byRole = dumpedInstructions(runDir);
         const perConnection = byRole.get('total')! / n;
