@@ -23,6 +23,7 @@ import { sample, sampleProcess, type ProcSample } from './proc.js';
 import { JsonLines, spawnPinned, stopChild } from './spawn.js';
 import { fmt, markdownTable, median, ratio } from './stats.js';
 import { heapProbeFile, type HeapProbe } from './heap-probe.js';
+import { chartSvg, type ChartPanel } from './charts.js';
 
 const WORKLOADS = ['bulk', 'rate', 'idle', 'parser', 'workers', 'tunnel'] as const;
 type Workload = (typeof WORKLOADS)[number];
@@ -711,7 +712,8 @@ function report(startedAt: Date, seconds: number): string {
             fmt(medianOf('idle', p.name, 'returnSeconds'), 1),
             fmt(medianOf('idle', p.name, 'fdsLeftAfterClose')),
           ],
-          (p) => p.name !== 'direct',
+          // The tunnelled routes are not run idle (see idle()).
+          (p) => p.name !== 'direct' && p.name !== 'gate-mux-local-tunnel' && p.name !== 'gate-mux-peered',
         ),
       ),
     );
@@ -762,6 +764,42 @@ function report(startedAt: Date, seconds: number): string {
   return `${out.join('\n')}\n`;
 }
 
+/** An SVG chart per workload that ran (bench/charts.ts): the figures of its table, one bar per router. */
+function charts(startedAt: Date): Array<[Workload, string]> {
+  const subtitle = `${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC, ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, Node ${process.version}; medians (npm run bench)`;
+  const panel = (workload: Workload, title: string, key: string, better: ChartPanel['better'], digits: number, filter?: (m: Measurement) => boolean): ChartPanel => ({
+    title,
+    better,
+    digits,
+    bars: peers
+      .filter((p) => !p.missing && (workload === 'tunnel') === (p.upstreams === 'cleartext'))
+      .map((p): [string, number | undefined] => [p.name, medianOf(workload, p.name, key, filter)]),
+  });
+  const out: Array<[Workload, string]> = [];
+  const add = (workload: Workload, title: string, panels: ChartPanel[], note = ''): void => {
+    if (args.only.has(workload) && measurements.some((m) => m.workload === workload && !m.error)) out.push([workload, chartSvg(title, `${subtitle}${note}`, panels)]);
+  };
+  add('bulk', 'Bulk: one TLS connection, upstream to client', [
+    panel('bulk', 'MB/s', 'mbPerSecond', 'higher', 0),
+    panel('bulk', 'router CPU s per GB', 'cpuSecondsPerGB', 'lower', 2),
+  ]);
+  add('rate', `Connection rate: ${config.rateConcurrency} clients, full TLS handshakes`, [
+    panel('rate', 'router CPU µs per connection', 'cpuMicrosPerConnection', 'lower', 0),
+    panel('rate', 'connections per second', 'perSecond', 'higher', 0),
+    panel('rate', 'time to first byte p50, ms', 'ttfbP50Ms', 'lower', 1),
+  ], '; tunnelled routes: CPU of every process of the path');
+  add('idle', `Idle: ${fmt(config.idleCount)} TLS connections held open`, [
+    panel('idle', 'RSS KiB per connection', 'rssKiBPerConnection', 'lower', 1),
+    panel('idle', 'live heap KiB per connection (after a full GC)', 'heapKiBPerConnection', 'lower', 2),
+  ]);
+  const bulkOnly = (m: Measurement): boolean => m.variant !== 'setup';
+  add('tunnel', "Tunnelled path: the client's TLS ends at the proxy", [
+    panel('tunnel', 'MB/s', 'mbPerSecond', 'higher', 0, bulkOnly),
+    panel('tunnel', 'proxy CPU s per GB', 'proxyCpuSecondsPerGB', 'lower', 2, bulkOnly),
+  ]);
+  return out;
+}
+
 // ---------------------------------------------------------------- main
 
 const startedAt = new Date();
@@ -794,11 +832,13 @@ try {
     null,
     2,
   );
+  const svgs = charts(startedAt);
   for (const name of [stamp, 'latest']) {
     writeFileSync(join(resultsDir, `${name}.json`), json);
     writeFileSync(join(resultsDir, `${name}.md`), markdown);
+    for (const [workload, svg] of svgs) writeFileSync(join(resultsDir, `${name}-${workload}.svg`), svg);
   }
   process.stdout.write(markdown);
-  log(`wrote ${join(resultsDir, `${stamp}.{json,md}`)} in ${fmt(seconds)} s`);
+  log(`wrote ${join(resultsDir, `${stamp}.{json,md}`)}${svgs.length ? ` and ${svgs.map(([w]) => `${stamp}-${w}.svg`).join(', ')}` : ''} in ${fmt(seconds)} s`);
   if (!args.keep) rmSync(dir, { recursive: true, force: true });
 }
