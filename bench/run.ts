@@ -318,7 +318,9 @@ async function idle(): Promise<void> {
       // session's 1,000-stream limit (lib/tunnel/settings.ts).
       for (const peer of rotate(passthrough.filter((p) => p.name !== 'direct' && p.name !== 'gate-mux-local-tunnel' && p.name !== 'gate-mux-peered'), round - 1)) {
         // The Node routers answer a heap probe (bench/heap-probe.ts): live heap after a full GC.
-        const probed = peer.name.startsWith('gate-mux');
+        // Not a saved build given its own node flags (--ref-node-args replace these): without the
+        // preload, SIGUSR2 would end it.
+        const probed = peer.name.startsWith('gate-mux') && !(args.refNodeArgs && peer.name.startsWith('gate-mux-ref'));
         const nodeArgs = [...(profiling.nodeArgs ?? []), ...(probed ? ['--expose-gc', '--import', join(distDir, 'bench', 'heap-probe.js')] : [])];
         const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, nodeArgs };
         await withPeer('idle', round, peer, ctx, async (running, m) => {
