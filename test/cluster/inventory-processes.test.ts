@@ -45,6 +45,8 @@ t.test('inventory ls on either proxy lists the cluster\'s agents once each; --up
   const [p0, p1] = cluster.proxies as [ClusterProxy, ClusterProxy];
   const ids = [await proxyIdOf(p0), await proxyIdOf(p1)];
   const root = await tempDir(t, 'inventory-agents');
+  // Each agent runs from the file `gate-mux agent configure` wrote for it: its services are the
+  // file's resources (every resource kind is a service kind).
   const start = (name: string, connectionCount: number, upgrader: string | undefined, services: string[]): ClusterAgent =>
     startClusterAgent(t, cluster, {
       name,
@@ -52,7 +54,7 @@ t.test('inventory ls on either proxy lists the cluster\'s agents once each; --up
       allow: [],
       connectionCount,
       env: upgrader === undefined ? {} : { GATE_EXT_UPGRADER: upgrader },
-      args: services.flatMap((s) => ['--service', s]),
+      configFile: { path: join(root, `${name}.yaml`), resources: services.map((s, i) => `${s}=127.0.0.1:${15432 + i}`) },
     });
   const agents = {
     'db-1': start('db-1', 2, 'unit', ['db:orders', 'ssh:db-1']),

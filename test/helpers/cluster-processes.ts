@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -122,15 +123,41 @@ export type ClusterAgent = AgentProcess;
 export function startClusterAgent(
   t: Teardownable,
   cluster: RunningCluster,
-  options: { name: string; stateDir: string; allow: string[]; connectionCount?: number; httpsProxy?: string; logLevel?: string; env?: NodeJS.ProcessEnv; args?: string[]; script?: string; token?: boolean },
+  options: {
+    name: string;
+    stateDir: string;
+    allow: string[];
+    connectionCount?: number;
+    httpsProxy?: string;
+    logLevel?: string;
+    env?: NodeJS.ProcessEnv;
+    args?: string[];
+    script?: string;
+    token?: boolean;
+    /**
+     * Start it as an operator does: `gate-mux agent configure` writes its file (these resources,
+     * `KIND:NAME=HOST:PORT`, and everything else above but the connection count and the log
+     * flags), then `gate-mux agent --config FILE`.
+     */
+    configFile?: { path: string; resources: string[] };
+  },
 ): ClusterAgent {
-  const args = ['agent', '--proxy', `0.0.0.0:${cluster.balancerPort}`, '--server-name', 'localhost', '--name', options.name,
+  const script = options.script ?? GATE_MUX;
+  const identity = ['--proxy', `0.0.0.0:${cluster.balancerPort}`, '--server-name', 'localhost', '--name', options.name,
     '--state-dir', options.stateDir, ...(options.token === false ? [] : ['--token', cluster.token, '--ca-pin', cluster.caPin]),
-    ...(options.connectionCount === undefined ? [] : ['--connection-count', String(options.connectionCount)]),
-    ...(options.logLevel === undefined ? [] : ['--log-level', options.logLevel, '--log-format', 'json']),
-    ...options.allow.flatMap((target) => ['--allow', target]), ...(options.args ?? [])];
+    ...options.allow.flatMap((target) => ['--allow', target])];
+  const tuning = [...(options.connectionCount === undefined ? [] : ['--connection-count', String(options.connectionCount)]),
+    ...(options.logLevel === undefined ? [] : ['--log-level', options.logLevel, '--log-format', 'json'])];
+  let args: string[];
+  if (options.configFile) {
+    const { path, resources } = options.configFile;
+    execFileSync(process.execPath, [script, 'agent', 'configure', ...identity, ...resources.flatMap((r) => ['--resource', r]), '--output', path], { stdio: 'pipe' });
+    args = ['agent', '--config', path, ...tuning, ...(options.args ?? [])];
+  } else {
+    args = ['agent', ...identity, ...tuning, ...(options.args ?? [])];
+  }
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...(options.httpsProxy ? { HTTPS_PROXY: options.httpsProxy } : {}), ...options.env };
-  return spawnAgentProcess(t, options.script ?? GATE_MUX, args, env);
+  return spawnAgentProcess(t, script, args, env);
 }
 
 /** Waits until the agent's output satisfies `predicate` (or it exits). */
