@@ -2,7 +2,6 @@
 // from flags, then checks it reads back, so what the unit starts from is known good.
 import { chmod, mkdir, open, rename, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { renderAgentConfig } from '../config/agent-config-text.js';
 import { DEFAULT_AGENT_CONFIG_PATH, PACKAGE_MANAGERS, RESOURCE_KINDS, parseAgentConfig, type AgentResource, type PackageManager, type ResourceKind } from '../config/agent-config.js';
@@ -77,7 +76,7 @@ export async function configure(argv: string[], io: { out: (l: string) => void; 
     upgradeChannel: values['upgrade-channel'],
     packageManager: manager as PackageManager | undefined,
     // This installation's copy, so an editor on the machine that holds the file finds it offline.
-    schemaUrl: pathToFileURL(agentSchemaPath).href,
+    schemaUrl: agentSchemaPath,
   });
   const output = values.output!;
   try {

@@ -14,7 +14,7 @@ export interface AgentConfigInput {
   serverName?: string | undefined;
   upgradeChannel?: string | undefined;
   packageManager?: PackageManager | undefined;
-  /** The JSON Schema editors check the file against (its yaml-language-server first line); none when absent. */
+  /** The JSON Schema editors check the file against (a URL or file path for its yaml-language-server first line); none when absent. */
   schemaUrl?: string | undefined;
 }
 

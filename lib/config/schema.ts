@@ -2,7 +2,8 @@
  * The building blocks of a configuration file's declaration: each file (gate.yaml, agent.yaml) is
  * declared once, as a tree of JSON Schema (draft-07) nodes. From that one tree come the key lists
  * the readers check (`keysOf`: unknown keys, "did you mean", "it belongs under"), and the JSON
- * Schema editors use to validate and complete the file (`jsonSchemaOf`, written to schema/).
+ * Schema editors use to validate and complete the file (`jsonSchemaOf`, written to schema/ by
+ * json-schema-files.ts).
  *
  * Why not a schema library (zod, valibot, TypeBox): each would own the messages, and keeping
  * today's (the key path, what was expected in the operator's words, "did you mean" and "it belongs
@@ -120,6 +121,7 @@ export function keysOf(root: SchemaNode, ...path: string[]): string[] {
 }
 
 /** The standalone JSON Schema document for a file, as written to schema/<file>.schema.json. */
+// Draft-07: the YAML language server, which editors use for the `$schema=` line, reads drafts up to 7.
 export function jsonSchemaOf(root: SchemaNode, title: string): Record<string, unknown> {
   return { $schema: 'http://json-schema.org/draft-07/schema#', title, ...root };
 }

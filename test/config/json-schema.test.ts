@@ -57,7 +57,7 @@ t.test('what `gate-mux agent configure` writes names this installation\'s schema
     const text = await readFile(output, 'utf8');
     const line = SCHEMA_LINE.exec(text);
     t.ok(line, `${label}: starts with the yaml-language-server line`);
-    const schemaPath = fileURLToPath(line![1]!);
+    const schemaPath = line![1]!;
     t.equal(schemaPath, fileURLToPath(new URL('schema/agent.schema.json', root)), 'the package\'s own copy');
     t.equal(await readFile(schemaPath, 'utf8'), jsonSchemaText('agent.schema.json'));
     t.ok(checkAgent(parse(text)), `${label}: ${ajv.errorsText(checkAgent.errors)}`);
