@@ -155,3 +155,32 @@ t.test('agent.yaml: every declared key is read, and a wrong value is refused by 
   };
   checkEveryKeyIsRead(t, AGENT_SCHEMA, base, (raw) => validateAgentConfig(raw).issues, checkAgent);
 });
+
+t.test('the schemas never refuse a spelling the readers take', async (t) => {
+  const gateFiles = [
+    'proxy_service:\n  proxy_protocol: on\n',
+    'proxy_service:\n  proxy_protocol: true\n  proxy_protocol_trusted_networks: [10.0.0.0/8, 192.0.2.1]\n',
+    'proxy_service:\n  high_water: 0.8\n  source_share: " 10% "\n  detect_timeout: 1m30s\n  idle_timeout: 0\n',
+    'proxy_service:\n  idle_timeout: "0"\n  connection_upgrade_ping_interval: 1.5s\n',
+    'auth_service:\nproxy_service:\ncluster:\n',
+    'proxy_service:\n  public_addr: [a.example.com, "b.example.com:443"]\n  upstreams:\n',
+    'proxy_service:\n  cluster_maintenance_config:\n    agent_upgrades: {utc_start_hour: 0, weekdays:}\n',
+    'proxy_service:\n  automatic_upgrades_channels:\n    stable/rolling: {forward_url: "https://u.example.com/v1"}\n    default: {static_version: 1.2.3, critical: true}\n',
+    'auth_service:\n  join_tokens: [{token: "0123456789abcdef", agents: one-agent}]\n  revoked_agent_certificates: ["5F:3A:01"]\n',
+    '',
+  ];
+  for (const text of gateFiles) {
+    const raw = parse(text) ?? undefined;
+    t.same(validateConfig(raw, 'test').issues, [], `the reader takes ${JSON.stringify(text)}`);
+    t.ok(checkGate(raw ?? null), `the schema takes ${JSON.stringify(text)}: ${ajv.errorsText(checkGate.errors)}`);
+  }
+  const agentFiles = [
+    'proxy: a:1\nname: n\ntoken:\nallow:\nresources:\nupdater:\n',
+    'proxy: a:1\nname: n\nca_pin: " SHA256:' + 'AB'.repeat(32) + '"\ndial_timeout: 0\nresources:\n  - {kind: app, name: x, target: b:2, public_addr: [x.example.com]}\n',
+  ];
+  for (const text of agentFiles) {
+    const raw = parse(text);
+    t.same(validateAgentConfig(raw).issues, [], `the reader takes ${JSON.stringify(text)}`);
+    t.ok(checkAgent(raw), `the schema takes ${JSON.stringify(text)}: ${ajv.errorsText(checkAgent.errors)}`);
+  }
+});
