@@ -1,5 +1,5 @@
 import { formatAddress, parseAddress } from './address.js';
-import { AGENT_SCHEMA, PACKAGE_MANAGERS } from './agent-schema.js';
+import { AGENT_SCHEMA, DEFAULT_AGENT_STATE_DIR, DEFAULT_UPGRADE_CHANNEL, PACKAGE_MANAGERS } from './agent-schema.js';
 import { channelNameProblem } from './channel.js';
 import { parseYamlFile, readConfigText } from './load.js';
 import { keysOf } from './schema.js';
@@ -17,10 +17,7 @@ import { isValidAgentName } from '../tunnel/agent-identity.js';
 
 /** Where the packaged units and gate-upgrade look for it. */
 export const DEFAULT_AGENT_CONFIG_PATH = '/etc/gate/agent.yaml';
-/** Where the agent keeps its key and certificates unless `state_dir` says otherwise. */
-export const DEFAULT_AGENT_STATE_DIR = '/var/lib/gate/agent';
-/** The channel an updater follows unless `updater.channel` says otherwise. */
-export const DEFAULT_UPGRADE_CHANNEL = 'default';
+export { DEFAULT_AGENT_STATE_DIR, DEFAULT_UPGRADE_CHANNEL };
 
 /** A resource's kind is the kind of service the agent announces for it (`--service KIND:NAME`). */
 export const RESOURCE_KINDS = SERVICE_KINDS;

@@ -10,6 +10,11 @@ import { SERVICE_KINDS } from '../tunnel/agent-description.js';
 /** yum is dnf's older name (the platform's document lists apt, yum, zypper); both run the same way. */
 export const PACKAGE_MANAGERS = ['apt', 'dnf', 'yum', 'zypper'] as const;
 
+/** Where the agent keeps its key and certificates unless `state_dir` says otherwise. */
+export const DEFAULT_AGENT_STATE_DIR = '/var/lib/gate/agent';
+/** The channel an updater follows unless `updater.channel` says otherwise. */
+export const DEFAULT_UPGRADE_CHANNEL = 'default';
+
 const optional = (description: string): SchemaNode => s.string(description, { nullable: true });
 
 export const AGENT_SCHEMA: SchemaNode = s.section(
@@ -19,7 +24,7 @@ export const AGENT_SCHEMA: SchemaNode = s.section(
     tunnel_addr: s.string('The tunnel port (host:port) when the proxy runs separate ports.'),
     server_name: optional("The name the proxy's certificate is checked for (default: the proxy host)."),
     name: s.string('The name this agent joins as: letters, digits, dots, hyphens and underscores.'),
-    state_dir: optional('Where the key, certificates and cluster CA are kept.'),
+    state_dir: s.string('Where the key, certificates and cluster CA are kept.', { nullable: true, default: DEFAULT_AGENT_STATE_DIR }),
     token: optional('The join token, needed only until the first join.'),
     ca_pin: s.string('The CA pin the proxy prints at start.', { pattern: '^\\s*[Ss][Hh][Aa]256:[0-9A-Fa-f]{64}\\s*$' }),
     cert_file: optional('A pre-issued certificate instead of joining.'),
@@ -42,13 +47,13 @@ export const AGENT_SCHEMA: SchemaNode = s.section(
       ),
       { nullable: true },
     ),
-    connection_count: s.integer('Tunnels to keep, each to a distinct proxy of a cluster.', 1, 64),
-    dial_timeout: s.duration('How long a dial to a target may take.', '10s'),
+    connection_count: s.integer('Tunnels to keep, each to a distinct proxy of a cluster.', 1, { maximum: 64 }),
+    dial_timeout: s.duration('How long a dial to a target may take.'),
     log_level: optional('The log level on stderr (default warn).'),
     updater: s.section(
       'Automatic updates (package gate-ent-updater: gate-upgrade.timer runs `gate-upgrade run`).',
       {
-        channel: s.string('The upgrade channel followed, such as default or stable/cloud.', { default: 'default' }),
+        channel: s.string('The upgrade channel followed, such as default or stable/cloud.', { default: DEFAULT_UPGRADE_CHANNEL }),
         package_manager: s.oneOf('How to install a version (default: the one this machine has).', PACKAGE_MANAGERS),
         install_command: optional('Instead of a package manager: a command with {version} (run without a shell).'),
         version_command: optional('A command that prints the installed version.'),

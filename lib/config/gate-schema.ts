@@ -2,6 +2,10 @@ import { MAX_CHANNEL_NAME_LENGTH } from './channel.js';
 import { LISTEN_ADDR_KEYS } from './listen-addresses.js';
 import { schema as s, type SchemaNode } from './schema.js';
 import { UPSTREAM_PROTOCOLS } from './types.js';
+import { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from '../mux/connection-budget.js';
+import { MUX_DEFAULTS } from '../mux/options.js';
+import { DEFAULT_JOIN_LIMITS } from '../tunnel/join-limits.js';
+import type { RateLimit } from '../tunnel/source-rate-limit.js';
 
 /**
  * The proxy's configuration file (gate.yaml), declared once: every key, what it takes, and what it
@@ -10,6 +14,14 @@ import { UPSTREAM_PROTOCOLS } from './types.js';
  */
 
 const LISTEN = 'host:port, [IPv6]:port or :port';
+
+// Defaults the readers (validate.ts) apply and the schema shows, kept here so both use one value.
+export const DEFAULT_WEB_LISTEN = '0.0.0.0:3080';
+/** A crashed proxy should stop being dialled within 15 s. */
+export const DEFAULT_PRESENCE_TTL_MS = 10_000;
+export const DEFAULT_AGENT_CERTIFICATE_TTL_MS = 60 * 60 * 1000;
+/** As lib/conn-upgrade's default (config may not import it): below nginx's and AWS ALB's 60 s idle timeouts. */
+export const DEFAULT_UPGRADE_PING_INTERVAL_MS = 15_000;
 
 const listenAddrs: Record<string, SchemaNode> = Object.fromEntries(
   UPSTREAM_PROTOCOLS.map((protocol) => [
@@ -25,10 +37,10 @@ const listenAddrs: Record<string, SchemaNode> = Object.fromEntries(
 const publicAddr = (what: string): SchemaNode =>
   s.stringOrList(`${what} (host[:port], or a list; the port defaults to the one that protocol is served on).`);
 
-const rateLimit = (what: string): SchemaNode =>
+const rateLimit = (what: string, fallback: RateLimit): SchemaNode =>
   s.section(`${what} per source address (after a trusted PROXY header); past them the proxy answers 429.`, {
-    burst: s.integer('Requests allowed at once.', 1),
-    per_minute: s.integer('Requests the allowance refills by each minute.', 0),
+    burst: s.integer('Requests allowed at once.', 1, { default: fallback.burst }),
+    per_minute: s.integer('Requests the allowance refills by each minute.', 0, { default: fallback.perMinute }),
   });
 
 const trustedNetworks = (description: string): SchemaNode =>
@@ -81,21 +93,21 @@ export const GATE_SCHEMA: SchemaNode = s.section(
             { required: ['token'] },
           ),
         ),
-        agent_certificate_ttl: s.duration('Lifetime of an agent\'s certificate (at least 1m); agents renew at two thirds of it.', '1h'),
+        agent_certificate_ttl: s.duration('Lifetime of an agent\'s certificate (at least 1m); agents renew at two thirds of it.', DEFAULT_AGENT_CERTIFICATE_TTL_MS),
         revoked_agent_certificates: s.list(
           'Agent certificate serial numbers the tunnel route refuses.',
           s.string('A serial number in hex, colons allowed (5f:3a:...).', { pattern: '^\\s*[0-9A-Fa-f:]+\\s*$' }),
         ),
-        join_rate_limit: rateLimit('Joins'),
-        renew_rate_limit: rateLimit('Certificate renewals'),
-        join_body_timeout: s.duration('Deadline for a join or renewal body (100ms to 1m); past it the proxy answers 408.', '1500ms'),
+        join_rate_limit: rateLimit('Joins', DEFAULT_JOIN_LIMITS.join),
+        renew_rate_limit: rateLimit('Certificate renewals', DEFAULT_JOIN_LIMITS.renew),
+        join_body_timeout: s.duration('Deadline for a join or renewal body (100ms to 1m); past it the proxy answers 408.', DEFAULT_JOIN_LIMITS.bodyTimeoutMs),
       },
       { nullable: true },
     ),
     proxy_service: s.section(
       'Listeners, certificates, routing and limits.',
       {
-        web_listen_addr: s.string(`The main listener (${LISTEN}).`, { default: '0.0.0.0:3080' }),
+        web_listen_addr: s.string(`The main listener (${LISTEN}).`, { default: DEFAULT_WEB_LISTEN }),
         public_addr: publicAddr('What clients are told to dial; the first is used'),
         ssh_public_addr: publicAddr('What SSH clients are told to dial'),
         tunnel_public_addr: publicAddr('What agents are told to dial for their reverse tunnel'),
@@ -116,7 +128,7 @@ export const GATE_SCHEMA: SchemaNode = s.section(
         connection_upgrade_trusted_networks: trustedNetworks(
           'Load balancers whose X-Forwarded-For names the client on a connection upgrade (default: none).',
         ),
-        connection_upgrade_ping_interval: s.duration('WebSocket pings on upgraded connections; keep below the balancer\'s idle timeout.', '15s'),
+        connection_upgrade_ping_interval: s.duration('WebSocket pings on upgraded connections; keep below the balancer\'s idle timeout.', DEFAULT_UPGRADE_PING_INTERVAL_MS),
         automatic_upgrades_channels: s.mapOf(
           'Upgrade channels by name (stable/cloud), served at /v1/webapi/automaticupgrades/channel/<name>/version.',
           '^[a-z0-9._/-]+$',
@@ -127,19 +139,19 @@ export const GATE_SCHEMA: SchemaNode = s.section(
           agent_upgrades: s.section(
             'One hour from utc_start_hour on each listed day.',
             {
-              utc_start_hour: s.integer('The hour (UTC) the window opens.', 0, 23),
+              utc_start_hour: s.integer('The hour (UTC) the window opens.', 0, { maximum: 23 }),
               weekdays: s.list('Days (Sunday or Sun, any case); default: every day.', s.string('A day name.'), { nullable: true }),
             },
             { required: ['utc_start_hour'] },
           ),
         }),
         upstreams: s.section('Where each protocol\'s traffic goes; a protocol left out is not routed.', upstreams, { nullable: true }),
-        detect_timeout: s.duration('How long a connection that has not said what it is may hold a slot (above 0).', '5s'),
-        idle_timeout: s.duration('Routed connections that carry nothing this long are closed (0: never).', '0'),
-        max_connections: s.integer('Open connections over all listeners (0: what the open-file limit carries).', 0),
-        max_connections_per_source: s.integer('Open connections from one address (0: none).', 0),
-        high_water: s.fraction('From this share of max_connections on, one address holds at most source_share of it.', 0.8),
-        source_share: s.fraction('The share of max_connections one address may hold past high_water.', 0.1),
+        detect_timeout: s.duration('How long a connection that has not said what it is may hold a slot (above 0).', MUX_DEFAULTS.detectTimeoutMs),
+        idle_timeout: s.duration('Routed connections that carry nothing this long are closed (0: never).', 0),
+        max_connections: s.integer('Open connections over all listeners (0: what the open-file limit carries).', 0, { default: 0 }),
+        max_connections_per_source: s.integer('Open connections from one address (0: none).', 0, { default: 0 }),
+        high_water: s.fraction('From this share of max_connections on, one address holds at most source_share of it.', DEFAULT_HIGH_WATER),
+        source_share: s.fraction('The share of max_connections one address may hold past high_water.', DEFAULT_SOURCE_SHARE),
         peer_public_addr: s.string('What the other proxies dial (host[:port], never a wildcard address).'),
       },
       { nullable: true },
@@ -149,7 +161,7 @@ export const GATE_SCHEMA: SchemaNode = s.section(
       {
         store: s.string('memory (default), redis://[:password@]host[:port][/db] or rediss://…'),
         store_ca_file: s.string('A PEM CA for rediss:// with a private CA.'),
-        presence_ttl: s.duration('How long a proxy\'s records live unless it refreshes them (at least 1s).', '10s'),
+        presence_ttl: s.duration('How long a proxy\'s records live unless it refreshes them (at least 1s).', DEFAULT_PRESENCE_TTL_MS),
       },
       { nullable: true },
     ),

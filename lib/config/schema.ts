@@ -14,10 +14,13 @@
  * agent-config.ts) stay code: they turn the file into the normalised configuration (milliseconds,
  * parsed addresses), which a JSON Schema cannot express.
  *
+ * Defaults shown to editors are the readers' own constants, so the two cannot drift apart.
+ *
  * The JSON Schema is the outer bound of what the readers accept: it never refuses a file the
  * readers take (a test checks the shipped examples), and leaves to them what only code can check.
  */
 
+import { formatDuration } from './duration.js';
 import { ErrorCodes, GateError } from '../errors.js';
 
 type JsonType = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'array' | 'null';
@@ -74,14 +77,19 @@ export const schema = {
   oneOf(description: string, values: readonly unknown[], fallback?: unknown): SchemaNode {
     return { description, enum: values, ...(fallback === undefined ? {} : { default: fallback }) };
   },
-  integer(description: string, minimum: number, maximum?: number): SchemaNode {
-    return { description, type: 'integer', minimum, ...(maximum === undefined ? {} : { maximum }) };
+  integer(description: string, minimum: number, options: { maximum?: number; default?: number } = {}): SchemaNode {
+    return { description, type: 'integer', minimum, ...options };
   },
   boolean(description: string): SchemaNode {
     return { description, type: 'boolean' };
   },
-  duration(description: string, fallback?: string): SchemaNode {
-    return { description, anyOf: [{ type: 'string', pattern: DURATION_PATTERN }, { enum: [0] }], ...(fallback ? { default: fallback } : {}) };
+  /** `fallbackMs`: the reader's default, shown to editors in the file's own spelling (`10s`). */
+  duration(description: string, fallbackMs?: number): SchemaNode {
+    return {
+      description,
+      anyOf: [{ type: 'string', pattern: DURATION_PATTERN }, { enum: [0] }],
+      ...(fallbackMs === undefined ? {} : { default: formatDuration(fallbackMs) }),
+    };
   },
   /** A fraction above 0 and at most 1, written 0.8 or 80%. */
   fraction(description: string, fallback: number): SchemaNode {

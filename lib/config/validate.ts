@@ -4,7 +4,13 @@ import { checkAgentUpgrades, type MaintenanceConfig } from './maintenance-schedu
 import { parseDuration } from './duration.js';
 import { parseStoreUrl } from './store-url.js';
 import { LEGACY_PORTS, LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor, protocolEnabled } from './listen-addresses.js';
-import { GATE_SCHEMA } from './gate-schema.js';
+import {
+  DEFAULT_AGENT_CERTIFICATE_TTL_MS,
+  DEFAULT_PRESENCE_TTL_MS,
+  DEFAULT_UPGRADE_PING_INTERVAL_MS,
+  DEFAULT_WEB_LISTEN,
+  GATE_SCHEMA,
+} from './gate-schema.js';
 import { keysOf } from './schema.js';
 import { nearestKey } from './suggest.js';
 import { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from '../mux/connection-budget.js';
@@ -49,14 +55,11 @@ export interface ValidationResult {
 // editors is generated from too; the readers below check values and normalise them.
 const TOP_KEYS = keysOf(GATE_SCHEMA);
 const CLUSTER_KEYS = keysOf(GATE_SCHEMA, 'cluster');
-/** A crashed proxy should stop being dialled within 15 s. */
-const DEFAULT_PRESENCE_TTL_MS = 10_000;
 const MIN_PRESENCE_TTL_MS = 1_000;
 const AIMED_PRESENCE_TTL_MS = 15_000;
 const AUTH_KEYS = keysOf(GATE_SCHEMA, 'auth_service');
 const RATE_LIMIT_KEYS = keysOf(GATE_SCHEMA, 'auth_service', 'join_rate_limit');
 const JOIN_TOKEN_KEYS = keysOf(GATE_SCHEMA, 'auth_service', 'join_tokens', '*');
-const DEFAULT_AGENT_CERTIFICATE_TTL_MS = 60 * 60 * 1000;
 /** Below this a certificate could expire before the agent's renewal (at two thirds) gets through. */
 const MIN_AGENT_CERTIFICATE_TTL_MS = 60 * 1000;
 const PROXY_KEYS = keysOf(GATE_SCHEMA, 'proxy_service');
@@ -73,9 +76,6 @@ const SECTION_OF: Record<string, string> = {
   ...Object.fromEntries(TOP_KEYS.map((k) => [k, 'the top level'])),
 };
 
-const DEFAULT_WEB_LISTEN = '0.0.0.0:3080';
-/** As lib/conn-upgrade's default (config may not import it): below nginx's and AWS ALB's 60 s idle timeouts. */
-const DEFAULT_UPGRADE_PING_INTERVAL_MS = 15_000;
 
 export function formatPath(path: readonly PathSegment[]): string {
   let out = '';

@@ -30,7 +30,7 @@ const SCHEMA_LINE = /^# yaml-language-server: \$schema=(\S+)\n/;
 t.test('the committed schema files are what the declarations generate (npm run schema rewrites them)', async (t) => {
   for (const name of Object.keys(JSON_SCHEMA_FILES) as JsonSchemaFileName[]) {
     const committed = await readFile(new URL(`schema/${name}`, root), 'utf8');
-    t.equal(committed, jsonSchemaText(name), `schema/${name} is up to date`);
+    t.equal(committed, jsonSchemaText(name), `schema/${name} is up to date (npm run schema rewrites it)`);
   }
 });
 
@@ -182,5 +182,33 @@ t.test('the schemas never refuse a spelling the readers take', async (t) => {
     const raw = parse(text);
     t.same(validateAgentConfig(raw).issues, [], `the reader takes ${JSON.stringify(text)}`);
     t.ok(checkAgent(raw), `the schema takes ${JSON.stringify(text)}: ${ajv.errorsText(checkAgent.errors)}`);
+  }
+});
+
+/** The node at a key path of a declaration (`'*'`: a list item or a named mapping's value). */
+function nodeAt(root: SchemaNode, path: string[]): SchemaNode {
+  let node = root;
+  for (const step of path) {
+    const next = step === '*' ? (node.items ?? (node.additionalProperties as SchemaNode)) : node.properties?.[step];
+    if (next === undefined) throw new Error(`no node at ${path.join('.')}`);
+    node = next;
+  }
+  return node;
+}
+
+t.test('every default the schemas show is what the readers apply when the key is left out', async (t) => {
+  const cases = [
+    { name: 'gate.yaml', declaration: GATE_SCHEMA, base: {} as unknown, read: (raw: unknown) => validateConfig(raw, 'test').config },
+    { name: 'agent.yaml', declaration: AGENT_SCHEMA, base: { proxy: 'a:1', name: 'n', allow: ['b:2'] }, read: (raw: unknown) => validateAgentConfig(raw).value },
+  ];
+  for (const { name, declaration, base, read } of cases) {
+    const withDefaults = keyPaths(declaration).filter((path) => nodeAt(declaration, path).default !== undefined);
+    t.ok(withDefaults.length > 0, `${name}: ${withDefaults.length} defaults shown`);
+    const absent = read(base);
+    t.ok(absent, `${name}: the base reads`);
+    for (const path of withDefaults) {
+      const shown = nodeAt(declaration, path).default;
+      t.same(read(withValue(base, path, shown)), absent, `${name} ${path.join('.')}: ${JSON.stringify(shown)} is the default`);
+    }
   }
 });
