@@ -7,6 +7,7 @@ import { renderAgentConfig } from '../config/agent-config-text.js';
 import { DEFAULT_AGENT_CONFIG_PATH, PACKAGE_MANAGERS, RESOURCE_KINDS, parseAgentConfig, type AgentResource, type PackageManager, type ResourceKind } from '../config/agent-config.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import { AGENT_JOIN_OPTIONS } from './agent-flags.js';
+import { agentSchemaPath } from './package-info.js';
 
 export const CONFIGURE_USAGE = `usage: gate-mux agent configure --proxy HOST:PORT --name NAME [--token TOKEN --ca-pin sha256:HEX]
          [--allow HOST:PORT ...] [--resource KIND:NAME=HOST:PORT[@PUBLIC_ADDR,...] ...]
@@ -74,6 +75,8 @@ export async function configure(argv: string[], io: { out: (l: string) => void; 
     serverName: values['server-name'],
     upgradeChannel: values['upgrade-channel'],
     packageManager: manager as PackageManager | undefined,
+    // This installation's copy, so an editor on the machine that holds the file finds it offline.
+    schemaUrl: agentSchemaPath,
   });
   const output = values.output!;
   try {

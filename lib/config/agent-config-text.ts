@@ -14,6 +14,8 @@ export interface AgentConfigInput {
   serverName?: string | undefined;
   upgradeChannel?: string | undefined;
   packageManager?: PackageManager | undefined;
+  /** The JSON Schema editors check the file against (a URL or file path for its yaml-language-server first line); none when absent. */
+  schemaUrl?: string | undefined;
 }
 
 /**
@@ -35,6 +37,7 @@ export function renderAgentConfig(input: AgentConfigInput): string {
   const optional = (key: string, value: string | undefined, comment: string): string[] =>
     value === undefined ? [`# ${key}: ${comment}`] : [`${key}: ${scalar(value)}`];
   const lines = [
+    ...(input.schemaUrl === undefined ? [] : [`# yaml-language-server: $schema=${input.schemaUrl}`]),
     '# gate-mux agent configuration, read by `gate-mux agent --config FILE` (gate-agent.service) and',
     '# by `gate-upgrade`. Flags given to `gate-mux agent` override these keys. Written by',
     '# `gate-mux agent configure`; mode 0600 because it holds the join token.',

@@ -1,6 +1,8 @@
 import { formatAddress, parseAddress } from './address.js';
+import { AGENT_SCHEMA, DEFAULT_AGENT_STATE_DIR, DEFAULT_UPGRADE_CHANNEL, PACKAGE_MANAGERS } from './agent-schema.js';
 import { channelNameProblem } from './channel.js';
 import { parseYamlFile, readConfigText } from './load.js';
+import { keysOf } from './schema.js';
 import { Checker, describe, type PathSegment } from './validate.js';
 import { parseCaPin } from '../pki/ca-pin.js';
 import { SERVICE_KINDS, type ServiceKind } from '../tunnel/agent-description.js';
@@ -15,16 +17,12 @@ import { isValidAgentName } from '../tunnel/agent-identity.js';
 
 /** Where the packaged units and gate-upgrade look for it. */
 export const DEFAULT_AGENT_CONFIG_PATH = '/etc/gate/agent.yaml';
-/** Where the agent keeps its key and certificates unless `state_dir` says otherwise. */
-export const DEFAULT_AGENT_STATE_DIR = '/var/lib/gate/agent';
-/** The channel an updater follows unless `updater.channel` says otherwise. */
-export const DEFAULT_UPGRADE_CHANNEL = 'default';
+export { DEFAULT_AGENT_STATE_DIR, DEFAULT_UPGRADE_CHANNEL };
 
 /** A resource's kind is the kind of service the agent announces for it (`--service KIND:NAME`). */
 export const RESOURCE_KINDS = SERVICE_KINDS;
 export type ResourceKind = ServiceKind;
-/** yum is dnf's older name (the platform's document lists apt, yum, zypper); both run the same way. */
-export const PACKAGE_MANAGERS = ['apt', 'dnf', 'yum', 'zypper'] as const;
+export { PACKAGE_MANAGERS };
 export type PackageManager = (typeof PACKAGE_MANAGERS)[number];
 
 /** One resource the agent serves: what the proxy routes to through its tunnel. */
@@ -70,26 +68,11 @@ export interface AgentFileConfig {
   updater: AgentUpdaterConfig;
 }
 
-const TOP_KEYS = [
-  'proxy',
-  'tunnel_addr',
-  'server_name',
-  'name',
-  'state_dir',
-  'token',
-  'ca_pin',
-  'cert_file',
-  'key_file',
-  'ca_file',
-  'allow',
-  'resources',
-  'connection_count',
-  'dial_timeout',
-  'log_level',
-  'updater',
-] as const;
-const RESOURCE_KEYS = ['kind', 'name', 'target', 'public_addr'] as const;
-const UPDATER_KEYS = ['channel', 'package_manager', 'install_command', 'version_command'] as const;
+// Key lists come from the one declaration of the file (agent-schema.ts), which the JSON Schema for
+// editors is generated from too.
+const TOP_KEYS = keysOf(AGENT_SCHEMA);
+const RESOURCE_KEYS = keysOf(AGENT_SCHEMA, 'resources', '*');
+const UPDATER_KEYS = keysOf(AGENT_SCHEMA, 'updater');
 
 /** `host:port` as the agent's flags take it, normalised (IPv6 bracketed), or a recorded problem. */
 function hostPort(c: Checker, value: unknown, path: PathSegment[]): string | undefined {

@@ -4,6 +4,14 @@ import { checkAgentUpgrades, type MaintenanceConfig } from './maintenance-schedu
 import { parseDuration } from './duration.js';
 import { parseStoreUrl } from './store-url.js';
 import { LEGACY_PORTS, LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor, protocolEnabled } from './listen-addresses.js';
+import {
+  DEFAULT_AGENT_CERTIFICATE_TTL_MS,
+  DEFAULT_PRESENCE_TTL_MS,
+  DEFAULT_UPGRADE_PING_INTERVAL_MS,
+  DEFAULT_WEB_LISTEN,
+  GATE_SCHEMA,
+} from './gate-schema.js';
+import { keysOf } from './schema.js';
 import { nearestKey } from './suggest.js';
 import { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from '../mux/connection-budget.js';
 import { MUX_DEFAULTS } from '../mux/options.js';
@@ -43,64 +51,22 @@ export interface ValidationResult {
   warnings: ConfigIssue[];
 }
 
-const TOP_KEYS = [
-  'version',
-  'data_dir',
-  'diag_addr',
-  'auth_service',
-  'proxy_service',
-  'cluster',
-] as const;
-const CLUSTER_KEYS = ['store', 'store_ca_file', 'presence_ttl'] as const;
-/** Issue 14's aim: a crashed proxy stops being dialled within 15 s. */
-const DEFAULT_PRESENCE_TTL_MS = 10_000;
+// Key lists come from the one declaration of the file (gate-schema.ts), which the JSON Schema for
+// editors is generated from too; the readers below check values and normalise them.
+const TOP_KEYS = keysOf(GATE_SCHEMA);
+const CLUSTER_KEYS = keysOf(GATE_SCHEMA, 'cluster');
 const MIN_PRESENCE_TTL_MS = 1_000;
 const AIMED_PRESENCE_TTL_MS = 15_000;
-const AUTH_KEYS = [
-  'proxy_listener_mode',
-  'join_tokens',
-  'agent_certificate_ttl',
-  'revoked_agent_certificates',
-  'join_rate_limit',
-  'renew_rate_limit',
-  'join_body_timeout',
-] as const;
-const RATE_LIMIT_KEYS = ['burst', 'per_minute'] as const;
-const JOIN_TOKEN_KEYS = ['token', 'agents', 'expires', 'max_uses'] as const;
-const DEFAULT_AGENT_CERTIFICATE_TTL_MS = 60 * 60 * 1000;
+const AUTH_KEYS = keysOf(GATE_SCHEMA, 'auth_service');
+const RATE_LIMIT_KEYS = keysOf(GATE_SCHEMA, 'auth_service', 'join_rate_limit');
+const JOIN_TOKEN_KEYS = keysOf(GATE_SCHEMA, 'auth_service', 'join_tokens', '*');
 /** Below this a certificate could expire before the agent's renewal (at two thirds) gets through. */
 const MIN_AGENT_CERTIFICATE_TTL_MS = 60 * 1000;
-const PUBLIC_ADDR_KEYS = [
-  'public_addr',
-  'ssh_public_addr',
-  'tunnel_public_addr',
-  'kube_public_addr',
-  'postgres_public_addr',
-  'mysql_public_addr',
-] as const;
-const PROXY_KEYS = [
-  'web_listen_addr',
-  ...PUBLIC_ADDR_KEYS,
-  ...Object.values(LISTEN_ADDR_KEYS),
-  'https_keypairs',
-  'proxy_protocol',
-  'proxy_protocol_trusted_networks',
-  'connection_upgrade_trusted_networks',
-  'connection_upgrade_ping_interval',
-  'automatic_upgrades_channels',
-  'cluster_maintenance_config',
-  'upstreams',
-  'detect_timeout',
-  'idle_timeout',
-  'max_connections',
-  'max_connections_per_source',
-  'high_water',
-  'source_share',
-  'peer_public_addr',
-] as const;
-const KEYPAIR_KEYS = ['cert_file', 'key_file'] as const;
-const CHANNEL_KEYS = ['static_version', 'forward_url', 'critical'] as const;
-const MAINTENANCE_KEYS = ['agent_upgrades'] as const;
+const PROXY_KEYS = keysOf(GATE_SCHEMA, 'proxy_service');
+const KEYPAIR_KEYS = keysOf(GATE_SCHEMA, 'proxy_service', 'https_keypairs', '*');
+const CHANNEL_KEYS = keysOf(GATE_SCHEMA, 'proxy_service', 'automatic_upgrades_channels', '*');
+const MAINTENANCE_KEYS = keysOf(GATE_SCHEMA, 'proxy_service', 'cluster_maintenance_config');
+const UPSTREAM_KEYS = keysOf(GATE_SCHEMA, 'proxy_service', 'upstreams');
 
 /** Which section each key belongs to, to point at the right place when one is misplaced. */
 const SECTION_OF: Record<string, string> = {
@@ -110,9 +76,6 @@ const SECTION_OF: Record<string, string> = {
   ...Object.fromEntries(TOP_KEYS.map((k) => [k, 'the top level'])),
 };
 
-const DEFAULT_WEB_LISTEN = '0.0.0.0:3080';
-/** As lib/conn-upgrade's default (config may not import it): below nginx's and AWS ALB's 60 s idle timeouts. */
-const DEFAULT_UPGRADE_PING_INTERVAL_MS = 15_000;
 
 export function formatPath(path: readonly PathSegment[]): string {
   let out = '';
@@ -353,7 +316,7 @@ function readUpstreams(c: Checker, value: unknown): Partial<Record<UpstreamProto
   const out: Partial<Record<UpstreamProtocol, Upstream>> = {};
   const map = c.section(value, path);
   if (!map) return out;
-  c.keys(map, UPSTREAM_PROTOCOLS, path);
+  c.keys(map, UPSTREAM_KEYS, path);
   for (const protocol of UPSTREAM_PROTOCOLS) {
     const raw = map[protocol];
     if (raw === undefined) continue;

@@ -49,6 +49,9 @@ t.test('gate-mux and gate-ent-updater, built as another version', async (t) => {
     ['lib/systemd/system/gate-upgrade.timer', 'packaging/systemd/gate-upgrade.timer'],
     ['lib/systemd/system/gate-agent.service.d/gate-ent-updater.conf', 'packaging/systemd/gate-ent-updater.conf'],
     ['etc/default/gate', 'packaging/default/gate'],
+    // What the yaml-language-server line `gate-mux agent configure` writes points at.
+    ['usr/lib/gate-mux/schema/agent.schema.json', 'schema/agent.schema.json'],
+    ['usr/lib/gate-mux/schema/gate.schema.json', 'schema/gate.schema.json'],
   ];
   for (const [installed, source] of shipped) {
     t.equal(await readFile(join(root, installed), 'utf8'), await readFile(join(REPO_ROOT, source), 'utf8'), installed);
