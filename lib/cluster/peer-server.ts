@@ -40,7 +40,7 @@ export interface PeerEndpointTls {
 }
 
 /**
- * The peering server (issue 14) on `peer_listen_addr`: mutual TLS with ALPN `gate-proxy-peer`,
+ * The peering server on `peer_listen_addr`: mutual TLS with ALPN `gate-proxy-peer`,
  * then one HTTP/2 session per peer proxy in which the peer opens one CONNECT stream per client
  * connection it forwards (`:authority` the target, PEER_AGENT_HEADER the agent, CLIENT_ADDR_HEADER
  * the client's real address). A forwarded dial is served from this proxy's own tunnels only, never

@@ -203,7 +203,7 @@ export class TunnelRegistry extends EventEmitter {
       return this.refuse(socket, duplicate(), remote);
     }
     // The session takes the TLS socket's native stream over: tunnel bytes go from OpenSSL to
-    // nghttp2 in C++, without a JavaScript read and write per chunk (issue 13; see terminate.ts for
+    // nghttp2 in C++, without a JavaScript read and write per chunk (see terminate.ts for
     // why a hand-built TLSSocket once could not be handed over and needed jsStreamOver).
     const session = connect('http://agent.tunnel', {
       createConnection: () => socket,
@@ -377,7 +377,7 @@ export class TunnelRegistry extends EventEmitter {
   }
 
   /**
-   * What every agent is told about the cluster (issue 14): this proxy's id and the ids of the
+   * What every agent is told about the cluster: this proxy's id and the ids of the
    * live proxies. Sent to each agent at admission and to every connected agent whenever it
    * changes, so an agent that reaches the proxies through a load balancer can keep its tunnels on
    * distinct proxies and forget proxies that are gone. Without a view (a proxy on its own) agents
@@ -552,7 +552,7 @@ export class TunnelRegistry extends EventEmitter {
 
   /**
    * While on, new tunnels are refused with GATE_ERR_DRAINING (told in the GOAWAY, so the agent
-   * knows to go elsewhere) and the tunnels already up are left to `goAway` (issue 14, item 4).
+   * knows to go elsewhere) and the tunnels already up are left to `goAway`.
    */
   setDraining(on: boolean): void {
     this.draining = on;

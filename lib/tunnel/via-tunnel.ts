@@ -8,7 +8,7 @@ import type { CustomHandler } from '../handlers/types.js';
 import type { OpenStreamOptions, TunnelRegistry } from './registry.js';
 import { formatHostPort } from '../client/target.js';
 
-/** Opens the stream for one client connection: this proxy's tunnel, or (issue 14) through a peer proxy. */
+/** Opens the stream for one client connection: this proxy's tunnel, or through a peer proxy. */
 export type TunnelStreamOpener = (agent: string, target: string, options: OpenStreamOptions) => Promise<ClientHttp2Stream>;
 
 export interface ViaTunnelOptions {

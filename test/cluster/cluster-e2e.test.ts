@@ -1,4 +1,4 @@
-// Issue 14 end to end, as an operator runs it, real parts only (examples/cluster/layout.ts, the
+// Several proxies as one cluster end to end, as an operator runs it, real parts only (examples/cluster/layout.ts, the
 // layout `npm run demo:cluster` starts): redis-server, three `gate-mux proxy` processes with their
 // own web, peering and diagnostics ports, HAProxy in front with send-proxy-v2 and /readyz health
 // checks, one `gate-mux agent --connection-count 2` that reaches the cluster only through HAProxy

@@ -1,4 +1,4 @@
-// ClusterMember over the in-memory store (issue 14, items 1, 6 and 7): presence, tunnel holdings with
+// ClusterMember over the in-memory store: presence, tunnel holdings with
 // generations, re-registration after the store lost everything, draining, withdrawal, and channel
 // mismatches. The registry here is an EventEmitter with the TunnelRegistry's two events: the real
 // registry with real agents is in gate-proxy-cluster.test.ts.

@@ -1,4 +1,4 @@
-// GateProxy as a cluster member (issue 14, item 1): two real proxies in one process share a
+// GateProxy as a cluster member: two real proxies in one process share a
 // MemoryRouteStore; a real agent joins one of them. Its presence, its tunnels with their
 // generations, a reload's new channel fingerprint, and the withdrawal on close reach the store.
 import t from 'tap';

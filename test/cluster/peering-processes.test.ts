@@ -1,4 +1,4 @@
-// Peering between `gate-mux proxy` processes on one real redis-server (issue 14, items 2 and 4):
+// Peering between `gate-mux proxy` processes on one real redis-server:
 // A is where psql connects; B, C and D each hold a tunnel of agent `edge` (one agent process-side
 // per proxy, certificates from the cluster CA the four share through one data_dir) to a real
 // PostgreSQL. kill -9 of B: psql through A keeps working through another holder at once (B's stale

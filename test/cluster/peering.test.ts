@@ -1,4 +1,4 @@
-// Proxy peering (issue 14, items 2.1–2.2), in one process: two GateProxy instances started together
+// Proxy peering, in one process: two GateProxy instances started together
 // on one data_dir (so one cluster CA), each with its peer listener; a real agent holds its tunnel to
 // B; A forwards through B's peering server. The peer port refuses agent, client and foreign
 // certificates; the peer client refuses a server that is not a proxy of the cluster.

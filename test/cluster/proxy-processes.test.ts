@@ -1,4 +1,4 @@
-// Two `gate-mux proxy` processes on one real redis-server (issue 14, item 1): both announce
+// Two `gate-mux proxy` processes on one real redis-server: both announce
 // themselves; `kill -9` of one takes it out of the store once its presence_ttl has passed (the aim:
 // a crashed proxy stops being dialled within 15 s), and SIGTERM of the other withdraws it at once.
 import t from 'tap';

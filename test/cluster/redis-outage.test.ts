@@ -1,4 +1,4 @@
-// Redis down and back (issue 14, item 7), with a real redis-server, a real GateProxy configured with
+// Redis down and back, with a real redis-server, a real GateProxy configured with
 // `cluster.store: redis://…` and a real agent: store operations fail fast with
 // GATE_ERR_STORE_UNAVAILABLE, the local tunnel keeps carrying clients, and once redis-server is
 // restarted on the same port (empty: no persistence) the proxy re-registers its presence and its

@@ -1,4 +1,4 @@
-// A cluster of GateProxy instances in one process for issue 14's peering tests: one data_dir (so one
+// A cluster of GateProxy instances in one process for the peering tests: one data_dir (so one
 // cluster CA), one route store, each proxy with its peer listener; real agents from that CA; TLS
 // clients of the shared port, optionally behind a PROXY v2 header.
 import { once } from 'node:events';

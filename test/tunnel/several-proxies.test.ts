@@ -1,4 +1,4 @@
-// Agents on several proxies (issue 14, item 3). Real parts, loopback only: GateProxy instances in
+// Agents on several proxies. Real parts, loopback only: GateProxy instances in
 // this process sharing one cluster CA (one data_dir), behind a real HAProxy in TCP round-robin mode
 // (Debian package haproxy), and once behind tinyproxy (tinyproxy); the agent reaches the proxies
 // only through the balancer, and learns which proxy each tunnel landed on from the proxies'
@@ -283,7 +283,7 @@ t.test('an older agent, which answers the view like any non-CONNECT stream, keep
   const cluster = await startCluster(t, 1);
   if (!cluster) return;
   const registry = cluster.proxies[0]!.proxy.tunnels;
-  // The agent before issue 14, reduced to what the proxy sees: one tunnel, every stream served by
+  // An agent from before several proxies, reduced to what the proxy sees: one tunnel, every stream served by
   // serveAgentStream, which refuses anything but CONNECT with 400.
   const { session } = await rawAgentSession(t, cluster.front, cluster.agentPair, cluster.ca);
   const methods: string[] = [];
