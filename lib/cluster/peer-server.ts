@@ -1,10 +1,11 @@
-import { constants, createServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { constants, createServer, type ClientHttp2Stream, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { TLSSocket } from 'node:tls';
 import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import type { CustomHandler, TerminateHandler } from '../handlers/types.js';
 import { terminate } from '../handlers/builders.js';
 import { componentLogger, type Logger } from '../log.js';
+import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
 import { refusalDebugData } from '../tunnel/admission.js';
 import { isValidAgentName } from '../tunnel/agent-identity.js';
@@ -197,17 +198,18 @@ export class PeerServer {
       return;
     }
     const client = clientOf(headers);
-    const abort = new AbortController();
-    const onEarlyClose = (): void => abort.abort(new Error('peer stream closed'));
-    stream.once('close', onEarlyClose);
-    // Local tunnels only: a dial that came from a peer is never forwarded again (no loops).
-    this.options.registry.open(agent, target, { signal: abort.signal, ...(client ? { client } : {}) }).then(
-      (upstream) => {
-        stream.removeListener('close', onEarlyClose);
-        if (stream.destroyed || stream.closed) {
-          releaseStream(upstream);
-          return;
-        }
+    void dialThenRelay<ClientHttp2Stream>(stream, {
+      closedWhy: 'peer stream closed',
+      gone: () => stream.destroyed || stream.closed,
+      // Local tunnels only: a dial that came from a peer is never forwarded again (no loops).
+      dial: (signal) => this.options.registry.open(agent, target, { signal, ...(client ? { client } : {}) }),
+      release: releaseStream,
+      fail: (err) => {
+        const error = toGateError(err, ErrorCodes.AGENT_STREAM_FAILED);
+        this.log.debug({ agent, target, code: error.code }, `forwarded dial failed: ${error.message}`);
+        refuse(error);
+      },
+      relay: (upstream) => {
         stream.respond({ ':status': 200 });
         // An agent stream that ended with a reset is passed on as one (RFC 9113 §8.5
         // CONNECT_ERROR): left to splice, the peer would see RST_STREAM NO_ERROR, a clean end.
@@ -217,12 +219,6 @@ export class PeerServer {
         });
         splice(stream, upstream, () => {}, undefined, { releaseB: (s) => releaseStream(s) });
       },
-      (err: GateError) => {
-        stream.removeListener('close', onEarlyClose);
-        if (abort.signal.aborted) return;
-        this.log.debug({ agent, target, code: err.code }, `forwarded dial failed: ${err.message}`);
-        refuse(err);
-      },
-    );
+    });
   }
 }
