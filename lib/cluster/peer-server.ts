@@ -7,10 +7,10 @@ import { terminate } from '../handlers/builders.js';
 import { componentLogger, type Logger } from '../log.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
-import { refusalDebugData } from '../tunnel/admission.js';
 import { isValidAgentName } from '../tunnel/agent-identity.js';
 import { clientOf } from '../tunnel/agent-stream.js';
 import { refusalHeaders } from '../tunnel/connect-request.js';
+import { refuseWithGoAway } from '../tunnel/goaway-refusal.js';
 import { jsStreamOver } from '../tunnel/js-stream.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
 import { releaseStream } from '../tunnel/release-stream.js';
@@ -19,9 +19,6 @@ import { TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
 import { PEER_SESSION_SETTINGS } from './peer-settings.js';
 import { ALPN_PEER, PEER_AGENT_HEADER } from '../wire/names.js';
 import { admitPeer, peerTlsFacts } from './peer-identity.js';
-
-/** Milliseconds a refused peer's socket is given to flush the GOAWAY that says why. */
-const REFUSAL_FLUSH_MS = 2000;
 
 export interface PeerServerOptions {
   /** This proxy's tunnels: the only ones a forwarded dial is served from. */
@@ -163,14 +160,7 @@ export class PeerServer {
     session.on('error', () => {}); // the other end may already be gone; the refusal is logged above
     // No stream is served on a refused session.
     session.on('stream', (stream) => stream.close(constants.NGHTTP2_REFUSED_STREAM));
-    const timer = setTimeout(() => socket.destroy(error), REFUSAL_FLUSH_MS);
-    timer.unref();
-    session.once('close', () => {
-      clearTimeout(timer);
-      socket.destroy(error);
-    });
-    session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
-    session.close();
+    refuseWithGoAway(session, socket, error);
   }
 
   /** One forwarded dial: through this proxy's own tunnel to the agent, or a refusal with a code. */
