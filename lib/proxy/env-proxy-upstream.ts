@@ -38,8 +38,10 @@ export function forwardThroughProxy(target: string, via: ProxyConfig, options: {
           return (await dial(target, { proxy: via, allowHalfOpen: true, signal, ...timeout })).socket;
         },
         release: (socket) => socket.destroy(),
-        fail: (err) =>
-          client.destroy(isGateError(err) ? err : new GateError(ErrorCodes.DIAL_FAILED, `${target} via ${via.display}: ${(err as Error).message}`, { cause: err })),
+        fail: (err) => {
+          const message = `${target} via ${via.display}: ${(err as Error).message}`;
+          client.destroy(isGateError(err) ? err : new GateError(ErrorCodes.DIAL_FAILED, message, { cause: err }));
+        },
         relay: (socket) => {
           socket.setNoDelay(true);
           splice(client, socket, () => {});

@@ -8,7 +8,8 @@ import type { RunningGateProxy } from './gate-proxy.js';
 
 /** The cluster CA the first proxy made in `dataDir` (shared by every proxy of the cluster), able to issue. */
 export async function clusterAuthority(dataDir: string): Promise<CertificateAuthority> {
-  return CertificateAuthority.fromPem({ cert: await readFile(join(dataDir, 'ca.pem'), 'utf8'), key: await readFile(join(dataDir, 'ca-key.pem'), 'utf8') });
+  const [cert, key] = await Promise.all(['ca.pem', 'ca-key.pem'].map((file) => readFile(join(dataDir, file), 'utf8')));
+  return CertificateAuthority.fromPem({ cert: cert!, key: key! });
 }
 
 /**
