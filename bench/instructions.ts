@@ -10,6 +10,8 @@
 //   npm run bench:instructions -- --peers gate-mux --compare /tmp/before/dist/bench/router.js
 //   npm run bench:instructions -- --warmup 3000 --count 300
 //   npm run bench:instructions -- --peers gate-mux-native --keep   keep the callgrind files to annotate
+//   npm run bench:instructions -- --peers gate-mux,gate-mux-local-tunnel,gate-mux-peered   the central path's
+//     three routes; each process of a route (proxy, holder proxy, agent) counted apart
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +19,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeBenchCert } from './certs.js';
 import { allPeers, type PeerContext } from './peers.js';
+import { descendants } from './proc.js';
 import { JsonLines, spawnPinned, stopChild } from './spawn.js';
 import { markdownTable } from './stats.js';
 import { findBinary } from '../test/helpers/peers.js';
@@ -51,15 +54,35 @@ function log(message: string): void {
   process.stderr.write(`[instructions] ${message}\n`);
 }
 
-/** Sum of the `summary:` totals of the callgrind dumps `<prefix>.<pid>.1` (one per process). */
-function dumpedInstructions(dir: string): number {
-  let total = 0;
+/**
+ * What a process of a router is, from the command line callgrind recorded: the tunnelled routers
+ * are several processes (the proxy, the holder proxy of a peered route, the agent), each a bench
+ * script; other routers are one process, named by their program.
+ */
+function processRole(cmd: string): string {
+  const script = /\/bench\/([\w-]+)\.js\b/.exec(cmd)?.[1];
+  if (script === 'peer-holder') return 'holder';
+  if (script === 'tunnel-agent') return 'agent';
+  if (script !== undefined) return 'proxy';
+  return /([\w-]+)(?:\s|$)/.exec(cmd.split('/').pop() ?? cmd)?.[1] ?? 'router';
+}
+
+/**
+ * The `summary:` totals of the callgrind dumps `<prefix>.<pid>.1` (one per process, children
+ * traced), by process role (processRole); `total` is their sum.
+ */
+function dumpedInstructions(dir: string): Map<string, number> {
+  const byRole = new Map<string, number>([['total', 0]]);
   for (const name of readdirSync(dir)) {
     if (!/^cg\.\d+\.1$/.test(name)) continue;
-    const match = /^summary: (\d+)$/m.exec(readFileSync(join(dir, name), 'utf8'));
-    if (match) total += Number(match[1]);
+    const text = readFileSync(join(dir, name), 'utf8');
+    const match = /^summary: (\d+)$/m.exec(text);
+    if (!match) continue;
+    const role = processRole(/^cmd: (.*)$/m.exec(text)?.[1] ?? '');
+    byRole.set(role, (byRole.get(role) ?? 0) + Number(match[1]));
+    byRole.set('total', byRole.get('total')! + Number(match[1]));
   }
-  return total;
+  return byRole;
 }
 
 async function runLoad(port: number, connections: number, dir: string): Promise<{ connections: number; failed: number }> {
@@ -76,9 +99,20 @@ async function runLoad(port: number, connections: number, dir: string): Promise<
   }
 }
 
-function callgrindControl(flag: '-z' | '-d'): void {
-  // No pid: every callgrind run of this user, which is the one router (and its workers) now.
-  execFileSync('callgrind_control', [flag], { stdio: 'ignore' });
+/**
+ * Zeroes (-z) or dumps (-d) the counters of the router's processes only: `pid` (valgrind runs the
+ * router in place of its process) and every process below it (the traced holder and agent).
+ * Without a pid callgrind_control acts on every callgrind run of this user, and a second
+ * instruction count running meanwhile would have its counters zeroed or dumped early.
+ */
+function callgrindControl(flag: '-z' | '-d', pid: number): void {
+  for (const p of [pid, ...descendants(pid)]) {
+    try {
+      execFileSync('callgrind_control', [flag, String(p)], { stdio: 'ignore' });
+    } catch {
+      // not a callgrind process (a process without valgrind below it), or gone
+    }
+  }
 }
 
 async function main(): Promise<void> {
@@ -101,7 +135,7 @@ async function main(): Promise<void> {
     const peers = allPeers(args.compare).filter((p) => args.peers.includes(p.name));
     for (const peer of peers) {
       if (peer.missing) {
-        rows.push([peer.name, 'missing', peer.missing, '']);
+        rows.push([peer.name, 'missing', peer.missing, '', '']);
         continue;
       }
       const runDir = mkdtempSync(join(dir, `${peer.name}-`));
@@ -111,22 +145,29 @@ async function main(): Promise<void> {
         upstreamA: ports.portA,
         upstreamB: ports.portB,
         cpus: undefined,
+        env: { BENCH_AGENT_WAIT_MS: '600000' },
         wrap: {
           // JIT code is written at run time: callgrind must re-read code it already translated.
-          command: ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${join(runDir, 'cg.%p')}`],
-          startTimeoutMs: 120_000,
+          // Children traced: a tunnelled router's holder proxy and agent are processes of the path.
+          command: ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', '--trace-children=yes', `--callgrind-out-file=${join(runDir, 'cg.%p')}`],
+          // The tunnelled routers sign their certificates (node-forge, JavaScript) under callgrind first.
+          startTimeoutMs: 900_000,
         },
       };
       log(`${peer.name}: starting under callgrind`);
       const running = await peer.start(ctx);
       try {
         const warm = await runLoad(running.port, args.warmup, dir);
-        callgrindControl('-z');
+        callgrindControl('-z', running.pid!);
         const measured = await runLoad(running.port, args.count, dir);
-        callgrindControl('-d');
-        const perConnection = dumpedInstructions(runDir) / Math.max(1, measured.connections);
-        log(`${peer.name}: ${Math.round(perConnection).toLocaleString('en-US')} instructions per connection (${warm.connections} warm-up, ${measured.connections} measured, ${warm.failed + measured.failed} failed)`);
-        rows.push([peer.name, Math.round(perConnection).toLocaleString('en-US'), String(measured.connections), String(warm.failed + measured.failed)]);
+        callgrindControl('-d', running.pid!);
+        const n = Math.max(1, measured.connections);
+        const byRole = dumpedInstructions(runDir);
+        const perConnection = byRole.get('total')! / n;
+        const roles = [...byRole].filter(([role]) => role !== 'total');
+        const split = roles.length > 1 ? roles.map(([role, count]) => `${role} ${Math.round(count / n).toLocaleString('en-US')}`).join(', ') : '';
+        log(`${peer.name}: ${Math.round(perConnection).toLocaleString('en-US')} instructions per connection${split ? ` (${split})` : ''} (${warm.connections} warm-up, ${measured.connections} measured, ${warm.failed + measured.failed} failed)`);
+        rows.push([peer.name, Math.round(perConnection).toLocaleString('en-US'), split || '—', String(measured.connections), String(warm.failed + measured.failed)]);
       } finally {
         await running.stop();
       }
@@ -137,7 +178,7 @@ async function main(): Promise<void> {
     else rmSync(dir, { recursive: true, force: true });
   }
   process.stdout.write(`\nUser-space instructions per routed connection (callgrind; ${args.warmup} warm-up connections, then ${args.count} measured, 8 concurrent TLS handshakes)\n\n`);
-  process.stdout.write(`${markdownTable(['router', 'instructions/conn', 'connections', 'failed'], rows)}\n`);
+  process.stdout.write(`${markdownTable(['router', 'instructions/conn', 'by process', 'connections', 'failed'], rows)}\n`);
 }
 
 await main();

@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Multiplexer, PeerServer, TunnelRegistry, tunnelRoute } from '../lib/index.js';
+import { agentWaitMs } from './tunnel-side.js';
 
 const env = process.env;
 const ca = env.CLUSTER_CA ?? '';
@@ -16,7 +17,7 @@ const agent = spawn(process.execPath, [...process.execArgv, fileURLToPath(new UR
   // The agent exits when this pipe closes, that is with this holder, however it ends.
   stdio: ['pipe', 'inherit', 'inherit'],
 });
-await registry.waitFor('bench-agent', 30_000);
+await registry.waitFor('bench-agent', agentWaitMs());
 const peering = new PeerServer({ registry });
 const peers = new Multiplexer({ routes: [{ name: 'peer', match: { protocol: 'tls' }, handler: peering.endpoint({ cert: env.PEER_CERT ?? '', key: env.PEER_KEY ?? '', ca }) }] });
 const { port: peerPort } = await peers.listen({ host: '127.0.0.1', port: 0, backlog: 4096 });

@@ -41,6 +41,7 @@ async function routeToA(): Promise<{ handler: ReturnType<typeof viaTunnel>; clos
       AGENT_CERT: agentPair.cert,
       AGENT_KEY: agentPair.key,
       TARGET: targetA,
+      ...(process.env.BENCH_AGENT_WAIT_MS ? { BENCH_AGENT_WAIT_MS: process.env.BENCH_AGENT_WAIT_MS } : {}),
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -6,7 +6,10 @@
 // TERMINATE=1 ends the client's TLS here (certificate TLS_CERT, key TLS_KEY) and forwards the
 // cleartext to upstreams that speak it: the `terminate` + `forward` route the tunnelled router is
 // compared with (bench/tunnel-router.ts).
-import { Multiplexer, forward, runWorkers, terminate, type Handler } from 'gate-mux';
+// gate-mux/mux, not the whole package: a router that only routes loads the multiplexer and pino,
+// not the proxy's, agent's and cluster's dependencies (node-forge, ioredis, prom-client), whose
+// code would be counted in its base memory.
+import { Multiplexer, forward, runWorkers, terminate, type Handler } from 'gate-mux/mux';
 
 function port(name: string): number {
   const value = Number(process.env[name]);

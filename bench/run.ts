@@ -12,7 +12,7 @@
 //   npm run bench -- --only tunnel --compare /tmp/before/dist/bench/tunnel-router.js   A/B the tunnelled path
 //   npm run bench -- --compare dist/bench/router.js --ref-node-args '--max-semi-space-size=1'   A/B node flags
 //   npm run bench -- --node-args '--max-semi-space-size=2'      node flags for the gate-mux routers
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +22,8 @@ import { allPeers, GATE_MUX_NODE_FLAGS, type Peer, type PeerContext, type Runnin
 import { sample, sampleProcess, type ProcSample } from './proc.js';
 import { JsonLines, spawnPinned, stopChild } from './spawn.js';
 import { fmt, markdownTable, median, ratio } from './stats.js';
+import { heapProbeFile, type HeapProbe } from './heap-probe.js';
+import { chartSvg, type ChartPanel } from './charts.js';
 
 const WORKLOADS = ['bulk', 'rate', 'idle', 'parser', 'workers', 'tunnel'] as const;
 type Workload = (typeof WORKLOADS)[number];
@@ -315,11 +317,17 @@ async function idle(): Promise<void> {
       // The tunnelled peers are left out: 5,000 idle clients are 5,000 streams in one tunnel, over the
       // session's 1,000-stream limit (lib/tunnel/settings.ts).
       for (const peer of rotate(passthrough.filter((p) => p.name !== 'direct' && p.name !== 'gate-mux-local-tunnel' && p.name !== 'gate-mux-peered'), round - 1)) {
-        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
+        // The Node routers answer a heap probe (bench/heap-probe.ts): live heap after a full GC.
+        // Not a saved build given its own node flags (--ref-node-args replace these): without the
+        // preload, SIGUSR2 would end it.
+        const probed = peer.name.startsWith('gate-mux') && !(args.refNodeArgs && peer.name.startsWith('gate-mux-ref'));
+        const nodeArgs = [...(profiling.nodeArgs ?? []), ...(probed ? ['--expose-gc', '--import', join(distDir, 'bench', 'heap-probe.js')] : [])];
+        const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, nodeArgs };
         await withPeer('idle', round, peer, ctx, async (running, m) => {
           const pid = running.pid!;
           await sleep(300);
           const before = sample(pid);
+          const heapBefore = probed ? await probeHeap(pid) : undefined;
           const child = spawnPinned(process.execPath, [join(distDir, 'bench', 'load.js')], {
             cpus: CLIENT_CPUS,
             env: { LOAD_MODE: 'idle', PORT: String(running.port), COUNT: String(config.idleCount), HARD_TIMEOUT_MS: '180000' },
@@ -332,6 +340,7 @@ async function idle(): Promise<void> {
             const ready = await lines.next<{ established: number; failed: number }>(150_000);
             await sleep(1000);
             const open = sample(pid);
+            const heapOpen = probed ? await probeHeap(pid) : undefined;
             child.stdin?.write('close\n');
             await lines.next(60_000);
             // Give the router time to notice the closes and its allocator/GC time to give back.
@@ -351,13 +360,20 @@ async function idle(): Promise<void> {
             m.load = { ...ready, returnWaitMs: Date.now() - closedAt };
             const n = Math.max(1, ready.established);
             m.derived.rssKiBPerConnection = growth / n;
+            if (heapBefore && heapOpen) {
+              m.derived.heapKiBPerConnection = (heapOpen.heapUsed - heapBefore.heapUsed) / 1024 / n;
+              m.derived.externalKiBPerConnection = (heapOpen.external - heapBefore.external) / 1024 / n;
+              m.derived.baseHeapMiB = heapBefore.heapUsed / 2 ** 20;
+            }
+            m.derived.baseRssMiB = before.rssKiB / 1024;
             m.derived.fdsPerConnection = (open.fds - before.fds) / n;
             m.derived.rssReturnedPct = growth > 0 ? (100 * (open.rssKiB - after.rssKiB)) / growth : 100;
             m.derived.fdsLeftAfterClose = after.fds - before.fds;
             m.derived.returnSeconds = (returnedAt - closedAt) / 1000;
             m.derived.established = ready.established;
             log(
-              `idle r${round} ${peer.name}: ${ready.established} open, ${fmt(m.derived.rssKiBPerConnection, 1)} KiB/conn, ` +
+              `idle r${round} ${peer.name}: ${ready.established} open, ${fmt(m.derived.rssKiBPerConnection, 1)} KiB/conn` +
+                `${heapOpen ? ` (live heap ${fmt(m.derived.heapKiBPerConnection, 2)} + external ${fmt(m.derived.externalKiBPerConnection, 2)})` : ''}, base RSS ${fmt(m.derived.baseRssMiB, 1)} MiB, ` +
                 `${fmt(m.derived.rssReturnedPct)}% returned, fds left ${m.derived.fdsLeftAfterClose}`,
             );
           } finally {
@@ -368,6 +384,48 @@ async function idle(): Promise<void> {
     }
   } finally {
     await up.stop();
+  }
+}
+
+/**
+ * Asks a router started with the heap probe (bench/heap-probe.ts) for its memory after a full
+ * GC; undefined when it did not answer (a build that cannot take the preload).
+ */
+async function probeHeap(pid: number): Promise<HeapProbe | undefined> {
+  const file = heapProbeFile(pid);
+  rmSync(file, { force: true });
+  process.kill(pid, 'SIGUSR2');
+  for (let i = 0; i < 100; i++) {
+    await sleep(50);
+    if (!existsSync(file)) continue;
+    try {
+      const probe = JSON.parse(readFileSync(file, 'utf8')) as HeapProbe;
+      rmSync(file, { force: true });
+      return probe;
+    } catch {
+      // written as we read: try again
+    }
+  }
+  return undefined;
+}
+
+/** Live heap per idle connection may grow this much over the reference before the report says so. */
+const IDLE_HEAP_TOLERANCE = 1.1;
+
+interface IdleReference {
+  commit: string;
+  date: string;
+  command: string;
+  what: string;
+  routers: Record<string, { rssKiBPerConnection?: number; heapKiBPerConnection?: number; baseRssMiB?: number }>;
+}
+
+/** The idle figures recorded at a known commit (bench/reference.json), or undefined without one. */
+function idleReference(): IdleReference | undefined {
+  try {
+    return (JSON.parse(readFileSync(join(repoDir, 'bench', 'reference.json'), 'utf8')) as { idle?: IdleReference }).idle;
+  } catch {
+    return undefined;
   }
 }
 
@@ -697,22 +755,44 @@ function report(startedAt: Date, seconds: number): string {
   }
   if (args.only.has('idle')) {
     out.push('', `## Idle: ${fmt(config.idleCount)} established TLS connections held open, then closed`, '');
+    const ref = idleReference();
+    const refCell = (p: Peer, key: 'rssKiBPerConnection' | 'heapKiBPerConnection', digits: number): string => {
+      const value = ref?.routers[p.name]?.[key];
+      return value === undefined ? '—' : fmt(value, digits);
+    };
     out.push(
       markdownTable(
-        ['router', 'RSS KiB/conn', 'fds/conn', 'RSS returned after close', 'within s', 'fds left after close'],
+        ['router', 'RSS KiB/conn', `at ${ref ? ref.commit : 'the reference'}`, 'live heap KiB/conn', `at ${ref ? ref.commit : 'the reference'}`, 'base RSS MiB', 'fds/conn', 'RSS returned after close', 'within s', 'fds left after close'],
         rowsFor(
           'idle',
           (p) => [
             fmt(medianOf('idle', p.name, 'rssKiBPerConnection'), 1),
+            refCell(p, 'rssKiBPerConnection', 1),
+            fmt(medianOf('idle', p.name, 'heapKiBPerConnection'), 2),
+            refCell(p, 'heapKiBPerConnection', 2),
+            fmt(medianOf('idle', p.name, 'baseRssMiB'), 1),
             fmt(medianOf('idle', p.name, 'fdsPerConnection'), 2),
             `${fmt(medianOf('idle', p.name, 'rssReturnedPct'))} %`,
             fmt(medianOf('idle', p.name, 'returnSeconds'), 1),
             fmt(medianOf('idle', p.name, 'fdsLeftAfterClose')),
           ],
-          (p) => p.name !== 'direct',
+          // The tunnelled routes are not run idle (see idle()).
+          (p) => p.name !== 'direct' && p.name !== 'gate-mux-local-tunnel' && p.name !== 'gate-mux-peered',
         ),
       ),
     );
+    if (ref) {
+      out.push('', `Reference: ${ref.what}, measured on ${ref.commit} (${ref.date}): \`${ref.command}\`. Live heap = the V8 heap after a full GC (bench/heap-probe.ts), the figure that repeats between runs; RSS moves with when V8 last collected.`);
+      for (const p of peers) {
+        const now = medianOf('idle', p.name, 'heapKiBPerConnection');
+        const then = ref.routers[p.name]?.heapKiBPerConnection;
+        if (now !== undefined && then !== undefined && now > then * IDLE_HEAP_TOLERANCE + 0.05) {
+          const line = `**${p.name} holds more per idle connection than at ${ref.commit}: ${fmt(now, 2)} against ${fmt(then, 2)} KiB of live heap.**`;
+          out.push('', line);
+          log(line.replace(/\*/g, ''));
+        }
+      }
+    }
   }
   if (args.only.has('parser')) {
     out.push('', `## Parser: ClientHellos per second on one core (median of ${parserRuns.length} rounds)`, '');
@@ -748,6 +828,42 @@ function report(startedAt: Date, seconds: number): string {
   return `${out.join('\n')}\n`;
 }
 
+/** An SVG chart per workload that ran (bench/charts.ts): the figures of its table, one bar per router. */
+function charts(startedAt: Date): Array<[Workload, string]> {
+  const subtitle = `${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC, ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, Node ${process.version}; medians (npm run bench)`;
+  const panel = (workload: Workload, title: string, key: string, better: ChartPanel['better'], digits: number, filter?: (m: Measurement) => boolean): ChartPanel => ({
+    title,
+    better,
+    digits,
+    bars: peers
+      .filter((p) => !p.missing && (workload === 'tunnel') === (p.upstreams === 'cleartext'))
+      .map((p): [string, number | undefined] => [p.name, medianOf(workload, p.name, key, filter)]),
+  });
+  const out: Array<[Workload, string]> = [];
+  const add = (workload: Workload, title: string, panels: ChartPanel[], note = ''): void => {
+    if (args.only.has(workload) && measurements.some((m) => m.workload === workload && !m.error)) out.push([workload, chartSvg(title, `${subtitle}${note}`, panels)]);
+  };
+  add('bulk', 'Bulk: one TLS connection, upstream to client', [
+    panel('bulk', 'MB/s', 'mbPerSecond', 'higher', 0),
+    panel('bulk', 'router CPU s per GB', 'cpuSecondsPerGB', 'lower', 2),
+  ]);
+  add('rate', `Connection rate: ${config.rateConcurrency} clients, full TLS handshakes`, [
+    panel('rate', 'router CPU µs per connection', 'cpuMicrosPerConnection', 'lower', 0),
+    panel('rate', 'connections per second', 'perSecond', 'higher', 0),
+    panel('rate', 'time to first byte p50, ms', 'ttfbP50Ms', 'lower', 1),
+  ], '; tunnelled routes: CPU of every process of the path');
+  add('idle', `Idle: ${fmt(config.idleCount)} TLS connections held open`, [
+    panel('idle', 'RSS KiB per connection', 'rssKiBPerConnection', 'lower', 1),
+    panel('idle', 'live heap KiB per connection (after a full GC)', 'heapKiBPerConnection', 'lower', 2),
+  ]);
+  const bulkOnly = (m: Measurement): boolean => m.variant !== 'setup';
+  add('tunnel', "Tunnelled path: the client's TLS ends at the proxy", [
+    panel('tunnel', 'MB/s', 'mbPerSecond', 'higher', 0, bulkOnly),
+    panel('tunnel', 'proxy CPU s per GB', 'proxyCpuSecondsPerGB', 'lower', 2, bulkOnly),
+  ]);
+  return out;
+}
+
 // ---------------------------------------------------------------- main
 
 const startedAt = new Date();
@@ -780,11 +896,13 @@ try {
     null,
     2,
   );
+  const svgs = charts(startedAt);
   for (const name of [stamp, 'latest']) {
     writeFileSync(join(resultsDir, `${name}.json`), json);
     writeFileSync(join(resultsDir, `${name}.md`), markdown);
+    for (const [workload, svg] of svgs) writeFileSync(join(resultsDir, `${name}-${workload}.svg`), svg);
   }
   process.stdout.write(markdown);
-  log(`wrote ${join(resultsDir, `${stamp}.{json,md}`)} in ${fmt(seconds)} s`);
+  log(`wrote ${join(resultsDir, `${stamp}.{json,md}`)}${svgs.length ? ` and ${svgs.map(([w]) => `${stamp}-${w}.svg`).join(', ')}` : ''} in ${fmt(seconds)} s`);
   if (!args.keep) rmSync(dir, { recursive: true, force: true });
 }

@@ -14,6 +14,14 @@ import { ConnectionUpgrade, Multiplexer, TunnelRegistry, devCertificates, serve,
 
 export const BENCH_AGENT = 'bench-agent';
 
+/**
+ * How long a bench router waits for its agent's tunnel: 30 s, or BENCH_AGENT_WAIT_MS (the
+ * instruction count runs every process under callgrind, tens of times slower).
+ */
+export function agentWaitMs(): number {
+  return Number(process.env.BENCH_AGENT_WAIT_MS) || 30_000;
+}
+
 export interface TunnelSide {
   registry: TunnelRegistry;
   agent: ChildProcess;
@@ -40,7 +48,7 @@ export async function startTunnelSide(target: string, agentCpus = process.env.AG
     // a SIGTERM before the router's own handler is set), never reconnecting on its own for ever.
     stdio: ['pipe', 'inherit', 'inherit'],
   });
-  await registry.waitFor(BENCH_AGENT, 30_000);
+  await registry.waitFor(BENCH_AGENT, agentWaitMs());
   return {
     registry,
     agent,

@@ -135,10 +135,13 @@ class HandleDial implements HandleOwner {
     this.attempts.clear();
     this.finish();
     upstream.setNoDelay(true);
-    const { conn } = this;
+    // The relay's callback holds only what it needs, never the dial: an idle relay would keep the
+    // dial and all it held (the peeked ClientHello, the attempts, the deadline's timer and its
+    // closures) for the connection's whole life, ~1 KiB per idle connection (BENCHMARKS.md).
+    const { conn, to } = this;
     const initial = this.initialBytes();
     const clientHandle = this.client.take();
-    const relay = new HandleRelay(clientHandle, upstream, (failure) => relayClosed(conn, relay, failure, this.to));
+    const relay = new HandleRelay(clientHandle, upstream, (failure) => relayClosed(conn, relay, failure, to));
     conn.handOver(relay, relay);
     conn.closed(this);
     this.onRelay?.(relay, conn);

@@ -1,7 +1,7 @@
 /**
  * A fleet joining, then renewing, all at once: what the proxy must serve without stalling routing
  * (a fleet provisioned together, or every agent renewing after an outage). Used by the legitimate
- * load test (test/hardening/join-storm.test.ts) and the bench (bench/join-storm.ts).
+ * load test (test/hardening/guarded/join-storm.test.ts) and the bench (bench/join-storm.ts).
  */
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { buildRequest } from '../../lib/pki/certificate-request.js';

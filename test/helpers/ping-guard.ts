@@ -28,6 +28,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { getPriority, setPriority } from 'node:os';
 import type { Test } from 'tap';
 import { caPin } from '../../lib/pki/ca-pin.js';
 import { freePort } from './daemon.js';
@@ -91,6 +92,7 @@ export async function startGuardedProxy(t: Test, options: GuardedProxyOptions = 
   const configFile = join(dir, 'gate.yaml');
   await writeFile(configFile, yaml);
   const started = await startProxyCommand(t, ['--config', configFile, '--drain-timeout', '0', '--log-level', 'warn'], dir);
+  yieldToTheProxy();
   // Start-up makes keys and certificates on the loop: let that stall leave the recent window
   // (one to two seconds) before any attack is measured against it.
   for (let waited = 0; ((await recentLoopDelayMs(diagPort)) ?? 0) >= PING_BOUND_MS && waited < 5000; waited += 250) await new Promise((resolve) => setTimeout(resolve, 250));
@@ -106,6 +108,27 @@ export async function startGuardedProxy(t: Test, options: GuardedProxyOptions = 
     devToken: (await readFile(join(dataDir, 'join-token'), 'utf8')).trim(),
     output: started.output,
   };
+}
+
+let yielded = false;
+
+/**
+ * The attack runs on this test's main thread; in the field it comes from other machines. On the
+ * test machine's two cores it would compete with the proxy for CPU, and the guard would measure
+ * the scheduler rather than the proxy. So this thread's nice value goes up by 10 once the proxy
+ * (a child, which keeps its own) has started. Linux nice values are per thread, but threads take
+ * their creator's: the ping worker, made later, is lowered too, which is why the proxy's own loop
+ * delay is the guard's verdict and a slow ping alone is only reported. (The guarded test files
+ * also run alone, not beside other test files: package.json's tap `serial`.)
+ */
+function yieldToTheProxy(): void {
+  if (yielded) return;
+  yielded = true;
+  try {
+    setPriority(Math.min(19, getPriority() + 10));
+  } catch {
+    // Not permitted here: the guard still measures, on a busier machine.
+  }
 }
 
 /** Runs `attack` while pings are timed; asserts none failed and the worst stayed under PING_BOUND_MS. */

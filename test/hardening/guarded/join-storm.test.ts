@@ -3,8 +3,8 @@
 // ping within 250 ms. The bench (bench/join-storm.ts) runs the same with 500 agents.
 import t from 'tap';
 import { X509Certificate } from 'node:crypto';
-import { startGuardedProxy, underPingGuard } from '../helpers/ping-guard.js';
-import { joinStorm, renewStorm, stormAgents } from '../helpers/join-storm.js';
+import { startGuardedProxy, underPingGuard } from '../../helpers/ping-guard.js';
+import { joinStorm, renewStorm, stormAgents } from '../../helpers/join-storm.js';
 
 const AGENTS = 150;
 const IN_FLIGHT = 20;

@@ -5,16 +5,16 @@
 // valid token and carries a connection through its tunnel.
 import t from 'tap';
 import { join } from 'node:path';
-import { ErrorCodes } from '../../lib/errors.js';
-import { createKeyAndRequest } from '../../lib/pki/certificate-request.js';
-import { AGENT_JOIN_PATH, AGENT_RENEW_PATH } from '../../lib/wire/names.js';
-import { spawnAgentProcess } from '../helpers/agent-process.js';
-import { hostileRsaCsr } from '../helpers/hostile-csr.js';
-import { closeServer, readUntil, startTaggedTcpServer, tlsClient, until } from '../helpers/net.js';
-import { expectRefusals, startGuardedProxy, timed, underPingGuard } from '../helpers/ping-guard.js';
-import { GATE_MUX } from '../helpers/proxy-command.js';
-import { tempDir } from '../helpers/temp-dir.js';
-import { inParallel, webRequest, type WebAnswer } from '../helpers/web-abuse.js';
+import { ErrorCodes } from '../../../lib/errors.js';
+import { createKeyAndRequest } from '../../../lib/pki/certificate-request.js';
+import { AGENT_JOIN_PATH, AGENT_RENEW_PATH } from '../../../lib/wire/names.js';
+import { spawnAgentProcess } from '../../helpers/agent-process.js';
+import { hostileRsaCsr } from '../../helpers/hostile-csr.js';
+import { closeServer, readUntil, startTaggedTcpServer, tlsClient, until } from '../../helpers/net.js';
+import { expectRefusals, startGuardedProxy, timed, underPingGuard } from '../../helpers/ping-guard.js';
+import { GATE_MUX } from '../../helpers/proxy-command.js';
+import { tempDir } from '../../helpers/temp-dir.js';
+import { inParallel, webRequest, type WebAnswer } from '../../helpers/web-abuse.js';
 
 t.test('the attacks on join, each under the ping guard; then a real agent joins and holds its tunnel', async (t) => {
   const tagged = await startTaggedTcpServer('behind-the-agent');

@@ -2,21 +2,23 @@
 // under the ping guard (test/helpers/ping-guard.ts): the shared port before routing (a flood of
 // silent connections, slowloris, fuzzed hellos), the web endpoints (ping, version channels with a
 // forward_url whose upstream never answers, the CA, oversized headers), the tunnel route before an
-// agent is admitted, the peering port before a peer is, and the diagnostics listener. During each,
+// agent is admitted, the connection upgrade (WebSocket) before anything it carries is routed, the
+// peering port before a peer is, and the diagnostics listener. During each,
 // every ping answers within 250 ms; each abusive connection is closed or answered with its code.
 // The join and renewal endpoints have their own file (join-attacks.test.ts).
 import t, { type Test } from 'tap';
 import { connect as netConnect, createServer, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { request } from 'node:http';
-import { clientHelloHandshake, records } from '../../bench/hellos.js';
-import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
-import { AGENT_CA_PATH, PING_PATH } from '../../lib/wire/names.js';
-import { closeServer, listening } from '../helpers/net.js';
-import { expectRefusals, REFUSAL_BOUND_MS, startGuardedProxy, timed, underPingGuard, type Timed } from '../helpers/ping-guard.js';
-import { prng } from '../helpers/prng.js';
-import { scrape } from '../helpers/prometheus.js';
-import { inParallel, webRequest } from '../helpers/web-abuse.js';
+import { clientHelloHandshake, records } from '../../../bench/hellos.js';
+import { CertificateAuthority } from '../../../lib/pki/certificate-authority.js';
+import { AGENT_CA_PATH, PING_PATH } from '../../../lib/wire/names.js';
+import { closeServer, listening } from '../../helpers/net.js';
+import { expectRefusals, REFUSAL_BOUND_MS, startGuardedProxy, timed, underPingGuard, type Timed } from '../../helpers/ping-guard.js';
+import { prng } from '../../helpers/prng.js';
+import { scrape } from '../../helpers/prometheus.js';
+import { inParallel, webRequest } from '../../helpers/web-abuse.js';
+import { clientFrame, closeCode, Opcode, rawUpgrade } from '../../helpers/conn-upgrade.js';
 
 const DETECT_TIMEOUT_MS = 1500;
 
@@ -159,6 +161,50 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
     );
   const tunnels = await underPingGuard(t, proxy, '200 tunnel attempts without an agent certificate', () => inParallel(200, 25, (i) => tunnelAttempt(i % 2 === 0)));
   expectRefusals(t, 'tunnel route before admission', tunnels, ['closed']);
+
+  // The connection upgrade (TLS routing through load balancers that end TLS): refused before the
+  // WebSocket exists when the request is wrong; once upgraded, a carried stream is a connection of
+  // the shared port, under the same detection deadline and message bounds.
+  const tlsToProxy = { ca: proxy.ca, servername: 'localhost' };
+  const badUpgradeHeaders: Array<Record<string, string | undefined>> = [
+    { 'Sec-WebSocket-Key': undefined },
+    { 'Sec-WebSocket-Key': 'not-base64-of-16-bytes' },
+    { 'Sec-WebSocket-Protocol': 'chat' },
+    { 'Sec-WebSocket-Protocol': undefined },
+    { 'Sec-WebSocket-Version': '8' },
+  ];
+  const refusedUpgrades = await underPingGuard(t, proxy, '200 malformed upgrade requests, 25 in flight', () =>
+    inParallel(200, 25, (i) =>
+      timed(async () => {
+        const r = await rawUpgrade({ port: proxy.port, tls: tlsToProxy, headers: badUpgradeHeaders[i % badUpgradeHeaders.length]! });
+        r.socket.destroy();
+        return { status: r.status, code: r.status >= 400 && r.rest.toString().includes('GATE_ERR_CONN_UPGRADE_REFUSED') ? 'GATE_ERR_CONN_UPGRADE_REFUSED' : `${r.status}` };
+      }),
+    ),
+  );
+  expectRefusals(t, 'malformed upgrades', refusedUpgrades, ['GATE_ERR_CONN_UPGRADE_REFUSED']);
+  const silentUpgrades = await underPingGuard(t, proxy, '100 upgrades that never send a frame', () =>
+    inParallel(100, 100, () =>
+      timed(async () => {
+        const r = await rawUpgrade({ port: proxy.port, tls: tlsToProxy });
+        const ended = await closeCode(r.socket as Socket, r.rest, giveUpMs);
+        return { status: r.status, code: r.status === 101 && ended !== 'stalled' ? 'closed' : `${r.status}/${String(ended)}` };
+      }),
+    ),
+  );
+  // Bounded by the detection deadline, as a silent connection on the port is.
+  expectRefusals(t, 'silent upgrades', silentUpgrades.map((u) => ({ ...u, ms: u.ms - DETECT_TIMEOUT_MS })), ['closed']);
+  const oversized = await underPingGuard(t, proxy, '50 upgrades sending a 1 MiB message', () =>
+    inParallel(50, 25, () =>
+      timed(async () => {
+        const r = await rawUpgrade({ port: proxy.port, tls: tlsToProxy });
+        r.socket.write(clientFrame(Opcode.binary, Buffer.alloc(1 << 20, 0x16)));
+        const code = await closeCode(r.socket as Socket, r.rest, giveUpMs);
+        return { status: r.status, code: String(code) };
+      }),
+    ),
+  );
+  expectRefusals(t, 'oversized messages (1009: message too big)', oversized, ['1009']);
 
   // The peering port before a peer is admitted.
   const peers = await underPingGuard(t, proxy, '200 peering attempts without a proxy certificate', () =>
