@@ -208,14 +208,14 @@ export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[]
     nodePeer('gate-mux-native', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1', GATE_MUX_NATIVE_SPLICE: '0' }),
     // The native relay moving bytes with splice(2) through a pipe instead of recv/send.
     nodePeer('gate-mux-native-splice', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1', GATE_MUX_NATIVE_SPLICE: '1' }),
-    // Issue 13's comparison: the client's TLS ends at the proxy, then the cleartext goes to
+    // The tunnel's cost: the client's TLS ends at the proxy, then the cleartext goes to
     // upstream A directly (terminate + forward) or through an agent's reverse tunnel (proxy + agent).
     nodePeer('gate-mux-terminate', 'router.js', true, undefined, undefined, { TERMINATE: '1', GATE_MUX_NATIVE_RELAY: '0' }),
     nodePeer('gate-mux-tunnel', 'tunnel-router.js', true, undefined, undefined, { TERMINATE: '1' }),
     // The same tunnel through the connection upgrade (the agent behind a load balancer that ends
     // TLS): the tunnel's TLS inside WebSocket binary messages inside TLS to the listener.
     nodePeer('gate-mux-tunnel-upgraded', 'tunnel-router.js', true, undefined, undefined, { TERMINATE: '1', TUNNEL_UPGRADE: '1' }),
-    // Issue 14: upstream A behind an agent's tunnel, the client's TLS passed through; held by this
+    // Peering's cost: upstream A behind an agent's tunnel, the client's TLS passed through; held by this
     // router (local) or by another proxy it reaches over peering (peered: router + holder + agent).
     nodePeer('gate-mux-local-tunnel', 'peered-router.js', true, undefined, undefined, { LOCAL_TUNNEL: '1' }),
     nodePeer('gate-mux-peered', 'peered-router.js', true),

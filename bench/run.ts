@@ -98,7 +98,7 @@ const config = {
   workersBulkBytes: quick ? 128 * 2 ** 20 : 512 * 2 ** 20,
   workersRateMs: quick ? 1500 : 3000,
   workersRounds: args.rounds ?? (quick ? 1 : 2),
-  /** Issue 13's transfer through the terminate routes (direct and tunnelled). */
+  /** Bytes moved through the terminate routes (direct and tunnelled), to compare the tunnel's cost. */
   tunnelBytes: quick ? 128 * 2 ** 20 : 512 * 2 ** 20,
   /** New streams per round whose CONNECT -> 200 is timed, after `tunnelSetupWarmup` unmeasured. */
   tunnelSetupCount: quick ? 100 : 300,
@@ -513,7 +513,7 @@ const TERMINATE_PEER = 'gate-mux-terminate';
 const UPGRADED_PEER = 'gate-mux-tunnel-upgraded';
 
 /**
- * Issue 13's method: both routers end the client's TLS; the upstream sends `tunnelBytes` in
+ * The tunnel against the direct route: both routers end the client's TLS; the upstream sends `tunnelBytes` in
  * cleartext, to the proxy directly (terminate + forward) or through the agent's tunnel. The proxy
  * process and the agent process (the router's child, pinned to the client core as the far side of
  * a network would be) are measured apart. Then, per round, the stream setup on a quiet tunnel.
@@ -638,7 +638,7 @@ function rowsFor(workload: Workload, cells: (peer: Peer) => string[], include: (
 }
 
 function tunnelReport(out: string[]): void {
-  out.push('', `## Tunnelled path (issue 13): the client's TLS ends at the proxy, upstream sends ${fmt(config.tunnelBytes / 2 ** 20)} MiB in cleartext`, '');
+  out.push('', `## Tunnelled path: the client's TLS ends at the proxy, upstream sends ${fmt(config.tunnelBytes / 2 ** 20)} MiB in cleartext`, '');
   const bulkOnly = (m: Measurement): boolean => m.variant !== 'setup';
   const pick = (peer: string, key: string): number | undefined => medianOf('tunnel', peer, key, bulkOnly);
   const base = { mb: pick(TERMINATE_PEER, 'mbPerSecond'), cpu: pick(TERMINATE_PEER, 'proxyCpuSecondsPerGB') };
@@ -663,12 +663,12 @@ function tunnelReport(out: string[]): void {
   const cpu = pick(TUNNEL_PEER, 'proxyCpuSecondsPerGB');
   if (mb !== undefined && cpu !== undefined && base.mb !== undefined && base.cpu !== undefined) {
     const verdict = (ok: boolean): string => (ok ? 'met' : 'not met');
-    out.push('', `Aims (issue 13): proxy CPU per GB within 1.5× of forward: ${ratio(cpu, base.cpu)}, ${verdict(cpu <= 1.5 * base.cpu)}; MB/s at least 0.8× forward: ${ratio(mb, base.mb)}, ${verdict(mb >= 0.8 * base.mb)}.`);
+    out.push('', `Aims: proxy CPU per GB within 1.5× of forward: ${ratio(cpu, base.cpu)}, ${verdict(cpu <= 1.5 * base.cpu)}; MB/s at least 0.8× forward: ${ratio(mb, base.mb)}, ${verdict(mb >= 0.8 * base.mb)}.`);
   }
   upgradeReport(out, pick);
 }
 
-/** The connection upgrade against the direct tunnel (issue 26's aims), and new-connection setup both ways. */
+/** The connection upgrade against the direct tunnel (its aims), and new-connection setup both ways. */
 function upgradeReport(out: string[], pick: (peer: string, key: string) => number | undefined): void {
   const [mb, mbUp] = [pick(TUNNEL_PEER, 'mbPerSecond'), pick(UPGRADED_PEER, 'mbPerSecond')];
   const both = (peer: string): number | undefined => {
@@ -681,7 +681,7 @@ function upgradeReport(out: string[], pick: (peer: string, key: string) => numbe
     out.push(
       '',
       `\`${UPGRADED_PEER}\`: the same tunnel with the agent behind the connection upgrade (TLS to the listener, WebSocket binary messages, the tunnel's TLS inside). ` +
-        `Aims (issue 26) against \`${TUNNEL_PEER}\`: MB/s at least 0.7×: ${ratio(mbUp, mb)}, ${verdict(mbUp >= 0.7 * mb)}; proxy + agent CPU per GB (${fmt(cpuUp, 2)} against ${fmt(cpu, 2)} s/GB) within 1.5×: ${ratio(cpuUp, cpu)}, ${verdict(cpuUp <= 1.5 * cpu)}.`,
+        `Aims against \`${TUNNEL_PEER}\`: MB/s at least 0.7×: ${ratio(mbUp, mb)}, ${verdict(mbUp >= 0.7 * mb)}; proxy + agent CPU per GB (${fmt(cpuUp, 2)} against ${fmt(cpu, 2)} s/GB) within 1.5×: ${ratio(cpuUp, cpu)}, ${verdict(cpuUp <= 1.5 * cpu)}.`,
     );
   }
   const setup = (key: string): number | undefined => medianOf('tunnel', UPGRADED_PEER, key, (m) => m.variant === 'setup');
@@ -750,7 +750,7 @@ function report(startedAt: Date, seconds: number): string {
       ),
     );
     if (peers.some((p) => p.name === 'gate-mux-peered')) {
-      out.push('', '`gate-mux-local-tunnel` and `gate-mux-peered`: upstream A behind an agent\'s tunnel, the client\'s TLS passed through; the tunnel is held by the router itself, or by another proxy (issue 14): per connection a route-store lookup (in memory), a CONNECT stream in the peering session, and one in the tunnel; the CPU is every process of the path. `gate-mux-peered` minus `gate-mux-local-tunnel` is the peering hop.');
+      out.push('', '`gate-mux-local-tunnel` and `gate-mux-peered`: upstream A behind an agent\'s tunnel, the client\'s TLS passed through; the tunnel is held by the router itself, or by another proxy: per connection a route-store lookup (in memory), a CONNECT stream in the peering session, and one in the tunnel; the CPU is every process of the path. `gate-mux-peered` minus `gate-mux-local-tunnel` is the peering hop.');
     }
   }
   if (args.only.has('idle')) {

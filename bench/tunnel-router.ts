@@ -1,4 +1,4 @@
-// The tunnelled bench router, measured the way issue 13 asks: the proxy ends the client's TLS (as
+// The tunnelled bench router, measured against the direct route: the proxy ends the client's TLS (as
 // the `terminate` + `forward` router does with TERMINATE=1, bench/router.ts) and carries the
 // cleartext to upstream A through an agent's reverse tunnel: one HTTP/2 CONNECT stream per client
 // connection in the session the agent (a child process, bench/tunnel-side.ts) holds open over

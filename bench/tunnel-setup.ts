@@ -1,4 +1,4 @@
-// Stream setup over an established tunnel (issue 13): the time from the proxy's CONNECT to the
+// Stream setup over an established tunnel: the time from the proxy's CONNECT to the
 // agent's 200, for new streams opened one after another on a quiet tunnel. The proxy side runs in
 // this process (pinned by the runner like a router), the agent in its own (AGENT_CPUS); each
 // stream asks for TARGET, which the agent dials, and is let go (END_STREAM) and closed before the

@@ -1,4 +1,4 @@
-// New-connection setup through the connection upgrade, beside the direct route (issue 26): a
+// New-connection setup through the connection upgrade, beside the direct route: a
 // client dials a TLS route of one multiplexer the way `gate-mux local-proxy` and agents do
 // (dialTls, mutual TLS against the development CA), either straight (the path to the proxy keeps
 // TLS) or inside the upgrade (TLS to the web route, the WebSocket upgrade, then the route's TLS

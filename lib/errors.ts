@@ -71,7 +71,7 @@ export const ErrorCodes = {
   AGENT_STATE: 'GATE_ERR_AGENT_STATE',
   AGENT_DESCRIPTION_INVALID: 'GATE_ERR_AGENT_DESCRIPTION_INVALID',
   AGENT_VERSION_INCOMPATIBLE: 'GATE_ERR_AGENT_VERSION_INCOMPATIBLE',
-  // several proxies as one cluster (issue 14): peering and draining
+  // several proxies as one cluster: peering and draining
   PEER_DIAL_FAILED: 'GATE_ERR_PEER_DIAL_FAILED',
   PEER_REFUSED: 'GATE_ERR_PEER_REFUSED',
   DRAINING: 'GATE_ERR_DRAINING',
@@ -100,7 +100,7 @@ export const ErrorCodes = {
   UPGRADE_LOCKED: 'GATE_ERR_UPGRADE_LOCKED',
   UPGRADE_INSTALL_FAILED: 'GATE_ERR_UPGRADE_INSTALL_FAILED',
   UPGRADE_VERIFY_FAILED: 'GATE_ERR_UPGRADE_VERIFY_FAILED',
-  // several proxies as one cluster (issue 14)
+  // several proxies as one cluster
   STORE_UNAVAILABLE: 'GATE_ERR_STORE_UNAVAILABLE',
 } as const;
 

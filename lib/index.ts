@@ -297,13 +297,13 @@ export {
   type WindowState,
 } from './upgrade/index.js';
 
-// Several proxies as one cluster: the shared route store and each proxy's membership (issue 14)
+// Several proxies as one cluster: the shared route store and each proxy's membership
 export type { RouteStore, ProxyPresence, TunnelHolding } from './cluster/route-store.js';
 export { MemoryRouteStore } from './cluster/memory-route-store.js';
 export { RedisRouteStore, type RedisRouteStoreOptions } from './cluster/redis-route-store.js';
 export { ClusterMember, type ClusterMemberOptions, type ChannelMismatch, type StoreOperation, type TunnelEvents } from './cluster/cluster-member.js';
 export { channelFingerprint } from './cluster/channel-fingerprint.js';
-// Peering between the proxies of a cluster, and dials across it (issue 14)
+// Peering between the proxies of a cluster, and dials across it
 export { PeerServer, type PeerServerOptions, type PeerEndpointTls } from './cluster/peer-server.js';
 export { PeerPool, type PeerPoolOptions, type PeerIdentity, type PeerAddress } from './cluster/peer-pool.js';
 export { ClusterDialer, type ClusterDialerOptions, type DialerMembership, type PeerOpener } from './cluster/cluster-dialer.js';

@@ -20,7 +20,7 @@ interface CodeWindow {
 }
 
 /**
- * Failure logging that cannot become the attack (issue 16): a flood of 3,000 failed connections
+ * Failure logging that cannot become the attack: a flood of 3,000 failed connections
  * used to write 3,000 lines. Per code, the first `burst` occurrences get their own line; after
  * that they are only counted, and one line per code and interval gives the exact count. Every
  * distinct code still gets its own first lines. The limiter only ever drops lines: counters

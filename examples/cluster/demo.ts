@@ -7,7 +7,7 @@
 // The processes are started with the test suite's helpers (test/helpers/cluster-processes.ts), so the demo
 // and the test cannot drift apart.
 import { join } from 'node:path';
-import { startCluster, startClusterAgent, agentSaid } from '../../test/helpers/cluster-processes.js';
+import { startClusterProcesses, startClusterAgent, agentSaid } from '../../test/helpers/cluster-processes.js';
 import { tempDir } from '../../test/helpers/temp-dir.js';
 
 const AGENT = 'demo-agent';
@@ -39,7 +39,7 @@ async function stop(): Promise<void> {
 
 async function main(): Promise<void> {
   process.env.CI ??= 'true'; // a missing peer stops the demo with the package to install
-  const cluster = await startCluster(host, {
+  const cluster = await startClusterProcesses(host, {
     count: 3,
     presenceTtlSeconds: 10,
     upstreams: { postgres: `tunnel:${AGENT}/${POSTGRES}`, ssh: `tunnel:${AGENT}/${SSH}` },

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// gate-upgrade: the updater beside each agent (issue 15). `dry-run` says what it would do, `run`
+// gate-upgrade: the updater beside each agent. `dry-run` says what it would do, `run`
 // does it (inside the maintenance window, or at once for a critical update), `export-schedule`
 // writes the cluster's maintenance schedule where both read it.
 import { accessSync, constants, realpathSync } from 'node:fs';

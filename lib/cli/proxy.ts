@@ -84,7 +84,7 @@ export async function main(argv: string[]): Promise<number> {
   });
   process.removeListener('SIGHUP', onReload);
   console.log(`${signal}: draining connections (up to ${drainSeconds} s)`);
-  // Draining first (issue 14): the cluster stops choosing this proxy and agents move elsewhere
+  // Draining first: the cluster stops choosing this proxy and agents move elsewhere
   // while open connections finish.
   await proxy.drain();
   await proxy.close({ graceMs: drainSeconds * 1000 });

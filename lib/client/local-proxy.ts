@@ -5,6 +5,7 @@ import { componentLogger, type Logger } from '../log.js';
 import { isPingAlpn } from '../wire/names.js';
 import { dialTls, type ConnectionUpgradeDial } from './dial-tls.js';
 import { dial } from './dial.js';
+import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { openUpgrade } from '../conn-upgrade/upgrade-client.js';
 import { formatHostPort, parseTarget } from './target.js';
 import { isIP } from 'node:net';
@@ -44,6 +45,9 @@ export interface LocalProxyOptions {
   logger?: Logger;
 }
 
+/** What carries one client's bytes to the multiplexer, and how it got there. */
+type Carrier = { socket: Duplex; via: ProxyConfig | undefined; alpn: string | undefined };
+
 export interface LocalProxy {
   address(): AddressInfo;
   /** Stops accepting, destroys open tunnels and pending dials; resolves when the listener is closed. */
@@ -74,47 +78,33 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
       logged = true;
       log.warn({ id, err, code: (err as { code?: unknown }).code, ...extra }, what);
     };
-    // Until the tunnel exists, a client error or close just cancels the dial.
+    // Until the tunnel exists, a client error is logged and a close just cancels the dial.
     const onEarlyError = (err: Error): void => logOnce(err, 'client failed before the tunnel was up');
-    const onEarlyClose = (): void => abort.abort(new Error('client closed'));
     client.on('error', onEarlyError);
-    client.once('close', onEarlyClose);
     client.once('close', () => open.delete(client));
 
-    (options.passthrough ? carryUnchanged(options, abort.signal) : dialTls(options.target, {
-      alpn: options.alpn,
-      requireAlpn: true,
-      ...(options.serverName === undefined ? {} : { serverName: options.serverName }),
-      ...(options.ca === undefined ? {} : { ca: options.ca }),
-      ...(options.cert === undefined ? {} : { cert: options.cert }),
-      ...(options.key === undefined ? {} : { key: options.key }),
-      rejectUnauthorized: !options.insecure,
-      ...(options.env === undefined ? {} : { env: options.env }),
-      ...(options.proxy === undefined ? {} : { proxy: options.proxy }),
-      ...(options.dialTimeoutMs === undefined ? {} : { timeoutMs: options.dialTimeoutMs }),
-      ...(options.connectionUpgrade === undefined ? {} : { connectionUpgrade: options.connectionUpgrade }),
-      ...(options.logger === undefined ? {} : { logger: options.logger }),
-      allowHalfOpen: true,
-      signal: abort.signal,
-    })).then(
-      ({ socket: upstream, via, alpn }) => {
-        pending.delete(abort);
+    void dialThenRelay<Carrier>(client, {
+      abort,
+      dial: (signal) => (options.passthrough ? carryUnchanged(options, signal) : dialWithTls(options, signal)),
+      release: ({ socket: upstream }) => {
         client.removeListener('error', onEarlyError);
-        client.removeListener('close', onEarlyClose);
-        if (client.destroyed) {
-          upstream.destroy();
-          return;
-        }
+        upstream.destroy();
+      },
+      fail: (err) => {
+        logOnce(err as Error, 'tunnel dial failed');
+        client.destroy();
+      },
+      relay: ({ socket: upstream, via, alpn }) => {
+        client.removeListener('error', onEarlyError);
         log.debug({ id, via: via?.display ?? 'direct', alpn }, 'tunnel open');
         // The proxy frames a `-ping` ALPN's stream (lib/wire/names.ts); unwrap it here, as it does there.
         tunnel(id, client, isPingAlpn(alpn) ? new PingFramedStream(upstream) : upstream, open, logOnce);
       },
-      (err: Error) => {
-        pending.delete(abort);
-        if (!abort.signal.aborted) logOnce(err, 'tunnel dial failed');
-        client.destroy();
-      },
-    );
+    }).finally(() => {
+      pending.delete(abort);
+      // A dial aborted by close(): its client goes too.
+      if (abort.signal.aborted && !client.destroyed) client.destroy();
+    });
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -136,6 +126,26 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
         for (const socket of open) socket.destroy();
       }),
   };
+}
+
+/** The client's bytes inside TLS with the protocol's ALPN, through the environment proxy or an upgrade as configured. */
+function dialWithTls(options: LocalProxyOptions, signal: AbortSignal): Promise<Carrier> {
+  return dialTls(options.target, {
+    alpn: options.alpn,
+    requireAlpn: true,
+    ...(options.serverName === undefined ? {} : { serverName: options.serverName }),
+    ...(options.ca === undefined ? {} : { ca: options.ca }),
+    ...(options.cert === undefined ? {} : { cert: options.cert }),
+    ...(options.key === undefined ? {} : { key: options.key }),
+    rejectUnauthorized: !options.insecure,
+    ...(options.env === undefined ? {} : { env: options.env }),
+    ...(options.proxy === undefined ? {} : { proxy: options.proxy }),
+    ...(options.dialTimeoutMs === undefined ? {} : { timeoutMs: options.dialTimeoutMs }),
+    ...(options.connectionUpgrade === undefined ? {} : { connectionUpgrade: options.connectionUpgrade }),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
+    allowHalfOpen: true,
+    signal,
+  });
 }
 
 /** passthrough: the upgrade alone, through the environment proxy like any dial; its stream carries the client's bytes. */

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ChannelConfig } from '../config/channel.js';
 
 /**
- * A stable digest of `proxy_service.automatic_upgrades_channels` (issue 14, item 6): proxies behind
+ * A stable digest of `proxy_service.automatic_upgrades_channels`: proxies behind
  * one load balancer whose channels differ answer an agent's updater differently from one request to
  * the next, and agents flip between versions. Each proxy publishes this in its presence so the
  * others can say so.

@@ -42,7 +42,7 @@ type Candidate = PeerAddress & { draining: boolean };
 const FINAL_CODES: ReadonlySet<string> = new Set([ErrorCodes.DIAL_ABORTED, ErrorCodes.AGENT_TARGET_DENIED]);
 
 /**
- * Where `tunnel:<agent>/<target>` dials go when several proxies form a cluster (issue 14, item 2):
+ * Where `tunnel:<agent>/<target>` dials go when several proxies form a cluster:
  * this proxy's own tunnel first; then the other proxies the route store says hold one of the
  * agent's tunnels, live ones only (`holders` drops a proxy whose presence expired), those not
  * draining first, each group in random order so that load spreads and no proxy is everyone's

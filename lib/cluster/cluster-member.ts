@@ -26,7 +26,7 @@ export interface ClusterMemberOptions {
 /** The RouteStore method a `store-error` came from (a metric label). */
 export type StoreOperation = 'announce' | 'holdTunnel' | 'proxies' | 'dropTunnel' | 'withdraw' | 'putAgentRecord' | 'dropAgentRecord';
 
-/** Another proxy whose channel configuration differs from ours (issue 14, item 6). */
+/** Another proxy whose channel configuration differs from ours. */
 export interface ChannelMismatch {
   proxyId: string;
   theirs: string;
@@ -40,7 +40,7 @@ export interface ChannelMismatch {
  *
  * Every refresh re-asserts everything this proxy holds, not only what changed: after the store lost
  * its data (Redis restarted, or unreachable for longer than the TTL) every proxy has registered its
- * presence and tunnels again one tick after the store is back, without a restart (issue 14, item 7).
+ * presence and tunnels again one tick after the store is back, without a restart.
  * While the store is down local tunnels keep working: nothing here is on a connection's path.
  *
  * Events: `proxies-changed` (ProxyPresence[], this proxy included), `store-error` (GateError and

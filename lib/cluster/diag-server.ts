@@ -21,7 +21,7 @@ export interface DiagServerOptions {
 export const DIAG_PATHS = ['/healthz', '/readyz', '/metrics', '/v1/inventory'] as const;
 
 /**
- * The diagnostics listener (`diag_addr`, issue 14): plain HTTP for load balancers and Prometheus,
+ * The diagnostics listener (`diag_addr`): plain HTTP for load balancers and Prometheus,
  * apart from the public listeners so that /metrics is never served where clients connect.
  * `/healthz`: 200 while the process serves. `/readyz`: 200 when every readiness source is ready,
  * else 503, with JSON detail either way. `/metrics`: Prometheus text. `/v1/inventory`: the

@@ -26,7 +26,7 @@ const NO_FLEET: FleetCounts = { byVersion: {}, byUpgrader: {}, refused: {} };
 /** One scrape's figures: the listeners' sum, the tunnels and the agents. */
 type Scrape = StatsSnapshot & { tunnels: ReturnType<MetricSources['tunnels']>; fleet: FleetCounts };
 
-/** How a dial to another proxy ended (peering, issue 14). */
+/** How a dial to another proxy ended (peering). */
 export type PeerDialOutcome = 'ok' | 'failed';
 
 /** ClientHello size buckets (bytes): the multiplexer's power-of-two buckets, up to the default hello cap. */

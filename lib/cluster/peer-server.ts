@@ -1,15 +1,16 @@
-import { constants, createServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { constants, createServer, type ClientHttp2Stream, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { TLSSocket } from 'node:tls';
 import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import type { CustomHandler, TerminateHandler } from '../handlers/types.js';
 import { terminate } from '../handlers/builders.js';
 import { componentLogger, type Logger } from '../log.js';
+import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
-import { refusalDebugData } from '../tunnel/admission.js';
 import { isValidAgentName } from '../tunnel/agent-identity.js';
 import { clientOf } from '../tunnel/agent-stream.js';
 import { refusalHeaders } from '../tunnel/connect-request.js';
+import { refuseWithGoAway } from '../tunnel/goaway-refusal.js';
 import { jsStreamOver } from '../tunnel/js-stream.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
 import { releaseStream } from '../tunnel/release-stream.js';
@@ -18,9 +19,6 @@ import { TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
 import { PEER_SESSION_SETTINGS } from './peer-settings.js';
 import { ALPN_PEER, PEER_AGENT_HEADER } from '../wire/names.js';
 import { admitPeer, peerTlsFacts } from './peer-identity.js';
-
-/** Milliseconds a refused peer's socket is given to flush the GOAWAY that says why. */
-const REFUSAL_FLUSH_MS = 2000;
 
 export interface PeerServerOptions {
   /** This proxy's tunnels: the only ones a forwarded dial is served from. */
@@ -40,7 +38,7 @@ export interface PeerEndpointTls {
 }
 
 /**
- * The peering server (issue 14) on `peer_listen_addr`: mutual TLS with ALPN `gate-proxy-peer`,
+ * The peering server on `peer_listen_addr`: mutual TLS with ALPN `gate-proxy-peer`,
  * then one HTTP/2 session per peer proxy in which the peer opens one CONNECT stream per client
  * connection it forwards (`:authority` the target, PEER_AGENT_HEADER the agent, CLIENT_ADDR_HEADER
  * the client's real address). A forwarded dial is served from this proxy's own tunnels only, never
@@ -162,14 +160,7 @@ export class PeerServer {
     session.on('error', () => {}); // the other end may already be gone; the refusal is logged above
     // No stream is served on a refused session.
     session.on('stream', (stream) => stream.close(constants.NGHTTP2_REFUSED_STREAM));
-    const timer = setTimeout(() => socket.destroy(error), REFUSAL_FLUSH_MS);
-    timer.unref();
-    session.once('close', () => {
-      clearTimeout(timer);
-      socket.destroy(error);
-    });
-    session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
-    session.close();
+    refuseWithGoAway(session, socket, error);
   }
 
   /** One forwarded dial: through this proxy's own tunnel to the agent, or a refusal with a code. */
@@ -197,17 +188,18 @@ export class PeerServer {
       return;
     }
     const client = clientOf(headers);
-    const abort = new AbortController();
-    const onEarlyClose = (): void => abort.abort(new Error('peer stream closed'));
-    stream.once('close', onEarlyClose);
-    // Local tunnels only: a dial that came from a peer is never forwarded again (no loops).
-    this.options.registry.open(agent, target, { signal: abort.signal, ...(client ? { client } : {}) }).then(
-      (upstream) => {
-        stream.removeListener('close', onEarlyClose);
-        if (stream.destroyed || stream.closed) {
-          releaseStream(upstream);
-          return;
-        }
+    void dialThenRelay<ClientHttp2Stream>(stream, {
+      closedWhy: 'peer stream closed',
+      gone: () => stream.destroyed || stream.closed,
+      // Local tunnels only: a dial that came from a peer is never forwarded again (no loops).
+      dial: (signal) => this.options.registry.open(agent, target, { signal, ...(client ? { client } : {}) }),
+      release: releaseStream,
+      fail: (err) => {
+        const error = toGateError(err, ErrorCodes.AGENT_STREAM_FAILED);
+        this.log.debug({ agent, target, code: error.code }, `forwarded dial failed: ${error.message}`);
+        refuse(error);
+      },
+      relay: (upstream) => {
         stream.respond({ ':status': 200 });
         // An agent stream that ended with a reset is passed on as one (RFC 9113 §8.5
         // CONNECT_ERROR): left to splice, the peer would see RST_STREAM NO_ERROR, a clean end.
@@ -217,12 +209,6 @@ export class PeerServer {
         });
         splice(stream, upstream, () => {}, undefined, { releaseB: (s) => releaseStream(s) });
       },
-      (err: GateError) => {
-        stream.removeListener('close', onEarlyClose);
-        if (abort.signal.aborted) return;
-        this.log.debug({ agent, target, code: err.code }, `forwarded dial failed: ${err.message}`);
-        refuse(err);
-      },
-    );
+    });
   }
 }

@@ -192,7 +192,7 @@ export class RedisRouteStore implements RouteStore {
       ...(options.username !== undefined ? { username: options.username } : {}),
       ...(options.password !== undefined ? { password: options.password } : {}),
       ...(options.tls ? { tls: { servername: options.host, ...(options.ca !== undefined ? { ca: options.ca } : {}) } } : {}),
-      // Fail fast (issue 14, item 7): a command while disconnected is refused at once instead of
+      // Fail fast: a command while disconnected is refused at once instead of
       // queued, one that gets no answer fails after the timeout, and none is retried behind the caller.
       enableOfflineQueue: false,
       commandTimeout,

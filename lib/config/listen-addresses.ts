@@ -36,8 +36,8 @@ export function hasOwnPort(protocol: UpstreamProtocol, config: Pick<GateConfig, 
 
 /**
  * Is `protocol` served? Every protocol with an upstream is, and always the reverse tunnel: the
- * proxy hosts agents itself (issue 13), so `tunnel` needs no upstream. Peering is served by the
- * proxy itself too (issue 14), when `peer_listen_addr` is set.
+ * proxy hosts agents itself, so `tunnel` needs no upstream. Peering is served by the
+ * proxy itself too, when `peer_listen_addr` is set.
  */
 export function protocolEnabled(config: Pick<GateConfig, 'proxy'>, protocol: UpstreamProtocol): boolean {
   if (protocol === 'peer') return config.proxy.listenAddrs.peer !== undefined;

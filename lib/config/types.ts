@@ -133,7 +133,7 @@ export type StoreConfig =
       label: string;
     };
 
-/** The top-level `cluster` section: several proxies sharing one route store (issue 14). */
+/** The top-level `cluster` section: several proxies sharing one route store. */
 export interface ClusterConfig {
   store: StoreConfig;
   /** PEM file of the CA that signed the Redis server's certificate (`rediss://` only). */
@@ -157,7 +157,7 @@ export interface GateConfig {
   /** The route store and membership settings (defaults: memory, 10 s). */
   cluster: ClusterConfig;
   /**
-   * Top-level `diag_addr`: the plain-HTTP listener for /healthz, /readyz and /metrics (issue 14),
+   * Top-level `diag_addr`: the plain-HTTP listener for /healthz, /readyz and /metrics,
    * never one of the public listeners' addresses. Undefined (the default): not served.
    */
   diagAddr: HostPort | undefined;

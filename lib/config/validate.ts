@@ -322,7 +322,7 @@ function readUpstreams(c: Checker, value: unknown): Partial<Record<UpstreamProto
     if (raw === undefined) continue;
     const at = [...path, protocol];
     if (protocol === 'tunnel') {
-      // Until issue 13 the proxy forwarded the tunnel ALPN's cleartext to this address; now it
+      // Older proxies forwarded the tunnel ALPN's cleartext to this address; the proxy now
       // hosts agents itself, so an old file must be edited rather than silently half-obeyed.
       c.fail(
         at,
@@ -332,7 +332,7 @@ function readUpstreams(c: Checker, value: unknown): Partial<Record<UpstreamProto
       continue;
     }
     if (protocol === 'peer') {
-      // Until issue 14 the peer port passed TLS through to this address; now the proxy serves
+      // Older proxies passed the peer port's TLS through to this address; the proxy now serves
       // peering itself (mutual TLS between the proxies of one cluster), so the key must go.
       c.fail(
         at,

@@ -23,7 +23,7 @@ const ATTEMPT_DELAY_MS = 250;
  * are joined by a HandleRelay, with the PROXY header (if configured) and the peeked bytes sent
  * first. The same contract as runForward on sockets: dial timeout, refused/failed dial codes,
  * half-close, resets named by side. `onRelay`, when given, sees the relay once it runs (idle sweeps).
- * With `native`, the client goes to the native relay, which dials and relays (issue 17).
+ * With `native`, the client goes to the native relay, which dials and relays.
  */
 export function forwardOnHandles(
   client: HandleEnd,
@@ -158,7 +158,7 @@ class HandleDial implements HandleOwner {
   }
 
   /**
-   * The native side dials and relays (issue 17): the connect's completion, its timeout and the
+   * The native side dials and relays: the connect's completion, its timeout and the
    * relay run without JavaScript; the end report says whether the dial failed, for the same
    * codes as a dial here. A failure to hand over (no descriptor left) is this dial's failure, as
    * the socket() of a dial here would fail the same way. False (nothing done) when the client
@@ -222,7 +222,7 @@ function relayFailure(failure: RelayFailure, to: UpstreamAddress): GateError {
 export interface NativeRelayUse {
   relay: NativeRelay;
   idleTimeoutMs: number;
-  /** Move bytes with splice(2) through a pipe instead of recv/send (BENCHMARKS.md, issue 17). */
+  /** Move bytes with splice(2) through a pipe instead of recv/send (BENCHMARKS.md). */
   splice: boolean;
 }
 

@@ -130,7 +130,7 @@ export function runTerminate(client: Duplex, handler: TerminateHandler, ctx: Han
     // tls.Server clears `secureConnecting` when the handshake is done (Node lib/_tls_wrap.js
     // onServerSocketSecure); a TLSSocket built by hand keeps it true for ever. http2 reads it: a
     // session given a socket still "connecting" waits for a 'secureConnect' that a server socket
-    // never emits, so it never took the socket over (issue 13: why the tunnel needed a JS stream).
+    // never emits, so it never took the socket over (which is why the tunnel once needed a JS stream).
     (tlsSocket as unknown as { secureConnecting: boolean }).secureConnecting = false;
     const negotiated = tlsSocket.alpnProtocol;
     ctx.info.negotiatedAlpn = typeof negotiated === 'string' ? negotiated : undefined;

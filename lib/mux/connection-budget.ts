@@ -17,7 +17,7 @@ export interface BudgetOptions {
 }
 
 /**
- * The open-connection slots of one or more multiplexers (issue 16), shared by every listener of a
+ * The open-connection slots of one or more multiplexers, shared by every listener of a
  * proxy because descriptors are a per-process resource. It always has a cap: by default the one
  * the open-file limit allows (descriptor-limit.ts). Below the high-water mark any source may open
  * as many connections as it likes (corporate NATs put many users behind one address); above it a

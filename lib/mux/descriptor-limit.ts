@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
  * being dialed), so the cap is half of what is left after a reserve for everything else: the
  * listeners, stdio and the event loop's own descriptors (about 20 when Node starts), log files,
  * certificate and CA files read on reload, DNS lookups, forwarded version-channel fetches.
- * Refusing at this cap (issue 16) keeps connections already routed able to dial, where the
+ * Refusing at this cap keeps connections already routed able to dial, where the
  * kernel's own limit (EMFILE) would fail them half-way instead.
  */
 

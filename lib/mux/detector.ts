@@ -59,7 +59,7 @@ export class Detector {
   }
 
   /**
-   * How far an undecided connection got, for its log line (issue 16: a client that sent part of
+   * How far an undecided connection got, for its log line (so a client that sent part of
    * a TLS record and closed is told apart from one that sent nothing): `nothing`,
    * `proxy-header-partial`, `proxy-header` (a header and nothing after it), `greeting-partial`,
    * `postgres-ssl-request` (answered, no TLS yet), `tls-partial` (part of a TLS record or hello).

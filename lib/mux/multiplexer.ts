@@ -216,7 +216,7 @@ export class Multiplexer {
     if (this.useFastPath) takeConnections(server, (handle) => this.acceptHandle(handle, options));
     this.listeners.push({ server, options });
     const address = server.address() as AddressInfo;
-    // The cap always exists (issue 16); say where it came from, so an operator knows what to raise.
+    // The cap always exists; say where it came from, so an operator knows what to raise.
     this.logger.info({ address: address.address, port: address.port, maxConnections: this.budget.cap, capFrom: this.capFrom }, 'listening');
     return address;
   }

@@ -27,7 +27,7 @@ export interface ProxyCertificates {
   /** The server key pair issued by the cluster CA, for the tunnel route. */
   clusterServer: KeyPair;
   /**
-   * This proxy's peering identity (issue 14): issued by the cluster CA at each start, kept in
+   * This proxy's peering identity: issued by the cluster CA at each start, kept in
    * memory only, for both ends of peering (server and client authentication), with the proxy role
    * (`PEER_ROLE_URI`) that agent and client certificates never carry.
    */
@@ -64,7 +64,7 @@ const CA_WRITE_WAIT_MS = 5_000;
 /**
  * The cluster CA in `dataDir`, made at first start and kept, so agents that pinned it keep trusting it.
  *
- * Several proxies of one cluster may share one `data_dir` and start together (issue 14): they
+ * Several proxies of one cluster may share one `data_dir` and start together: they
  * must end up with the same CA, or their peering and agents' pins would split. So the key file
  * is the lock: a new CA's key is written to a temporary file and hard-linked to `ca-key.pem`,
  * which fails with EEXIST for every proxy but one; the winner then renames the certificate into

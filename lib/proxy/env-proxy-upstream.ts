@@ -7,6 +7,7 @@ import type { HostPort } from '../config/address.js';
 import { SNI_KUBE_LOCAL } from '../wire/names.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import type { CustomHandler } from '../handlers/types.js';
+import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
 
 /**
@@ -30,25 +31,22 @@ export function kubeUpstreamProxy(upstream: HostPort, env: NodeJS.ProcessEnv): P
 export function forwardThroughProxy(target: string, via: ProxyConfig, options: { timeoutMs?: number } = {}): CustomHandler {
   return {
     kind: 'custom',
-    handle: async (client: Duplex) => {
-      const abort = new AbortController();
-      const onEarlyClose = (): void => abort.abort(new Error('client closed'));
-      client.once('close', onEarlyClose);
-      try {
-        const { socket } = await dial(target, { proxy: via, allowHalfOpen: true, signal: abort.signal, ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }) });
-        if (client.destroyed) {
-          socket.destroy();
-          return;
-        }
-        socket.setNoDelay(true);
-        splice(client, socket, () => {});
-        client.resume();
-      } catch (err) {
-        if (abort.signal.aborted || client.destroyed) return;
-        client.destroy(isGateError(err) ? err : new GateError(ErrorCodes.DIAL_FAILED, `${target} via ${via.display}: ${(err as Error).message}`, { cause: err }));
-      } finally {
-        client.removeListener('close', onEarlyClose);
-      }
-    },
+    handle: (client: Duplex) =>
+      dialThenRelay(client, {
+        dial: async (signal) => {
+          const timeout = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
+          return (await dial(target, { proxy: via, allowHalfOpen: true, signal, ...timeout })).socket;
+        },
+        release: (socket) => socket.destroy(),
+        fail: (err) => {
+          const message = `${target} via ${via.display}: ${(err as Error).message}`;
+          client.destroy(isGateError(err) ? err : new GateError(ErrorCodes.DIAL_FAILED, message, { cause: err }));
+        },
+        relay: (socket) => {
+          socket.setNoDelay(true);
+          splice(client, socket, () => {});
+          client.resume();
+        },
+      }),
   };
 }

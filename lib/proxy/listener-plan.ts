@@ -185,7 +185,7 @@ function ownPortAlternatives(protocol: UpstreamProtocol): { routes: Alternative[
       };
     case 'tunnel':
       // Agents dial in with TLS, ALPN gate-reversetunnel and their client certificate; the proxy
-      // ends the TLS itself and hosts the tunnel (issue 13), so there is no plaintext route.
+      // ends the TLS itself and hosts the tunnel, so there is no plaintext route.
       return { routes: [terminate('tunnel', { alpn: ALPN_REVERSE_TUNNEL }, 'raw')] };
     case 'kube':
       return { routes: [passthrough('kube')] };
@@ -208,7 +208,7 @@ function ownPortAlternatives(protocol: UpstreamProtocol): { routes: Alternative[
     case 'redis':
       return { routes: [terminate('redis')] };
     case 'peer':
-      // The proxy's own peering server (issue 14): mutual TLS between proxies, ended here.
+      // The proxy's own peering server: mutual TLS between proxies, ended here.
       return { routes: [{ name: 'peer', match: { alpn: ALPN_PEER, protocol: 'tls' }, transport: 'tls-terminate', framing: 'raw' }] };
   }
 }

@@ -67,19 +67,19 @@ export interface RouteForOptions {
   /** Where HTTPS_PROXY / NO_PROXY come from for the dials that honour them (default `process.env`). */
   env?: NodeJS.ProcessEnv;
   /**
-   * How `tunnel:<agent>/<host:port>` upstreams open their streams (issue 14: this proxy's tunnel,
+   * How `tunnel:<agent>/<host:port>` upstreams open their streams (this proxy's tunnel,
    * then the other proxies holding one); default this proxy's tunnels only.
    */
   openTunnel?: TunnelStreamOpener;
-  /** Serves the peer route (issue 14); without it the peer route is a configuration error. */
+  /** Serves the peer route; without it the peer route is a configuration error. */
   peering?: PeerServer;
 }
 
 /**
  * Which upstream dials honour the environment proxy: Kubernetes only. The platform's proxy reaches
  * a Kubernetes API through HTTPS_PROXY like any HTTPS client it makes (its kube forwarder is an
- * HTTP client), and says a local cluster "may fail unless kube.gate.cluster.local is in NO_PROXY"
- * (issue 13, item 5). Database and SSH upstreams are raw TCP the platform dials directly,
+ * HTTP client), and says a local cluster "may fail unless kube.gate.cluster.local is in NO_PROXY".
+ * Database and SSH upstreams are raw TCP the platform dials directly,
  * as gate-mux does on its fast path.
  */
 const ENV_PROXY_PROTOCOLS: ReadonlySet<string> = new Set(['kube']);

@@ -21,7 +21,7 @@ function relay(src: Duplex, dst: Duplex): void {
 const COALESCE_LIMIT_BYTES = 256 * 1024;
 
 /**
- * `relay` for the two sides of a tunnel stream (issue 13). An HTTP/2 stream delivers a read as
+ * `relay` for the two sides of a tunnel stream. An HTTP/2 stream delivers a read as
  * many small chunks (a DATA frame, or the part of one a TLS record held: a few KiB each), so
  * `dst` is corked from the first chunk until the loop's check phase and the chunks of one read
  * leave in one writev (on a TLS socket one SSL_write: full records, one syscall) rather than one

@@ -2,7 +2,7 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
 import type { ClusterView } from './cluster-view.js';
 
-/** Tunnels an agent keeps, each to a distinct proxy, when nothing says otherwise (issue 14). */
+/** Tunnels an agent keeps, each to a distinct proxy, when nothing says otherwise. */
 export const DEFAULT_CONNECTION_COUNT = 2;
 
 /** What the pool needs to know of one of the agent's tunnels. */
@@ -12,7 +12,7 @@ export interface PoolTunnel {
 }
 
 /**
- * How many tunnels an agent wants, and which one is a duplicate (issue 14, item 3). Pure: the
+ * How many tunnels an agent wants, and which one is a duplicate. Pure: the
  * agent feeds it the views proxies send and its tunnels, and asks.
  *
  * The agent reaches the proxies only through a load balancer, so it cannot choose where a tunnel

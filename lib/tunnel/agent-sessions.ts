@@ -12,7 +12,7 @@ export interface AgentSessionEntry {
 
 /**
  * Where the proxy keeps which agent is connected: claimed when a tunnel is admitted, released when
- * it ends, looked up for every stream. An interface because issue 14 (peering) puts it behind a
+ * it ends, looked up for every stream. An interface because peering may put it behind a
  * store shared by proxies; this process's `LocalAgentSessions` is the only implementation today.
  */
 export interface AgentSessions {

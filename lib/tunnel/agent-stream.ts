@@ -61,7 +61,7 @@ export function serveAgentStream(stream: ServerHttp2Stream, headers: IncomingHtt
   const abort = new AbortController();
   stream.once('close', () => abort.abort(new Error('stream closed')));
   // The target's reads land in buffers managed by ReadBuffer, written to the stream in place (no
-  // 64 KiB Buffer allocated per read), as `forward` does (issue 13).
+  // 64 KiB Buffer allocated per read), as `forward` does.
   const reader = new ReadBuffer();
   dial(target, { proxy: null, timeoutMs: options.dialTimeoutMs, allowHalfOpen: true, signal: abort.signal, onread: reader.onread }).then(
     ({ socket }) => {
@@ -71,7 +71,7 @@ export function serveAgentStream(stream: ServerHttp2Stream, headers: IncomingHtt
       }
       socket.setNoDelay(true);
       options.track(socket);
-      // Who the proxy dials for: the client's real address, as the proxy it reached had it (issue 14).
+      // Who the proxy dials for: the client's real address, as the proxy it reached had it.
       log.debug({ target, client: clientOf(headers) }, 'stream opened');
       stream.respond({ ':status': 200 });
       // RFC 9113 §8.5: a reset or error on the TCP side is signalled with RST_STREAM CONNECT_ERROR.

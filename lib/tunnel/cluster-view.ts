@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import { PROXY_IDS_HEADER, PROXY_ID_HEADER, TUNNEL_CLUSTER_VIEW_PATH } from '../wire/names.js';
 
 /**
- * What a proxy tells each agent tunnelled to it (issue 14): its own id and the ids of every live
+ * What a proxy tells each agent tunnelled to it: its own id and the ids of every live
  * proxy of the cluster. Agents reach proxies only through a load balancer, so this is the only way
  * an agent can tell two tunnels to the same proxy from tunnels to two proxies, and how many
  * distinct proxies there are to hold tunnels to.

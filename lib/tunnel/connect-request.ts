@@ -16,7 +16,7 @@ export const ERROR_MESSAGE_HEADER = 'gate-error';
 
 /**
  * The CONNECT for `target`; `client` (the client's real address, `ip:port`) goes along in
- * CLIENT_ADDR_HEADER so the agent side can log and audit who it dials for (issue 14).
+ * CLIENT_ADDR_HEADER so the agent side can log and audit who it dials for.
  */
 export function connectRequestHeaders(target: string, client?: string): OutgoingHttpHeaders {
   return { ':method': 'CONNECT', ':authority': target, ...(client ? { [CLIENT_ADDR_HEADER]: headerSafe(client) } : {}) };

@@ -7,7 +7,7 @@ import type { Socket } from 'node:net';
  * refusal (`destroyError`), so the listener records its code; a session on the socket itself would
  * destroy it without one. Accepted agents' sessions take the TLS socket over natively.
  *
- * History (issue 13): this wrapper once carried every tunnel byte, because a session given the
+ * History: this wrapper once carried every tunnel byte, because a session given the
  * TLSSocket that `terminate` builds by hand never read. The cause was the socket's
  * `secureConnecting`, left true (only tls.Server clears it): http2 waited for a 'secureConnect'
  * that never came. `terminate` now clears it (handlers/terminate.ts). For a stream without a

@@ -6,6 +6,7 @@ import { componentLogger, type Logger } from '../log.js';
 import type { CustomHandler } from '../handlers/types.js';
 import { admitAgent, normalizeSerial, refusalDebugData, verifyErrorCode } from './admission.js';
 import { LocalAgentSessions, type AgentSessionEntry, type AgentSessions } from './agent-sessions.js';
+import { refuseWithGoAway } from './goaway-refusal.js';
 import { jsStreamOver } from './js-stream.js';
 import { connectRequestHeaders, h2ErrorName } from './connect-request.js';
 import { awaitConnectAnswer } from './connect-answer.js';
@@ -73,8 +74,6 @@ function describedOf(e: AgentSession): DescribedAgent {
   return { name: e.name, description: e.description && { ...e.description, services: e.description.services.map((s) => ({ ...s })) }, since: e.since };
 }
 
-/** Milliseconds a refused agent's socket is given to flush the GOAWAY that says why. */
-const REFUSAL_FLUSH_MS = 2000;
 
 /**
  * The proxy side of reverse tunnels: connected agents by name, each one HTTP/2 session over the
@@ -203,7 +202,7 @@ export class TunnelRegistry extends EventEmitter {
       return this.refuse(socket, duplicate(), remote);
     }
     // The session takes the TLS socket's native stream over: tunnel bytes go from OpenSSL to
-    // nghttp2 in C++, without a JavaScript read and write per chunk (issue 13; see terminate.ts for
+    // nghttp2 in C++, without a JavaScript read and write per chunk (see terminate.ts for
     // why a hand-built TLSSocket once could not be handed over and needed jsStreamOver).
     const session = connect('http://agent.tunnel', {
       createConnection: () => socket,
@@ -242,8 +241,7 @@ export class TunnelRegistry extends EventEmitter {
       onTimeout: (why) => {
         reason ??= `heartbeat: ${why}`;
         this.log.warn({ agent: name, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, `agent heartbeat failed: ${why}`);
-        session.destroy(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, `agent ${name}: ${why}`));
-        socket.destroy();
+        this.endTunnel(entry, new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, `agent ${name}: ${why}`));
       },
     });
     session.once('close', () => {
@@ -258,8 +256,7 @@ export class TunnelRegistry extends EventEmitter {
     // the tunnel is over now.
     socket.once('end', () => {
       reason ??= 'agent closed the connection';
-      session.destroy();
-      socket.destroy();
+      this.endTunnel(entry);
     });
     return undefined;
   }
@@ -285,8 +282,7 @@ export class TunnelRegistry extends EventEmitter {
     const deadline = setTimeout(() => {
       entry.endedBy = `the agent did not describe itself within ${timeoutMs} ms`;
       this.log.warn({ agent: name, remote: entry.remote, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, entry.endedBy);
-      session.destroy();
-      entry.socket.destroy();
+      this.endTunnel(entry);
     }, timeoutMs);
     deadline.unref();
     session.once('close', () => clearTimeout(deadline));
@@ -362,14 +358,7 @@ export class TunnelRegistry extends EventEmitter {
     this.emit('agent-refused', error);
     entry.endedBy = error.message;
     entry.refusal = error;
-    const { session, socket } = entry;
-    if (!session.closed && !session.destroyed) {
-      session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
-      session.close();
-    }
-    const timer = setTimeout(() => socket.destroy(error), REFUSAL_FLUSH_MS);
-    timer.unref();
-    session.once('close', () => clearTimeout(timer));
+    refuseWithGoAway(entry.session, entry.socket, error);
   }
 
   private count(error: GateError): void {
@@ -377,7 +366,7 @@ export class TunnelRegistry extends EventEmitter {
   }
 
   /**
-   * What every agent is told about the cluster (issue 14): this proxy's id and the ids of the
+   * What every agent is told about the cluster: this proxy's id and the ids of the
    * live proxies. Sent to each agent at admission and to every connected agent whenever it
    * changes, so an agent that reaches the proxies through a load balancer can keep its tunnels on
    * distinct proxies and forget proxies that are gone. Without a view (a proxy on its own) agents
@@ -441,10 +430,7 @@ export class TunnelRegistry extends EventEmitter {
       if (this.sessions.release(entry) || entry.admitted) this.emit('agent-disconnected', entry.name, error.message);
       if (!entry.session.closed) entry.session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
       // Give the GOAWAY a moment on the wire, then cut every stream: a revoked agent carries nothing more.
-      const timer = setTimeout(() => {
-        entry.session.destroy(error);
-        entry.socket.destroy();
-      }, 200);
+      const timer = setTimeout(() => this.endTunnel(entry, error), 200);
       timer.unref();
       ended.push(entry.name);
     }
@@ -462,8 +448,7 @@ export class TunnelRegistry extends EventEmitter {
       // Free the name now, as revalidate() does: the session's 'close' (which would release it)
       // can come late on a dead path, and meanwhile every claim of the successor was refused.
       if (this.sessions.release(entry)) this.emit('agent-disconnected', entry.name, entry.endedBy);
-      entry.session.destroy(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, `agent ${entry.name}: ${entry.endedBy}`));
-      entry.socket.destroy();
+      this.endTunnel(entry, new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, `agent ${entry.name}: ${entry.endedBy}`));
     };
     const timer = setTimeout(fail, timeoutMs);
     timer.unref();
@@ -489,17 +474,7 @@ export class TunnelRegistry extends EventEmitter {
       settings: TUNNEL_SESSION_SETTINGS,
     });
     session.on('error', () => {}); // the agent may already be gone; the refusal is logged above
-    const timer = setTimeout(() => socket.destroy(error), REFUSAL_FLUSH_MS);
-    timer.unref();
-    session.once('close', () => {
-      clearTimeout(timer);
-      socket.destroy(error);
-    });
-    session.once('connect', () => {
-      session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
-      // close() after goaway(): no stream will open, so the session ends once the frame is written.
-      session.close();
-    });
+    refuseWithGoAway(session, socket, error, { onceConnected: true });
     return error;
   }
 
@@ -552,7 +527,7 @@ export class TunnelRegistry extends EventEmitter {
 
   /**
    * While on, new tunnels are refused with GATE_ERR_DRAINING (told in the GOAWAY, so the agent
-   * knows to go elsewhere) and the tunnels already up are left to `goAway` (issue 14, item 4).
+   * knows to go elsewhere) and the tunnels already up are left to `goAway`.
    */
   setDraining(on: boolean): void {
     this.draining = on;
@@ -567,9 +542,17 @@ export class TunnelRegistry extends EventEmitter {
   close(): void {
     this.closed = true;
     this.refusalLog.flush();
-    for (const entry of this.all) {
-      entry.session.destroy();
-      entry.socket.destroy();
-    }
+    for (const entry of this.all) this.endTunnel(entry);
+  }
+
+  /**
+   * Ends an agent's tunnel now, every stream through it included, with `error` as the session's.
+   * The session's 'close' then releases the name and says why, as for a tunnel the agent ended;
+   * the socket goes too: the TLS socket of a half-open client would otherwise outlive a session
+   * that can send nothing more.
+   */
+  private endTunnel(entry: AgentSession, error?: GateError): void {
+    entry.session.destroy(error);
+    entry.socket.destroy();
   }
 }

@@ -7,7 +7,7 @@ export const RELEASE_GRACE_MS = 5_000;
 /**
  * Lets go of a tunnel stream whose client has gone, with END_STREAM rather than RST_STREAM CANCEL.
  *
- * Why (issue 13): clients that leave early are normal (probes, health checks, impatient users),
+ * Why: clients that leave early are normal (probes, health checks, impatient users),
  * and resetting their streams made the agent's HTTP/2 stack count a stream cancel per client.
  * nghttp2 treats a stream of RST_STREAMs from its peer as the "rapid reset" attack
  * (CVE-2023-44487) and defends with ENHANCE_YOUR_CALM and GOAWAY, so one client's habit could

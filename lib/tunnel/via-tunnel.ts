@@ -1,6 +1,7 @@
 import { constants, type ClientHttp2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
+import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
 import { h2ErrorName } from './connect-request.js';
 import { releaseStream } from './release-stream.js';
@@ -8,7 +9,7 @@ import type { CustomHandler } from '../handlers/types.js';
 import type { OpenStreamOptions, TunnelRegistry } from './registry.js';
 import { formatHostPort } from '../client/target.js';
 
-/** Opens the stream for one client connection: this proxy's tunnel, or (issue 14) through a peer proxy. */
+/** Opens the stream for one client connection: this proxy's tunnel, or through a peer proxy. */
 export type TunnelStreamOpener = (agent: string, target: string, options: OpenStreamOptions) => Promise<ClientHttp2Stream>;
 
 export interface ViaTunnelOptions {
@@ -39,43 +40,37 @@ export function viaTunnel(registry: TunnelRegistry, agent: string, target: strin
   const open = options.open ?? ((name: string, to: string, o: OpenStreamOptions) => registry.open(name, to, o));
   return {
     kind: 'custom',
-    handle: async (client, info) => {
-      const abort = new AbortController();
-      const onEarlyClose = (): void => abort.abort(new Error('client closed'));
-      client.once('close', onEarlyClose);
-      let stream: ClientHttp2Stream;
-      try {
-        stream = await open(agent, target, {
-          signal: abort.signal,
-          client: formatHostPort(info.remote.address, info.remote.port),
-          ...(options.openTimeoutMs === undefined ? {} : { timeoutMs: options.openTimeoutMs }),
-        });
-      } catch (err) {
-        if (!abort.signal.aborted) failClient(client, toGateError(err, ErrorCodes.AGENT_STREAM_FAILED));
-        return;
-      } finally {
-        client.removeListener('close', onEarlyClose);
-      }
-      if (client.destroyed) {
-        releaseStream(stream);
-        return;
-      }
-      // The session the stream runs in: the agent's tunnel, or the peering session to the proxy holding it.
-      const session = stream.session;
-      // Registered before splice's own 'close' listener, so the client is destroyed with the reason
-      // (and the multiplexer logs it) rather than silently by splice.
-      stream.once('close', () => {
-        const clean = stream.rstCode === constants.NGHTTP2_NO_ERROR && stream.readableEnded && stream.writableFinished;
-        if (clean || client.destroyed) return;
-        const why = session && !session.destroyed && !session.closed
-          ? `stream reset by the agent (${h2ErrorName(stream.rstCode)})`
-          : `agent ${agent} disconnected`;
-        failClient(client, new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${target} via agent ${agent}: ${why}`));
-      });
-      // A client that leaves early releases its stream with END_STREAM, never a reset. Both ways
-      // coalesced: the stream's many small chunks per read, and no pause per client read.
-      splice(client, stream, () => {}, undefined, { releaseB: (s) => releaseStream(s), coalesceA: true, coalesceB: true });
-      client.resume();
-    },
+    handle: (client, info) =>
+      dialThenRelay<ClientHttp2Stream>(client, {
+        dial: (signal) =>
+          open(agent, target, {
+            signal,
+            client: formatHostPort(info.remote.address, info.remote.port),
+            ...(options.openTimeoutMs === undefined ? {} : { timeoutMs: options.openTimeoutMs }),
+          }),
+        release: releaseStream,
+        fail: (err) => failClient(client, toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)),
+        relay: (stream) => relayStream(client, stream, agent, target),
+      }),
   };
+}
+
+/** The client and its tunnel stream, both ways; a stream that ends badly fails the client with why. */
+function relayStream(client: Duplex, stream: ClientHttp2Stream, agent: string, target: string): void {
+  // The session the stream runs in: the agent's tunnel, or the peering session to the proxy holding it.
+  const session = stream.session;
+  // Registered before splice's own 'close' listener, so the client is destroyed with the reason
+  // (and the multiplexer logs it) rather than silently by splice.
+  stream.once('close', () => {
+    const clean = stream.rstCode === constants.NGHTTP2_NO_ERROR && stream.readableEnded && stream.writableFinished;
+    if (clean || client.destroyed) return;
+    const why = session && !session.destroyed && !session.closed
+      ? `stream reset by the agent (${h2ErrorName(stream.rstCode)})`
+      : `agent ${agent} disconnected`;
+    failClient(client, new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${target} via agent ${agent}: ${why}`));
+  });
+  // A client that leaves early releases its stream with END_STREAM, never a reset. Both ways
+  // coalesced: the stream's many small chunks per read, and no pause per client read.
+  splice(client, stream, () => {}, undefined, { releaseB: (s) => releaseStream(s), coalesceA: true, coalesceB: true });
+  client.resume();
 }

@@ -40,7 +40,7 @@ async function rewriteInPlace(path: string, text: string): Promise<void> {
  * either: the text goes to a temporary file in the same directory (rename(2) is atomic only within
  * one file system), is flushed with fsync, then renamed over `path`. An existing file's mode, owner
  * and group are given to the new one first, so a schedule an operator handed to a non-root agent
- * (issue 15) stays theirs; a new file is 0644 (the schedule is not secret), its directory made
+ * stays theirs; a new file is 0644 (the schedule is not secret), its directory made
  * (0755) when missing. Unchanged content is left alone. Errors: GATE_ERR_UPGRADE_SCHEDULE_WRITE.
  */
 export async function writeFileAtomic(path: string, text: string, options: AtomicWriteOptions = {}): Promise<AtomicWriteResult> {

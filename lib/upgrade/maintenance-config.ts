@@ -34,7 +34,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
  *         utc_start_hour: 2
  *         weekdays: [Mon, wednesday]
  *
- * `kind` is required and must be `cluster_maintenance_config` (issue 15: the platform's exported
+ * `kind` is required and must be `cluster_maintenance_config` (the platform's exported
  * file always carries it, so a file without it is something else that happens to have a `spec`).
  * `spec.agent_upgrades` as checkAgentUpgrades reads it. Pure; throws
  * GATE_ERR_UPGRADE_SCHEDULE_INVALID whose message starts with the field path at fault.

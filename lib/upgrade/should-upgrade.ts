@@ -40,7 +40,7 @@ export interface UpgradeDecision {
 
 /**
  * Whether the updater should install the target now. The rule is equality with the version the
- * cluster serves (issue 15): a different target is installed, a lower one too (after a cluster
+ * cluster serves: a different target is installed, a lower one too (after a cluster
  * rollback the agents follow it down) unless `allowDowngrade` is false. Equality is Semantic
  * Versioning precedence (§10: build metadata does not count), so `1.2.3+b1` and `1.2.3+b2` are
  * the same version: a rebuild is not reinstalled, and a version command that prints no build

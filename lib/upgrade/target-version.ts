@@ -14,7 +14,7 @@ export interface ProxyRequestOptions {
   serverName?: string;
   /**
    * Accept an `http://` proxy address. Off by default: the answers decide what gets installed, so
-   * they must come from a verified server (issue 15); only an operator's explicit flag turns it on.
+   * they must come from a verified server; only an operator's explicit flag turns it on.
    */
   allowHttp?: boolean;
   /** Where HTTPS_PROXY / HTTP_PROXY / NO_PROXY come from (default `process.env`). */

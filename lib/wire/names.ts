@@ -34,7 +34,7 @@ export const CHANNEL_VERB_VERSION = 'version';
 export const CHANNEL_VERB_CRITICAL = 'critical';
 /**
  * The cluster's maintenance schedule (a `cluster_maintenance_config` document, YAML), which
- * `gate-upgrade export-schedule` writes where the updater reads it (issue 15).
+ * `gate-upgrade export-schedule` writes where the updater reads it.
  */
 export const MAINTENANCE_SCHEDULE_PATH = '/v1/webapi/automaticupgrades/schedule';
 
@@ -87,7 +87,7 @@ export const AGENT_JOIN_PATH = '/v1/webapi/agents/join';
 export const AGENT_RENEW_PATH = '/v1/webapi/agents/renew';
 
 /**
- * Agents on several proxies (issue 14): the proxy, which is the HTTP/2 client of a tunnel, tells
+ * Agents on several proxies: the proxy, which is the HTTP/2 client of a tunnel, tells
  * the agent which proxy it is and which proxies the cluster has, in a header-only request on a
  * stream of its own (`POST` this path; the agent answers 204). The view rides in headers rather
  * than a body so that it is complete the moment the stream's HEADERS arrive: the proxy queues it
@@ -111,7 +111,7 @@ export const PROXY_IDS_HEADER = 'gate-proxy-ids';
  */
 export const TUNNEL_DESCRIBE_PATH = '/v1/tunnel/describe';
 /**
- * Proxy peering (issue 14), on `peer_listen_addr` only: mutual TLS between proxies of one cluster
+ * Proxy peering, on `peer_listen_addr` only: mutual TLS between proxies of one cluster
  * with this ALPN, then HTTP/2 in which the dialling proxy opens one CONNECT stream per forwarded
  * client connection (`:authority` the target as the agent dials it).
  */

@@ -15,7 +15,7 @@ const routerScript = fileURLToPath(new URL('../../bench/router.js', import.meta.
 const tunnelRouterScript = fileURLToPath(new URL('../../bench/tunnel-router.js', import.meta.url));
 const upA = await startTaggedTlsServer('A');
 const upB = await startTaggedTlsServer('B');
-// Behind the routers that end the client's TLS (issue 13's comparison): cleartext upstreams.
+// Behind the routers that end the client's TLS (the tunnel's comparison): cleartext upstreams.
 const clearA = await startTaggedTcpServer('A');
 const clearB = await startTaggedTcpServer('B');
 t.teardown(async () => {
@@ -120,7 +120,7 @@ t.test('tunnel router killed outright: its agent does not stay behind', async (t
   t.notOk(alive, 'the agent exited once its router was gone');
 });
 
-// Issue 14's peers: upstream A behind an agent's tunnel held by the router itself (LOCAL_TUNNEL=1)
+// The peering peers: upstream A behind an agent's tunnel held by the router itself (LOCAL_TUNNEL=1)
 // or by another proxy the router reaches over peering. Same rule, same black-box check.
 for (const [name, env] of [['gate-mux-local-tunnel', { LOCAL_TUNNEL: '1' }], ['gate-mux-peered', {}]] as const) {
   t.test(`${name}: routes A through the tunnel and stops its processes on SIGTERM`, async (t) => {

@@ -1,4 +1,4 @@
-// The channel fingerprint (issue 14, item 6): equal configurations give equal digests whatever the
+// The channel fingerprint: equal configurations give equal digests whatever the
 // order they were written in; any difference an updater would see gives another.
 import t from 'tap';
 import { channelFingerprint } from '../../lib/cluster/channel-fingerprint.js';

@@ -1,4 +1,4 @@
-// Dials across the cluster (issue 14, item 2): three GateProxy instances in one process share a
+// Dials across the cluster: three GateProxy instances in one process share a
 // MemoryRouteStore and one data_dir (so one cluster CA); a real agent holds its tunnel to B; real
 // TLS clients reach the target through A (behind PROXY v2, whose source reaches the agent side)
 // and C. An agent held nowhere fails at once with GATE_ERR_AGENT_OFFLINE; with the store down,

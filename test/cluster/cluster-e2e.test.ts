@@ -1,4 +1,4 @@
-// Issue 14 end to end, as an operator runs it, real parts only (examples/cluster/layout.ts, the
+// Several proxies as one cluster end to end, as an operator runs it, real parts only (examples/cluster/layout.ts, the
 // layout `npm run demo:cluster` starts): redis-server, three `gate-mux proxy` processes with their
 // own web, peering and diagnostics ports, HAProxy in front with send-proxy-v2 and /readyz health
 // checks, one `gate-mux agent --connection-count 2` that reaches the cluster only through HAProxy
@@ -13,12 +13,11 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { RedisRouteStore } from '../../lib/cluster/redis-route-store.js';
-import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { ALPN_PEER } from '../../lib/wire/names.js';
 import { describeResult, runClient } from '../helpers/clients.js';
-import { eventually } from '../helpers/cluster.js';
-import { agentSaid, startCluster, startClusterAgent, type ClusterProxy, type RunningCluster } from '../helpers/cluster-processes.js';
-import { run } from '../helpers/net.js';
+import { agentSaid, startClusterAgent, startClusterProcesses, type ClusterProxy, type RunningCluster } from '../helpers/cluster-processes.js';
+import { clusterAuthority } from '../helpers/cluster.js';
+import { run, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { startPostgres } from '../helpers/postgres.js';
 import { httpGet, scrape } from '../helpers/prometheus.js';
@@ -56,7 +55,7 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
   const ssh = requirePeer(t, 'ssh', 'openssh-client');
   if (!pg || !sshd || !tinyproxy || !psql || !ssh) return;
   const targets = { postgres: `127.0.0.1:${pg.port}`, ssh: `127.0.0.1:${sshd.port}` };
-  const cluster = await startCluster(t, {
+  const cluster = await startClusterProcesses(t, {
     count: 3,
     presenceTtlSeconds: 3,
     upstreams: { postgres: `tunnel:${AGENT}/${targets.postgres}`, ssh: `tunnel:${AGENT}/${targets.ssh}` },
@@ -70,7 +69,7 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
     t.equal(status, 200, `proxy${proxy.index + 1} is ready: ${JSON.stringify(body)}`);
     t.equal(body.checks.cluster?.detail.registered, true, 'registered in the store');
   }
-  await eventually(async () => (await observer.proxies()).length === 3, 'three proxies present in Redis');
+  await until(async () => (await observer.proxies()).length === 3, 'three proxies present in Redis');
 
   // The agent knows one address, the balancer, and reaches it through tinyproxy (HTTPS_PROXY).
   const stateDir = join(await tempDir(t, 'cluster-agent'), AGENT);
@@ -84,7 +83,7 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
   });
   await agentSaid(agent, (text) => (text.match(/tunnel up: /g) ?? []).length >= 2);
   t.match(agent.output(), `via ${tinyproxy.url}`, 'the tunnels went through tinyproxy');
-  await eventually(async () => new Set((await observer.holders(AGENT)).map((h) => h.proxyId)).size === 2, 'two distinct proxies hold the agent');
+  await until(async () => new Set((await observer.holders(AGENT)).map((h) => h.proxyId)).size === 2, 'two distinct proxies hold the agent');
 
   // psql through HAProxy: round robin lands on every proxy, two of which hold the agent.
   const query = (sql: string) =>
@@ -119,7 +118,7 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
   t.match(agent.output(), /"client":"127\.0\.0\.1:\d+"[^\n]*"msg":"stream opened"/, 'the agent logs the client address the balancer saw');
 
   // The peer port admits proxies only: an agent's certificate and a client certificate are refused.
-  const ca = CertificateAuthority.fromPem({ cert: await readFile(cluster.caFile, 'utf8'), key: await readFile(join(cluster.layout.dataDirs[0]!, 'ca-key.pem'), 'utf8') });
+  const ca = await clusterAuthority(cluster.layout.dataDirs[0]!);
   const agentPair = { cert: await readFile(join(stateDir, 'agent.pem'), 'utf8'), key: await readFile(join(stateDir, 'agent-key.pem'), 'utf8') };
   const clientPair = ca.issue({ commonName: 'alice', usage: 'client' });
   const target = cluster.proxies[0]!;
@@ -133,15 +132,15 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
     socket.resume();
     await once(socket, 'close');
   }
-  await eventually(
+  await until(
     async () => (await scrape(target.ports.diag)).value('gate_mux_connection_failures_total{code="GATE_ERR_PEER_REFUSED"}') === refusedBefore + 2,
     'both refused with GATE_ERR_PEER_REFUSED',
   );
 
   // Redis restarts empty: every proxy re-registers its presence and its tunnels by itself.
   await cluster.restartRedis();
-  await eventually(async () => (await observer.proxies()).length === 3, 'three proxies present again', 15_000);
-  await eventually(async () => (await observer.holders(AGENT)).length === 2, 'both tunnels recorded again', 15_000);
+  await until(async () => (await observer.proxies()).length === 3, 'three proxies present again', 15_000);
+  await until(async () => (await observer.holders(AGENT)).length === 2, 'both tunnels recorded again', 15_000);
   const afterRedis = await query("select 'after the redis restart'");
   t.equal(afterRedis.code, 0, afterRedis.stderr);
 
@@ -158,8 +157,8 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
     const r = await query(`select 'after kill -9', ${i}`);
     t.equal(r.code, 0, r.stderr);
   }
-  await eventually(async () => !(await observer.proxies()).some((p) => p.id === victimId), 'the killed proxy left the store', 15_000);
-  await eventually(async () => {
+  await until(async () => !(await observer.proxies()).some((p) => p.id === victimId), 'the killed proxy left the store', 15_000);
+  await until(async () => {
     const held = (await observer.holders(AGENT)).map((h) => h.proxyId);
     return held.length === 2 && !held.includes(victimId);
   }, 'the agent holds two tunnels on the two proxies left', 30_000);
@@ -167,7 +166,7 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
   // SIGTERM with a psql session open: the session finishes, new sessions go elsewhere.
   const long = query("select pg_sleep(3), 'the session finished'");
   let draining: ClusterProxy | undefined;
-  await eventually(async () => {
+  await until(async () => {
     for (const proxy of alive(cluster)) {
       if ((await scrape(proxy.ports.diag)).value('gate_mux_route_connections_open{route="postgres-startup"}') >= 1) draining = proxy;
     }
@@ -188,7 +187,7 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
   const restarted = await cluster.restartProxy(back.index, layout);
   const restartedId = await proxyIdOf(restarted);
   const witness = alive(cluster).find((p) => p !== restarted)!;
-  await eventually(async () => (await readyz(witness)).body.checks.cluster?.detail.channelMismatches.some((m) => m.proxyId === restartedId) ?? false, '/readyz names the mismatch', 15_000);
+  await until(async () => (await readyz(witness)).body.checks.cluster?.detail.channelMismatches.some((m) => m.proxyId === restartedId) ?? false, '/readyz names the mismatch', 15_000);
   t.equal((await readyz(witness)).status, 200, 'a mismatch is reported, not fatal');
   t.equal((await scrape(witness.ports.diag)).value('gate_mux_channel_mismatches'), 1, 'the metric counts it');
   t.match(witness.output(), restartedId, 'the log names the other proxy');

@@ -1,4 +1,4 @@
-// ClusterMember over the in-memory store (issue 14, items 1, 6 and 7): presence, tunnel holdings with
+// ClusterMember over the in-memory store: presence, tunnel holdings with
 // generations, re-registration after the store lost everything, draining, withdrawal, and channel
 // mismatches. The registry here is an EventEmitter with the TunnelRegistry's two events: the real
 // registry with real agents is in gate-proxy-cluster.test.ts.
@@ -9,7 +9,7 @@ import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { captureLogs } from '../hardening/log-capture.js';
-import { eventually } from '../helpers/cluster.js';
+import { until } from '../helpers/net.js';
 
 class Agents extends EventEmitter {
   readonly connected = new Set<string>();
@@ -130,7 +130,7 @@ t.test('store outage: errors carry GATE_ERR_STORE_UNAVAILABLE, one log line, and
   const a = member(t, { store, registry: agents, presence: presence('a'), ttlMs: 300, logger });
   await a.start();
   agents.connect('db');
-  await eventually(async () => (await store.holders('db')).length === 1, 'the holding');
+  await until(async () => (await store.holders('db')).length === 1, 'the holding');
 
   store.down = true;
   const errors: GateError[] = [];
@@ -140,11 +140,11 @@ t.test('store outage: errors carry GATE_ERR_STORE_UNAVAILABLE, one log line, and
     operations.add(operation);
   });
   agents.connect('other'); // recorded locally while the store is down
-  await eventually(async () => errors.length >= 3, 'several failed refreshes');
+  await until(async () => errors.length >= 3, 'several failed refreshes');
   t.ok(errors.every((e) => e.code === ErrorCodes.STORE_UNAVAILABLE), 'every failure has the code');
   t.ok(operations.has('holdTunnel') && operations.has('announce'), `each names its operation: ${[...operations].join(', ')}`);
   t.equal(lines.filter((l) => l.code === ErrorCodes.STORE_UNAVAILABLE).length, 1, 'one log line per outage, not one per refresh');
-  await eventually(async () => !a.registered, 'registered turning false after a TTL without an announce');
+  await until(async () => !a.registered, 'registered turning false after a TTL without an announce');
 
   // The store comes back empty (a Redis restart without persistence).
   store.inner = new MemoryRouteStore();
@@ -152,7 +152,7 @@ t.test('store outage: errors carry GATE_ERR_STORE_UNAVAILABLE, one log line, and
   a.on('store-recovered', () => recovered++);
   store.down = false;
   // Polled rather than awaited with once(): the member's timer is unref'd (it never keeps a process alive).
-  await eventually(async () => recovered === 1, 'store-recovered');
+  await until(async () => recovered === 1, 'store-recovered');
   t.ok(a.registered, 'registered again');
   t.same((await store.proxies()).map((p) => p.id), ['a'], 'presence re-announced');
   t.same(await store.holders('db'), [{ agent: 'db', proxyId: 'a', generation: 1 }], 'the tunnel held before the outage is back');

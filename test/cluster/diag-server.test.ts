@@ -20,7 +20,7 @@ import { startHaproxy } from '../helpers/haproxy.js';
 import { httpGet, scrape } from '../helpers/prometheus.js';
 
 /**
- * The diagnostics listener (`diag_addr`, issue 14): /healthz, /readyz and /metrics on a plain-HTTP
+ * The diagnostics listener (`diag_addr`): /healthz, /readyz and /metrics on a plain-HTTP
  * port of its own. Real connections go through a real GateProxy; /metrics is scraped over HTTP and
  * its counters must have moved by exactly what the test did.
  */

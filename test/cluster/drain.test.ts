@@ -1,4 +1,4 @@
-// Draining (issue 14, item 4): agent edge holds tunnels to B and C; a client has a session open
+// Draining: agent edge holds tunnels to B and C; a client has a session open
 // through B's tunnel. B drains: its presence says so, new tunnels and forwarded dials are refused
 // with GATE_ERR_DRAINING, its agent is told GOAWAY, the open session keeps working and finishes,
 // and new clients (on A) go through C. Then B closes within its grace period.

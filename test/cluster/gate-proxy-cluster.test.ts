@@ -1,4 +1,4 @@
-// GateProxy as a cluster member (issue 14, item 1): two real proxies in one process share a
+// GateProxy as a cluster member: two real proxies in one process share a
 // MemoryRouteStore; a real agent joins one of them. Its presence, its tunnels with their
 // generations, a reload's new channel fingerprint, and the withdrawal on close reach the store.
 import t from 'tap';
@@ -6,9 +6,9 @@ import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { channelFingerprint } from '../../lib/cluster/channel-fingerprint.js';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import { parseConfig } from '../../lib/config/load.js';
-import { eventually, joinedAgent } from '../helpers/cluster.js';
+import { joinedAgent } from '../helpers/cluster.js';
 import { PROXY_VERSION, startGateProxy } from '../helpers/gate-proxy.js';
-import { closeServer, startTaggedTcpServer } from '../helpers/net.js';
+import { closeServer, startTaggedTcpServer, until } from '../helpers/net.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -41,7 +41,7 @@ t.test('two proxies on one store: presence, an agent\'s tunnel and its generatio
   }, 'a announces the peer listener it bound');
   t.equal(presence.get(b.proxy.proxyId)?.peerAddr, 'proxy-b.internal:3021', 'b announces its peer_public_addr');
   t.same(b.proxy.cluster.peers().map((p) => p.id), [a.proxy.proxyId], 'b saw a at its first refresh');
-  await eventually(() => a.proxy.cluster.peers().length === 1, 'a seeing b at its next refresh');
+  await until(() => a.proxy.cluster.peers().length === 1, 'a seeing b at its next refresh');
 
   // A real agent joins a and holds its tunnel there.
   const edge = await joinedAgent(t, a, 'edge', [target]);
@@ -50,7 +50,7 @@ t.test('two proxies on one store: presence, an agent\'s tunnel and its generatio
   t.equal(a.proxy.cluster.generationOf('edge'), 1);
 
   await agent.stop();
-  await eventually(async () => (await store.holders('edge')).length === 0, 'the tunnel record dropped when the agent left');
+  await until(async () => (await store.holders('edge')).length === 0, 'the tunnel record dropped when the agent left');
   agent = await edge.connect();
   t.same(await store.holders('edge'), [{ agent: 'edge', proxyId: a.proxy.proxyId, generation: 2 }], 'its next tunnel is generation 2');
 
@@ -61,7 +61,7 @@ t.test('two proxies on one store: presence, an agent\'s tunnel and its generatio
   await a.proxy.reload(config);
   const changed = channelFingerprint(config.proxy.automaticUpgradesChannels);
   t.equal((await store.proxies()).find((p) => p.id === a.proxy.proxyId)?.channelFingerprint, changed, 'announced at the reload');
-  await eventually(() => b.proxy.cluster.channelMismatches().length === 1, 'b noticing the mismatch');
+  await until(() => b.proxy.cluster.channelMismatches().length === 1, 'b noticing the mismatch');
   t.same(b.proxy.cluster.channelMismatches(), [{ proxyId: a.proxy.proxyId, theirs: changed, ours: channelFingerprint({}) }]);
 
   // Close: a leaves the store at once, and its agent is no longer a candidate anywhere.

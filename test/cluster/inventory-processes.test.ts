@@ -11,9 +11,8 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { InventoryRow } from '../../lib/cluster/inventory.js';
 import { packageVersion } from '../../lib/wire/package-version.js';
-import { eventually } from '../helpers/cluster.js';
-import { agentSaid, startCluster, startClusterAgent, type ClusterAgent, type ClusterProxy } from '../helpers/cluster-processes.js';
-import { run } from '../helpers/net.js';
+import { agentSaid, startClusterAgent, startClusterProcesses, type ClusterAgent, type ClusterProxy } from '../helpers/cluster-processes.js';
+import { run, until } from '../helpers/net.js';
 import { httpGet, scrape } from '../helpers/prometheus.js';
 import { GATE_MUX } from '../helpers/proxy-command.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -40,7 +39,7 @@ async function rows(proxy: ClusterProxy): Promise<InventoryRow[]> {
 }
 
 t.test('inventory ls on either proxy lists the cluster\'s agents once each; --upgrader=none the one to enroll', async (t) => {
-  const cluster = await startCluster(t, { count: 2, upstreams: { postgres: 'tunnel:db-1/127.0.0.1:5432' }, presenceTtlSeconds: TTL_SECONDS });
+  const cluster = await startClusterProcesses(t, { count: 2, upstreams: { postgres: 'tunnel:db-1/127.0.0.1:5432' }, presenceTtlSeconds: TTL_SECONDS });
   if (!cluster) return;
   const [p0, p1] = cluster.proxies as [ClusterProxy, ClusterProxy];
   const ids = [await proxyIdOf(p0), await proxyIdOf(p1)];
@@ -69,7 +68,7 @@ t.test('inventory ls on either proxy lists the cluster\'s agents once each; --up
 
   // Records reach the store at admission; both proxies answer from it.
   for (const proxy of [p0, p1]) {
-    await eventually(async () => {
+    await until(async () => {
       const listed = await rows(proxy);
       return listed.length === 3 && listed.find((r) => r.agent === 'db-1')?.proxies.length === 2;
     }, `proxy${proxy.index + 1} lists three agents, db-1 on both proxies`);
@@ -122,14 +121,14 @@ t.test('inventory ls on either proxy lists the cluster\'s agents once each; --up
   // An agent that stops leaves the listing within the TTL (its proxy drops the record at once).
   agents['web-1'].child.kill('SIGTERM');
   await agents['web-1'].exited;
-  await eventually(async () => !(await rows(p1)).some((r) => r.agent === 'web-1'), 'web-1 left the listing', TTL_SECONDS * 1000);
+  await until(async () => !(await rows(p1)).some((r) => r.agent === 'web-1'), 'web-1 left the listing', TTL_SECONDS * 1000);
 
   // SIGKILL of proxy 2: proxy 1 lists the agents that moved to it (and no more proxy 2), once
   // the killed proxy's presence has expired and the agents redialled through HAProxy.
   const killed = once(p1.child, 'exit');
   p1.child.kill('SIGKILL');
   await killed;
-  await eventually(
+  await until(
     async () => {
       const listed = await rows(p0);
       return listed.length === 2 && listed.every((r) => r.proxies.length === 1 && r.proxies[0] === ids[0]);

@@ -1,4 +1,4 @@
-// Peering between `gate-mux proxy` processes on one real redis-server (issue 14, items 2 and 4):
+// Peering between `gate-mux proxy` processes on one real redis-server:
 // A is where psql connects; B, C and D each hold a tunnel of agent `edge` (one agent process-side
 // per proxy, certificates from the cluster CA the four share through one data_dir) to a real
 // PostgreSQL. kill -9 of B: psql through A keeps working through another holder at once (B's stale
@@ -6,13 +6,12 @@
 // new psql sessions through A go to D meanwhile, and C exits 0.
 import t from 'tap';
 import { once } from 'node:events';
-import { readFile, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RedisRouteStore } from '../../lib/cluster/redis-route-store.js';
-import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
-import { eventually } from '../helpers/cluster.js';
-import { run } from '../helpers/net.js';
+import { clusterAuthority } from '../helpers/cluster.js';
+import { run, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { startPostgres } from '../helpers/postgres.js';
 import { startProxyCommand, stopProxyCommand, type StartedProxy } from '../helpers/proxy-command.js';
@@ -51,7 +50,7 @@ t.test('psql through a proxy process to an agent another proxy process holds; ki
   };
   const a = await start('a');
   const holders = { b: await start('b'), c: await start('c'), d: await start('d') };
-  const ca = CertificateAuthority.fromPem({ cert: await readFile(join(dataDir, 'ca.pem'), 'utf8'), key: await readFile(join(dataDir, 'ca-key.pem'), 'utf8') });
+  const ca = await clusterAuthority(dataDir);
   for (const proxy of Object.values(holders)) {
     const agent = startAgent({
       proxy: listenerOf(proxy, 'multiplex'),
@@ -69,7 +68,7 @@ t.test('psql through a proxy process to an agent another proxy process holds; ki
   const observer = new RedisRouteStore({ host: redis.host, port: redis.port });
   t.teardown(() => observer.close());
   t.ok(await observer.ready(5000));
-  await eventually(async () => (await observer.holders('edge')).length === 3, 'B, C and D holding edge in Redis');
+  await until(async () => (await observer.holders('edge')).length === 3, 'B, C and D holding edge in Redis');
 
   const query = (proxy: StartedProxy, sql: string) =>
     run(psql, [`host=localhost port=${listenerOf(proxy, 'multiplex').split(':')[1]} sslmode=verify-full sslrootcert=${join(dataDir, 'ca.pem')} user=${pg.user} dbname=postgres`, '-Atc', sql], {
@@ -89,7 +88,7 @@ t.test('psql through a proxy process to an agent another proxy process holds; ki
     t.equal(r.code, 0, r.stderr);
     t.equal(r.stdout.trim(), `after kill -9, ${i}`, 'through another holder');
   }
-  await eventually(async () => (await observer.holders('edge')).length === 2, 'B out of the store within its TTL', 15_000);
+  await until(async () => (await observer.holders('edge')).length === 2, 'B out of the store within its TTL', 15_000);
 
   // SIGTERM of C while a psql session runs on it.
   const long = query(holders.c, "select pg_sleep(3), 'the session finished'");
@@ -98,13 +97,13 @@ t.test('psql through a proxy process to an agent another proxy process holds; ki
       "select count(*) from pg_stat_activity where query like 'select pg_sleep(3)%'"], { env: { ...process.env, PGSSLMODE: 'disable' } });
     return seen.stdout.trim() === '1';
   };
-  await eventually(sleeping, 'the long query running through C');
+  await until(sleeping, 'the long query running through C');
   const stopped = stopProxyCommand(holders.c.child);
   // Marked draining, then withdrawn as close() begins (the draining mark is a moment's when the
   // drain timeout is the only wait): either way no proxy chooses C for a new dial.
   const idC = proxyIdOf(holders.c);
-  await eventually(async () => !(await observer.proxies()).some((p) => p.id === idC && !p.draining), 'C draining or gone from the store', 10_000);
-  await eventually(() => holders.c.output().includes('"msg":"draining: no new tunnels'), 'C logging its drain', 10_000);
+  await until(async () => !(await observer.proxies()).some((p) => p.id === idC && !p.draining), 'C draining or gone from the store', 10_000);
+  await until(() => holders.c.output().includes('"msg":"draining: no new tunnels'), 'C logging its drain', 10_000);
   const during = await query(a, "select 'during the drain'");
   t.equal(during.code, 0, during.stderr);
   t.equal(during.stdout.trim(), 'during the drain', 'a new session goes elsewhere (D) while C drains');

@@ -1,29 +1,24 @@
-// Proxy peering (issue 14, items 2.1–2.2), in one process: two GateProxy instances started together
+// Proxy peering, in one process: two GateProxy instances started together
 // on one data_dir (so one cluster CA), each with its peer listener; a real agent holds its tunnel to
 // B; A forwards through B's peering server. The peer port refuses agent, client and foreign
 // certificates; the peer client refuses a server that is not a proxy of the cluster.
 import t from 'tap';
 import { once } from 'node:events';
-import { readFile } from 'node:fs/promises';
 import { connect as h2connect } from 'node:http2';
-import { join } from 'node:path';
 import { connect as tlsConnect, createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { PeerPool } from '../../lib/cluster/peer-pool.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
-import { CertificateAuthority, type KeyPair } from '../../lib/pki/certificate-authority.js';
+import type { KeyPair } from '../../lib/pki/certificate-authority.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
 import { readRefusalDebugData } from '../../lib/tunnel/admission.js';
 import { ALPN_PEER, PEER_ROLE_URI } from '../../lib/wire/names.js';
 import { captureLogs } from '../hardening/log-capture.js';
+import { clusterAuthority } from '../helpers/cluster.js';
 import { startEchoServer } from '../helpers/echo-servers.js';
 import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, echoOnce, listening, until } from '../helpers/net.js';
 import { tempDir } from '../helpers/temp-dir.js';
-
-async function clusterCa(dataDir: string): Promise<CertificateAuthority> {
-  return CertificateAuthority.fromPem({ cert: await readFile(join(dataDir, 'ca.pem'), 'utf8'), key: await readFile(join(dataDir, 'ca-key.pem'), 'utf8') });
-}
 
 /** What the peer port answers a TLS client showing `pair`: the refusal in its GOAWAY, or 'admitted'. */
 async function peerPortAnswer(port: number, ca: string, pair: KeyPair | undefined): Promise<string> {
@@ -49,7 +44,7 @@ t.test('two proxies on one data_dir: one CA, mutual TLS peering, forwarded dials
   // Started together: the first start of a shared data_dir makes the CA exactly once.
   const [a, b] = await Promise.all([start(), start()]);
   t.equal(a.proxy.caPin, b.proxy.caPin, 'both proxies hold the same cluster CA');
-  const ca = await clusterCa(dataDir);
+  const ca = await clusterAuthority(dataDir);
   t.equal(ca.cert, a.ca, 'and it is the one on disk');
 
   const echo = await startEchoServer(t);
@@ -99,7 +94,7 @@ t.test('two proxies on one data_dir: one CA, mutual TLS peering, forwarded dials
 t.test('the peer port admits proxies only', async (t) => {
   const dataDir = await tempDir(t, 'cluster-data');
   const b = await startGateProxy(t, { mode: 'multiplex', upstreams: {}, dataDir, proxyService: { peer_listen_addr: '127.0.0.1:0' } });
-  const ca = await clusterCa(dataDir);
+  const ca = await clusterAuthority(dataDir);
   const port = b.port('peer');
   const refusals = (): number => b.stats('peer').failures[ErrorCodes.PEER_REFUSED] ?? 0;
 
@@ -116,7 +111,7 @@ t.test('the peer port admits proxies only', async (t) => {
 t.test('the peer client refuses a server that is not a proxy of the cluster', async (t) => {
   const dataDir = await tempDir(t, 'cluster-data');
   await startGateProxy(t, { mode: 'multiplex', upstreams: {}, dataDir });
-  const ca = await clusterCa(dataDir);
+  const ca = await clusterAuthority(dataDir);
   const notAProxy = createTlsServer({ ...ca.issue({ commonName: 'localhost', ipAddresses: ['127.0.0.1'] }), ALPNProtocols: [ALPN_PEER] }, (s) => s.on('error', () => {}));
   const port = await listening(notAProxy);
   t.teardown(() => closeServer(notAProxy));
@@ -134,7 +129,7 @@ t.test('one peering session carries more than a tunnel\'s 1,000 streams (two age
   const start = (): Promise<RunningGateProxy> => startGateProxy(t, { mode: 'multiplex', upstreams: {}, dataDir, proxyService: { peer_listen_addr: '127.0.0.1:0' } });
   const a = await start();
   const b = await start();
-  const ca = await clusterCa(dataDir);
+  const ca = await clusterAuthority(dataDir);
   const echo = await startEchoServer(t);
   for (const name of ['edge-1', 'edge-2']) {
     const agent = startAgent({ proxy: b.address('multiplex'), name, ...ca.issue({ commonName: name, usage: 'client' }), ca: ca.cert, serverName: 'localhost', resources: [echo.address], env: {} });

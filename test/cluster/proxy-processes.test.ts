@@ -1,4 +1,4 @@
-// Two `gate-mux proxy` processes on one real redis-server (issue 14, item 1): both announce
+// Two `gate-mux proxy` processes on one real redis-server: both announce
 // themselves; `kill -9` of one takes it out of the store once its presence_ttl has passed (the aim:
 // a crashed proxy stops being dialled within 15 s), and SIGTERM of the other withdraws it at once.
 import t from 'tap';
@@ -6,10 +6,10 @@ import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RedisRouteStore } from '../../lib/cluster/redis-route-store.js';
-import { eventually } from '../helpers/cluster.js';
 import { startProxyCommand, stopProxyCommand, type StartedProxy } from '../helpers/proxy-command.js';
 import { startRedis } from '../helpers/redis.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { until } from '../helpers/net.js';
 
 /**
  * The proxy id a `gate-mux proxy` logged when it joined the cluster (JSON lines: stdout is not a
@@ -25,7 +25,7 @@ async function proxyIdOf(proxy: StartedProxy): Promise<string> {
     }
     return undefined;
   };
-  await eventually(() => find() !== undefined, `a "joined the cluster" line in:\n${proxy.output()}`, 10_000);
+  await until(() => find() !== undefined, `a "joined the cluster" line in:\n${proxy.output()}`, 10_000);
   return find()!;
 }
 
@@ -51,7 +51,7 @@ t.test('kill -9 leaves the store within presence_ttl; SIGTERM withdraws at once'
   const exited = once(one.child, 'exit');
   one.child.kill('SIGKILL');
   await exited;
-  await eventually(async () => !(await live()).has(idOne), 'the killed proxy leaving the store', 15_000);
+  await until(async () => !(await live()).has(idOne), 'the killed proxy leaving the store', 15_000);
   t.pass('a crashed proxy left the store by itself, within 15 s');
   t.comment(`gone ${Date.now() - killed} ms after kill -9 (presence_ttl ${ttlMs} ms)`);
   t.ok((await live()).has(idTwo), 'the other stays, refreshed');

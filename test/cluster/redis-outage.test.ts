@@ -1,4 +1,4 @@
-// Redis down and back (issue 14, item 7), with a real redis-server, a real GateProxy configured with
+// Redis down and back, with a real redis-server, a real GateProxy configured with
 // `cluster.store: redis://…` and a real agent: store operations fail fast with
 // GATE_ERR_STORE_UNAVAILABLE, the local tunnel keeps carrying clients, and once redis-server is
 // restarted on the same port (empty: no persistence) the proxy re-registers its presence and its
@@ -12,9 +12,9 @@ import { parseConfig } from '../../lib/config/load.js';
 import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { ErrorCodes, isGateError, type GateError } from '../../lib/errors.js';
 import { captureLogs } from '../hardening/log-capture.js';
-import { eventually, joinedAgent } from '../helpers/cluster.js';
+import { joinedAgent } from '../helpers/cluster.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
-import { closeServer, readUntil, startTaggedTcpServer, tlsClient } from '../helpers/net.js';
+import { closeServer, tlsClient, readUntil, startTaggedTcpServer, until } from '../helpers/net.js';
 import { startRedis } from '../helpers/redis.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
@@ -69,9 +69,9 @@ t.test('Redis stopped and restarted: fast failures, local tunnels unaffected, ev
     t.equal(code, ErrorCodes.STORE_UNAVAILABLE, `${what} fails with the code, not a hang`);
     t.comment(`${what} failed after ${ms} ms with Redis down`);
   }
-  await eventually(() => errors.length > 0, 'the member reporting the outage');
+  await until(() => errors.length > 0, 'the member reporting the outage');
   t.ok(errors.every((e) => e.code === ErrorCodes.STORE_UNAVAILABLE));
-  await eventually(() => !gate.proxy.cluster.registered, 'registered turning false once a TTL passed without an announce');
+  await until(() => !gate.proxy.cluster.registered, 'registered turning false once a TTL passed without an announce');
 
   // The local tunnel does not need the store.
   const client = await tlsClient(gate.port('multiplex'), { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
@@ -80,10 +80,10 @@ t.test('Redis stopped and restarted: fast failures, local tunnels unaffected, ev
 
   // Back on the same port with no data at all: the proxy re-registers by itself.
   await redis.restart();
-  await eventually(async () => (await observer.proxies()).some((p) => p.id === gate.proxy.proxyId), 'the presence re-announced');
-  await eventually(async () => (await observer.holders('edge')).length === 1, 'the tunnel re-registered');
+  await until(async () => (await observer.proxies()).some((p) => p.id === gate.proxy.proxyId), 'the presence re-announced');
+  await until(async () => (await observer.holders('edge')).length === 1, 'the tunnel re-registered');
   t.same(await observer.holders('edge'), [{ agent: 'edge', proxyId: gate.proxy.proxyId, generation: 1 }], 'the same tunnel, the same generation');
-  await eventually(() => gate.proxy.cluster.registered, 'registered again');
+  await until(() => gate.proxy.cluster.registered, 'registered again');
   t.pass('re-registered without a restart');
 
   // Closing while Redis is down never hangs: the withdrawal fails fast and is left to the TTL.

@@ -1,4 +1,4 @@
-// One contract, two stores (issue 14, item 1): the same cases run against MemoryRouteStore and the
+// One contract, two stores: the same cases run against MemoryRouteStore and the
 // Redis store on a real redis-server. Expiry, generation ordering, presence-filtered holders and
 // the draining flag mean the same thing whichever store a cluster runs on.
 import t, { type Test } from 'tap';

@@ -1,4 +1,4 @@
-// The `cluster` section and `proxy_service.peer_public_addr` (issue 14): the route store's URL forms,
+// The `cluster` section and `proxy_service.peer_public_addr`: the route store's URL forms,
 // the presence TTL, and errors that name the key without ever echoing a Redis password.
 import t from 'tap';
 import { ConfigError, parseConfig } from '../../lib/config/load.js';

@@ -315,7 +315,7 @@ const invalid: InvalidCase[] = [
   { name: 'upstreams.tunnel is gone', yaml: 'proxy_service:\n  upstreams: {tunnel: 127.0.0.1:3024}\n', path: 'proxy_service.upstreams.tunnel', says: /no longer used: the proxy hosts agents' reverse tunnels itself.*tunnel:<agent>\/<host:port>/ },
   { name: 'tunnel upstream without target', yaml: 'proxy_service:\n  upstreams: {postgres: "tunnel:db-agent"}\n', path: 'proxy_service.upstreams.postgres', says: /expected tunnel:<agent>\/<host:port>/ },
   { name: 'peering through an agent', yaml: 'proxy_service:\n  upstreams: {peer: "tunnel:a/10.0.0.2:3021"}\n', path: 'proxy_service.upstreams.peer', says: /no longer used: the proxy serves peering itself/ },
-  { name: 'a peer upstream (before issue 14)', yaml: 'proxy_service:\n  upstreams: {peer: 10.0.0.2:3021}\n', path: 'proxy_service.upstreams.peer', says: /remove this key and set peer_listen_addr/ },
+  { name: 'a peer upstream (from before the proxy served peering itself)', yaml: 'proxy_service:\n  upstreams: {peer: 10.0.0.2:3021}\n', path: 'proxy_service.upstreams.peer', says: /remove this key and set peer_listen_addr/ },
   { name: 'join token too short', yaml: 'auth_service:\n  join_tokens: [{token: short}]\n', path: 'auth_service.join_tokens[0].token', says: /at least 16 characters \(got 5\)/ },
   { name: 'join token listed twice', yaml: 'auth_service:\n  join_tokens: [{token: aaaaaaaaaaaaaaaaaaaa}, {token: aaaaaaaaaaaaaaaaaaaa}]\n', path: 'auth_service.join_tokens[1].token', says: /listed twice/ },
   { name: 'join token bad agent name', yaml: 'auth_service:\n  join_tokens: [{token: aaaaaaaaaaaaaaaaaaaa, agents: ["a b"]}]\n', path: 'auth_service.join_tokens[0].agents[0]', says: /expected an agent name/ },

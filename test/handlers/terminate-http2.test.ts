@@ -6,7 +6,7 @@ import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { custom, terminate } from '../../lib/handlers/builders.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 
-// Issue 13: the TLSSocket `terminate` builds by hand around the peeked client must be usable by
+// The TLSSocket `terminate` builds by hand around the peeked client must be usable by
 // http2 directly. tls.Server clears `secureConnecting` after the handshake; a hand-built socket
 // kept it true, and an Http2Session given such a socket waits for 'secureConnect' (a client-side
 // event) for ever: it never read. The tunnel worked around it with a JS stream per byte.

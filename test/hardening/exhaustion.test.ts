@@ -1,5 +1,5 @@
 /**
- * Safe under exhaustion by default (issue 16): the example proxy runs under `ulimit -n 256` with
+ * Safe under exhaustion by default: the example proxy runs under `ulimit -n 256` with
  * no limit configured. Its cap comes from the descriptor limit; a flood of connections that never
  * finish a ClientHello, from one address and then spread over 127.0.0.0/8, is refused or shed
  * with its codes while a client from another address gets /webapi/ping, an already-routed

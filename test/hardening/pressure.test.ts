@@ -1,5 +1,5 @@
 /**
- * Under pressure (issue 16): above the high-water mark one source address is held to its fair
+ * Under pressure: above the high-water mark one source address is held to its fair
  * share of the cap, and at the cap an undecided connection from the heaviest source makes room
  * for a newcomer from a lighter one. Routed connections are never shed.
  */

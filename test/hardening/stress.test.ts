@@ -1,5 +1,5 @@
 /**
- * Connections closed, reset and idle-timed-out while bulk transfers run beside them (issue 17),
+ * Connections closed, reset and idle-timed-out while bulk transfers run beside them,
  * on every transport. Each transfer's bytes must land on its own connection, byte-exact both
  * ways: the client checks the echo by SHA-256, the upstream checks what it received against the
  * connection id the client announced in its first line. The churn around the transfers makes

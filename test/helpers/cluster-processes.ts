@@ -51,7 +51,7 @@ const SHARED_FILES = ['ca.pem', 'ca-key.pem', 'join-token'];
  * others get copies, as an operator provisions them), HAProxy in front with PROXY v2 and `/readyz`
  * checks. Everything is stopped at teardown. Undefined when a peer is missing.
  */
-export async function startCluster(
+export async function startClusterProcesses(
   t: PeerTest,
   options: { count: number; upstreams: Record<string, string>; presenceTtlSeconds?: number; channelVersions?: string[] },
 ): Promise<RunningCluster | undefined> {

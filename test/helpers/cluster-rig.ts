@@ -1,17 +1,16 @@
-// A cluster of GateProxy instances in one process for issue 14's peering tests: one data_dir (so one
+// A cluster of GateProxy instances in one process for the peering tests: one data_dir (so one
 // cluster CA), one route store, each proxy with its peer listener; real agents from that CA; TLS
 // clients of the shared port, optionally behind a PROXY v2 header.
 import { once } from 'node:events';
-import { readFile } from 'node:fs/promises';
 import { connect as tcpConnect } from 'node:net';
-import { join } from 'node:path';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import type { RouteStore } from '../../lib/cluster/route-store.js';
 import type { Logger } from '../../lib/log.js';
-import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
+import type { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { encodeProxyHeaderV2 } from '../../lib/proxy-protocol/header.js';
 import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
 import type { Teardownable } from './daemon.js';
+import { clusterAuthority } from './cluster.js';
 import { startEchoServer } from './echo-servers.js';
 import { startGateProxy, type RunningGateProxy } from './gate-proxy.js';
 import { tempDir } from './temp-dir.js';
@@ -46,7 +45,7 @@ export async function startCluster(t: Teardownable, store: RouteStore): Promise<
         dataDir,
         ...(extra.logger ? { logger: extra.logger } : {}),
       });
-      ca ??= CertificateAuthority.fromPem({ cert: await readFile(join(dataDir, 'ca.pem'), 'utf8'), key: await readFile(join(dataDir, 'ca-key.pem'), 'utf8') });
+      ca ??= await clusterAuthority(dataDir);
       return proxy;
     },
     agent: async (proxy, extra = {}) => {

@@ -1,20 +1,15 @@
 import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
 import { joinProxy } from '../../lib/tunnel/join-client.js';
 import type { Teardownable } from './daemon.js';
 import type { RunningGateProxy } from './gate-proxy.js';
 
-/**
- * Polls a condition, sync or async, until it holds (bounded): cluster members refresh on their own
- * timers, and their timers are unref'd, so awaiting one of their events could let a test's event
- * loop empty. A condition that throws counts as not yet.
- */
-export async function eventually(condition: () => boolean | Promise<boolean>, what: string, limitMs = 15_000): Promise<void> {
-  const start = Date.now();
-  while (!(await Promise.resolve().then(condition).catch(() => false))) {
-    if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+/** The cluster CA the first proxy made in `dataDir` (shared by every proxy of the cluster), able to issue. */
+export async function clusterAuthority(dataDir: string): Promise<CertificateAuthority> {
+  const [cert, key] = await Promise.all(['ca.pem', 'ca-key.pem'].map((file) => readFile(join(dataDir, file), 'utf8')));
+  return CertificateAuthority.fromPem({ cert: cert!, key: key! });
 }
 
 /**

@@ -156,14 +156,21 @@ export function liveHandles(): { sockets: number; servers: number; timers: numbe
 }
 
 /**
- * Waits (polling, bounded) until `condition` holds: the server side of a connection notices a
- * close a moment after the client does, so counters are read once they have settled.
+ * Waits (polling, bounded) until `condition`, sync or async, holds. Polled rather than awaited as an
+ * event: the server side of a connection notices a close a moment after the client does, and
+ * cluster members refresh on unref'd timers, so awaiting one of their events could let a test's
+ * event loop empty. A condition that throws counts as not yet; the last error is the timeout's cause.
  */
-export async function until(condition: () => boolean, what = 'condition', limitMs = 5000): Promise<void> {
+export async function until(condition: () => boolean | Promise<boolean>, what = 'condition', limitMs = 15_000): Promise<void> {
   const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
+  let lastError: unknown;
+  const holds = (): Promise<boolean> =>
+    Promise.resolve()
+      .then(condition)
+      .catch((err: unknown) => ((lastError = err), false));
+  while (!(await holds())) {
+    if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`, lastError === undefined ? {} : { cause: lastError });
+    await new Promise((r) => setTimeout(r, 10));
   }
 }
 

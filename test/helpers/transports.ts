@@ -2,7 +2,7 @@ import { loadNativeRelay } from '../../lib/transport/native-relay.js';
 
 /**
  * The ways a forwarded connection can be carried: every relay suite runs on each. The native
- * relay twice, moving bytes with recv/send and with splice(2) (issue 17).
+ * relay twice, moving bytes with recv/send and with splice(2).
  */
 export type Transport = 'native' | 'native-splice' | 'handles' | 'socket';
 

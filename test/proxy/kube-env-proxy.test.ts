@@ -1,5 +1,5 @@
 // The Kubernetes upstream dial honours HTTPS_PROXY / NO_PROXY through the same proxyForTarget rules
-// as every other dial (issue 13, item 5), with a real tinyproxy. Loopback targets are always dialled
+// as every other dial, with a real tinyproxy. Loopback targets are always dialled
 // directly by those rules, so the kube upstream is written 0.0.0.0:<port>: Linux connects to
 // 0.0.0.0 on the loopback interface, while the rules (like Go's httpproxy) do not count it as
 // loopback. Nothing leaves the machine.

@@ -135,7 +135,7 @@ proxy_service:
   ], 'the tunnel port is always open in separate mode');
 });
 
-t.test('peering has its own port in both modes, served by the proxy itself (issue 14)', async (t) => {
+t.test('peering has its own port in both modes, served by the proxy itself', async (t) => {
   const multiplex = planListeners(parseConfig('proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n  peer_listen_addr: 127.0.0.1:3021\n').config);
   t.same(multiplex.listeners.map((l) => [l.name, l.port]), [['multiplex', 3080], ['peer', 3021]]);
   t.match(byName(multiplex.listeners, 'peer').routes, [{ name: 'peer', match: { alpn: 'gate-proxy-peer', protocol: 'tls' }, transport: 'tls-terminate', upstream: undefined }]);

@@ -1,4 +1,4 @@
-// splice's coalescing relay (the tunnel's stream sides, issue 13) on streams the test drives by
+// splice's coalescing relay (the tunnel's stream sides) on streams the test drives by
 // hand: how chunks are batched into the destination's writes, where backpressure starts, and
 // that the end still travels.
 import t from 'tap';

@@ -1,4 +1,4 @@
-// The pure parts of agents on several proxies (issue 14): the cluster view both sides agree on,
+// The pure parts of agents on several proxies: the cluster view both sides agree on,
 // how many tunnels an agent wants and which is a duplicate, and when it dials next.
 import t from 'tap';
 import { AgentPool, RedialSchedule } from '../../lib/tunnel/agent-pool.js';

@@ -1,4 +1,4 @@
-// The whole path as users run it (issue 13, "How it is proven"), real parts only:
+// The whole path as users run it, real parts only:
 //   psql / ssh / redis-cli -> local proxy (or plaintext SSH) -> YAML-configured GateProxy
 //     -> reverse tunnel -> the agent CLI in its own process -> PostgreSQL / sshd / redis-server
 // The agent joins with the development token and the CA pin, keeps its identity in a state

@@ -1,4 +1,4 @@
-// Clients that leave early must not hurt anyone else on the tunnel (issue 13): a few hundred
+// Clients that leave early must not hurt anyone else on the tunnel: a few hundred
 // clients that read a server-first greeting and close, while long transfers run on the same
 // tunnel. The proxy releases each departed client's stream with END_STREAM, not RST_STREAM CANCEL,
 // so the agent's HTTP/2 stack never sees a run of resets (nghttp2's rapid-reset defence answers

@@ -1,4 +1,4 @@
-// Agents on several proxies (issue 14, item 3). Real parts, loopback only: GateProxy instances in
+// Agents on several proxies. Real parts, loopback only: GateProxy instances in
 // this process sharing one cluster CA (one data_dir), behind a real HAProxy in TCP round-robin mode
 // (Debian package haproxy), and once behind tinyproxy (tinyproxy); the agent reaches the proxies
 // only through the balancer, and learns which proxy each tunnel landed on from the proxies'
@@ -9,18 +9,17 @@
 // expects).
 import t from 'tap';
 import { once } from 'node:events';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { connect as connectH2, type ClientHttp2Session } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
 import { parseProxyUrl } from '../../lib/client/proxy-config.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
-import { CertificateAuthority, type KeyPair } from '../../lib/pki/certificate-authority.js';
+import type { KeyPair } from '../../lib/pki/certificate-authority.js';
 import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
 import { serveAgentStream } from '../../lib/tunnel/agent-stream.js';
 import { ALPN_REVERSE_TUNNEL, PROXY_IDS_HEADER, PROXY_ID_HEADER, TUNNEL_CLUSTER_VIEW_PATH } from '../../lib/wire/names.js';
 import { clusterViewRequestHeaders } from '../../lib/tunnel/cluster-view.js';
+import { clusterAuthority } from '../helpers/cluster.js';
 import { freePort, type Teardownable } from '../helpers/daemon.js';
 import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js';
 import { startHaproxy } from '../helpers/haproxy.js';
@@ -53,7 +52,7 @@ interface Cluster {
  * `count` GateProxy instances sharing one cluster CA and one route store (unless `ownStores`: each
  * its own, so each tells agents only itself until the test says otherwise), and HAProxy in front.
  */
-async function startCluster(t: Teardownable & Parameters<typeof requirePeer>[0], count: number, options: { ownStores?: boolean } = {}): Promise<Cluster | undefined> {
+async function startBalancedCluster(t: Teardownable & Parameters<typeof requirePeer>[0], count: number, options: { ownStores?: boolean } = {}): Promise<Cluster | undefined> {
   const haproxy = requirePeer(t, 'haproxy', 'haproxy');
   if (!haproxy) return undefined;
   const echo = await startTaggedTcpServer('through-the-agent');
@@ -76,8 +75,8 @@ async function startCluster(t: Teardownable & Parameters<typeof requirePeer>[0],
       }),
     );
   }
-  const ca = await readFile(join(dataDir, 'ca.pem'), 'utf8');
-  const authority = CertificateAuthority.fromPem({ cert: ca, key: await readFile(join(dataDir, 'ca-key.pem'), 'utf8') });
+  const authority = await clusterAuthority(dataDir);
+  const ca = authority.cert;
   const agentPair = authority.issue({ commonName: AGENT, usage: 'client' });
   const ids = proxies.map((p) => p.proxy.proxyId);
   const frontPort = await freePort('127.0.0.2');
@@ -156,7 +155,7 @@ async function dialsDuring(agent: TunnelAgent, ms: number): Promise<number> {
 }
 
 t.test('two proxies behind HAProxy round robin, connection_count 2: one tunnel on each, clients on either proxy reach the agent', async (t) => {
-  const cluster = await startCluster(t, 2);
+  const cluster = await startBalancedCluster(t, 2);
   if (!cluster) return;
   const agent = poolAgent(t, cluster, { connectionCount: 2 });
   await until(() => agent.tunnels.length === 2, 'two tunnels up', 15_000);
@@ -173,7 +172,7 @@ t.test('a dial that lands on a proxy the agent holds is refused there as a dupli
   // Only proxy a is behind this balancer, but the store says a proxy b is up too (one this balancer
   // does not reach): every further dial lands on a, which refuses a second tunnel under the same
   // name (GATE_ERR_AGENT_DUPLICATE).
-  const cluster = await startCluster(t, 1);
+  const cluster = await startBalancedCluster(t, 1);
   if (!cluster) return;
   const a = cluster.ids[0]!;
   await cluster.store.announce({ id: 'proxy-b', peerAddr: '', version: 'test', draining: false, channelFingerprint: '' }, 120_000);
@@ -202,7 +201,7 @@ t.test('a tunnel the agent learns landed on a proxy it already holds (same proxy
   // Two proxies, each on its own store, that the test makes both say they are "proxy-x" (as a
   // proxy that admitted the agent twice would look), in a cluster of x and y, where y is not
   // behind this balancer. Their own lists never change, so nothing overwrites these views.
-  const cluster = await startCluster(t, 2, { ownStores: true });
+  const cluster = await startBalancedCluster(t, 2, { ownStores: true });
   if (!cluster) return;
   const seen: Array<{ proxy: number; event: string; reason?: string }> = [];
   cluster.proxies.forEach((p, i) => {
@@ -223,7 +222,7 @@ t.test('a tunnel the agent learns landed on a proxy it already holds (same proxy
 });
 
 t.test('three proxies, connection_count 2: a closed proxy is replaced, a proxy that leaves the list is forgotten, fewer proxies than the count hold one each without spinning', async (t) => {
-  const cluster = await startCluster(t, 3);
+  const cluster = await startBalancedCluster(t, 3);
   if (!cluster) return;
   const agent = poolAgent(t, cluster, { connectionCount: 2 });
   await until(() => agent.tunnels.length === 2, 'two tunnels up', 15_000);
@@ -251,7 +250,7 @@ t.test('three proxies, connection_count 2: a closed proxy is replaced, a proxy t
 });
 
 t.test('connection_count 1: one tunnel although two proxies exist', async (t) => {
-  const cluster = await startCluster(t, 2);
+  const cluster = await startBalancedCluster(t, 2);
   if (!cluster) return;
   const agent = poolAgent(t, cluster, { connectionCount: 1 });
   const up = await agent.waitConnected();
@@ -264,7 +263,7 @@ t.test('connection_count 1: one tunnel although two proxies exist', async (t) =>
 t.test('through tinyproxy (CONNECT) and HAProxy: two tunnels on distinct proxies', async (t) => {
   const tinyproxy = await startTinyproxy(t);
   if (!tinyproxy) return;
-  const cluster = await startCluster(t, 2);
+  const cluster = await startBalancedCluster(t, 2);
   if (!cluster) return;
   // Loopback targets are always direct under HTTPS_PROXY (README, "Client side"), so the proxy is
   // given as the environment would give it for a remote balancer.
@@ -280,10 +279,10 @@ t.test('through tinyproxy (CONNECT) and HAProxy: two tunnels on distinct proxies
 });
 
 t.test('an older agent, which answers the view like any non-CONNECT stream, keeps working with one tunnel and is sent no more views', async (t) => {
-  const cluster = await startCluster(t, 1);
+  const cluster = await startBalancedCluster(t, 1);
   if (!cluster) return;
   const registry = cluster.proxies[0]!.proxy.tunnels;
-  // The agent before issue 14, reduced to what the proxy sees: one tunnel, every stream served by
+  // An agent from before several proxies, reduced to what the proxy sees: one tunnel, every stream served by
   // serveAgentStream, which refuses anything but CONNECT with 400.
   const { session } = await rawAgentSession(t, cluster.front, cluster.agentPair, cluster.ca);
   const methods: string[] = [];
