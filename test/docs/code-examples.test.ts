@@ -1,0 +1,102 @@
+// Every ts/js code block of README.md and docs/ is either a file under examples/docs/ (compiled
+// with the project, strictly, and run here against real clients) or says, in an HTML comment
+// just before it, why it is not run. A block edited in the docs but not in its file, or the
+// reverse, fails here; so does an example file no block shows, or one no test below runs.
+import t, { type Test } from 'tap';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect as http2Connect } from 'node:http2';
+import { join, relative, resolve } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
+import { fileURLToPath } from 'node:url';
+import { devCertificates } from '../../lib/index.js';
+import { codeBlocks } from '../helpers/code-blocks.js';
+import { readUntil, run } from '../helpers/net.js';
+import { requirePeer } from '../helpers/peers.js';
+import { tempDir } from '../helpers/temp-dir.js';
+
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+const CODE = new Set(['ts', 'typescript', 'js', 'javascript']);
+const EXAMPLE_NOTE = /^example: (examples\/docs\/[\w-]+\.ts)$/;
+const NOT_RUN_NOTE = /^not run: \S.{9,}/s;
+
+function markdownFiles(): string[] {
+  const docs = readdirSync(resolve(root, 'docs'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.md'));
+  return ['README.md', ...docs.map((f) => join('docs', f))];
+}
+
+/** Starts a compiled example in `cwd`, listening on loopback; resolves the port it prints. */
+async function startExample(t: Test, file: string, cwd: string): Promise<number> {
+  const child = spawn(process.execPath, [resolve(root, 'dist', file.replace(/\.ts$/, '.js'))], {
+    cwd,
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  t.teardown(async () => {
+    if (child.exitCode !== null) return;
+    child.kill('SIGINT');
+    await once(child, 'exit');
+  });
+  const banner = await readUntil(child.stdout!, (s) => /listening on port \d+/.test(s));
+  return Number(/listening on port (\d+)/.exec(banner)![1]);
+}
+
+type Runner = (t: Test, file: string) => Promise<void>;
+const runners: Record<string, Runner> = {
+  'examples/docs/multiplexer-in-20-lines.ts': async (t, file) => {
+    const curl = requirePeer(t, 'curl', 'curl');
+    if (!curl) return;
+    const { server, ca } = devCertificates();
+    const dir = await tempDir(t, 'example');
+    writeFileSync(join(dir, 'server.pem'), server.cert);
+    writeFileSync(join(dir, 'server-key.pem'), server.key);
+    const port = await startExample(t, file, dir);
+    const get = async (...args: string[]) => (await run(curl, ['-sS', '--max-time', '10', ...args])).stdout;
+    // curl over TLS offers h2 first; the example must answer it in HTTP/2, not hand it to HTTP/1.
+    t.equal(await get('-k', `https://127.0.0.1:${port}/`), 'hello over HTTP/2.0\n', 'curl https (HTTP/2 by default)');
+    t.equal(await get('-k', '--http1.1', `https://127.0.0.1:${port}/`), 'hello over HTTP/1.1\n', 'curl --http1.1 https');
+    t.equal(await get(`http://127.0.0.1:${port}/`), 'hello over HTTP/1.1\n', 'curl http (plaintext HTTP/1.1)');
+    t.equal(await get('--http2-prior-knowledge', `http://127.0.0.1:${port}/`), 'hello over HTTP/2.0\n', 'curl h2c prior knowledge');
+
+    const session = http2Connect(`https://127.0.0.1:${port}`, { ca: ca.cert });
+    t.teardown(() => session.close());
+    const stream = session.request({ ':path': '/' });
+    let body = '';
+    stream.setEncoding('utf8').on('data', (d: string) => (body += d));
+    const [headers] = (await once(stream, 'response')) as [Record<string, unknown>];
+    await once(stream, 'end');
+    t.equal(headers[':status'], 200, 'node:http2 client: status 200');
+    t.equal(body, 'hello over HTTP/2.0\n', 'node:http2 client: the body');
+
+    const audit = tlsConnect({ host: '127.0.0.1', port, ca: ca.cert, servername: 'localhost', ALPNProtocols: ['x-audit'] });
+    let said = '';
+    audit.setEncoding('utf8').on('data', (d: string) => (said += d));
+    await once(audit, 'end');
+    t.equal(said, '127.0.0.1\n', 'the audit route answers the client its address, inside TLS');
+    audit.destroy();
+  },
+};
+
+for (const [file, runner] of Object.entries(runners)) t.test(`${relative('.', file)} runs as the docs show it`, (t) => runner(t, file));
+
+const shown = new Set<string>();
+t.test('each code block of the docs is an example file, or says why it is not run', async (t) => {
+  for (const file of markdownFiles()) {
+    for (const block of codeBlocks(readFileSync(resolve(root, file), 'utf8'))) {
+      if (!CODE.has(block.language)) continue;
+      const where = `${file}:${block.line}`;
+      const example = block.note === undefined ? null : EXAMPLE_NOTE.exec(block.note);
+      if (example) {
+        const source = readFileSync(resolve(root, example[1]!), 'utf8');
+        t.equal(block.code, source, `${where} is ${example[1]} verbatim`);
+        shown.add(example[1]!);
+      } else {
+        t.match(block.note ?? '', NOT_RUN_NOTE, `${where} names its example file (<!-- example: examples/docs/….ts -->) or says why it is not run (<!-- not run: … -->)`);
+      }
+    }
+  }
+  const files = readdirSync(resolve(root, 'examples/docs')).filter((f) => f.endsWith('.ts')).map((f) => `examples/docs/${f}`);
+  t.same(files.filter((f) => !shown.has(f)), [], 'every examples/docs file is shown in the docs');
+  t.same(files.filter((f) => !(f in runners)).sort(), [], 'every examples/docs file is run below');
+});
