@@ -8,7 +8,7 @@
 // The multiplexer's parts
 export { DEFAULT_MAX_HELLO_BYTES } from './mux/multiplexer.js';
 export { RouteTable, type RouteQuery } from './mux/route-table.js';
-export { ConnectionBudget, DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE, type BudgetOptions } from './mux/connection-budget.js';
+export { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from './mux/connection-budget.js';
 export { connectionCapFor, processDescriptorCap, softOpenFilesLimit, type DescriptorCap } from './mux/descriptor-limit.js';
 export { LogLimiter, type LogLimiterOptions } from './log-limiter.js';
 export { FAST_PATH_ENV } from './transport/self-test.js';

@@ -12,6 +12,7 @@ export { Multiplexer } from './multiplexer.js';
 export { runWorkers, type RunWorkersOptions, type WorkerPool, type WorkerRole } from './cluster.js';
 export type { StatsSnapshot, RouteCounters } from './stats.js';
 export type { ListenOptions, MultiplexerOptions, MultiplexerSettings, Route, RouteMatch } from './types.js';
+export { ConnectionBudget, type BudgetOptions } from './connection-budget.js';
 export { nativeRelayStatus } from '../transport/native-relay.js';
 
 // Handlers: what a route does with a connection

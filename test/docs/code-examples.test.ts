@@ -11,7 +11,7 @@ import { join, relative, resolve } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { devCertificates } from '../../lib/index.js';
-import { codeBlocks } from '../helpers/code-blocks.js';
+import { codeBlocks } from '../helpers/markdown.js';
 import { readUntil, run } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { tempDir } from '../helpers/temp-dir.js';

@@ -1,3 +1,5 @@
+// Pure readers of Markdown text, for the tests that hold the docs to the code.
+
 /** A fenced code block of a Markdown file, with the HTML comment just before it (if any). */
 export interface CodeBlock {
   language: string;
@@ -34,4 +36,12 @@ function noteBefore(lines: string[], fence: number): string | undefined {
   if (begin < 0) return undefined;
   const text = lines.slice(begin, end + 1).join('\n');
   return text.slice(text.lastIndexOf('<!--') + 4, text.lastIndexOf('-->')).trim();
+}
+
+/**
+ * The names a page gives a heading of their own (`## `/`### `/`#### ` then the name in backticks,
+ * optionally after `new `), in order.
+ */
+export function documentedNames(markdown: string): string[] {
+  return [...markdown.matchAll(/^#{2,4} `(?:new )?([A-Za-z_$][\w$]*)/gm)].map((m) => m[1]!);
 }
