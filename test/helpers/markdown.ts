@@ -45,3 +45,11 @@ function noteBefore(lines: string[], fence: number): string | undefined {
 export function documentedNames(markdown: string): string[] {
   return [...markdown.matchAll(/^#{2,4} `(?:new )?([A-Za-z_$][\w$]*)/gm)].map((m) => m[1]!);
 }
+
+/** The file part of every relative Markdown link (`[text](path#anchor)`), outside inline code. */
+export function relativeLinks(markdown: string): string[] {
+  const prose = markdown.replace(/```[\s\S]*?```/g, '').replace(/`[^`\n]*`/g, '');
+  return [...prose.matchAll(/\]\(([^)\s]+)\)/g)]
+    .map((m) => m[1]!.split('#')[0]!)
+    .filter((target) => target !== '' && !/^[a-z]+:/i.test(target));
+}
