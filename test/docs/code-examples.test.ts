@@ -3,14 +3,15 @@
 // just before it, why it is not run. A block edited in the docs but not in its file, or the
 // reverse, fails here; so does an example file no block shows, or one no test below runs.
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect as http2Connect } from 'node:http2';
 import { join, relative, resolve } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { fileURLToPath } from 'node:url';
-import { devCertificates } from '../../lib/index.js';
+import { promisify } from 'node:util';
+import { devCertificates, GateProxy, parseConfig } from '../../lib/index.js';
 import { codeBlocks } from '../helpers/markdown.js';
 import { readUntil, run } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
@@ -40,6 +41,13 @@ async function startExample(t: Test, file: string, cwd: string): Promise<number>
   });
   const banner = await readUntil(child.stdout!, (s) => /listening on port \d+/.test(s));
   return Number(/listening on port (\d+)/.exec(banner)![1]);
+}
+
+/** Runs a compiled example to its end in `cwd` with `env` added; resolves its output. */
+async function runExample(file: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ stdout: string; stderr: string }> {
+  const script = resolve(root, 'dist', file.replace(/\.ts$/, '.js'));
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/_proxy$/i.test(k)));
+  return promisify(execFile)(process.execPath, [script], { cwd, env: { ...clean, ...env }, timeout: 20_000 });
 }
 
 type Runner = (t: Test, file: string) => Promise<void>;
@@ -75,6 +83,20 @@ const runners: Record<string, Runner> = {
     await once(audit, 'end');
     t.equal(said, '127.0.0.1\n', 'the audit route answers the client its address, inside TLS');
     audit.destroy();
+  },
+
+  'examples/docs/upgrade-decision.ts': async (t, file) => {
+    // A real proxy whose stable/cloud channel serves a newer, critical version.
+    const dir = await tempDir(t, 'example');
+    const { config } = parseConfig(
+      ['version: v3', `data_dir: ${join(dir, 'data')}`, 'proxy_service:', '  web_listen_addr: 127.0.0.1:0',
+        '  automatic_upgrades_channels:', '    stable/cloud:', '      static_version: v1.2.4', '      critical: true', ''].join('\n'),
+    );
+    const proxy = await GateProxy.start({ config, version: '1.2.3' });
+    t.teardown(() => proxy.close({ graceMs: 0 }));
+    writeFileSync(join(dir, 'ca.pem'), readFileSync(proxy.caFile!));
+    const { stdout } = await runExample(file, dir, { GATE_PROXY: `https://127.0.0.1:${proxy.plan.listeners[0]!.port}` });
+    t.equal(stdout, 'critical: upgrade to 1.2.4 now\n', 'a critical version is installed at once, whatever the schedule');
   },
 };
 
