@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { devCertificates, GateProxy, parseConfig } from '../../lib/index.js';
 import { codeBlocks } from '../helpers/markdown.js';
-import { readUntil, run } from '../helpers/net.js';
+import { closeServer, echoOnce, readBytes, readUntil, run, startTaggedTcpServer } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
@@ -28,10 +28,10 @@ function markdownFiles(): string[] {
 }
 
 /** Starts a compiled example in `cwd`, listening on loopback; resolves the port it prints. */
-async function startExample(t: Test, file: string, cwd: string): Promise<number> {
+async function startExample(t: Test, file: string, cwd: string, env: NodeJS.ProcessEnv = {}): Promise<number> {
   const child = spawn(process.execPath, [resolve(root, 'dist', file.replace(/\.ts$/, '.js'))], {
     cwd,
-    env: { ...process.env, HOST: '127.0.0.1', PORT: '0' },
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   t.teardown(async () => {
@@ -97,6 +97,19 @@ const runners: Record<string, Runner> = {
     writeFileSync(join(dir, 'ca.pem'), readFileSync(proxy.caFile!));
     const { stdout } = await runExample(file, dir, { GATE_PROXY: `https://127.0.0.1:${proxy.plan.listeners[0]!.port}` });
     t.equal(stdout, 'critical: upgrade to 1.2.4 now\n', 'a critical version is installed at once, whatever the schedule');
+  },
+
+  'examples/docs/tunnel-in-one-process.ts': async (t, file) => {
+    const database = await startTaggedTcpServer('database');
+    t.teardown(() => closeServer(database.server));
+    const port = await startExample(t, file, await tempDir(t, 'example'), { TARGET: `127.0.0.1:${database.port}` });
+    // The example makes its own CA, so the client checks the chain's issuer rather than a file.
+    const client = tlsConnect({ host: '127.0.0.1', port, servername: 'localhost', ALPNProtocols: ['gate-postgres'], rejectUnauthorized: false });
+    t.teardown(() => client.destroy());
+    await once(client, 'secureConnect');
+    t.equal(client.getPeerCertificate().issuer.CN, 'gate-mux development CA', 'TLS ended by the proxy with the example CA');
+    t.equal(await readBytes(client, 'database\n'.length), 'database\n', 'the database answers through the agent');
+    t.equal(await echoOnce(client, 'ping\n'), 'ping\n', 'bytes flow both ways through the tunnel');
   },
 };
 
