@@ -11,9 +11,9 @@ import { join, relative, resolve } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { devCertificates, GateProxy, parseConfig } from '../../lib/index.js';
+import { devCertificates, dialTls, GateProxy, parseConfig } from '../../lib/index.js';
 import { codeBlocks } from '../helpers/markdown.js';
-import { closeServer, echoOnce, readBytes, readUntil, run, startTaggedTcpServer } from '../helpers/net.js';
+import { closeServer, echoOnce, readBytes, readUntil, run, startTaggedTcpServer, startTaggedTlsServer } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
@@ -110,6 +110,26 @@ const runners: Record<string, Runner> = {
     t.equal(client.getPeerCertificate().issuer.CN, 'gate-mux development CA', 'TLS ended by the proxy with the example CA');
     t.equal(await readBytes(client, 'database\n'.length), 'database\n', 'the database answers through the agent');
     t.equal(await echoOnce(client, 'ping\n'), 'ping\n', 'bytes flow both ways through the tunnel');
+  },
+
+  'examples/docs/connection-upgrade.ts': async (t, file) => {
+    const { server, ca } = devCertificates();
+    const database = await startTaggedTlsServer('database');
+    t.teardown(() => closeServer(database.server));
+    const dir = await tempDir(t, 'example');
+    writeFileSync(join(dir, 'server.pem'), server.cert);
+    writeFileSync(join(dir, 'server-key.pem'), server.key);
+    const port = await startExample(t, file, dir, { TARGET: `127.0.0.1:${database.port}` });
+    // The client as through an L7 balancer: its own TLS (to the database) inside the WebSocket upgrade.
+    const { socket, upgraded, alpn } = await dialTls(`127.0.0.1:${port}`, {
+      alpn: ['gate-postgres'], serverName: 'localhost', ca: ca.cert, proxy: null, connectionUpgrade: { mode: true, loadBalancerCa: ca.cert },
+    });
+    t.teardown(() => socket.destroy());
+    t.ok(upgraded, 'the TLS went inside the connection upgrade');
+    t.equal(alpn, 'gate-postgres');
+    t.match(await readUntil(socket, (s) => s.includes('\n')), /^database sni=localhost alpn=gate-postgres\n/, 'routed by the inner ClientHello');
+    const curl = requirePeer(t, 'curl', 'curl');
+    if (curl) t.equal((await run(curl, ['-sS', '-k', `https://127.0.0.1:${port}/`])).stdout, 'web\n', 'plain HTTPS still reaches the web server');
   },
 };
 
