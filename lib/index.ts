@@ -15,7 +15,12 @@ export * from './upgrade/index.js';
 
 // TLS routing through load balancers that end TLS: the WebSocket connection upgrade's server
 // handler, to mount on a web server of your own
-export { ConnectionUpgrade, type ConnectionUpgradeOptions, type ConnectionUpgradeSettings, type StreamAcceptor } from './conn-upgrade/upgrade-server.js';
+export {
+  ConnectionUpgrade,
+  type ConnectionUpgradeOptions,
+  type ConnectionUpgradeSettings,
+  type StreamAcceptor,
+} from './conn-upgrade/upgrade-server.js';
 
 // Certificates: a CA for agents and tests, development certificates, the pin agents check
 export { CertificateAuthority, type KeyPair, type IssueOptions } from './pki/certificate-authority.js';

@@ -30,12 +30,34 @@ export { proxyUrlFor } from './client/http-agent.js';
 // The connection upgrade's client handshake, framing and pure checks
 export { DEFAULT_UPGRADE_PING_INTERVAL_MS } from './conn-upgrade/upgrade-server.js';
 export { openUpgrade, type OpenUpgradeOptions } from './conn-upgrade/upgrade-client.js';
-export { WebSocketStream, SEND_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, type WebSocketStreamOptions } from './conn-upgrade/websocket-stream.js';
-export { checkUpgradeRequest, forwardedFor, isConnectionUpgradePath, type UpgradeCheck, type UpgradeProtocol, type UpgradeRequestHead, type ForwardedFor } from './conn-upgrade/upgrade-request.js';
+export {
+  WebSocketStream,
+  SEND_MESSAGE_BYTES,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  type WebSocketStreamOptions,
+} from './conn-upgrade/websocket-stream.js';
+export {
+  checkUpgradeRequest,
+  forwardedFor,
+  isConnectionUpgradePath,
+  type UpgradeCheck,
+  type UpgradeProtocol,
+  type UpgradeRequestHead,
+  type ForwardedFor,
+} from './conn-upgrade/upgrade-request.js';
 
 // The proxy's parts
 export { loadProxyCertificates, type ProxyCertificates } from './proxy/certificates.js';
-export { planListeners, routeMatchFor, routeMatchesFor, type ListenerPlan, type ListenerSpec, type RouteSpec, type RouteTransport, type RouteFraming } from './proxy/listener-plan.js';
+export {
+  planListeners,
+  routeMatchFor,
+  routeMatchesFor,
+  type ListenerPlan,
+  type ListenerSpec,
+  type RouteSpec,
+  type RouteTransport,
+  type RouteFraming,
+} from './proxy/listener-plan.js';
 export { routeFor, type WebServers, type RouteForOptions } from './proxy/route-handlers.js';
 export { agentJoinHint, agentsInConfig, type JoinHintOptions } from './proxy/join-hint.js';
 export { buildPing } from './proxy/ping.js';
@@ -58,7 +80,14 @@ export {
 
 // Certificates
 export { parseCaPin } from './pki/ca-pin.js';
-export { buildRequest, createKeyAndRequest, verifyRequest, type AgentKeyType, type KeyAndRequest, type VerifiedRequest } from './pki/certificate-request.js';
+export {
+  buildRequest,
+  createKeyAndRequest,
+  verifyRequest,
+  type AgentKeyType,
+  type KeyAndRequest,
+  type VerifiedRequest,
+} from './pki/certificate-request.js';
 export { AGENT_KEY_POLICY } from './pki/agent-key-policy.js';
 
 // Reverse tunnels' parts
@@ -87,7 +116,13 @@ export { schedulePath, scheduleUrl, DEFAULT_SCHEDULE_PATH, SCHEDULE_PATH_ENV } f
 export { splitCommandLine, commandWithVersion } from './upgrade/command-line.js';
 
 // Several proxies: membership and peering
-export { ClusterMember, type ClusterMemberOptions, type ChannelMismatch, type StoreOperation, type TunnelEvents } from './cluster/cluster-member.js';
+export {
+  ClusterMember,
+  type ClusterMemberOptions,
+  type ChannelMismatch,
+  type StoreOperation,
+  type TunnelEvents,
+} from './cluster/cluster-member.js';
 export { channelFingerprint } from './cluster/channel-fingerprint.js';
 export { PeerServer, type PeerServerOptions, type PeerEndpointTls } from './cluster/peer-server.js';
 export { PeerPool, type PeerPoolOptions, type PeerIdentity, type PeerAddress } from './cluster/peer-pool.js';

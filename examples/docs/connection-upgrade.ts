@@ -3,7 +3,8 @@ import { createServer } from 'node:https';
 import { readFileSync } from 'node:fs';
 
 // The web server an L7 load balancer talks to: the balancer ended the client's TLS and opened its own.
-const myHttpsServer = createServer({ cert: readFileSync('server.pem'), key: readFileSync('server-key.pem') }, (req, res) => res.end('web\n'));
+const cert = { cert: readFileSync('server.pem'), key: readFileSync('server-key.pem') };
+const myHttpsServer = createServer(cert, (req, res) => res.end('web\n'));
 const mux = new Multiplexer({
   routes: [
     // Routed by the ClientHello of the TLS inside the upgrade; here passed through to the database's TLS.

@@ -18,7 +18,8 @@ const mux = new Multiplexer({
 const { port } = await mux.listen({ host: '127.0.0.1', port: Number(process.env.PORT ?? 8443) });
 
 // Agent side, in the database's network: it dials out (no inbound port) and reaches only `resources`.
-const agent = startAgent({ proxy: `localhost:${port}`, name: 'db-agent', ...agentPair, ca: ca.cert, resources: [database] }); // or allow: (target) => boolean; default: deny all else
+// `resources` lists what it may dial; or allow: (target) => boolean; default: deny all else.
+const agent = startAgent({ proxy: `localhost:${port}`, name: 'db-agent', ...agentPair, ca: ca.cert, resources: [database] });
 agent.on('connected', ({ via, connections }) => console.log(`tunnel up via ${via} (connection ${connections})`));
 await agent.waitConnected();
 console.log(`listening on port ${port}; a TLS client with ALPN gate-postgres reaches ${database} through the agent`);

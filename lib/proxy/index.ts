@@ -9,10 +9,24 @@ export { GateProxy, type GateProxyOptions } from './gate-proxy.js';
 // Configuration (YAML)
 export { parseConfig, loadConfig, ConfigError, type ConfigProblem, type ParseConfigOptions } from '../config/load.js';
 export { parseAddress, formatAddress, type HostPort, type ParseAddressResult } from '../config/address.js';
-export type { GateConfig, LoadedConfig, ListenerMode, ProxyServiceConfig, KeyPairFiles, UpstreamProtocol, ProxyProtocolName } from '../config/types.js';
+export type {
+  GateConfig,
+  LoadedConfig,
+  ListenerMode,
+  ProxyServiceConfig,
+  KeyPairFiles,
+  UpstreamProtocol,
+  ProxyProtocolName,
+} from '../config/types.js';
 export type { ChannelConfig } from '../config/channel.js';
 
 // Web endpoints
-export { VersionChannels, DEFAULT_CHANNEL, type VersionChannelsOptions, type FetchText, type FetchTextResult as ChannelFetchResult } from '../web/version-channels.js';
+export {
+  VersionChannels,
+  DEFAULT_CHANNEL,
+  type VersionChannelsOptions,
+  type FetchText,
+  type FetchTextResult as ChannelFetchResult,
+} from '../web/version-channels.js';
 export { createWebRoutes, WebErrorCodes, type WebRequestHandler, type WebRoutesOptions } from '../web/routes.js';
 export type { PingResponse } from '../web/ping.js';

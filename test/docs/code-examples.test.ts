@@ -104,7 +104,9 @@ const runners: Record<string, Runner> = {
     t.teardown(() => closeServer(database.server));
     const port = await startExample(t, file, await tempDir(t, 'example'), { TARGET: `127.0.0.1:${database.port}` });
     // The example makes its own CA, so the client checks the chain's issuer rather than a file.
-    const client = tlsConnect({ host: '127.0.0.1', port, servername: 'localhost', ALPNProtocols: ['gate-postgres'], rejectUnauthorized: false });
+    const client = tlsConnect({
+      host: '127.0.0.1', port, servername: 'localhost', ALPNProtocols: ['gate-postgres'], rejectUnauthorized: false,
+    });
     t.teardown(() => client.destroy());
     await once(client, 'secureConnect');
     t.equal(client.getPeerCertificate().issuer.CN, 'gate-mux development CA', 'TLS ended by the proxy with the example CA');
@@ -122,14 +124,17 @@ const runners: Record<string, Runner> = {
     const port = await startExample(t, file, dir, { TARGET: `127.0.0.1:${database.port}` });
     // The client as through an L7 balancer: its own TLS (to the database) inside the WebSocket upgrade.
     const { socket, upgraded, alpn } = await dialTls(`127.0.0.1:${port}`, {
-      alpn: ['gate-postgres'], serverName: 'localhost', ca: ca.cert, proxy: null, connectionUpgrade: { mode: true, loadBalancerCa: ca.cert },
+      alpn: ['gate-postgres'], serverName: 'localhost', ca: ca.cert, proxy: null,
+      connectionUpgrade: { mode: true, loadBalancerCa: ca.cert },
     });
     t.teardown(() => socket.destroy());
     t.ok(upgraded, 'the TLS went inside the connection upgrade');
     t.equal(alpn, 'gate-postgres');
-    t.match(await readUntil(socket, (s) => s.includes('\n')), /^database sni=localhost alpn=gate-postgres\n/, 'routed by the inner ClientHello');
+    const greeting = await readUntil(socket, (s) => s.includes('\n'));
+    t.match(greeting, /^database sni=localhost alpn=gate-postgres\n/, 'routed by the inner ClientHello');
     const curl = requirePeer(t, 'curl', 'curl');
-    if (curl) t.equal((await run(curl, ['-sS', '-k', `https://127.0.0.1:${port}/`])).stdout, 'web\n', 'plain HTTPS still reaches the web server');
+    const web = curl ? await run(curl, ['-sS', '-k', `https://127.0.0.1:${port}/`]) : undefined;
+    if (web) t.equal(web.stdout, 'web\n', 'plain HTTPS still reaches the web server');
   },
 };
 
@@ -147,7 +152,8 @@ t.test('each code block of the docs is an example file, or says why it is not ru
         t.equal(block.code, source, `${where} is ${example[1]} verbatim`);
         shown.add(example[1]!);
       } else {
-        t.match(block.note ?? '', NOT_RUN_NOTE, `${where} names its example file (<!-- example: examples/docs/….ts -->) or says why it is not run (<!-- not run: … -->)`);
+        const why = 'names its example file (<!-- example: examples/docs/….ts -->) or says why it is not run (<!-- not run: … -->)';
+        t.match(block.note ?? '', NOT_RUN_NOTE, `${where} ${why}`);
       }
     }
   }

@@ -40,5 +40,6 @@ t.test("docs/api/gate-mux.md has a heading for each name only 'gate-mux' exports
 });
 
 t.test('the heading reader finds what a page names, and only headings', async (t) => {
-  t.same(documentedNames('# `gate-mux/x`\n\n### `forward`\ntext `notThis`\n### `new Multiplexer(options)`\n## Handlers\n'), ['forward', 'Multiplexer']);
+  const sample = '# `gate-mux/x`\n\n### `forward`\ntext `notThis`\n### `new Multiplexer(options)`\n## Handlers\n';
+  t.same(documentedNames(sample), ['forward', 'Multiplexer']);
 });
