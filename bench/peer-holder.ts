@@ -4,7 +4,8 @@
 // once the agent is registered it prints `peer <port>` on stdout.
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Multiplexer, PeerServer, TunnelRegistry, tunnelRoute } from '../lib/index.js';
+import { Multiplexer, TunnelRegistry, tunnelRoute } from '../lib/index.js';
+import { PeerServer } from '../lib/internal.js';
 import { agentWaitMs } from './tunnel-side.js';
 
 const env = process.env;

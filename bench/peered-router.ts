@@ -9,7 +9,8 @@ import { spawn } from 'node:child_process';
 import { EventEmitter, once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { ClusterDialer, MemoryRouteStore, Multiplexer, PEER_ROLE_URI, PeerPool, TunnelRegistry, devCertificates, forward, viaTunnel } from '../lib/index.js';
+import { MemoryRouteStore, Multiplexer, PEER_ROLE_URI, TunnelRegistry, devCertificates, forward, viaTunnel } from '../lib/index.js';
+import { ClusterDialer, PeerPool } from '../lib/internal.js';
 import { envPort } from './env-port.js';
 import { BENCH_AGENT, startTunnelSide } from './tunnel-side.js';
 

@@ -1,6 +1,6 @@
 /**
  * Every error gate-mux raises or logs carries a stable `code` (GATE_ERR_*), so callers and log
- * queries can match on it without parsing messages. README lists them all.
+ * queries can match on it without parsing messages. docs/errors.md lists them all.
  */
 export const ErrorCodes = {
   // ClientHello / detection

@@ -1,311 +1,34 @@
 /**
- * gate-mux's public API: everything a proxy, an agent or a client tool needs, named one by one.
- * Each group is also its own entry point, for programs that want only that part (and only its
- * dependencies): `gate-mux/mux`, `gate-mux/wire`, `gate-mux/client`, `gate-mux/proxy`,
- * `gate-mux/tunnel`, `gate-mux/upgrade`. docs/ARCHITECTURE.md maps them to the folders;
- * README.md documents each call. Anything not listed here is internal and may change.
+ * gate-mux's public API: what a proxy, an agent or a client tool needs. Each group is also its own
+ * entry point, for programs that want only that part (and only its dependencies): `gate-mux/mux`,
+ * `gate-mux/wire`, `gate-mux/client`, `gate-mux/proxy`, `gate-mux/tunnel`, `gate-mux/upgrade`.
+ * docs/api/ has a page per entry point with a heading per name (a test keeps them in step);
+ * docs/ARCHITECTURE.md maps them to the folders. The building blocks behind them are in
+ * `gate-mux/internal`, which may change in any release.
  */
-
-// The multiplexer, its handlers and the pure parsers (`gate-mux/mux`)
-export {
-  ErrorCodes,
-  GateError,
-  isGateError,
-  type ErrorCode,
-  silentLogger,
-  type Logger,
-  Multiplexer,
-  DEFAULT_MAX_HELLO_BYTES,
-  runWorkers,
-  type RunWorkersOptions,
-  type WorkerPool,
-  type WorkerRole,
-  RouteTable,
-  type RouteQuery,
-  type StatsSnapshot,
-  type RouteCounters,
-  type ListenOptions,
-  type MultiplexerOptions,
-  type MultiplexerSettings,
-  ConnectionBudget,
-  DEFAULT_HIGH_WATER,
-  DEFAULT_SOURCE_SHARE,
-  type BudgetOptions,
-  connectionCapFor,
-  processDescriptorCap,
-  softOpenFilesLimit,
-  type DescriptorCap,
-  LogLimiter,
-  type LogLimiterOptions,
-  type Route,
-  type RouteMatch,
-  FAST_PATH_ENV,
-  NATIVE_RELAY_ENV,
-  NATIVE_SPLICE_ENV,
-  nativeRelayStatus,
-  forward,
-  terminate,
-  serve,
-  custom,
-  select,
-  wrap,
-  parseHostPort,
-  type ConnectionInfo,
-  type CustomHandler,
-  type DetectedProtocol,
-  type Endpoint,
-  type ForwardHandler,
-  type Handler,
-  type SelectHandler,
-  type ServeHandler,
-  type TerminateHandler,
-  type UpstreamAddress,
-  type WrapHandler,
-  parseClientHello,
-  ClientHelloError,
-  type ClientHello,
-  type ClientHelloResult,
-  tlsAlertRecord,
-  TlsAlert,
-  sniffGreeting,
-  type GreetingProtocol,
-  type GreetingResult,
-  parseProxyHeader,
-  encodeProxyHeaderV1,
-  encodeProxyHeaderV2,
-  ProxyHeaderError,
-  type ProxyHeader,
-  type ProxyAddress,
-  PingFrameDecoder,
-  frameHeader,
-  PING_FRAME,
-  PingFramedStream,
-  DEFAULT_PING_INTERVAL_MS,
-} from './mux/index.js';
-
-// The wire contract (`gate-mux/wire`)
-export {
-  ALPN_WEB,
-  ALPN_SSH,
-  ALPN_REVERSE_TUNNEL,
-  ALPN_POSTGRES,
-  ALPN_POSTGRES_DIRECT,
-  ALPN_MYSQL,
-  ALPN_MYSQL_VERSION_PREFIX,
-  ALPN_MONGODB,
-  ALPN_REDIS,
-  SNI_KUBE_PREFIX,
-  SNI_KUBE_LOCAL,
-  PING_PATH,
-  CHANNEL_PATH_PREFIX,
-  PING_SUFFIX,
-  pingAlpn,
-  isPingAlpn,
-  mysqlVersionFromAlpn,
-  mysqlVersionAlpn,
-  TUNNEL_CLUSTER_VIEW_PATH,
-  PROXY_ID_HEADER,
-  PROXY_IDS_HEADER,
-  ALPN_PEER,
-  PEER_ROLE_URI,
-  CONNECTION_UPGRADE_PATH,
-  UPGRADE_PROTOCOL_ALPN,
-  UPGRADE_PROTOCOL_ALPN_PING,
-  UPGRADE_PROTOCOLS,
-  TLS_ROUTING_UPGRADE_ENV,
-} from './wire/index.js';
-
-// Client side: environment proxies, dialers, HTTP agent, local proxy (`gate-mux/client`)
-export {
-  parseTarget,
-  formatHostPort,
-  type DialTarget,
-  parseNoProxy,
-  noProxyMatches,
-  isLoopbackHost,
-  type NoProxyRules,
-  type DomainRule,
-  readProxyEnv,
-  type ProxyEnv,
-  type EnvValue,
-  ProxyConfig,
-  parseProxyUrl,
-  redactProxyValue,
-  DEFAULT_PROXY_PORTS,
-  type ProxyScheme,
-  proxyForTarget,
-  type ProxyRule,
-  ProxyError,
-  parseConnectResponse,
-  DEFAULT_MAX_CONNECT_HEADER_BYTES,
-  type ConnectResponseParse,
-  httpConnect,
-  socksConnect,
-  dial,
-  DEFAULT_DIAL_TIMEOUT_MS,
-  type DialOptions,
-  type DialResult,
-  dialTls,
-  type DialTlsOptions,
-  type DialTlsResult,
-  type ConnectionUpgradeDial,
-  forcedUpgrade,
-  UpgradeDecisions,
-  upgradeDecisions,
-  UPGRADE_DECISION_TTL_MS,
-  proxyAgentFor,
-  proxyUrlFor,
-  type ProxyAgentForOptions,
-  fetchText,
-  type FetchTextOptions,
-  type FetchTextResult,
-  startLocalProxy,
-  type LocalProxy,
-  type LocalProxyOptions,
-} from './client/index.js';
+export * from './mux/index.js';
+export * from './wire/index.js';
+export * from './client/index.js';
+export * from './proxy/index.js';
+export * from './tunnel/index.js';
+export * from './upgrade/index.js';
 
 // TLS routing through load balancers that end TLS: the WebSocket connection upgrade's server
-// handler (mount it on your own web route), its client handshake, and the pure checks
+// handler, to mount on a web server of your own
 export {
   ConnectionUpgrade,
-  DEFAULT_UPGRADE_PING_INTERVAL_MS,
   type ConnectionUpgradeOptions,
   type ConnectionUpgradeSettings,
   type StreamAcceptor,
 } from './conn-upgrade/upgrade-server.js';
-export { openUpgrade, type OpenUpgradeOptions } from './conn-upgrade/upgrade-client.js';
-export { WebSocketStream, SEND_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, type WebSocketStreamOptions } from './conn-upgrade/websocket-stream.js';
-export { checkUpgradeRequest, forwardedFor, isConnectionUpgradePath, type UpgradeCheck, type UpgradeProtocol, type UpgradeRequestHead, type ForwardedFor } from './conn-upgrade/upgrade-request.js';
 
-// The platform proxy: configuration, listeners, web endpoints (`gate-mux/proxy`)
-export {
-  GateProxy,
-  type GateProxyOptions,
-  loadProxyCertificates,
-  type ProxyCertificates,
-  planListeners,
-  routeMatchFor,
-  routeMatchesFor,
-  type ListenerPlan,
-  type ListenerSpec,
-  type RouteSpec,
-  type RouteTransport,
-  type RouteFraming,
-  routeFor,
-  type WebServers,
-  type RouteForOptions,
-  agentJoinHint,
-  agentsInConfig,
-  type JoinHintOptions,
-  parseConfig,
-  loadConfig,
-  ConfigError,
-  type ConfigProblem,
-  type ParseConfigOptions,
-  parseAddress,
-  formatAddress,
-  type HostPort,
-  type ParseAddressResult,
-  parseDuration,
-  LEGACY_PORTS,
-  listenAddressFor,
-  UPSTREAM_PROTOCOLS,
-  type GateConfig,
-  type LoadedConfig,
-  type ListenerMode,
-  type ProxyServiceConfig,
-  type KeyPairFiles,
-  type UpstreamProtocol,
-  type ProxyProtocolName,
-  type ChannelConfig,
-  buildPing,
-  type PingResponse,
-  VersionChannels,
-  DEFAULT_CHANNEL,
-  type VersionChannelsOptions,
-  type FetchText,
-  type ChannelFetchResult,
-  parseChannelPath,
-  type ChannelPath,
-  createWebRoutes,
-  WebErrorCodes,
-  type WebRequestHandler,
-  type WebRoutesOptions,
-  GateMetrics,
-  type MetricSources,
-  type PeerDialOutcome,
-  DiagServer,
-  DIAG_PATHS,
-  type DiagServerOptions,
-  clusterReadiness,
-  listenersReadiness,
-  readinessOf,
-  type ClusterMemberView,
-  type ListenerState,
-  type Readiness,
-  type ReadinessReport,
-  type ReadinessSource,
-} from './proxy/index.js';
-
-// Development certificates (node-forge)
+// Certificates: a CA for agents and tests, development certificates, the pin agents check
 export { CertificateAuthority, type KeyPair, type IssueOptions } from './pki/certificate-authority.js';
 export { devCertificates, type DevCertificates } from './pki/dev-certificates.js';
-export { caPin, parseCaPin } from './pki/ca-pin.js';
-export { buildRequest, createKeyAndRequest, verifyRequest, type AgentKeyType, type KeyAndRequest, type VerifiedRequest } from './pki/certificate-request.js';
-export { AGENT_KEY_POLICY } from './pki/agent-key-policy.js';
+export { caPin } from './pki/ca-pin.js';
 
-// Reverse tunnels: agents dial out, the proxy opens streams through them (`gate-mux/tunnel`)
-export {
-  startAgent,
-  TunnelRegistry,
-  viaTunnel,
-  tunnelEndpoint,
-  tunnelRoute,
-  parseTunnelUpstream,
-  joinProxy,
-  renewIdentity,
-  fetchPinnedCa,
-  LocalAgentSessions,
-  type AgentSessions,
-  type JoinEndpoint,
-  type AgentIdentity,
-  type AgentOptions,
-  type TunnelAgent,
-  type AgentConnectedEvent,
-  type AgentTunnelInfo,
-  DEFAULT_CONNECTION_COUNT,
-  type ClusterView,
-  type TunnelRegistryOptions,
-  type TunnelUpstream,
-} from './tunnel/index.js';
-
-// The automatic-update client beside each agent (`gate-mux/upgrade`)
-export {
-  fetchTargetVersion,
-  fetchCritical,
-  fetchSchedule,
-  readSchedule,
-  compareVersions,
-  parseVersion,
-  parseMaintenanceConfig,
-  maintenanceWindow,
-  shouldUpgrade,
-  acquireLock,
-  writeFileAtomic,
-  type MaintenanceConfig,
-  type UpgradeDecision,
-  type WindowState,
-} from './upgrade/index.js';
-
-// Several proxies as one cluster: the shared route store and each proxy's membership
+// Several proxies as one cluster: the shared route store (`cluster:` in gate.yaml chooses one)
 export type { RouteStore, ProxyPresence, TunnelHolding } from './cluster/route-store.js';
 export { MemoryRouteStore } from './cluster/memory-route-store.js';
 export { RedisRouteStore, type RedisRouteStoreOptions } from './cluster/redis-route-store.js';
-export { ClusterMember, type ClusterMemberOptions, type ChannelMismatch, type StoreOperation, type TunnelEvents } from './cluster/cluster-member.js';
-export { channelFingerprint } from './cluster/channel-fingerprint.js';
-// Peering between the proxies of a cluster, and dials across it
-export { PeerServer, type PeerServerOptions, type PeerEndpointTls } from './cluster/peer-server.js';
-export { PeerPool, type PeerPoolOptions, type PeerIdentity, type PeerAddress } from './cluster/peer-pool.js';
-export { ClusterDialer, type ClusterDialerOptions, type DialerMembership, type PeerOpener } from './cluster/cluster-dialer.js';
-export { admitPeer, hasProxyRole, peerTlsFacts, type PeerTlsFacts } from './cluster/peer-identity.js';
 export type { ClusterConfig, StoreConfig } from './config/types.js';

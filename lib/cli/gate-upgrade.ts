@@ -25,7 +25,7 @@ import { compareVersions, formatVersion, parseVersion } from '../upgrade/semver.
 import { shouldUpgrade, type UpgradeDecision } from '../upgrade/should-upgrade.js';
 import { fetchCritical, fetchTargetVersion, type ProxyRequestOptions } from '../upgrade/target-version.js';
 
-/** Exit codes (README, "Automatic updates"). */
+/** Exit codes (docs/updates.md). */
 export const EXIT_OK = 0;
 export const EXIT_FAILED = 1;
 export const EXIT_USAGE = 2;

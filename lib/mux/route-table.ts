@@ -24,7 +24,7 @@ interface CompiledRoute {
 }
 
 /**
- * Tiers of SNI match, best first. Precedence (documented in README "Routing precedence"):
+ * Tiers of SNI match, best first. Precedence (documented in docs/multiplexer.md, "How a connection is routed"):
  * exact SNI > SNI prefix > `*.suffix` wildcard > no SNI condition; then, among routes in the
  * same tier, one whose ALPN condition matches the client's most preferred protocol; then a
  * route without ALPN condition (protocol default); then declaration order.

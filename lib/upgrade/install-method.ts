@@ -46,7 +46,7 @@ export function packageManagerMethod(manager: PackageManager): InstallMethod {
         install: (v) => [
           // The new version is found only in fresh package lists.
           ['apt-get', 'update', '-q'],
-          // --allow-downgrades: the cluster may move a channel back (README, "Automatic updates").
+          // --allow-downgrades: the cluster may move a channel back (docs/updates.md).
           // confdef/confold: a conffile the operator edited (/etc/default/gate) is kept, never asked about.
           ['apt-get', 'install', '-y', '-q', '--allow-downgrades', '-o', 'Dpkg::Options::=--force-confdef', '-o', 'Dpkg::Options::=--force-confold', `${PACKAGE_NAME}=${packageVersionOf(v)}`],
         ],

@@ -1,5 +1,5 @@
 /**
- * The `GET /webapi/ping` answer: how clients reach each service (README, "Web endpoints"). Field names are the
+ * The `GET /webapi/ping` answer: how clients reach each service (docs/proxy.md, "Web endpoints"). Field names are the
  * platform's; as there, an empty field is left out rather than sent as "".
  */
 export interface PingResponse {

@@ -266,7 +266,7 @@ t.test('HAProxy health-checks /readyz: a proxy that is not ready gets no clients
   const member = { proxyId: 'p-1', registered: true };
   gate.proxy.addReadiness(clusterReadiness(member, 'memory'));
   const front = await freePort('127.0.0.2');
-  // The README's example: the check goes to the diagnostics port, the traffic (with a PROXY v2
+  // docs/metrics.md's example: the check goes to the diagnostics port, the traffic (with a PROXY v2
   // header) to the public one.
   await startHaproxy(
     t,

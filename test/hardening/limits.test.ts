@@ -1,5 +1,5 @@
 /**
- * Every limit of the multiplexer, each ending a connection with its own code (the README table
+ * Every limit of the multiplexer, each ending a connection with its own code (docs/multiplexer.md
  * lists them): detection deadline, ClientHello cap, TLS handshake timeout, idle timeout, dial
  * timeout, max connections overall and per source address, a client FIN during detection.
  */

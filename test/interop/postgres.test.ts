@@ -73,7 +73,7 @@ if (pg) {
   t.test('through a corporate proxy (tinyproxy) from HTTPS_PROXY, and NO_PROXY bypassing it', async (t) => {
     const proxy = await startTinyproxy(t);
     if (!proxy) return;
-    // Loopback targets are always dialled directly (README, "Client side"), whatever HTTPS_PROXY says. So the
+    // Loopback targets are always dialled directly (docs/client.md), whatever HTTPS_PROXY says. So the
     // local proxy dials the multiplexer as 0.0.0.0:<port>: not a loopback name to the resolver,
     // while Linux delivers a connection to 0.0.0.0 to this host's loopback (where the multiplexer
     // listens on 127.0.0.1). tinyproxy (on 127.0.0.2) makes that connection itself.

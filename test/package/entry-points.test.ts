@@ -35,7 +35,7 @@ function packagesReached(entry: string, options: { dynamic?: boolean } = {}): { 
 }
 
 t.test('every subpath in "exports" imports by package name and exports something', async (t) => {
-  t.same(subpaths.sort(), ['.', './client', './mux', './proxy', './tunnel', './upgrade', './wire'].sort());
+  t.same(subpaths.sort(), ['.', './client', './internal', './mux', './proxy', './tunnel', './upgrade', './wire'].sort());
   for (const sub of subpaths) {
     const specifier = sub === '.' ? 'gate-mux' : `gate-mux/${sub.slice(2)}`;
     const module = (await import(specifier)) as Record<string, unknown>;
@@ -43,12 +43,15 @@ t.test('every subpath in "exports" imports by package name and exports something
   }
 });
 
-t.test('the root entry carries every name of the multiplexer, wire, client and proxy entries', async (t) => {
+t.test('the root entry carries every name of the public entries, and none of gate-mux/internal', async (t) => {
   const rootNames = new Set(Object.keys(await import('gate-mux')));
-  for (const sub of ['mux', 'wire', 'client', 'proxy']) {
+  for (const sub of ['mux', 'wire', 'client', 'proxy', 'tunnel', 'upgrade']) {
     const missing = Object.keys(await import(`gate-mux/${sub}`)).filter((n) => !rootNames.has(n));
     t.same(missing, [], `gate-mux/${sub}: nothing missing from 'gate-mux'`);
   }
+  const internal = Object.keys(await import('gate-mux/internal'));
+  t.ok(internal.includes('PeerPool') && internal.includes('planListeners'), 'gate-mux/internal carries the building blocks');
+  t.same(internal.filter((n) => rootNames.has(n)), [], 'no name is both public and internal');
   t.notOk(rootNames.has('firstNonEmpty'), 'helpers stay internal');
 });
 

@@ -36,7 +36,7 @@ t.test('psql through the local proxy, the multiplexer and an agent behind tinypr
     ca: ca.cert,
     serverName: 'localhost',
     resources: [target],
-    // Loopback targets are always direct under HTTPS_PROXY (README, "Client side"), so the proxy is given
+    // Loopback targets are always direct under HTTPS_PROXY (docs/client.md), so the proxy is given
     // explicitly, as the dialer tests do: the tunnel itself must go through tinyproxy's CONNECT.
     dialProxy: parseProxyUrl(proxy.url),
     backoff: { initialMs: 50, maxMs: 500 },

@@ -265,7 +265,7 @@ t.test('through tinyproxy (CONNECT) and HAProxy: two tunnels on distinct proxies
   if (!tinyproxy) return;
   const cluster = await startBalancedCluster(t, 2);
   if (!cluster) return;
-  // Loopback targets are always direct under HTTPS_PROXY (README, "Client side"), so the proxy is
+  // Loopback targets are always direct under HTTPS_PROXY (docs/client.md), so the proxy is
   // given as the environment would give it for a remote balancer.
   const agent = poolAgent(t, cluster, { connectionCount: 2, dialProxy: parseProxyUrl(tinyproxy.url) });
   const events: Array<{ via: string }> = [];
