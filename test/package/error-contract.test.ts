@@ -26,10 +26,8 @@ function sources(dir: string): string[] {
 const BARE_ERROR_ALLOWED: Record<string, string | string[]> = {
   // AbortSignal reasons: an aborted dial reports its own GateError, the reason is only why it stopped.
   'lib/tunnel/agent-stream.ts': "abort.abort(new Error('stream closed'))",
-  'lib/tunnel/via-tunnel.ts': "abort.abort(new Error('client closed'))",
-  'lib/client/local-proxy.ts': ["abort.abort(new Error('client closed'))", "abort.abort(new Error('local proxy closing'))"],
-  'lib/cluster/peer-server.ts': "abort.abort(new Error('peer stream closed'))",
-  'lib/proxy/env-proxy-upstream.ts': "abort.abort(new Error('client closed'))",
+  'lib/client/local-proxy.ts': "abort.abort(new Error('local proxy closing'))",
+  'lib/transport/dial-then-relay.ts': "abort.abort(new Error(steps.closedWhy ?? 'client closed'))",
   // Caught two lines below and reported as GATE_ERR_INVALID_ARGUMENT with its message.
   'lib/tunnel/join-endpoint.ts': "throw new Error('not an object')",
   // Node's own shapes: a TLSSocket's authorizationError, a libuv errno error, a rejected value that was no Error.
