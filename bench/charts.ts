@@ -31,7 +31,9 @@ function format(value: number, digits: number): string {
 
 /** One SVG document: `title`, then the panels one below the other. */
 export function chartSvg(title: string, subtitle: string, panels: ChartPanel[]): string {
-  const shown = panels.map((p) => ({ ...p, bars: p.bars.filter((b): b is [string, number] => b[1] !== undefined && Number.isFinite(b[1])) })).filter((p) => p.bars.length > 0);
+  const shown = panels
+    .map((p) => ({ ...p, bars: p.bars.filter((b): b is [string, number] => b[1] !== undefined && Number.isFinite(b[1])) }))
+    .filter((p) => p.bars.length > 0);
   const parts: string[] = [];
   let y = 56;
   for (const panel of shown) {

@@ -40,7 +40,10 @@ function parseArgs(argv: string[]): { peers: string[]; compare: string[]; warmup
       return v;
     };
     if (arg === '--peers') peers = value().split(',');
-    else if (arg === '--compare') compare = value().split(',').map((p) => resolve(p));
+    else if (arg === '--compare')
+      compare = value()
+        .split(',')
+        .map((p) => resolve(p));
     else if (arg === '--warmup') warmup = Number(value());
     else if (arg === '--count') count = Number(value());
     else if (arg === '--keep') keep = true;
@@ -88,7 +91,14 @@ function dumpedInstructions(dir: string): Map<string, number> {
 async function runLoad(port: number, connections: number, dir: string): Promise<{ connections: number; failed: number }> {
   const child = spawnPinned(process.execPath, [join(distDir, 'bench', 'load.js')], {
     cpus: undefined,
-    env: { LOAD_MODE: 'rate', PORT: String(port), COUNT: String(connections), CONCURRENCY: '8', DURATION_MS: '900000', HARD_TIMEOUT_MS: '960000' },
+    env: {
+      LOAD_MODE: 'rate',
+      PORT: String(port),
+      COUNT: String(connections),
+      CONCURRENCY: '8',
+      DURATION_MS: '900000',
+      HARD_TIMEOUT_MS: '960000',
+    },
     log: join(dir, 'load.log'),
     stdout: 'pipe',
   });
@@ -149,7 +159,13 @@ async function main(): Promise<void> {
         wrap: {
           // JIT code is written at run time: callgrind must re-read code it already translated.
           // Children traced: a tunnelled router's holder proxy and agent are processes of the path.
-          command: ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', '--trace-children=yes', `--callgrind-out-file=${join(runDir, 'cg.%p')}`],
+          command: [
+            'valgrind',
+            '--tool=callgrind',
+            '--smc-check=all-non-file',
+            '--trace-children=yes',
+            `--callgrind-out-file=${join(runDir, 'cg.%p')}`,
+          ],
           // The tunnelled routers sign their certificates (node-forge, JavaScript) under callgrind first.
           startTimeoutMs: 900_000,
         },
@@ -165,9 +181,18 @@ async function main(): Promise<void> {
         const byRole = dumpedInstructions(runDir);
         const perConnection = byRole.get('total')! / n;
         const roles = [...byRole].filter(([role]) => role !== 'total');
-        const split = roles.length > 1 ? roles.map(([role, count]) => `${role} ${Math.round(count / n).toLocaleString('en-US')}`).join(', ') : '';
-        log(`${peer.name}: ${Math.round(perConnection).toLocaleString('en-US')} instructions per connection${split ? ` (${split})` : ''} (${warm.connections} warm-up, ${measured.connections} measured, ${warm.failed + measured.failed} failed)`);
-        rows.push([peer.name, Math.round(perConnection).toLocaleString('en-US'), split || '—', String(measured.connections), String(warm.failed + measured.failed)]);
+        const split =
+          roles.length > 1 ? roles.map(([role, count]) => `${role} ${Math.round(count / n).toLocaleString('en-US')}`).join(', ') : '';
+        log(
+          `${peer.name}: ${Math.round(perConnection).toLocaleString('en-US')} instructions per connection${split ? ` (${split})` : ''} (${warm.connections} warm-up, ${measured.connections} measured, ${warm.failed + measured.failed} failed)`,
+        );
+        rows.push([
+          peer.name,
+          Math.round(perConnection).toLocaleString('en-US'),
+          split || '—',
+          String(measured.connections),
+          String(warm.failed + measured.failed),
+        ]);
       } finally {
         await running.stop();
       }
@@ -177,7 +202,9 @@ async function main(): Promise<void> {
     if (args.keep) log(`callgrind files kept in ${dir} (callgrind_annotate <file>)`);
     else rmSync(dir, { recursive: true, force: true });
   }
-  process.stdout.write(`\nUser-space instructions per routed connection (callgrind; ${args.warmup} warm-up connections, then ${args.count} measured, 8 concurrent TLS handshakes)\n\n`);
+  process.stdout.write(
+    `\nUser-space instructions per routed connection (callgrind; ${args.warmup} warm-up connections, then ${args.count} measured, 8 concurrent TLS handshakes)\n\n`,
+  );
   process.stdout.write(`${markdownTable(['router', 'instructions/conn', 'by process', 'connections', 'failed'], rows)}\n`);
 }
 

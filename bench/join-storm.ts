@@ -47,8 +47,14 @@ const dir = mkdtempSync(join(tmpdir(), 'gate-join-storm-'));
 const port = await freePort();
 const dataDir = join(dir, 'data');
 const configFile = join(dir, 'gate.yaml');
-writeFileSync(configFile, ['version: v3', `data_dir: ${JSON.stringify(dataDir)}`, 'proxy_service:', `  web_listen_addr: 127.0.0.1:${port}`, ''].join('\n'));
-const proxy = spawnPinned(process.execPath, [cli, 'proxy', '--config', configFile, '--log-level', 'warn'], { cpus: '1', log: join(dir, 'proxy.log') });
+writeFileSync(
+  configFile,
+  ['version: v3', `data_dir: ${JSON.stringify(dataDir)}`, 'proxy_service:', `  web_listen_addr: 127.0.0.1:${port}`, ''].join('\n'),
+);
+const proxy = spawnPinned(process.execPath, [cli, 'proxy', '--config', configFile, '--log-level', 'warn'], {
+  cpus: '1',
+  log: join(dir, 'proxy.log'),
+});
 try {
   await waitForPort(port, proxy);
   await sleep(500);
@@ -72,8 +78,12 @@ try {
         `${percentile(ms, 50).toFixed(0)} / ${percentile(ms, 99).toFixed(0)} | ${pings.samples.length} | ${percentile(pings.samples, 50).toFixed(0)} / ${percentile(pings.samples, 99).toFixed(0)} / ${Math.max(...pings.samples).toFixed(0)} | ${pings.failures.length} |`,
     );
   };
-  console.log(`node ${process.version}; proxy ${cli}; ${agentsCount} agents (${keyTypes} keys), ${inFlight} in flight from one source; proxy pinned to CPU 1\n`);
-  console.log('| storm | served | per s (wall) | proxy CPU ms each | per CPU-second | request ms p50 / p99 | pings | ping ms p50 / p99 / max | ping failures |');
+  console.log(
+    `node ${process.version}; proxy ${cli}; ${agentsCount} agents (${keyTypes} keys), ${inFlight} in flight from one source; proxy pinned to CPU 1\n`,
+  );
+  console.log(
+    '| storm | served | per s (wall) | proxy CPU ms each | per CPU-second | request ms p50 / p99 | pings | ping ms p50 / p99 / max | ping failures |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|');
   await report('join', () => joinStorm(target, token, agents, inFlight));
   await report('renew', () => renewStorm(target, agents, inFlight));

@@ -80,21 +80,23 @@ async function bulk(): Promise<void> {
   const conns = Number(env.CONNS ?? 1);
   const expected = Number(env.BULK_BYTES ?? 1 << 30);
   let started = 0;
-  const runs = Array.from({ length: conns }, () =>
-    new Promise<{ bytes: number; tagOk: boolean; end: number }>((resolve) => {
-      const socket = open();
-      let bytes = -1; // the tag byte is not payload
-      let tagOk = false;
-      socket.once('data', (chunk: Buffer) => {
-        tagOk = chunk[0] === TAG_A;
-        if (started === 0) started = performance.now();
-        socket.write('G');
-      });
-      socket.on('data', (chunk: Buffer) => {
-        bytes += chunk.length;
-      });
-      socket.once('close', () => resolve({ bytes, tagOk, end: performance.now() }));
-    }),
+  const runs = Array.from(
+    { length: conns },
+    () =>
+      new Promise<{ bytes: number; tagOk: boolean; end: number }>((resolve) => {
+        const socket = open();
+        let bytes = -1; // the tag byte is not payload
+        let tagOk = false;
+        socket.once('data', (chunk: Buffer) => {
+          tagOk = chunk[0] === TAG_A;
+          if (started === 0) started = performance.now();
+          socket.write('G');
+        });
+        socket.on('data', (chunk: Buffer) => {
+          bytes += chunk.length;
+        });
+        socket.once('close', () => resolve({ bytes, tagOk, end: performance.now() }));
+      }),
   );
   const done = await Promise.all(runs);
   const bytes = done.reduce((s, r) => s + Math.max(0, r.bytes), 0);
@@ -166,7 +168,15 @@ async function rate(): Promise<void> {
   });
   const seconds = (performance.now() - start) / 1000;
   ttfb.sort((a, b) => a - b);
-  emit({ connections: ok, failed, misrouted, seconds, perSecond: ok / seconds, ttfbP50Ms: percentile(ttfb, 50), ttfbP99Ms: percentile(ttfb, 99) });
+  emit({
+    connections: ok,
+    failed,
+    misrouted,
+    seconds,
+    perSecond: ok / seconds,
+    ttfbP50Ms: percentile(ttfb, 50),
+    ttfbP99Ms: percentile(ttfb, 99),
+  });
 }
 
 async function idle(): Promise<void> {

@@ -44,6 +44,13 @@ for (const hello of benchHellos()) {
     d.feed(first);
     d.feed(second);
   });
-  results.push({ name: hello.name, bytes: bytes.length, records: hello.records, parsesPerSecond: parses, detectsPerSecond: detects, detectsTwoSegmentsPerSecond: detectsSplit });
+  results.push({
+    name: hello.name,
+    bytes: bytes.length,
+    records: hello.records,
+    parsesPerSecond: parses,
+    detectsPerSecond: detects,
+    detectsTwoSegmentsPerSecond: detectsSplit,
+  });
 }
 process.stdout.write(`${JSON.stringify(results)}\n`);

@@ -20,7 +20,11 @@ const agent = spawn(process.execPath, [...process.execArgv, fileURLToPath(new UR
 });
 await registry.waitFor('bench-agent', agentWaitMs());
 const peering = new PeerServer({ registry });
-const peers = new Multiplexer({ routes: [{ name: 'peer', match: { protocol: 'tls' }, handler: peering.endpoint({ cert: env.PEER_CERT ?? '', key: env.PEER_KEY ?? '', ca }) }] });
+const peers = new Multiplexer({
+  routes: [
+    { name: 'peer', match: { protocol: 'tls' }, handler: peering.endpoint({ cert: env.PEER_CERT ?? '', key: env.PEER_KEY ?? '', ca }) },
+  ],
+});
 const { port: peerPort } = await peers.listen({ host: '127.0.0.1', port: 0, backlog: 4096 });
 process.stdout.write(`peer ${peerPort}\n`);
 process.once('SIGTERM', () => {

@@ -58,7 +58,10 @@ async function routeToA(): Promise<{ handler: ReturnType<typeof viaTunnel>; clos
   const store = new MemoryRouteStore();
   const self = Object.assign(new EventEmitter(), { proxyId: 'bench-front' });
   const dayMs = 24 * 60 * 60 * 1000;
-  await store.announce({ id: 'bench-holder', peerAddr: `127.0.0.1:${peerPort}`, version: '0.0.0', draining: false, channelFingerprint: '' }, dayMs);
+  await store.announce(
+    { id: 'bench-holder', peerAddr: `127.0.0.1:${peerPort}`, version: '0.0.0', draining: false, channelFingerprint: '' },
+    dayMs,
+  );
   await store.holdTunnel({ agent: 'bench-agent', proxyId: 'bench-holder', generation: 1 }, dayMs);
   const ownPair = proxyCert();
   const pool = new PeerPool({ identity: () => ({ ...ownPair, ca: ca.cert }) });

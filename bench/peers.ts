@@ -54,10 +54,20 @@ let serial = 0;
  */
 export const GATE_MUX_NODE_FLAGS = ['--max-semi-space-size=2'];
 
-async function startProcess(name: string, ctx: PeerContext, command: string, args: string[], env: Record<string, string> = {}): Promise<RunningPeer> {
+async function startProcess(
+  name: string,
+  ctx: PeerContext,
+  command: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<RunningPeer> {
   const port = Number(env.LISTEN_PORT) || (await freePort());
   const [cmd, argv] = ctx.wrap ? [ctx.wrap.command[0]!, [...ctx.wrap.command.slice(1), command, ...args]] : [command, args];
-  const child: ChildProcess = spawnPinned(cmd, argv, { cpus: ctx.cpus, env: { ...env, LISTEN_PORT: String(port) }, log: join(ctx.dir, `${name}.log`) });
+  const child: ChildProcess = spawnPinned(cmd, argv, {
+    cpus: ctx.cpus,
+    env: { ...env, LISTEN_PORT: String(port) },
+    log: join(ctx.dir, `${name}.log`),
+  });
   try {
     await waitForPort(port, child, ctx.wrap?.startTimeoutMs);
   } catch (err) {
@@ -67,7 +77,14 @@ async function startProcess(name: string, ctx: PeerContext, command: string, arg
   return { port, pid: child.pid, stop: () => stopChild(child) };
 }
 
-function nodePeer(name: string, script: string, withEnv: boolean, scriptPath?: string, nodeArgs?: string[], extraEnv: Record<string, string> = {}): Peer {
+function nodePeer(
+  name: string,
+  script: string,
+  withEnv: boolean,
+  scriptPath?: string,
+  nodeArgs?: string[],
+  extraEnv: Record<string, string> = {},
+): Peer {
   return {
     name,
     ...(extraEnv.TERMINATE === '1' ? { upstreams: 'cleartext' as const } : {}),
@@ -207,7 +224,10 @@ export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[]
     nodePeer('gate-mux', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '0' }),
     nodePeer('gate-mux-native', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1', GATE_MUX_NATIVE_SPLICE: '0' }),
     // The native relay moving bytes with splice(2) through a pipe instead of recv/send.
-    nodePeer('gate-mux-native-splice', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1', GATE_MUX_NATIVE_SPLICE: '1' }),
+    nodePeer('gate-mux-native-splice', 'router.js', true, undefined, undefined, {
+      GATE_MUX_NATIVE_RELAY: '1',
+      GATE_MUX_NATIVE_SPLICE: '1',
+    }),
     // The tunnel's cost: the client's TLS ends at the proxy, then the cleartext goes to
     // upstream A directly (terminate + forward) or through an agent's reverse tunnel (proxy + agent).
     nodePeer('gate-mux-terminate', 'router.js', true, undefined, undefined, { TERMINATE: '1', GATE_MUX_NATIVE_RELAY: '0' }),

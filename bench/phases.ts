@@ -28,10 +28,16 @@ type Root = [RegExp, Phase];
 // for how the two are separated there).
 const NODE: Root[] = [
   // V8: optimizing compiler on its worker threads, lazy/baseline compilation on the main thread.
-  [/OptimizingCompileDispatcher::CompileTask|^v8::internal::Compiler::|Runtime_CompileLazy|Runtime_CompileOptimized|Runtime_InstallBaselineCode|BaselineBatchCompiler|Runtime_CompileBaseline|v8::internal::maglev::/, 'compiler'],
+  [
+    /OptimizingCompileDispatcher::CompileTask|^v8::internal::Compiler::|Runtime_CompileLazy|Runtime_CompileOptimized|Runtime_InstallBaselineCode|BaselineBatchCompiler|Runtime_CompileBaseline|v8::internal::maglev::/,
+    'compiler',
+  ],
   // V8's other worker-thread tasks are the concurrent GC (marking, sweeping, scavenging jobs).
   [/^node::\(anonymous namespace\)::PlatformWorkerThread/, 'gc'],
-  [/^v8::internal::Heap::(CollectGarbage|PerformGarbageCollection|StartIncrementalMarking|FinalizeIncrementalMarking)|^v8::internal::IncrementalMarking::|^v8::internal::ScavengerCollector::|^v8::internal::MarkCompactCollector::|^v8::internal::MemoryReducer::/, 'gc'],
+  [
+    /^v8::internal::Heap::(CollectGarbage|PerformGarbageCollection|StartIncrementalMarking|FinalizeIncrementalMarking)|^v8::internal::IncrementalMarking::|^v8::internal::ScavengerCollector::|^v8::internal::MarkCompactCollector::|^v8::internal::MemoryReducer::/,
+    'gc',
+  ],
   // libuv's accept callback: accept4, the TCPWrap, the JavaScript onconnection (the connection
   // object, limits, read start for detection).
   [/^uv__server_io /, 'accept'],
@@ -41,16 +47,25 @@ const NODE: Root[] = [
   // The dial: the connect request (TCPWrap::Connect → socket(), connect()), its completion callback;
   // on the native relay the addon's dial (socket(), connect(), the hand-over) and the relay
   // thread's check of the finished connect (when the compiler kept it a function of its own).
-  [/^node::TCPWrap::Connect\b|^uv__stream_connect |^node::MakeLibuvRequestCallback<uv_connect_s|Addon::Dial\b|Engine::Dial\b|Engine::Connected\b/, 'dial'],
+  [
+    /^node::TCPWrap::Connect\b|^uv__stream_connect |^node::MakeLibuvRequestCallback<uv_connect_s|Addon::Dial\b|Engine::Dial\b|Engine::Connected\b/,
+    'dial',
+  ],
   // The relay once it runs: the handover to the native side (adopt duplicates the descriptors),
   // and on the TypeScript relay its writes and their completions.
-  [/Addon::Adopt\b|^node::StreamBase::(WriteBuffer|Writev|Write)\b|^node::StreamBase::JSMethod<&node::StreamBase::(WriteBuffer|Writev)|^uv__write_callbacks /, 'relay'],
+  [
+    /Addon::Adopt\b|^node::StreamBase::(WriteBuffer|Writev|Write)\b|^node::StreamBase::JSMethod<&node::StreamBase::(WriteBuffer|Writev)|^uv__write_callbacks /,
+    'relay',
+  ],
   // The native relay thread moves bytes; its Finish (closing both sockets, the end report) is close.
   [/Engine::Run\b|Engine::Pump\b/, 'relay'],
   [/Engine::Finish\b/, 'close'],
   // Shutdown (half-close), handle close and their callbacks, and the native end report's delivery
   // to JavaScript (the thread-safe function's call into onNativeEnd: stats, logs, bookkeeping).
-  [/^uv_shutdown |^uv__drain |^node::HandleWrap::(Close|OnClose)\b|^uv__run_closing_handles |ThreadSafeFunction|^v8impl::.*ThreadSafeFunction|napi_call_threadsafe_function|Engine::Deliver\b/, 'close'],
+  [
+    /^uv_shutdown |^uv__drain |^node::HandleWrap::(Close|OnClose)\b|^uv__run_closing_handles |ThreadSafeFunction|^v8impl::.*ThreadSafeFunction|napi_call_threadsafe_function|Engine::Deliver\b/,
+    'close',
+  ],
 ];
 
 // nginx 1.22 (Debian's stream module, its static functions stripped): the named entries, and
@@ -227,7 +242,8 @@ export function phaseInstructions(files: string[], router: string, explain?: Pha
   const graph: Graph = { self: new Map(), callers: new Map(), total: 0 };
   for (const file of files) parseCallgrind(readFileSync(file, 'utf8'), graph);
   const shares = phaseShares(graph, roots);
-  if (explain) for (const [f, n] of topOf(graph, shares, explain, 40)) process.stderr.write(`${Math.round(n).toString().padStart(12)}  ${f}\n`);
+  if (explain)
+    for (const [f, n] of topOf(graph, shares, explain, 40)) process.stderr.write(`${Math.round(n).toString().padStart(12)}  ${f}\n`);
   const out = Object.fromEntries(ORDER.map((p) => [p, 0])) as Record<Phase, number>;
   for (const [f, self] of graph.self) {
     const s = shares.get(f)!;
@@ -247,7 +263,9 @@ function main(argv: string[]): void {
   }
   const [router, ...files] = positional;
   if (!router || files.length === 0) {
-    process.stderr.write('usage: node dist/bench/phases.js node|nginx|haproxy <callgrind file>... [--connections 300] [--explain <phase>]\n');
+    process.stderr.write(
+      'usage: node dist/bench/phases.js node|nginx|haproxy <callgrind file>... [--connections 300] [--explain <phase>]\n',
+    );
     process.exit(2);
   }
   const result = phaseInstructions(files, router, explain);

@@ -34,7 +34,10 @@ interface Profile {
 const RULES: Array<[RegExp, Phase]> = [
   [/^\(garbage collector\)/, 'gc'],
   // Ending a connection: closes, destroys, the end bookkeeping (stats, the log line).
-  [/^(destroy|_destroy|close|onStreamClose|closeStream|finishCloseStream|emitCloseNT|releaseStream|finished|closed|finish|onClose\w*|relayClosed|onSessionClose) /, 'teardown'],
+  [
+    /^(destroy|_destroy|close|onStreamClose|closeStream|finishCloseStream|emitCloseNT|releaseStream|finished|closed|finish|onClose\w*|relayClosed|onSessionClose) /,
+    'teardown',
+  ],
   [/ (release-stream|stats)\.js$/, 'teardown'],
   // The route store and the cluster dialer choosing the holder (peered route only).
   [/ (cluster-dialer|memory-route-store|redis-route-store|peer-pool)\.js$/, 'route lookup'],
@@ -43,12 +46,21 @@ const RULES: Array<[RegExp, Phase]> = [
   [/^(internalConnect|lookupAndConnect|connect|afterConnect\w*) (net)$/, 'policy+dial'],
   // Opening a stream on a hop and answering it: request, the CONNECT headers, the 200.
   [/ (registry|connect-answer|connect-request|via-tunnel|peer-server|agent-tunnel)\.js$/, 'stream open'],
-  [/^(request|respond|onSessionHeaders|submitRequest|onStreamTrailers|ClientHttp2Stream|ServerHttp2Stream|Http2Stream|processHeaders|mapToHeaders|prepareRequestHeadersObject|toHeaderObject) /, 'stream open'],
+  [
+    /^(request|respond|onSessionHeaders|submitRequest|onStreamTrailers|ClientHttp2Stream|ServerHttp2Stream|Http2Stream|processHeaders|mapToHeaders|prepareRequestHeadersObject|toHeaderObject) /,
+    'stream open',
+  ],
   // Moving bytes: the splice, the read buffers, the streams' read and write paths.
   [/ (splice|read-buffer|handle-relay|uv)\.js$/, 'relay'],
-  [/^(onStreamRead|writeGeneric|writevGeneric|_write|_writev|write|Writable\.write|push|addChunk|readableAddChunk|Readable\.push|Readable\.read|onread|emit\w*|resume|flow|pipe) /, 'relay'],
+  [
+    /^(onStreamRead|writeGeneric|writevGeneric|_write|_writev|write|Writable\.write|push|addChunk|readableAddChunk|Readable\.push|Readable\.read|onread|emit\w*|resume|flow|pipe) /,
+    'relay',
+  ],
   // Accepting the client and reading its ClientHello to route it.
-  [/ (multiplexer|detector|client-hello|greeting|client-end|route-table|connection|connection-budget|source-limit)\.js$/, 'accept+detection'],
+  [
+    / (multiplexer|detector|client-hello|greeting|client-end|route-table|connection|connection-budget|source-limit)\.js$/,
+    'accept+detection',
+  ],
 ];
 
 function fileOf(url: string): string {
@@ -82,7 +94,14 @@ export function phaseShares(profile: Profile, windowMs: number, explain?: Phase)
     let phase: Phase = 'other';
     for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
       const { functionName, url } = byId.get(cur)!.callFrame;
-      const key = `${functionName || '(anonymous)'} ${url.startsWith('node:') ? url.slice(5).replace(/^internal\//, '').replace(/\//g, '.') : fileOf(url)}`;
+      const key = `${functionName || '(anonymous)'} ${
+        url.startsWith('node:')
+          ? url
+              .slice(5)
+              .replace(/^internal\//, '')
+              .replace(/\//g, '.')
+          : fileOf(url)
+      }`;
       const rule = RULES.find(([re]) => re.test(key));
       if (rule) {
         phase = rule[1];
@@ -108,7 +127,9 @@ export function phaseShares(profile: Profile, windowMs: number, explain?: Phase)
     total += us;
     if (phase === explain) leaves.set(`${functionName} ${fileOf(url)}`, (leaves.get(`${functionName} ${fileOf(url)}`) ?? 0) + us);
   });
-  if (explain) for (const [k, us] of [...leaves].sort((a, b) => b[1] - a[1]).slice(0, 25)) process.stderr.write(`${(us / 1000).toFixed(0).padStart(6)} ms  ${k}\n`);
+  if (explain)
+    for (const [k, us] of [...leaves].sort((a, b) => b[1] - a[1]).slice(0, 25))
+      process.stderr.write(`${(us / 1000).toFixed(0).padStart(6)} ms  ${k}\n`);
   for (const p of PHASES) out[p] = total > 0 ? out[p] / total : 0;
   return { ...out, sampledMs: total / 1000 };
 }
@@ -128,7 +149,9 @@ function main(argv: string[]): void {
     process.exit(2);
   }
   process.stdout.write(`| process | sampled ms | ${PHASES.join(' | ')} |\n|---|${' ---: |'.repeat(PHASES.length + 1)}\n`);
-  for (const name of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort()) {
+  for (const name of readdirSync(dir)
+    .filter((f) => f.endsWith('.cpuprofile'))
+    .sort()) {
     const profile = JSON.parse(readFileSync(join(dir, name), 'utf8')) as Profile;
     const shares = phaseShares(profile, windowMs, explain);
     const cells = PHASES.map((p) => `${(100 * shares[p]).toFixed(0)} %`);

@@ -52,7 +52,8 @@ const show = (title: string, map: Map<string, number>): void => {
 const inclusive = new Map<string, number>();
 const parent = new Map<number, number>();
 for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-const label = (n: ProfileNode): string => `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url ? `${basename(n.callFrame.url)}:${n.callFrame.lineNumber + 1}` : '(native)'}`;
+const label = (n: ProfileNode): string =>
+  `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url ? `${basename(n.callFrame.url)}:${n.callFrame.lineNumber + 1}` : '(native)'}`;
 for (const [id, us] of selfUs) {
   const seen = new Set<string>();
   for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {

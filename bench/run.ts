@@ -66,17 +66,28 @@ function parseArgs(argv: string[]): {
     else if (arg === '--keep') keep = true;
     else if (arg === '--no-warmup') warmup = false;
     else if (arg.startsWith('--only')) {
-      const names = value().split(',').map((s) => s.trim());
-      for (const n of names) if (!(WORKLOADS as readonly string[]).includes(n)) throw new Error(`unknown workload ${n} (${WORKLOADS.join(', ')})`);
+      const names = value()
+        .split(',')
+        .map((s) => s.trim());
+      for (const n of names)
+        if (!(WORKLOADS as readonly string[]).includes(n)) throw new Error(`unknown workload ${n} (${WORKLOADS.join(', ')})`);
       only = new Set(names as Workload[]);
     } else if (arg.startsWith('--rounds')) rounds = Math.max(1, Math.min(20, Number(value()) || 1));
     else if (arg.startsWith('--profile')) profile = resolve(value());
-    else if (arg.startsWith('--compare')) compare = value().split(',').map((p) => resolve(p.trim()));
+    else if (arg.startsWith('--compare'))
+      compare = value()
+        .split(',')
+        .map((p) => resolve(p.trim()));
     else if (arg.startsWith('--ref-node-args')) refNodeArgs = value().split(' ').filter(Boolean);
     else if (arg.startsWith('--node-args')) nodeArgs.push(...value().split(' ').filter(Boolean));
-    else if (arg.startsWith('--peers')) peers = value().split(',').map((s) => s.trim());
+    else if (arg.startsWith('--peers'))
+      peers = value()
+        .split(',')
+        .map((s) => s.trim());
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers,tunnel] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js[,...]] [--node-args "--flag ..."] [--ref-node-args "--flag ..."] [--no-warmup]\n');
+      process.stdout.write(
+        'npm run bench -- [--quick] [--only bulk,rate,idle,parser,workers,tunnel] [--peers direct,gate-mux,...] [--rounds N] [--keep] [--profile DIR] [--compare OTHER/dist/bench/router.js[,...]] [--node-args "--flag ..."] [--ref-node-args "--flag ..."] [--no-warmup]\n',
+      );
       process.exit(0);
     } else throw new Error(`unknown option ${arg}`);
   }
@@ -236,7 +247,10 @@ async function bulk(): Promise<void> {
         await withPeer('bulk', round, peer, ctx, async (running, m) => {
           const before = running.pid ? sample(running.pid) : undefined;
           const load = await runLoad<{ bytes: number; mbPerSecond: number; complete: boolean; misrouted: number }>(
-            'bulk', running.port, { BULK_BYTES: String(config.bulkBytes), CONNS: '1' }, 120_000,
+            'bulk',
+            running.port,
+            { BULK_BYTES: String(config.bulkBytes), CONNS: '1' },
+            120_000,
           );
           const after = running.pid ? sample(running.pid) : undefined;
           m.load = load;
@@ -250,7 +264,9 @@ async function bulk(): Promise<void> {
             m.derived.systemSecondsPerGB = (after.systemSeconds - before.systemSeconds) / (load.bytes / 1e9);
             m.derived.rssMiB = after.rssKiB / 1024;
           }
-          log(`bulk r${round} ${peer.name}: ${fmt(load.mbPerSecond)} MB/s${m.cpuSeconds !== undefined ? `, ${fmt(m.derived.cpuSecondsPerGB, 2)} CPU s/GB (sys ${fmt(m.derived.systemSecondsPerGB, 2)})` : ''}`);
+          log(
+            `bulk r${round} ${peer.name}: ${fmt(load.mbPerSecond)} MB/s${m.cpuSeconds !== undefined ? `, ${fmt(m.derived.cpuSecondsPerGB, 2)} CPU s/GB (sys ${fmt(m.derived.systemSecondsPerGB, 2)})` : ''}`,
+          );
         });
       }
     }
@@ -270,7 +286,13 @@ interface RateLoad {
 
 async function measureRate(running: RunningPeer, m: Measurement, durationMs: number, cpus: string | undefined): Promise<RateLoad> {
   const before = running.pid ? sample(running.pid) : undefined;
-  const load = await runLoad<RateLoad>('rate', running.port, { CONCURRENCY: String(config.rateConcurrency), DURATION_MS: String(durationMs) }, durationMs + 30_000, cpus);
+  const load = await runLoad<RateLoad>(
+    'rate',
+    running.port,
+    { CONCURRENCY: String(config.rateConcurrency), DURATION_MS: String(durationMs) },
+    durationMs + 30_000,
+    cpus,
+  );
   const after = running.pid ? sample(running.pid) : undefined;
   m.load = load as unknown as Record<string, unknown>;
   m.derived.perSecond = load.perSecond;
@@ -294,7 +316,12 @@ async function rate(): Promise<void> {
         const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, ...profiling };
         await withPeer('rate', round, peer, ctx, async (running, m) => {
           if (config.rateWarmupMs > 0) {
-            await runLoad('rate', running.port, { CONCURRENCY: String(config.rateConcurrency), DURATION_MS: String(config.rateWarmupMs) }, config.rateWarmupMs + 30_000);
+            await runLoad(
+              'rate',
+              running.port,
+              { CONCURRENCY: String(config.rateConcurrency), DURATION_MS: String(config.rateWarmupMs) },
+              config.rateWarmupMs + 30_000,
+            );
           }
           const load = await measureRate(running, m, config.rateMs, CLIENT_CPUS);
           log(
@@ -316,12 +343,18 @@ async function idle(): Promise<void> {
     for (let round = 1; round <= config.idleRounds; round++) {
       // The tunnelled peers are left out: 5,000 idle clients are 5,000 streams in one tunnel, over the
       // session's 1,000-stream limit (lib/tunnel/settings.ts).
-      for (const peer of rotate(passthrough.filter((p) => p.name !== 'direct' && p.name !== 'gate-mux-local-tunnel' && p.name !== 'gate-mux-peered'), round - 1)) {
+      for (const peer of rotate(
+        passthrough.filter((p) => p.name !== 'direct' && p.name !== 'gate-mux-local-tunnel' && p.name !== 'gate-mux-peered'),
+        round - 1,
+      )) {
         // The Node routers answer a heap probe (bench/heap-probe.ts): live heap after a full GC.
         // Not a saved build given its own node flags (--ref-node-args replace these): without the
         // preload, SIGUSR2 would end it.
         const probed = peer.name.startsWith('gate-mux') && !(args.refNodeArgs && peer.name.startsWith('gate-mux-ref'));
-        const nodeArgs = [...(profiling.nodeArgs ?? []), ...(probed ? ['--expose-gc', '--import', join(distDir, 'bench', 'heap-probe.js')] : [])];
+        const nodeArgs = [
+          ...(profiling.nodeArgs ?? []),
+          ...(probed ? ['--expose-gc', '--import', join(distDir, 'bench', 'heap-probe.js')] : []),
+        ];
         const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: ROUTER_CPUS, nodeArgs };
         await withPeer('idle', round, peer, ctx, async (running, m) => {
           const pid = running.pid!;
@@ -482,24 +515,35 @@ async function workers(): Promise<void> {
       for (let round = 1; round <= config.workersRounds; round++) {
         for (const v of rotate(variants, round - 1)) {
           const ctx: PeerContext = { dir, distDir, upstreamA: up.portA, upstreamB: up.portB, cpus: undefined, env: v.env };
-          await withPeer('workers', round, gate, ctx, async (running, m) => {
-            m.derived.kind = mode === 'bulk' ? 0 : 1;
-            if (mode === 'bulk') {
-              const before = sample(running.pid!);
-              const load = await runLoad<{ bytes: number; mbPerSecond: number; complete: boolean }>(
-                'bulk', running.port, { BULK_BYTES: String(config.workersBulkBytes), CONNS: '2' }, 120_000, undefined,
-              );
-              const after = sample(running.pid!);
-              m.load = load;
-              m.cpuSeconds = after.cpuSeconds - before.cpuSeconds;
-              m.derived.mbPerSecond = load.mbPerSecond;
-              m.derived.cpuSecondsPerGB = m.cpuSeconds / (load.bytes / 1e9);
-              log(`workers bulk r${round} ${v.variant}: ${fmt(load.mbPerSecond)} MB/s, ${fmt(m.derived.cpuSecondsPerGB, 2)} CPU s/GB`);
-            } else {
-              const load = await measureRate(running, m, config.workersRateMs, undefined);
-              log(`workers rate r${round} ${v.variant}: ${fmt(load.perSecond)} conn/s, ${fmt(m.derived.cpuMicrosPerConnection)} µs/conn`);
-            }
-          }, v.variant);
+          await withPeer(
+            'workers',
+            round,
+            gate,
+            ctx,
+            async (running, m) => {
+              m.derived.kind = mode === 'bulk' ? 0 : 1;
+              if (mode === 'bulk') {
+                const before = sample(running.pid!);
+                const load = await runLoad<{ bytes: number; mbPerSecond: number; complete: boolean }>(
+                  'bulk',
+                  running.port,
+                  { BULK_BYTES: String(config.workersBulkBytes), CONNS: '2' },
+                  120_000,
+                  undefined,
+                );
+                const after = sample(running.pid!);
+                m.load = load;
+                m.cpuSeconds = after.cpuSeconds - before.cpuSeconds;
+                m.derived.mbPerSecond = load.mbPerSecond;
+                m.derived.cpuSecondsPerGB = m.cpuSeconds / (load.bytes / 1e9);
+                log(`workers bulk r${round} ${v.variant}: ${fmt(load.mbPerSecond)} MB/s, ${fmt(m.derived.cpuSecondsPerGB, 2)} CPU s/GB`);
+              } else {
+                const load = await measureRate(running, m, config.workersRateMs, undefined);
+                log(`workers rate r${round} ${v.variant}: ${fmt(load.perSecond)} conn/s, ${fmt(m.derived.cpuMicrosPerConnection)} µs/conn`);
+              }
+            },
+            v.variant,
+          );
         }
       }
     } finally {
@@ -531,7 +575,10 @@ async function tunnel(): Promise<void> {
           const pid = running.pid!;
           const [before, proxyBefore] = [sample(pid), sampleProcess(pid)];
           const load = await runLoad<{ bytes: number; mbPerSecond: number; complete: boolean; misrouted: number }>(
-            'bulk', running.port, { BULK_BYTES: String(config.tunnelBytes), CONNS: '1' }, 180_000,
+            'bulk',
+            running.port,
+            { BULK_BYTES: String(config.tunnelBytes), CONNS: '1' },
+            180_000,
           );
           const [after, proxyAfter] = [sample(pid), sampleProcess(pid)];
           m.load = load;
@@ -544,7 +591,8 @@ async function tunnel(): Promise<void> {
           m.derived.proxyCpuSecondsPerGB = proxyCpu / gb;
           m.derived.proxySystemSecondsPerGB = (proxyAfter.systemSeconds - proxyBefore.systemSeconds) / gb;
           m.derived.agentCpuSecondsPerGB = (m.cpuSeconds - proxyCpu) / gb;
-          m.derived.agentSystemSecondsPerGB = (after.systemSeconds - before.systemSeconds - (proxyAfter.systemSeconds - proxyBefore.systemSeconds)) / gb;
+          m.derived.agentSystemSecondsPerGB =
+            (after.systemSeconds - before.systemSeconds - (proxyAfter.systemSeconds - proxyBefore.systemSeconds)) / gb;
           log(
             `tunnel r${round} ${peer.name}: ${fmt(load.mbPerSecond)} MB/s, proxy ${fmt(m.derived.proxyCpuSecondsPerGB, 2)} CPU s/GB` +
               `${peer.name.startsWith(TUNNEL_PEER) ? `, agent ${fmt(m.derived.agentCpuSecondsPerGB, 2)}` : ''}`,
@@ -562,17 +610,21 @@ async function tunnel(): Promise<void> {
 async function streamSetup(round: number, targetPort: number): Promise<void> {
   const m: Measurement = { workload: 'tunnel', round, peer: TUNNEL_PEER, variant: 'setup', derived: {} };
   measurements.push(m);
-  const child = spawnPinned(process.execPath, [...GATE_MUX_NODE_FLAGS, ...(profiling.nodeArgs ?? []), join(distDir, 'bench', 'tunnel-setup.js')], {
-    cpus: ROUTER_CPUS,
-    env: {
-      TARGET: `127.0.0.1:${targetPort}`,
-      COUNT: String(config.tunnelSetupCount),
-      WARMUP: String(config.tunnelSetupWarmup),
-      ...(CLIENT_CPUS ? { AGENT_CPUS: CLIENT_CPUS } : {}),
+  const child = spawnPinned(
+    process.execPath,
+    [...GATE_MUX_NODE_FLAGS, ...(profiling.nodeArgs ?? []), join(distDir, 'bench', 'tunnel-setup.js')],
+    {
+      cpus: ROUTER_CPUS,
+      env: {
+        TARGET: `127.0.0.1:${targetPort}`,
+        COUNT: String(config.tunnelSetupCount),
+        WARMUP: String(config.tunnelSetupWarmup),
+        ...(CLIENT_CPUS ? { AGENT_CPUS: CLIENT_CPUS } : {}),
+      },
+      log: join(dir, 'tunnel-setup.log'),
+      stdout: 'pipe',
     },
-    log: join(dir, 'tunnel-setup.log'),
-    stdout: 'pipe',
-  });
+  );
   try {
     const result = await new JsonLines(child).next<{ count: number; p50Ms: number; p99Ms: number }>(120_000);
     m.load = result;
@@ -591,12 +643,16 @@ async function streamSetup(round: number, targetPort: number): Promise<void> {
 async function upgradeSetup(round: number): Promise<void> {
   const m: Measurement = { workload: 'tunnel', round, peer: UPGRADED_PEER, variant: 'setup', derived: {} };
   measurements.push(m);
-  const child = spawnPinned(process.execPath, [...GATE_MUX_NODE_FLAGS, ...(profiling.nodeArgs ?? []), join(distDir, 'bench', 'upgrade-setup.js')], {
-    cpus: ROUTER_CPUS,
-    env: { COUNT: String(config.tunnelSetupCount), WARMUP: String(config.tunnelSetupWarmup) },
-    log: join(dir, 'upgrade-setup.log'),
-    stdout: 'pipe',
-  });
+  const child = spawnPinned(
+    process.execPath,
+    [...GATE_MUX_NODE_FLAGS, ...(profiling.nodeArgs ?? []), join(distDir, 'bench', 'upgrade-setup.js')],
+    {
+      cpus: ROUTER_CPUS,
+      env: { COUNT: String(config.tunnelSetupCount), WARMUP: String(config.tunnelSetupWarmup) },
+      log: join(dir, 'upgrade-setup.log'),
+      stdout: 'pipe',
+    },
+  );
   type Way = { p50Ms: number; p99Ms: number; cpuMsPerConn: number };
   try {
     const result = await new JsonLines(child).next<{ count: number; direct: Way; upgraded: Way }>(180_000);
@@ -628,17 +684,37 @@ function medianOf(workload: Workload, peer: string, key: string, filter: (m: Mea
 
 function rowsFor(workload: Workload, cells: (peer: Peer) => string[], include: (p: Peer) => boolean = () => true): string[][] {
   const kind = (p: Peer): boolean => (workload === 'tunnel') === (p.upstreams === 'cleartext');
-  return peers.filter((p) => kind(p) && include(p)).map((p) => {
-    if (p.missing) return [p.name, `not run: ${p.missing}`, ...cells(p).slice(1).map(() => '')];
-    const failed = measurements.filter((m) => m.workload === workload && m.peer === p.name && m.error);
-    const ok = measurements.some((m) => m.workload === workload && m.peer === p.name && !m.error);
-    if (!ok && failed.length) return [p.name, `failed: ${failed[0]!.error}`, ...cells(p).slice(1).map(() => '')];
-    return [p.name, ...cells(p)];
-  });
+  return peers
+    .filter((p) => kind(p) && include(p))
+    .map((p) => {
+      if (p.missing)
+        return [
+          p.name,
+          `not run: ${p.missing}`,
+          ...cells(p)
+            .slice(1)
+            .map(() => ''),
+        ];
+      const failed = measurements.filter((m) => m.workload === workload && m.peer === p.name && m.error);
+      const ok = measurements.some((m) => m.workload === workload && m.peer === p.name && !m.error);
+      if (!ok && failed.length)
+        return [
+          p.name,
+          `failed: ${failed[0]!.error}`,
+          ...cells(p)
+            .slice(1)
+            .map(() => ''),
+        ];
+      return [p.name, ...cells(p)];
+    });
 }
 
 function tunnelReport(out: string[]): void {
-  out.push('', `## Tunnelled path: the client's TLS ends at the proxy, upstream sends ${fmt(config.tunnelBytes / 2 ** 20)} MiB in cleartext`, '');
+  out.push(
+    '',
+    `## Tunnelled path: the client's TLS ends at the proxy, upstream sends ${fmt(config.tunnelBytes / 2 ** 20)} MiB in cleartext`,
+    '',
+  );
   const bulkOnly = (m: Measurement): boolean => m.variant !== 'setup';
   const pick = (peer: string, key: string): number | undefined => medianOf('tunnel', peer, key, bulkOnly);
   const base = { mb: pick(TERMINATE_PEER, 'mbPerSecond'), cpu: pick(TERMINATE_PEER, 'proxyCpuSecondsPerGB') };
@@ -648,22 +724,33 @@ function tunnelReport(out: string[]): void {
       rowsFor('tunnel', (p) => {
         const mb = pick(p.name, 'mbPerSecond');
         const cpu = pick(p.name, 'proxyCpuSecondsPerGB');
-        const agent = p.name.startsWith(TUNNEL_PEER) ? `${fmt(pick(p.name, 'agentCpuSecondsPerGB'), 2)} (sys ${fmt(pick(p.name, 'agentSystemSecondsPerGB'), 2)})` : '—';
+        const agent = p.name.startsWith(TUNNEL_PEER)
+          ? `${fmt(pick(p.name, 'agentCpuSecondsPerGB'), 2)} (sys ${fmt(pick(p.name, 'agentSystemSecondsPerGB'), 2)})`
+          : '—';
         return [fmt(mb), ratio(mb, base.mb), fmt(cpu, 2), ratio(cpu, base.cpu), fmt(pick(p.name, 'proxySystemSecondsPerGB'), 2), agent];
       }),
     ),
   );
-  out.push('', '`gate-mux-terminate`: terminate + forward to the upstream. `gate-mux-tunnel`: terminate, then one HTTP/2 CONNECT stream in the reverse tunnel an agent process holds (mutual TLS); the agent runs on the client core, the proxy alone on the router core.');
+  out.push(
+    '',
+    '`gate-mux-terminate`: terminate + forward to the upstream. `gate-mux-tunnel`: terminate, then one HTTP/2 CONNECT stream in the reverse tunnel an agent process holds (mutual TLS); the agent runs on the client core, the proxy alone on the router core.',
+  );
   const setup = (key: string): number | undefined => medianOf('tunnel', TUNNEL_PEER, key, (m) => m.variant === 'setup');
   const p50 = setup('setupP50Ms');
   if (p50 !== undefined) {
-    out.push('', `Stream setup over the established tunnel (CONNECT -> 200, ${config.tunnelSetupCount} new streams one after another on a quiet tunnel, after ${config.tunnelSetupWarmup} unmeasured; median of rounds): p50 ${fmt(p50, 2)} ms, p99 ${fmt(setup('setupP99Ms'), 2)} ms.`);
+    out.push(
+      '',
+      `Stream setup over the established tunnel (CONNECT -> 200, ${config.tunnelSetupCount} new streams one after another on a quiet tunnel, after ${config.tunnelSetupWarmup} unmeasured; median of rounds): p50 ${fmt(p50, 2)} ms, p99 ${fmt(setup('setupP99Ms'), 2)} ms.`,
+    );
   }
   const mb = pick(TUNNEL_PEER, 'mbPerSecond');
   const cpu = pick(TUNNEL_PEER, 'proxyCpuSecondsPerGB');
   if (mb !== undefined && cpu !== undefined && base.mb !== undefined && base.cpu !== undefined) {
     const verdict = (ok: boolean): string => (ok ? 'met' : 'not met');
-    out.push('', `Aims: proxy CPU per GB within 1.5× of forward: ${ratio(cpu, base.cpu)}, ${verdict(cpu <= 1.5 * base.cpu)}; MB/s at least 0.8× forward: ${ratio(mb, base.mb)}, ${verdict(mb >= 0.8 * base.mb)}.`);
+    out.push(
+      '',
+      `Aims: proxy CPU per GB within 1.5× of forward: ${ratio(cpu, base.cpu)}, ${verdict(cpu <= 1.5 * base.cpu)}; MB/s at least 0.8× forward: ${ratio(mb, base.mb)}, ${verdict(mb >= 0.8 * base.mb)}.`,
+    );
   }
   upgradeReport(out, pick);
 }
@@ -703,7 +790,9 @@ function report(startedAt: Date, seconds: number): string {
   out.push('');
   out.push(`- Date: ${startedAt.toISOString()}, ${fmt(seconds)} s`);
   out.push(`- Machine: ${cpus().length} × ${cpu}, ${fmt(totalmem() / 2 ** 30, 1)} GiB RAM, Linux ${release()}, Node ${process.version}`);
-  out.push(`- Peers: ${peers.map((p) => `${p.name}${p.version ? ` (${p.version})` : ''}${p.missing ? ` — ${p.missing}` : ''}`).join(', ')}`);
+  out.push(
+    `- Peers: ${peers.map((p) => `${p.name}${p.version ? ` (${p.version})` : ''}${p.missing ? ` — ${p.missing}` : ''}`).join(', ')}`,
+  );
   out.push(`- Command: \`npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}\``);
   out.push(
     `- Layout: ${twoCores ? 'router pinned to CPU 1 (`taskset -c 1`), clients and upstreams to CPU 0' : 'one core: nothing pinned'}; ` +
@@ -714,7 +803,9 @@ function report(startedAt: Date, seconds: number): string {
   const nginx = (key: string, w: Workload): number | undefined => medianOf(w, 'nginx', key);
   if (checks.size) {
     out.push('');
-    out.push(`**Routing check failures** (same rule for every peer; measured anyway): ${[...checks].map(([p, why]) => `${p}: ${why}`).join('; ')}`);
+    out.push(
+      `**Routing check failures** (same rule for every peer; measured anyway): ${[...checks].map(([p, why]) => `${p}: ${why}`).join('; ')}`,
+    );
   }
 
   if (args.only.has('bulk')) {
@@ -725,13 +816,23 @@ function report(startedAt: Date, seconds: number): string {
         rowsFor('bulk', (p) => {
           const mb = medianOf('bulk', p.name, 'mbPerSecond');
           const cpuGb = medianOf('bulk', p.name, 'cpuSecondsPerGB');
-          return [fmt(mb), ratio(mb, direct('mbPerSecond', 'bulk')), fmt(cpuGb, 2), ratio(cpuGb, nginx('cpuSecondsPerGB', 'bulk')), fmt(medianOf('bulk', p.name, 'rssMiB'), 1)];
+          return [
+            fmt(mb),
+            ratio(mb, direct('mbPerSecond', 'bulk')),
+            fmt(cpuGb, 2),
+            ratio(cpuGb, nginx('cpuSecondsPerGB', 'bulk')),
+            fmt(medianOf('bulk', p.name, 'rssMiB'), 1),
+          ];
         }),
       ),
     );
   }
   if (args.only.has('rate')) {
-    out.push('', `## Connection rate: ${config.rateConcurrency} concurrent clients, full TLS 1.3 handshake (ECDSA P-256), 1 KiB response, close; ${fmt(config.rateMs / 1000, 1)} s per round${config.rateWarmupMs > 0 ? ` after ${fmt(config.rateWarmupMs / 1000, 1)} s unmeasured warm-up` : ', no warm-up'}`, '');
+    out.push(
+      '',
+      `## Connection rate: ${config.rateConcurrency} concurrent clients, full TLS 1.3 handshake (ECDSA P-256), 1 KiB response, close; ${fmt(config.rateMs / 1000, 1)} s per round${config.rateWarmupMs > 0 ? ` after ${fmt(config.rateWarmupMs / 1000, 1)} s unmeasured warm-up` : ', no warm-up'}`,
+      '',
+    );
     out.push(
       markdownTable(
         ['router', 'conn/s', '× direct', 'TTFB p50 ms', 'TTFB p99 ms', 'router CPU µs/conn', 'CPU × nginx'],
@@ -750,7 +851,10 @@ function report(startedAt: Date, seconds: number): string {
       ),
     );
     if (peers.some((p) => p.name === 'gate-mux-peered')) {
-      out.push('', '`gate-mux-local-tunnel` and `gate-mux-peered`: upstream A behind an agent\'s tunnel, the client\'s TLS passed through; the tunnel is held by the router itself, or by another proxy: per connection a route-store lookup (in memory), a CONNECT stream in the peering session, and one in the tunnel; the CPU is every process of the path. `gate-mux-peered` minus `gate-mux-local-tunnel` is the peering hop.');
+      out.push(
+        '',
+        "`gate-mux-local-tunnel` and `gate-mux-peered`: upstream A behind an agent's tunnel, the client's TLS passed through; the tunnel is held by the router itself, or by another proxy: per connection a route-store lookup (in memory), a CONNECT stream in the peering session, and one in the tunnel; the CPU is every process of the path. `gate-mux-peered` minus `gate-mux-local-tunnel` is the peering hop.",
+      );
     }
   }
   if (args.only.has('idle')) {
@@ -762,7 +866,18 @@ function report(startedAt: Date, seconds: number): string {
     };
     out.push(
       markdownTable(
-        ['router', 'RSS KiB/conn', `at ${ref ? ref.commit : 'the reference'}`, 'live heap KiB/conn', `at ${ref ? ref.commit : 'the reference'}`, 'base RSS MiB', 'fds/conn', 'RSS returned after close', 'within s', 'fds left after close'],
+        [
+          'router',
+          'RSS KiB/conn',
+          `at ${ref ? ref.commit : 'the reference'}`,
+          'live heap KiB/conn',
+          `at ${ref ? ref.commit : 'the reference'}`,
+          'base RSS MiB',
+          'fds/conn',
+          'RSS returned after close',
+          'within s',
+          'fds left after close',
+        ],
         rowsFor(
           'idle',
           (p) => [
@@ -782,7 +897,10 @@ function report(startedAt: Date, seconds: number): string {
       ),
     );
     if (ref) {
-      out.push('', `Reference: ${ref.what}, measured on ${ref.commit} (${ref.date}): \`${ref.command}\`. Live heap = the V8 heap after a full GC (bench/heap-probe.ts), the figure that repeats between runs; RSS moves with when V8 last collected.`);
+      out.push(
+        '',
+        `Reference: ${ref.what}, measured on ${ref.commit} (${ref.date}): \`${ref.command}\`. Live heap = the V8 heap after a full GC (bench/heap-probe.ts), the figure that repeats between runs; RSS moves with when V8 last collected.`,
+      );
       for (const p of peers) {
         const now = medianOf('idle', p.name, 'heapKiBPerConnection');
         const then = ref.routers[p.name]?.heapKiBPerConnection;
@@ -802,9 +920,18 @@ function report(startedAt: Date, seconds: number): string {
       const rows = names.map((name) => {
         const pick = (key: keyof ParserRow): number => median(parserRuns.map((run) => Number(run.find((r) => r.name === name)?.[key])));
         const first = parserRuns[0]!.find((r) => r.name === name)!;
-        return [name, fmt(first.bytes), fmt(first.records), fmt(pick('parsesPerSecond')), fmt(pick('detectsPerSecond')), fmt(pick('detectsTwoSegmentsPerSecond'))];
+        return [
+          name,
+          fmt(first.bytes),
+          fmt(first.records),
+          fmt(pick('parsesPerSecond')),
+          fmt(pick('detectsPerSecond')),
+          fmt(pick('detectsTwoSegmentsPerSecond')),
+        ];
       });
-      out.push(markdownTable(['hello', 'bytes', 'records', 'parseClientHello/s', 'Detector/s (one read)', 'Detector/s (two TCP segments)'], rows));
+      out.push(
+        markdownTable(['hello', 'bytes', 'records', 'parseClientHello/s', 'Detector/s (one read)', 'Detector/s (two TCP segments)'], rows),
+      );
     }
   }
   if (args.only.has('workers')) {
@@ -814,16 +941,36 @@ function report(startedAt: Date, seconds: number): string {
       medianOf('workers', 'gate-mux', key, (m) => m.variant === variant && m.derived.kind === kind);
     out.push(
       markdownTable(
-        ['workers', `bulk MB/s (2 connections × ${fmt(config.workersBulkBytes / 2 ** 20)} MiB)`, 'router CPU s/GB', 'conn/s (64 clients)', 'router CPU µs/conn'],
-        variants.map((v) => [v.variant, fmt(pick(v.variant, 0, 'mbPerSecond')), fmt(pick(v.variant, 0, 'cpuSecondsPerGB'), 2), fmt(pick(v.variant, 1, 'perSecond')), fmt(pick(v.variant, 1, 'cpuMicrosPerConnection'))]),
+        [
+          'workers',
+          `bulk MB/s (2 connections × ${fmt(config.workersBulkBytes / 2 ** 20)} MiB)`,
+          'router CPU s/GB',
+          'conn/s (64 clients)',
+          'router CPU µs/conn',
+        ],
+        variants.map((v) => [
+          v.variant,
+          fmt(pick(v.variant, 0, 'mbPerSecond')),
+          fmt(pick(v.variant, 0, 'cpuSecondsPerGB'), 2),
+          fmt(pick(v.variant, 1, 'perSecond')),
+          fmt(pick(v.variant, 1, 'cpuMicrosPerConnection')),
+        ]),
       ),
     );
-    out.push('', 'On a 2-core machine the clients and upstreams compete with the workers for the same cores, so this shows the scaling trend, not a limit.');
+    out.push(
+      '',
+      'On a 2-core machine the clients and upstreams compete with the workers for the same cores, so this shows the scaling trend, not a limit.',
+    );
   }
   if (args.only.has('tunnel') && peers.some((p) => p.upstreams === 'cleartext')) tunnelReport(out);
   const errors = measurements.filter((m) => m.error);
   if (errors.length) {
-    out.push('', `## Errors`, '', ...errors.map((m) => `- ${m.workload} r${m.round} ${m.peer}${m.variant ? ` ${m.variant}` : ''}: ${m.error}`));
+    out.push(
+      '',
+      `## Errors`,
+      '',
+      ...errors.map((m) => `- ${m.workload} r${m.round} ${m.peer}${m.variant ? ` ${m.variant}` : ''}: ${m.error}`),
+    );
   }
   return `${out.join('\n')}\n`;
 }
@@ -831,7 +978,14 @@ function report(startedAt: Date, seconds: number): string {
 /** An SVG chart per workload that ran (bench/charts.ts): the figures of its table, one bar per router. */
 function charts(startedAt: Date): Array<[Workload, string]> {
   const subtitle = `${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC, ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, Node ${process.version}; medians (npm run bench)`;
-  const panel = (workload: Workload, title: string, key: string, better: ChartPanel['better'], digits: number, filter?: (m: Measurement) => boolean): ChartPanel => ({
+  const panel = (
+    workload: Workload,
+    title: string,
+    key: string,
+    better: ChartPanel['better'],
+    digits: number,
+    filter?: (m: Measurement) => boolean,
+  ): ChartPanel => ({
     title,
     better,
     digits,
@@ -841,17 +995,23 @@ function charts(startedAt: Date): Array<[Workload, string]> {
   });
   const out: Array<[Workload, string]> = [];
   const add = (workload: Workload, title: string, panels: ChartPanel[], note = ''): void => {
-    if (args.only.has(workload) && measurements.some((m) => m.workload === workload && !m.error)) out.push([workload, chartSvg(title, `${subtitle}${note}`, panels)]);
+    if (args.only.has(workload) && measurements.some((m) => m.workload === workload && !m.error))
+      out.push([workload, chartSvg(title, `${subtitle}${note}`, panels)]);
   };
   add('bulk', 'Bulk: one TLS connection, upstream to client', [
     panel('bulk', 'MB/s', 'mbPerSecond', 'higher', 0),
     panel('bulk', 'router CPU s per GB', 'cpuSecondsPerGB', 'lower', 2),
   ]);
-  add('rate', `Connection rate: ${config.rateConcurrency} clients, full TLS handshakes`, [
-    panel('rate', 'router CPU µs per connection', 'cpuMicrosPerConnection', 'lower', 0),
-    panel('rate', 'connections per second', 'perSecond', 'higher', 0),
-    panel('rate', 'time to first byte p50, ms', 'ttfbP50Ms', 'lower', 1),
-  ], '; tunnelled routes: CPU of every process of the path');
+  add(
+    'rate',
+    `Connection rate: ${config.rateConcurrency} clients, full TLS handshakes`,
+    [
+      panel('rate', 'router CPU µs per connection', 'cpuMicrosPerConnection', 'lower', 0),
+      panel('rate', 'connections per second', 'perSecond', 'higher', 0),
+      panel('rate', 'time to first byte p50, ms', 'ttfbP50Ms', 'lower', 1),
+    ],
+    '; tunnelled routes: CPU of every process of the path',
+  );
   add('idle', `Idle: ${fmt(config.idleCount)} TLS connections held open`, [
     panel('idle', 'RSS KiB per connection', 'rssKiBPerConnection', 'lower', 1),
     panel('idle', 'live heap KiB per connection (after a full GC)', 'heapKiBPerConnection', 'lower', 2),
@@ -903,6 +1063,8 @@ try {
     for (const [workload, svg] of svgs) writeFileSync(join(resultsDir, `${name}-${workload}.svg`), svg);
   }
   process.stdout.write(markdown);
-  log(`wrote ${join(resultsDir, `${stamp}.{json,md}`)}${svgs.length ? ` and ${svgs.map(([w]) => `${stamp}-${w}.svg`).join(', ')}` : ''} in ${fmt(seconds)} s`);
+  log(
+    `wrote ${join(resultsDir, `${stamp}.{json,md}`)}${svgs.length ? ` and ${svgs.map(([w]) => `${stamp}-${w}.svg`).join(', ')}` : ''} in ${fmt(seconds)} s`,
+  );
   if (!args.keep) rmSync(dir, { recursive: true, force: true });
 }

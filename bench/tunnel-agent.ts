@@ -13,7 +13,9 @@ const agent = startAgent({
   env: {},
   resources: [env.TARGET ?? ''],
   // The listener's HTTPS certificate is from the same development CA as the tunnel's.
-  ...(env.AGENT_UPGRADE === '1' ? { connectionUpgrade: { mode: true, loadBalancerCa: env.AGENT_CA ?? '' } } : { connectionUpgrade: { mode: false } }),
+  ...(env.AGENT_UPGRADE === '1'
+    ? { connectionUpgrade: { mode: true, loadBalancerCa: env.AGENT_CA ?? '' } }
+    : { connectionUpgrade: { mode: false } }),
 });
 const stop = (): void => {
   void agent.stop({ graceMs: 500 }).then(() => process.exit(0));

@@ -31,5 +31,7 @@ try {
 }
 const sorted = [...times].sort((a, b) => a - b);
 const at = (p: number): number => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
-process.stdout.write(`${JSON.stringify({ count: times.length, p50Ms: median(times), p99Ms: at(0.99), meanMs: times.reduce((a, b) => a + b, 0) / times.length })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ count: times.length, p50Ms: median(times), p99Ms: at(0.99), meanMs: times.reduce((a, b) => a + b, 0) / times.length })}\n`,
+);
 process.exit(0);

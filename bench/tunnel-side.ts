@@ -29,13 +29,20 @@ export interface TunnelSide {
   close(): Promise<void>;
 }
 
-export async function startTunnelSide(target: string, agentCpus = process.env.AGENT_CPUS, upgrade = process.env.TUNNEL_UPGRADE === '1'): Promise<TunnelSide> {
+export async function startTunnelSide(
+  target: string,
+  agentCpus = process.env.AGENT_CPUS,
+  upgrade = process.env.TUNNEL_UPGRADE === '1',
+): Promise<TunnelSide> {
   const { ca, server } = devCertificates();
   const agentPair = ca.issue({ commonName: BENCH_AGENT, usage: 'client' });
   const registry = new TunnelRegistry();
   const web = createHttpsServer({ ...server });
   const tunnels = new Multiplexer({
-    routes: [tunnelRoute(registry, { ...server, ca: ca.cert }), ...(upgrade ? [{ name: 'web', match: { alpn: 'http/1.1' }, handler: serve(web) }] : [])],
+    routes: [
+      tunnelRoute(registry, { ...server, ca: ca.cert }),
+      ...(upgrade ? [{ name: 'web', match: { alpn: 'http/1.1' }, handler: serve(web) }] : []),
+    ],
   });
   const connectionUpgrade = new ConnectionUpgrade({ target: tunnels });
   connectionUpgrade.attach(web);
@@ -43,7 +50,15 @@ export async function startTunnelSide(target: string, agentCpus = process.env.AG
   const script = [...process.execArgv, fileURLToPath(new URL('./tunnel-agent.js', import.meta.url))];
   const [command, args] = agentCpus ? ['taskset', ['-c', agentCpus, process.execPath, ...script]] : [process.execPath, script];
   const agent = spawn(command, args, {
-    env: { PROXY: `127.0.0.1:${tunnelPort}`, AGENT_NAME: BENCH_AGENT, AGENT_CERT: agentPair.cert, AGENT_KEY: agentPair.key, AGENT_CA: ca.cert, TARGET: target, AGENT_UPGRADE: upgrade ? '1' : '0' },
+    env: {
+      PROXY: `127.0.0.1:${tunnelPort}`,
+      AGENT_NAME: BENCH_AGENT,
+      AGENT_CERT: agentPair.cert,
+      AGENT_KEY: agentPair.key,
+      AGENT_CA: ca.cert,
+      TARGET: target,
+      AGENT_UPGRADE: upgrade ? '1' : '0',
+    },
     // The agent exits when this pipe closes: with its router, however that ends (even SIGKILL, or
     // a SIGTERM before the router's own handler is set), never reconnecting on its own for ever.
     stdio: ['pipe', 'inherit', 'inherit'],

@@ -23,9 +23,12 @@ const mux = new Multiplexer({
     {
       name: 'echo',
       match: { alpn: 'gate-bench' },
-      handler: terminate({ ...server, ca: ca.cert, requestCert: true, alpnProtocols: ['gate-bench'] }, custom((socket: Duplex) => {
-        socket.pipe(socket);
-      })),
+      handler: terminate(
+        { ...server, ca: ca.cert, requestCert: true, alpnProtocols: ['gate-bench'] },
+        custom((socket: Duplex) => {
+          socket.pipe(socket);
+        }),
+      ),
     },
     { name: 'web', match: { alpn: 'http/1.1' }, handler: serve(web) },
   ],
@@ -62,7 +65,11 @@ async function measure(upgraded: boolean): Promise<{ p50Ms: number; p99Ms: numbe
     }
   }
   const sorted = [...times].sort((a, b) => a - b);
-  return { p50Ms: median(times), p99Ms: sorted[Math.min(sorted.length - 1, Math.floor(0.99 * sorted.length))]!, cpuMsPerConn: cpu / times.length };
+  return {
+    p50Ms: median(times),
+    p99Ms: sorted[Math.min(sorted.length - 1, Math.floor(0.99 * sorted.length))]!,
+    cpuMsPerConn: cpu / times.length,
+  };
 }
 
 try {

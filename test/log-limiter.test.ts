@@ -9,7 +9,10 @@ t.test('the first lines of a code are logged one by one, the rest once with thei
   for (let i = 0; i < 1000; i++) limiter.log('warn', 'GATE_ERR_A', { code: 'GATE_ERR_A', i }, 'a failed');
   limiter.log('info', 'GATE_ERR_B', { code: 'GATE_ERR_B' }, 'b refused');
   t.equal(lines.length, 4, 'three of A and the first of B, nothing else yet');
-  t.same(lines.map((l) => l.i), [0, 1, 2, undefined]);
+  t.same(
+    lines.map((l) => l.i),
+    [0, 1, 2, undefined],
+  );
   limiter.flush();
   t.equal(lines.length, 5, 'one summary line for A; none for B, which held nothing back');
   t.match(lines[4], { level: 40, code: 'GATE_ERR_A', suppressed: 997, logged: 3 });
@@ -27,6 +30,10 @@ t.test('the interval summarises by itself, and a code quiet for an interval star
   limiter.log('warn', 'GATE_ERR_B', { code: 'GATE_ERR_B' }, 'b');
   await new Promise((r) => setTimeout(r, 60));
   limiter.log('warn', 'GATE_ERR_B', { code: 'GATE_ERR_B' }, 'b');
-  t.equal(lines.filter((l) => l.code === 'GATE_ERR_B' && l.suppressed === undefined).length, 2, 'B seen again after a quiet interval: its own line');
+  t.equal(
+    lines.filter((l) => l.code === 'GATE_ERR_B' && l.suppressed === undefined).length,
+    2,
+    'B seen again after a quiet interval: its own line',
+  );
   limiter.flush();
 });

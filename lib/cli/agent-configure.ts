@@ -4,7 +4,15 @@ import { chmod, mkdir, open, rename, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { renderAgentConfig } from '../config/agent-config-text.js';
-import { DEFAULT_AGENT_CONFIG_PATH, PACKAGE_MANAGERS, RESOURCE_KINDS, parseAgentConfig, type AgentResource, type PackageManager, type ResourceKind } from '../config/agent-config.js';
+import {
+  DEFAULT_AGENT_CONFIG_PATH,
+  PACKAGE_MANAGERS,
+  RESOURCE_KINDS,
+  parseAgentConfig,
+  type AgentResource,
+  type PackageManager,
+  type ResourceKind,
+} from '../config/agent-config.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import { AGENT_JOIN_OPTIONS } from './agent-flags.js';
 import { agentSchemaPath } from './package-info.js';
@@ -21,10 +29,25 @@ read. An existing file is kept unless --force. KIND is ${RESOURCE_KINDS.join(', 
 /** `db:orders=10.0.0.5:5432@orders.example.com,10.1.2.3` → a resource; a GATE_ERR_INVALID_ARGUMENT says what is wrong. */
 export function parseResourceFlag(text: string): AgentResource | GateError {
   const m = /^([a-z]+):([^=]+)=([^@]+)(?:@(.+))?$/.exec(text);
-  if (!m) return new GateError(ErrorCodes.INVALID_ARGUMENT, `--resource ${JSON.stringify(text)}: expected KIND:NAME=HOST:PORT[@PUBLIC_ADDR,...]`);
+  if (!m)
+    return new GateError(ErrorCodes.INVALID_ARGUMENT, `--resource ${JSON.stringify(text)}: expected KIND:NAME=HOST:PORT[@PUBLIC_ADDR,...]`);
   const [, kind, name, target, publicAddr] = m as unknown as [string, string, string, string, string | undefined];
-  if (!(RESOURCE_KINDS as readonly string[]).includes(kind)) return new GateError(ErrorCodes.INVALID_ARGUMENT, `--resource ${JSON.stringify(text)}: kind ${kind} is not one of ${RESOURCE_KINDS.join(', ')}`);
-  return { kind: kind as ResourceKind, name, target, publicAddr: publicAddr ? publicAddr.split(',').map((a) => a.trim()).filter(Boolean) : [] };
+  if (!(RESOURCE_KINDS as readonly string[]).includes(kind))
+    return new GateError(
+      ErrorCodes.INVALID_ARGUMENT,
+      `--resource ${JSON.stringify(text)}: kind ${kind} is not one of ${RESOURCE_KINDS.join(', ')}`,
+    );
+  return {
+    kind: kind as ResourceKind,
+    name,
+    target,
+    publicAddr: publicAddr
+      ? publicAddr
+          .split(',')
+          .map((a) => a.trim())
+          .filter(Boolean)
+      : [],
+  };
 }
 
 export async function configure(argv: string[], io: { out: (l: string) => void; err: (l: string) => void }): Promise<number> {
@@ -56,7 +79,8 @@ export async function configure(argv: string[], io: { out: (l: string) => void; 
   };
   if (!values.proxy || !values.name) return usage('--proxy and --name are required');
   const manager = values['package-manager'];
-  if (manager !== undefined && !(PACKAGE_MANAGERS as readonly string[]).includes(manager)) return usage(`--package-manager ${manager}: expected ${PACKAGE_MANAGERS.join(', ')}`);
+  if (manager !== undefined && !(PACKAGE_MANAGERS as readonly string[]).includes(manager))
+    return usage(`--package-manager ${manager}: expected ${PACKAGE_MANAGERS.join(', ')}`);
   const resources: AgentResource[] = [];
   for (const flag of values.resource ?? []) {
     const parsed = parseResourceFlag(flag);

@@ -90,7 +90,10 @@ function withConfigFile<T extends FlagValues>(values: T, config: AgentFileConfig
 }
 
 /** Report-only mode: dial the tunnel endpoint the way the agent does and say which way it went. */
-async function reportRoute(values: { proxy: string; ca?: string | undefined; insecure?: boolean | undefined; serverName?: string | undefined; timeoutMs: number }, io: Io): Promise<number> {
+async function reportRoute(
+  values: { proxy: string; ca?: string | undefined; insecure?: boolean | undefined; serverName?: string | undefined; timeoutMs: number },
+  io: Io,
+): Promise<number> {
   const { socket, via, alpn } = await dialTls(values.proxy, {
     alpn: [ALPN_REVERSE_TUNNEL],
     requireAlpn: true,
@@ -105,14 +108,23 @@ async function reportRoute(values: { proxy: string; ca?: string | undefined; ins
 }
 
 /** The identity to start with: the state directory's, else a new one by joining (then saved). */
-async function identityFor(endpoint: JoinEndpoint, opts: { name: string; stateDir: string; token?: string | undefined; caPin?: string | undefined }, io: Io): Promise<StoredIdentity> {
+async function identityFor(
+  endpoint: JoinEndpoint,
+  opts: { name: string; stateDir: string; token?: string | undefined; caPin?: string | undefined },
+  io: Io,
+): Promise<StoredIdentity> {
   const stored = await readAgentState(opts.stateDir);
   if (stored && stored.name !== opts.name) {
-    throw new GateError(ErrorCodes.AGENT_STATE, `${opts.stateDir} holds the identity of agent ${JSON.stringify(stored.name)}, not ${JSON.stringify(opts.name)}`);
+    throw new GateError(
+      ErrorCodes.AGENT_STATE,
+      `${opts.stateDir} holds the identity of agent ${JSON.stringify(stored.name)}, not ${JSON.stringify(opts.name)}`,
+    );
   }
   if (stored && stored.expiresAt > Date.now()) return stored;
   if (!opts.token || !opts.caPin) {
-    const why = stored ? `the certificate in ${opts.stateDir} expired at ${new Date(stored.expiresAt).toISOString()}` : `${opts.stateDir} holds no identity yet`;
+    const why = stored
+      ? `the certificate in ${opts.stateDir} expired at ${new Date(stored.expiresAt).toISOString()}`
+      : `${opts.stateDir} holds no identity yet`;
     throw new GateError(ErrorCodes.AGENT_STATE, `${why}: join with --token and --ca-pin`);
   }
   const joined = await joinProxy(endpoint, { token: opts.token, name: opts.name, caPin: opts.caPin });
@@ -159,10 +171,18 @@ function keepRenewed(
       .catch((err: unknown) => {
         // Past expiry no renewal can succeed (it needs a valid certificate): only a new join can.
         if (current.expiresAt <= Date.now()) {
-          onExpired(new GateError(ErrorCodes.AGENT_STATE, `the certificate in ${stateDir} expired at ${new Date(current.expiresAt).toISOString()} before it could be renewed (${(err as Error).message}): join again with --token and --ca-pin`));
+          onExpired(
+            new GateError(
+              ErrorCodes.AGENT_STATE,
+              `the certificate in ${stateDir} expired at ${new Date(current.expiresAt).toISOString()} before it could be renewed (${(err as Error).message}): join again with --token and --ca-pin`,
+            ),
+          );
           return;
         }
-        log.warn({ code: isGateError(err) ? err.code : undefined }, `renewal failed, retrying in ${RENEW_RETRY_MS / 1000} s: ${(err as Error).message}`);
+        log.warn(
+          { code: isGateError(err) ? err.code : undefined },
+          `renewal failed, retrying in ${RENEW_RETRY_MS / 1000} s: ${(err as Error).message}`,
+        );
         schedule(Date.now() + RENEW_RETRY_MS);
       });
   };
@@ -263,7 +283,9 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   const timeoutMs = Number(values['timeout-ms']);
   const connectionCount = Number(values['connection-count']);
   if (!Number.isInteger(connectionCount) || connectionCount < 1 || connectionCount > MAX_CONNECTION_COUNT) {
-    io.err(`agent: --connection-count takes a whole number from 1 to ${MAX_CONNECTION_COUNT}, not ${JSON.stringify(values['connection-count'])}\n${USAGE}`);
+    io.err(
+      `agent: --connection-count takes a whole number from 1 to ${MAX_CONNECTION_COUNT}, not ${JSON.stringify(values['connection-count'])}\n${USAGE}`,
+    );
     return 2;
   }
   let services: AgentService[];
@@ -281,7 +303,8 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   }
   const serverName = values['server-name'];
   try {
-    if (!values.name) return await reportRoute({ proxy: values.proxy, ca: values.ca, insecure: values.insecure, serverName, timeoutMs }, io);
+    if (!values.name)
+      return await reportRoute({ proxy: values.proxy, ca: values.ca, insecure: values.insecure, serverName, timeoutMs }, io);
   } catch (err) {
     io.err(failure(err));
     return 1;
@@ -305,8 +328,13 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
       if (!values.key || !values.ca) throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'a pre-issued identity needs --cert, --key and --ca');
       identity = { cert: await readFile(values.cert), key: await readFile(values.key), ca: await readFile(values.ca) };
     } else {
-      if (!values['state-dir']) throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'an agent that joins needs --state-dir (its key and certificate are kept there)');
-      stored = await identityFor(endpoint, { name: values.name, stateDir: values['state-dir'], token: values.token, caPin: values['ca-pin'] }, io);
+      if (!values['state-dir'])
+        throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'an agent that joins needs --state-dir (its key and certificate are kept there)');
+      stored = await identityFor(
+        endpoint,
+        { name: values.name, stateDir: values['state-dir'], token: values.token, caPin: values['ca-pin'] },
+        io,
+      );
       identity = stored;
     }
     const serverId = values['state-dir'] ? await readOrCreateServerId(values['state-dir']) : undefined;
@@ -334,7 +362,9 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
     return 1;
   }
   const onProxy = (proxyId: string | undefined): string => (proxyId ? ` (proxy ${proxyId})` : '');
-  agent.on('connected', (e: AgentConnectedEvent) => io.out(`tunnel up: agent ${agent.name} via ${e.via} (connection ${e.connections})${onProxy(e.proxyId)}`));
+  agent.on('connected', (e: AgentConnectedEvent) =>
+    io.out(`tunnel up: agent ${agent.name} via ${e.via} (connection ${e.connections})${onProxy(e.proxyId)}`),
+  );
   agent.on('disconnected', (e: { reason: string; proxyId?: string }) => io.out(`tunnel down: ${e.reason}${onProxy(e.proxyId)}`));
   agent.on('refused', (e: GateError) => {
     // With tunnels up, a duplicate refusal is a dial the balancer sent to a proxy this agent
@@ -357,5 +387,3 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   }
   return 0;
 }
-
-

@@ -15,10 +15,16 @@ interface Command {
 
 const COMMANDS: Record<string, Command> = {
   proxy: { summary: 'run the proxy (one port for web, SSH, tunnels, Kubernetes and databases)', load: () => import('./proxy.js') },
-  'local-proxy': { summary: 'carry a local client (psql, redis-cli, ssh, ...) to the proxy inside TLS with an ALPN', load: () => import('./local-proxy.js') },
+  'local-proxy': {
+    summary: 'carry a local client (psql, redis-cli, ssh, ...) to the proxy inside TLS with an ALPN',
+    load: () => import('./local-proxy.js'),
+  },
   agent: { summary: 'join the proxy and hold a reverse tunnel for the resources on its --allow list', load: () => import('./agent.js') },
   upgrade: { summary: 'the updater: dry-run, run, export-schedule (the same as gate-upgrade)', load: () => import('./gate-upgrade.js') },
-  inventory: { summary: 'list the cluster\'s agents: inventory ls [--upgrader=none] (from a proxy\'s diag_addr)', load: () => import('./inventory.js') },
+  inventory: {
+    summary: "list the cluster's agents: inventory ls [--upgrader=none] (from a proxy's diag_addr)",
+    load: () => import('./inventory.js'),
+  },
 };
 
 export const USAGE = `usage: gate-mux <command> [options]      (gate-mux <command> --help for its options)
@@ -48,4 +54,5 @@ export async function main(argv: string[]): Promise<number> {
 
 // Run as a program (npm links bins through node_modules/.bin, hence the realpath), not imported.
 // A command's exit code ends the process even if a library left a timer or socket behind.
-if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) process.exit(await main(process.argv.slice(2)));
+if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href)
+  process.exit(await main(process.argv.slice(2)));

@@ -14,7 +14,13 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import { DEFAULT_AGENT_CONFIG_PATH, DEFAULT_UPGRADE_CHANNEL, loadAgentConfig, type AgentFileConfig } from '../config/agent-config.js';
 import { splitCommandLine } from '../upgrade/command-line.js';
-import { commandMethod, detectPackageManager, packageManagerMethod, versionOfPackage, type InstallMethod } from '../upgrade/install-method.js';
+import {
+  commandMethod,
+  detectPackageManager,
+  packageManagerMethod,
+  versionOfPackage,
+  type InstallMethod,
+} from '../upgrade/install-method.js';
 import { acquireLock } from '../upgrade/lock.js';
 import { maintenanceWindow } from '../upgrade/maintenance-window.js';
 import { describeEnd, runCommand } from '../upgrade/run-command.js';
@@ -120,7 +126,6 @@ own the file. Exit 0, or 1 on failure (the file is then left as it was).
 ${CONNECTION_HELP}`,
 };
 
-
 class UsageError extends Error {}
 
 function print(line: string): void {
@@ -160,14 +165,19 @@ async function agentConfigFor(values: ConnectionValues): Promise<AgentFileConfig
     return config;
   } catch (err) {
     if (!values.config && (err as { cause?: NodeJS.ErrnoException }).cause?.code === 'ENOENT') {
-      throw new UsageError(`--proxy is required when there is no agent configuration file (${path}; gate-mux agent configure writes it, --config names another)`);
+      throw new UsageError(
+        `--proxy is required when there is no agent configuration file (${path}; gate-mux agent configure writes it, --config names another)`,
+      );
     }
     throw err;
   }
 }
 
 /** How to reach the proxy, from the flags and the agent's file (flags win); and the file itself. */
-async function connection(values: ConnectionValues, read?: { agent: AgentFileConfig | undefined }): Promise<{ request: ProxyRequestOptions; agent: AgentFileConfig | undefined }> {
+async function connection(
+  values: ConnectionValues,
+  read?: { agent: AgentFileConfig | undefined },
+): Promise<{ request: ProxyRequestOptions; agent: AgentFileConfig | undefined }> {
   const agent = read ? read.agent : await agentConfigFor(values);
   const proxy = values.proxy ?? `https://${agent!.proxy}`;
   // Plain http (--insecure-http) has no certificate to check.
@@ -189,7 +199,11 @@ async function clusterCa(agent: AgentFileConfig): Promise<Array<string | Buffer>
   try {
     return [...rootCertificates, await readFile(path)];
   } catch (err) {
-    throw new GateError(ErrorCodes.AGENT_STATE, `${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}: the agent has not joined yet (its state directory holds the cluster CA once it has); or give --ca`, { cause: err });
+    throw new GateError(
+      ErrorCodes.AGENT_STATE,
+      `${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}: the agent has not joined yet (its state directory holds the cluster CA once it has); or give --ca`,
+      { cause: err },
+    );
   }
 }
 
@@ -208,11 +222,18 @@ function versionIn(output: string): string | undefined {
 async function installedVersion(command: string[], env?: Record<string, string>): Promise<string> {
   const result = await runCommand(command, { timeoutMs: 60_000, ...(env ? { env: { ...process.env, ...env } } : {}) });
   if (result.code !== 0 || result.startError) {
-    throw new GateError(ErrorCodes.UPGRADE_VERIFY_FAILED, `version command ${describeEnd(result)}${result.stderr ? `: ${result.stderr.trim().slice(-200)}` : ''}`);
+    throw new GateError(
+      ErrorCodes.UPGRADE_VERIFY_FAILED,
+      `version command ${describeEnd(result)}${result.stderr ? `: ${result.stderr.trim().slice(-200)}` : ''}`,
+    );
   }
   // A package database answers with the package version (1.2.4~rc.1): read back as semantic.
   const version = versionIn(versionOfPackage(result.stdout));
-  if (!version) throw new GateError(ErrorCodes.UPGRADE_VERIFY_FAILED, `${command.join(' ')} printed no version: ${JSON.stringify(result.stdout.trim().slice(0, 80))}`);
+  if (!version)
+    throw new GateError(
+      ErrorCodes.UPGRADE_VERIFY_FAILED,
+      `${command.join(' ')} printed no version: ${JSON.stringify(result.stdout.trim().slice(0, 80))}`,
+    );
   return version;
 }
 
@@ -225,7 +246,11 @@ function parseDecision(argv: string[]) {
  * Asks the proxy (version, then critical), reads the schedule, decides, and prints what dry-run
  * prints. Shared by dry-run and run, so both say the same thing.
  */
-async function decide(values: DecisionValues, log: Logger | undefined, run?: { agent: AgentFileConfig | undefined; method: InstallMethod }): Promise<UpgradeDecision & { critical: boolean }> {
+async function decide(
+  values: DecisionValues,
+  log: Logger | undefined,
+  run?: { agent: AgentFileConfig | undefined; method: InstallMethod },
+): Promise<UpgradeDecision & { critical: boolean }> {
   const { request, agent } = await connection(values, run);
   const method = run?.method;
   const now = values.now ? new Date(values.now) : new Date();
@@ -247,12 +272,25 @@ async function decide(values: DecisionValues, log: Logger | undefined, run?: { a
   if (warning) warn(warning);
   if (schedule) {
     const state = maintenanceWindow(schedule, now);
-    print(state.inWindow ? `inside the maintenance window (started ${state.currentStart!.toISOString()})` : `next maintenance window starts ${state.nextStart.toISOString()}`);
+    print(
+      state.inWindow
+        ? `inside the maintenance window (started ${state.currentStart!.toISOString()})`
+        : `next maintenance window starts ${state.nextStart.toISOString()}`,
+    );
   }
   if (decision.reason === 'downgrade-refused') print('would not downgrade (--no-downgrade)');
   else if (decision.available) print(decision.upgrade ? `would upgrade now (${decision.reason})` : `would wait (${decision.reason})`);
   log?.info(
-    { current, target: target ?? 'none', critical, reason: decision.reason, upgrade: decision.upgrade, downgrade: decision.downgrade, nextStart: decision.nextStart?.toISOString(), channel },
+    {
+      current,
+      target: target ?? 'none',
+      critical,
+      reason: decision.reason,
+      upgrade: decision.upgrade,
+      downgrade: decision.downgrade,
+      nextStart: decision.nextStart?.toISOString(),
+      channel,
+    },
     `decided: ${decision.reason}`,
   );
   return { ...decision, critical };
@@ -274,7 +312,11 @@ async function criticalOrWarn(options: Parameters<typeof fetchCritical>[0]): Pro
  * way to install (or the machine has a package manager), what the package database holds; else
  * this program's own version.
  */
-async function runningVersion(values: DecisionValues, agent: AgentFileConfig | undefined, method: InstallMethod | undefined): Promise<string> {
+async function runningVersion(
+  values: DecisionValues,
+  agent: AgentFileConfig | undefined,
+  method: InstallMethod | undefined,
+): Promise<string> {
   if (values['version-command']) return installedVersion(splitCommandLine(values['version-command']));
   const known = method ?? (agent ? installMethodFor(values, agent) : undefined);
   if (known) return installedVersion(known.versionCommands[0]!, known.env);
@@ -286,7 +328,10 @@ async function runningVersion(values: DecisionValues, agent: AgentFileConfig | u
  * install_command (with its version_command, or its package manager's database); else the
  * package manager the file names, or the one the machine has. Undefined when there is none.
  */
-function installMethodFor(values: { 'install-command'?: string | undefined; 'version-command'?: string | undefined }, agent: AgentFileConfig | undefined): InstallMethod | undefined {
+function installMethodFor(
+  values: { 'install-command'?: string | undefined; 'version-command'?: string | undefined },
+  agent: AgentFileConfig | undefined,
+): InstallMethod | undefined {
   const updater = agent?.updater;
   const manager = updater?.packageManager ?? (agent ? detectPackageManager(onPath) : undefined);
   const managed = manager ? packageManagerMethod(manager) : undefined;
@@ -322,7 +367,8 @@ async function dryRun(argv: string[]): Promise<number> {
 
 function installTimeoutMs(text: string): number {
   const seconds = Number(text);
-  if (!Number.isFinite(seconds) || seconds <= 0) throw new UsageError(`--install-timeout: ${JSON.stringify(text)} is not a number of seconds`);
+  if (!Number.isFinite(seconds) || seconds <= 0)
+    throw new UsageError(`--install-timeout: ${JSON.stringify(text)} is not a number of seconds`);
   return seconds * 1000;
 }
 
@@ -331,7 +377,10 @@ async function run(argv: string[]): Promise<number> {
   if (values.help) return help('run');
   const agent = await agentConfigFor(values);
   const method = installMethodFor(values, agent);
-  if (!method) throw new UsageError('no way to install: give --install-command and --version-command, or updater.package_manager in the agent configuration file');
+  if (!method)
+    throw new UsageError(
+      'no way to install: give --install-command and --version-command, or updater.package_manager in the agent configuration file',
+    );
   const timeoutMs = installTimeoutMs(values['install-timeout']);
   // To stderr (stdout is for the decision): readable on a terminal, JSON lines otherwise.
   const logger = loggerFromOptions(values['log-level']!, undefined, 2);
@@ -357,7 +406,10 @@ async function run(argv: string[]): Promise<number> {
       log.info({ argv: argvOfInstall, reason: decision.reason, method: method.name }, `installing ${target}`);
       const result = await runCommand(argvOfInstall, { timeoutMs: Math.max(1, deadline - Date.now()), env });
       if (result.code !== 0 || result.startError) {
-        const err = new GateError(ErrorCodes.UPGRADE_INSTALL_FAILED, `${method.name === 'install command' ? 'install command' : argvOfInstall.join(' ')} ${describeEnd(result)}`);
+        const err = new GateError(
+          ErrorCodes.UPGRADE_INSTALL_FAILED,
+          `${method.name === 'install command' ? 'install command' : argvOfInstall.join(' ')} ${describeEnd(result)}`,
+        );
         log.error({ err, stderr: result.stderr.slice(-2000), stdout: result.stdout.slice(-2000) }, 'install failed');
         throw err;
       }
@@ -365,7 +417,10 @@ async function run(argv: string[]): Promise<number> {
     for (const command of method.versionCommands) {
       const installed = await installedVersion(command, method.env);
       if (compareVersions(installed, target) !== 0) {
-        const err = new GateError(ErrorCodes.UPGRADE_VERIFY_FAILED, `after the install ${command.join(' ')} reports ${installed}, not ${target}`);
+        const err = new GateError(
+          ErrorCodes.UPGRADE_VERIFY_FAILED,
+          `after the install ${command.join(' ')} reports ${installed}, not ${target}`,
+        );
         log.error({ err, installed, target }, 'version check failed');
         throw err;
       }
@@ -385,7 +440,11 @@ async function exportSchedule(argv: string[]): Promise<number> {
   const path = schedulePath(values.schedule);
   const { text } = await fetchSchedule(request);
   const { changed, inPlace } = await writeFileAtomic(path, sealSchedule(text), { inPlaceWhenDirectoryDenies: true });
-  print(changed ? `wrote the maintenance schedule to ${path}${inPlace ? ' (in place: this user may not create files in its directory)' : ''}` : `the maintenance schedule in ${path} is up to date`);
+  print(
+    changed
+      ? `wrote the maintenance schedule to ${path}${inPlace ? ' (in place: this user may not create files in its directory)' : ''}`
+      : `the maintenance schedule in ${path} is up to date`,
+  );
   return EXIT_OK;
 }
 
@@ -416,7 +475,12 @@ export async function main(argv: string[]): Promise<number> {
     return await handler(rest);
   } catch (err) {
     const code = (err as { code?: string }).code;
-    if (err instanceof UsageError || code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' || code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' || code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
+    if (
+      err instanceof UsageError ||
+      code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ||
+      code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' ||
+      code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL'
+    ) {
       warn(`gate-upgrade ${command}: ${(err as Error).message} (see gate-upgrade ${command} --help)`);
       return EXIT_USAGE;
     }
@@ -426,4 +490,5 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 // realpath: npm installs the bin as a symlink, and import.meta.url names the file it points to.
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) process.exitCode = await main(process.argv.slice(2));
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href)
+  process.exitCode = await main(process.argv.slice(2));

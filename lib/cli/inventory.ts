@@ -38,7 +38,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(INVENTORY_USAGE);
     return 0;
   }
-  if (verb !== 'ls') return usageError(verb === undefined ? 'gate-mux inventory: which? (ls)' : `gate-mux inventory: unknown subcommand '${verb}'`, INVENTORY_USAGE);
+  if (verb !== 'ls')
+    return usageError(
+      verb === undefined ? 'gate-mux inventory: which? (ls)' : `gate-mux inventory: unknown subcommand '${verb}'`,
+      INVENTORY_USAGE,
+    );
   const parsed = parseCommand(
     {
       args: rest,
@@ -59,7 +63,8 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(INVENTORY_USAGE);
     return 0;
   }
-  if (values.format !== 'text' && values.format !== 'json') return usageError(`--format ${values.format}: expected text or json`, INVENTORY_USAGE);
+  if (values.format !== 'text' && values.format !== 'json')
+    return usageError(`--format ${values.format}: expected text or json`, INVENTORY_USAGE);
   let rows: InventoryRow[];
   try {
     const diag = await diagAddress(values.diag, values.config);
@@ -83,9 +88,17 @@ async function diagAddress(flag: string | undefined, configPath: string | undefi
     address = parsed.address;
   } else {
     const path = configPath ?? INSTALLED_CONFIG_PATH;
-    if (configPath === undefined && !existsSync(path)) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `no ${path}: give the proxy's diagnostics listener with --diag HOST:PORT, or its configuration with --config FILE`);
+    if (configPath === undefined && !existsSync(path))
+      throw new GateError(
+        ErrorCodes.INVALID_ARGUMENT,
+        `no ${path}: give the proxy's diagnostics listener with --diag HOST:PORT, or its configuration with --config FILE`,
+      );
     const { config } = await loadConfig(path);
-    if (!config.diagAddr) throw new GateError(ErrorCodes.CONFIG_INVALID, `${path} sets no diag_addr: the inventory is served on the proxy's diagnostics listener (set diag_addr, e.g. 127.0.0.1:3000)`);
+    if (!config.diagAddr)
+      throw new GateError(
+        ErrorCodes.CONFIG_INVALID,
+        `${path} sets no diag_addr: the inventory is served on the proxy's diagnostics listener (set diag_addr, e.g. 127.0.0.1:3000)`,
+      );
     address = config.diagAddr;
   }
   if (address.host === '0.0.0.0') return { ...address, host: '127.0.0.1' };
@@ -105,11 +118,18 @@ async function fetchInventory(diag: HostPort): Promise<InventoryRow[]> {
   try {
     body = JSON.parse(answer.body);
   } catch (err) {
-    throw new GateError(ErrorCodes.FETCH_FAILED, `${where}: answered ${answer.status} with something other than JSON (is this a gate-mux proxy's diag_addr?)`, { cause: err });
+    throw new GateError(
+      ErrorCodes.FETCH_FAILED,
+      `${where}: answered ${answer.status} with something other than JSON (is this a gate-mux proxy's diag_addr?)`,
+      { cause: err },
+    );
   }
   if (answer.status !== 200 || !Array.isArray(body)) {
     const error = body as { error?: unknown; code?: unknown };
-    const code = typeof error.code === 'string' && (Object.values(ErrorCodes) as string[]).includes(error.code) ? (error.code as ErrorCode) : ErrorCodes.FETCH_FAILED;
+    const code =
+      typeof error.code === 'string' && (Object.values(ErrorCodes) as string[]).includes(error.code)
+        ? (error.code as ErrorCode)
+        : ErrorCodes.FETCH_FAILED;
     throw new GateError(code, `${where}: ${answer.status} ${code}: ${typeof error.error === 'string' ? error.error : 'not an inventory'}`);
   }
   return body as InventoryRow[];
@@ -119,8 +139,18 @@ const COLUMNS = ['Server ID', 'Hostname', 'Services', 'Version', 'Upgrader'] as 
 
 /** The text table: the platform's columns in its order; `-` for what an agent did not say. Pure. */
 export function inventoryTable(rows: readonly InventoryRow[]): string {
-  const cells = rows.map((r) => [r.server_id, r.hostname || '-', r.services.map((s) => `${s.kind}:${s.name}`).join(',') || '-', r.version || '-', r.upgrader || '-']);
+  const cells = rows.map((r) => [
+    r.server_id,
+    r.hostname || '-',
+    r.services.map((s) => `${s.kind}:${s.name}`).join(',') || '-',
+    r.version || '-',
+    r.upgrader || '-',
+  ]);
   const widths = COLUMNS.map((title, i) => Math.max(title.length, ...cells.map((c) => c[i]!.length)));
-  const line = (values: readonly string[]): string => `${values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd()}\n`;
+  const line = (values: readonly string[]): string =>
+    `${values
+      .map((v, i) => v.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd()}\n`;
   return [line(COLUMNS), line(widths.map((w) => '-'.repeat(w))), ...cells.map(line)].join('');
 }

@@ -77,7 +77,10 @@ export async function main(argv: string[]): Promise<number> {
     const local = await startLocalProxy({
       listen: { host: listen.address.host, port: listen.address.port },
       target,
-      alpn: (values.alpn ?? '').split(',').map((p) => p.trim()).filter(Boolean),
+      alpn: (values.alpn ?? '')
+        .split(',')
+        .map((p) => p.trim())
+        .filter(Boolean),
       passthrough: values.passthrough,
       ...(values['server-name'] ? { serverName: values['server-name'] } : {}),
       ...(values.ca ? { ca: readFileSync(values.ca) } : {}),

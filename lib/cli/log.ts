@@ -20,7 +20,10 @@ export function cliLogger(level: LevelWithSilent, format: LogFormat | undefined,
   const stream = fd === 1 ? process.stdout : process.stderr;
   const pretty = format ? format === 'pretty' : stream.isTTY === true;
   if (!pretty) return pino({ level }, pino.destination(fd));
-  return pino({ level }, pino.transport({ target: 'pino-pretty', options: { destination: fd, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } }));
+  return pino(
+    { level },
+    pino.transport({ target: 'pino-pretty', options: { destination: fd, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } }),
+  );
 }
 
 /** Checks a `--log-format` value. */

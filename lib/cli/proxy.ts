@@ -75,7 +75,12 @@ export async function main(argv: string[]): Promise<number> {
     load(configPath, logger)
       .then((config) => proxy.reload(config))
       .then(() => logger.info({ config: configPath }, 'configuration and certificates reloaded'))
-      .catch((err: unknown) => logger.error({ code: (err as { code?: string }).code }, `reload failed, still running the previous configuration: ${(err as Error).message}`));
+      .catch((err: unknown) =>
+        logger.error(
+          { code: (err as { code?: string }).code },
+          `reload failed, still running the previous configuration: ${(err as Error).message}`,
+        ),
+      );
   };
   process.on('SIGHUP', onReload);
   const signal = await new Promise<string>((resolve) => {
@@ -102,13 +107,17 @@ async function load(path: string, logger: Logger) {
 function printBanner(proxy: GateProxy, configPath: string): void {
   const { plan } = proxy;
   const web = formatAddress(plan.listeners[0]!);
-  console.log(`gate-mux proxy ${packageVersion} (${plan.mode === 'multiplex' ? 'TLS routing on one port' : 'separate ports'}), config ${configPath}`);
+  console.log(
+    `gate-mux proxy ${packageVersion} (${plan.mode === 'multiplex' ? 'TLS routing on one port' : 'separate ports'}), config ${configPath}`,
+  );
   for (const l of plan.listeners) console.log(`  listening on ${formatAddress(l)} (${l.name}: ${l.routes.map((r) => r.name).join(', ')})`);
   const { cap, from } = proxy.connectionCap;
   console.log(`  at most ${cap} open connections: ${from}`);
   const diag = proxy.diagAddress;
   if (diag) console.log(`  diagnostics on http://${formatAddress({ host: diag.address, port: diag.port })} (/healthz, /readyz, /metrics)`);
-  console.log(agentJoinHint({ config: proxy.currentConfig, plan, caPin: proxy.caPin, tokenFile: proxy.devTokenFile, agentCommand: agentCommand() }));
+  console.log(
+    agentJoinHint({ config: proxy.currentConfig, plan, caPin: proxy.caPin, tokenFile: proxy.devTokenFile, agentCommand: agentCommand() }),
+  );
   if (proxy.caFile) {
     console.log(`  development CA: ${proxy.caFile}`);
     console.log(`try: curl --cacert ${proxy.caFile} https://${web}/webapi/ping`);

@@ -109,7 +109,7 @@ export async function dialTls(target: string, options: DialTlsOptions): Promise<
       log.info({ target, offered }, 'the path to the proxy ends TLS (a load balancer): TLS routing goes through the connection upgrade');
       return upgraded;
     } catch (upgradeError) {
-      log.debug({ target, err: upgradeError }, 'the connection upgrade failed too; reporting the direct handshake\'s failure');
+      log.debug({ target, err: upgradeError }, "the connection upgrade failed too; reporting the direct handshake's failure");
       throw err;
     }
   }
@@ -161,8 +161,7 @@ async function connectTls(target: string, options: DialTlsOptions, upgraded: boo
     const onSecure = (): void => done();
     const onError = (err: Error): void =>
       done(new GateError(ErrorCodes.TLS_HANDSHAKE, `TLS to ${route} failed: ${err.message}`, { cause: err }));
-    const onAbort = (): void =>
-      done(new GateError(ErrorCodes.DIAL_ABORTED, `TLS to ${route} aborted`, { cause: options.signal?.reason }));
+    const onAbort = (): void => done(new GateError(ErrorCodes.DIAL_ABORTED, `TLS to ${route} aborted`, { cause: options.signal?.reason }));
     const timer = setTimeout(
       () => done(new GateError(ErrorCodes.TLS_HANDSHAKE_TIMEOUT, `TLS to ${route} timed out after ${handshakeMs} ms`)),
       handshakeMs,

@@ -154,7 +154,8 @@ async function dialViaProxy(host: string, port: number, through: ProxyDial): Pro
       cause: err,
     });
   }
-  if (addresses.length === 0) throw new GateError(ErrorCodes.DIAL_FAILED, `cannot resolve ${host} for socks5 proxy ${proxy.display}: no address`);
+  if (addresses.length === 0)
+    throw new GateError(ErrorCodes.DIAL_FAILED, `cannot resolve ${host} for socks5 proxy ${proxy.display}: no address`);
   for (let i = 0; ; i++) {
     try {
       return await connectThroughProxy(addresses[i]!.address, port, through);
@@ -174,10 +175,14 @@ async function connectThroughProxy(host: string, port: number, through: ProxyDia
     await connected(raw, 'connect');
   } catch (err) {
     raw.destroy();
-    throw new ProxyError(ErrorCodes.PROXY_UNREACHABLE, `proxy ${proxy.display} (from ${proxy.source}) unreachable: ${(err as Error).message}`, {
-      proxy: proxy.display,
-      cause: err,
-    });
+    throw new ProxyError(
+      ErrorCodes.PROXY_UNREACHABLE,
+      `proxy ${proxy.display} (from ${proxy.source}) unreachable: ${(err as Error).message}`,
+      {
+        proxy: proxy.display,
+        cause: err,
+      },
+    );
   }
   let socket: Socket = raw;
   if (proxy.scheme === 'https') {

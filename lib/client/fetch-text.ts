@@ -52,7 +52,11 @@ export function fetchText(url: string, options: FetchTextOptions = {}): Promise<
   const shown = `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
   const ownAgent = options.agent
     ? undefined
-    : proxyAgentFor({ ...(options.env ? { env: options.env } : {}), ...(options.proxyRule ? { proxyRule: options.proxyRule } : {}), ...(options.ca === undefined ? {} : { ca: options.ca }) });
+    : proxyAgentFor({
+        ...(options.env ? { env: options.env } : {}),
+        ...(options.proxyRule ? { proxyRule: options.proxyRule } : {}),
+        ...(options.ca === undefined ? {} : { ca: options.ca }),
+      });
   const agent = options.agent ?? ownAgent;
   return new Promise<FetchTextResult>((resolve, reject) => {
     let settled = false;
@@ -67,7 +71,10 @@ export function fetchText(url: string, options: FetchTextOptions = {}): Promise<
       else resolve(result as FetchTextResult);
     };
     const onAbort = (): void => finish(new GateError(ErrorCodes.FETCH_FAILED, `fetch ${shown} aborted`, { cause: options.signal?.reason }));
-    const timer = setTimeout(() => finish(new GateError(ErrorCodes.FETCH_TIMEOUT, `fetch ${shown} timed out after ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => finish(new GateError(ErrorCodes.FETCH_TIMEOUT, `fetch ${shown} timed out after ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     const send = parsed.protocol === 'https:' ? httpsRequest : httpRequest;
     const req = send(parsed, {
       method: 'GET',
@@ -77,7 +84,9 @@ export function fetchText(url: string, options: FetchTextOptions = {}): Promise<
       ...(options.servername === undefined ? {} : { servername: options.servername }),
     });
     req.on('error', (err: Error) =>
-      finish(err instanceof GateError ? err : new GateError(ErrorCodes.FETCH_FAILED, `fetch ${shown} failed: ${err.message}`, { cause: err })),
+      finish(
+        err instanceof GateError ? err : new GateError(ErrorCodes.FETCH_FAILED, `fetch ${shown} failed: ${err.message}`, { cause: err }),
+      ),
     );
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
@@ -93,7 +102,9 @@ export function fetchText(url: string, options: FetchTextOptions = {}): Promise<
       res.on('end', () =>
         finish(undefined, { status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }),
       );
-      res.on('error', (err: Error) => finish(new GateError(ErrorCodes.FETCH_FAILED, `fetch ${shown} failed: ${err.message}`, { cause: err })));
+      res.on('error', (err: Error) =>
+        finish(new GateError(ErrorCodes.FETCH_FAILED, `fetch ${shown} failed: ${err.message}`, { cause: err })),
+      );
     });
     if (options.signal?.aborted) onAbort();
     else options.signal?.addEventListener('abort', onAbort, { once: true });

@@ -9,12 +9,7 @@ import { formatHostPort } from './target.js';
 export function connectRequest(host: string, port: number, proxy: ProxyConfig): string {
   const authority = formatHostPort(host, port);
   const auth = proxy.basicAuthorization();
-  return (
-    `CONNECT ${authority} HTTP/1.1\r\n` +
-    `Host: ${authority}\r\n` +
-    (auth ? `Proxy-Authorization: ${auth}\r\n` : '') +
-    '\r\n'
-  );
+  return `CONNECT ${authority} HTTP/1.1\r\n` + `Host: ${authority}\r\n` + (auth ? `Proxy-Authorization: ${auth}\r\n` : '') + '\r\n';
 }
 
 function statusError(status: number, reason: string, proxy: ProxyConfig, authority: string): ProxyError {
@@ -25,9 +20,10 @@ function statusError(status: number, reason: string, proxy: ProxyConfig, authori
   // before the tunnel exists, so a 401 here is the proxy refusing our credentials too.
   if (status === 407 || status === 401) {
     code = ErrorCodes.PROXY_AUTH_REQUIRED;
-    what = proxy.username === undefined
-      ? `requires authentication (${status}): put user:password in the proxy URL`
-      : `rejected the credentials of user ${JSON.stringify(proxy.username)} (${status})`;
+    what =
+      proxy.username === undefined
+        ? `requires authentication (${status}): put user:password in the proxy URL`
+        : `rejected the credentials of user ${JSON.stringify(proxy.username)} (${status})`;
   } else if (status === 403) {
     code = ErrorCodes.PROXY_FORBIDDEN;
     what = `forbids CONNECT to ${authority} (403 ${reason})`.replace(/ \)$/, ')');

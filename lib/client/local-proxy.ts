@@ -149,7 +149,10 @@ function dialWithTls(options: LocalProxyOptions, signal: AbortSignal): Promise<C
 }
 
 /** passthrough: the upgrade alone, through the environment proxy like any dial; its stream carries the client's bytes. */
-async function carryUnchanged(options: LocalProxyOptions, signal: AbortSignal): Promise<{ socket: Duplex; via: ProxyConfig | undefined; alpn: undefined }> {
+async function carryUnchanged(
+  options: LocalProxyOptions,
+  signal: AbortSignal,
+): Promise<{ socket: Duplex; via: ProxyConfig | undefined; alpn: undefined }> {
   const { host, port } = parseTarget(options.target);
   const timeoutMs = options.dialTimeoutMs ?? 10_000;
   const { socket: raw, via } = await dial(options.target, {

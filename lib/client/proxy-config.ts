@@ -112,10 +112,7 @@ export function redactProxyValue(value: string): string {
 }
 
 function invalid(source: string, value: string, why: string): GateError {
-  return new GateError(
-    ErrorCodes.PROXY_ENV_INVALID,
-    `${source}=${JSON.stringify(redactProxyValue(value))} is not a usable proxy: ${why}`,
-  );
+  return new GateError(ErrorCodes.PROXY_ENV_INVALID, `${source}=${JSON.stringify(redactProxyValue(value))} is not a usable proxy: ${why}`);
 }
 
 function decode(part: string, source: string, value: string, what: string): string {

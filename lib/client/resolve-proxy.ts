@@ -27,7 +27,11 @@ export type ProxyRule = 'by-scheme' | 'dial-back';
  * up on the first dial instead of only on the dials NO_PROXY happens not to cover.
  * GATE_ERR_TARGET_INVALID when the target does not parse.
  */
-export function proxyForTarget(target: string, env: NodeJS.ProcessEnv = process.env, rule: ProxyRule = 'by-scheme'): ProxyConfig | undefined {
+export function proxyForTarget(
+  target: string,
+  env: NodeJS.ProcessEnv = process.env,
+  rule: ProxyRule = 'by-scheme',
+): ProxyConfig | undefined {
   const { host, port, scheme } = parseTarget(target);
   const vars = readProxyEnv(env);
   let chosen: EnvValue | undefined;

@@ -43,7 +43,11 @@ function mapSocksError(err: Error, proxy: ProxyConfig, authority: string): Proxy
     code = ErrorCodes.DIAL_TIMEOUT;
     what = `did not finish the SOCKS5 handshake for ${authority} in time`;
   }
-  return new ProxyError(code, `proxy ${proxy.display} ${what}`, { proxy: proxy.display, cause: err, ...(status === undefined ? {} : { status }) });
+  return new ProxyError(code, `proxy ${proxy.display} ${what}`, {
+    proxy: proxy.display,
+    cause: err,
+    ...(status === undefined ? {} : { status }),
+  });
 }
 
 /**

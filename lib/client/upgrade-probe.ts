@@ -28,7 +28,12 @@ export async function pathEndsTls(target: string, options: ProbeOptions): Promis
   }
   const socket = raw;
   return new Promise<boolean>((resolve) => {
-    const probe = tlsConnect({ socket, ...(servername === undefined ? {} : { servername }), ALPNProtocols: options.alpn, rejectUnauthorized: false });
+    const probe = tlsConnect({
+      socket,
+      ...(servername === undefined ? {} : { servername }),
+      ALPNProtocols: options.alpn,
+      rejectUnauthorized: false,
+    });
     const done = (endsTls: boolean): void => {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);

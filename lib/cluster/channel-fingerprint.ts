@@ -17,9 +17,7 @@ export function channelFingerprint(channels: Readonly<Record<string, ChannelConf
     .sort()
     .map((name) => {
       const channel = channels[name] as ChannelConfig;
-      return channel.kind === 'static'
-        ? [name, channel.version, null, channel.critical === true]
-        : [name, null, channel.url, false];
+      return channel.kind === 'static' ? [name, channel.version, null, channel.critical === true] : [name, null, channel.url, false];
     });
   return `sha256:${createHash('sha256').update(JSON.stringify(canonical)).digest('hex')}`;
 }

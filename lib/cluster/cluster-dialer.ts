@@ -97,22 +97,32 @@ export class ClusterDialer {
     }
     let offlineEverywhere = failure === undefined || failure.code === ErrorCodes.AGENT_OFFLINE;
     for (const peer of candidates) {
-      if (options.signal?.aborted) throw new GateError(ErrorCodes.DIAL_ABORTED, `agent ${agent} -> ${target}: aborted`, { cause: options.signal.reason });
+      if (options.signal?.aborted)
+        throw new GateError(ErrorCodes.DIAL_ABORTED, `agent ${agent} -> ${target}: aborted`, { cause: options.signal.reason });
       try {
         const stream = await this.options.peers.open(peer, agent, target, options);
         this.options.onPeerDial?.('ok');
         return stream;
       } catch (err) {
-        const error = isGateError(err) ? err : new GateError(ErrorCodes.PEER_DIAL_FAILED, `${peer.id}: ${(err as Error).message}`, { cause: err });
+        const error = isGateError(err)
+          ? err
+          : new GateError(ErrorCodes.PEER_DIAL_FAILED, `${peer.id}: ${(err as Error).message}`, { cause: err });
         this.options.onPeerDial?.('failed', error.code);
         if (FINAL_CODES.has(error.code)) throw error;
         // A holder that is gone or leaving is not the agent being offline; a stale record is.
         if (error.code !== ErrorCodes.AGENT_OFFLINE && error.code !== ErrorCodes.DRAINING) offlineEverywhere = false;
-        this.log.warn({ agent, target, peer: peer.id, peerAddr: peer.peerAddr, code: error.code }, `forwarded dial failed, trying the next holder: ${error.message}`);
+        this.log.warn(
+          { agent, target, peer: peer.id, peerAddr: peer.peerAddr, code: error.code },
+          `forwarded dial failed, trying the next holder: ${error.message}`,
+        );
         failure = error;
       }
     }
-    if (offlineEverywhere) throw new GateError(ErrorCodes.AGENT_OFFLINE, `agent ${agent} is offline (no proxy of the cluster could reach its tunnel: ${failure?.message ?? 'no holder'})`);
+    if (offlineEverywhere)
+      throw new GateError(
+        ErrorCodes.AGENT_OFFLINE,
+        `agent ${agent} is offline (no proxy of the cluster could reach its tunnel: ${failure?.message ?? 'no holder'})`,
+      );
     throw failure!;
   };
 

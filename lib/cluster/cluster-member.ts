@@ -10,7 +10,10 @@ import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from '
  * `agent-disconnected` (name, reason) events, who is connected, and (for the inventory) what a
  * connected agent said about itself.
  */
-export type TunnelEvents = Pick<EventEmitter, 'on' | 'off'> & { agents(): string[]; describedAgent?(name: string): DescribedAgent | undefined };
+export type TunnelEvents = Pick<EventEmitter, 'on' | 'off'> & {
+  agents(): string[];
+  describedAgent?(name: string): DescribedAgent | undefined;
+};
 
 export interface ClusterMemberOptions {
   store: RouteStore;
@@ -91,7 +94,8 @@ export class ClusterMember extends EventEmitter {
 
   constructor(private readonly options: ClusterMemberOptions) {
     super();
-    if (!(options.ttlMs > 0)) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `ClusterMember: ttlMs must be above 0, got ${options.ttlMs}`);
+    if (!(options.ttlMs > 0))
+      throw new GateError(ErrorCodes.INVALID_ARGUMENT, `ClusterMember: ttlMs must be above 0, got ${options.ttlMs}`);
     this.proxyId = options.presence.id;
     this.presence = { ...options.presence };
     this.log = componentLogger(options.logger, 'cluster');
@@ -178,7 +182,11 @@ export class ClusterMember extends EventEmitter {
       await Promise.all([...this.records.values()].map((record) => store.dropAgentRecord(record)));
     } catch (err) {
       this.log.warn({ err, code: codeOf(err) }, 'could not withdraw from the route store; the records expire with their TTL');
-      this.emit('store-error', isGateError(err) ? err : new GateError(ErrorCodes.STORE_UNAVAILABLE, `route store: ${(err as Error)?.message}`, { cause: err }), 'withdraw');
+      this.emit(
+        'store-error',
+        isGateError(err) ? err : new GateError(ErrorCodes.STORE_UNAVAILABLE, `route store: ${(err as Error)?.message}`, { cause: err }),
+        'withdraw',
+      );
     }
     this.held.clear();
     this.records.clear();
@@ -280,7 +288,10 @@ export class ClusterMember extends EventEmitter {
     this.failing = true;
     this.emit('store-error', error, operation);
     if (!first) return;
-    this.log.warn({ code: error.code, err: error }, `route store unavailable: ${error.message}; local tunnels keep working, records are re-registered when it is back`);
+    this.log.warn(
+      { code: error.code, err: error },
+      `route store unavailable: ${error.message}; local tunnels keep working, records are re-registered when it is back`,
+    );
   }
 
   private recovered(): void {

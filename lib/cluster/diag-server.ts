@@ -60,9 +60,13 @@ export class DiagServer {
       });
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-      throw new GateError(ErrorCodes.LISTEN_FAILED, `diag_addr: cannot listen on ${options.host}:${options.port} (${code})`, { cause: err });
+      throw new GateError(ErrorCodes.LISTEN_FAILED, `diag_addr: cannot listen on ${options.host}:${options.port} (${code})`, {
+        cause: err,
+      });
     }
-    server.on('error', (err) => log.error({ err: new GateError(ErrorCodes.LISTEN_FAILED, `diag listener: ${err.message}`, { cause: err }) }, 'diag listener error'));
+    server.on('error', (err) =>
+      log.error({ err: new GateError(ErrorCodes.LISTEN_FAILED, `diag listener: ${err.message}`, { cause: err }) }, 'diag listener error'),
+    );
     const address = diag.address;
     log.info({ address: address.address, port: address.port }, 'diagnostics listening (/healthz, /readyz, /metrics, /v1/inventory)');
     return diag;
@@ -95,7 +99,8 @@ export class DiagServer {
 
   private serve(req: IncomingMessage, res: ServerResponse): void {
     const path = (req.url ?? '/').split('?', 1)[0];
-    if (!(DIAG_PATHS as readonly string[]).includes(path ?? '')) return send(res, 404, 'application/json', JSON.stringify({ error: 'not found', paths: DIAG_PATHS }));
+    if (!(DIAG_PATHS as readonly string[]).includes(path ?? ''))
+      return send(res, 404, 'application/json', JSON.stringify({ error: 'not found', paths: DIAG_PATHS }));
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD');
       return send(res, 405, 'application/json', JSON.stringify({ error: 'method not allowed' }));
@@ -110,7 +115,10 @@ export class DiagServer {
     metrics.metrics().then(
       (text) => send(res, 200, metrics.contentType, text),
       (err: unknown) => {
-        this.log.error({ err: new GateError(ErrorCodes.HANDLER_FAILED, `metrics collection failed: ${(err as Error).message}`, { cause: err }) }, 'metrics collection failed');
+        this.log.error(
+          { err: new GateError(ErrorCodes.HANDLER_FAILED, `metrics collection failed: ${(err as Error).message}`, { cause: err }) },
+          'metrics collection failed',
+        );
         send(res, 500, 'application/json', JSON.stringify({ error: 'metrics collection failed' }));
       },
     );

@@ -47,9 +47,27 @@ export function parseInventoryRecord(text: string): InventoryRecord | undefined 
   try {
     const v = JSON.parse(text) as Partial<InventoryRecord>;
     const strings = [v.serverId, v.hostname, v.version, v.upgrader, v.agent, v.proxyId];
-    if (!strings.every((x) => typeof x === 'string') || !Number.isFinite(v.generation) || !Number.isFinite(v.since) || !Array.isArray(v.services)) return undefined;
-    const services = v.services.filter((s): s is AgentService => typeof s?.kind === 'string' && typeof s?.name === 'string').map((s) => ({ kind: s.kind, name: s.name }));
-    return { serverId: v.serverId!, hostname: v.hostname!, services, version: v.version!, upgrader: v.upgrader!, agent: v.agent!, proxyId: v.proxyId!, generation: v.generation!, since: v.since! };
+    if (
+      !strings.every((x) => typeof x === 'string') ||
+      !Number.isFinite(v.generation) ||
+      !Number.isFinite(v.since) ||
+      !Array.isArray(v.services)
+    )
+      return undefined;
+    const services = v.services
+      .filter((s): s is AgentService => typeof s?.kind === 'string' && typeof s?.name === 'string')
+      .map((s) => ({ kind: s.kind, name: s.name }));
+    return {
+      serverId: v.serverId!,
+      hostname: v.hostname!,
+      services,
+      version: v.version!,
+      upgrader: v.upgrader!,
+      agent: v.agent!,
+      proxyId: v.proxyId!,
+      generation: v.generation!,
+      since: v.since!,
+    };
   } catch {
     return undefined;
   }

@@ -172,7 +172,12 @@ export class GateMetrics {
       collected('gauge', name, help, labelNames, fill);
 
     counter('gate_mux_connections_accepted_total', 'Connections accepted, over every listener.', [], (add, s) => add({}, s.accepted));
-    counter('gate_mux_connections_rejected_total', 'Connections refused at accept (caps, untrusted PROXY source, shutdown).', [], (add, s) => add({}, s.rejected));
+    counter(
+      'gate_mux_connections_rejected_total',
+      'Connections refused at accept (caps, untrusted PROXY source, shutdown).',
+      [],
+      (add, s) => add({}, s.rejected),
+    );
     gauge('gate_mux_connections_open', 'Connections open now (detecting or routed).', [], (add, s) => add({}, s.open));
     counter('gate_mux_route_connections_total', 'Connections routed, by route.', ['route'], (add, s) => {
       for (const [route, r] of Object.entries(s.byRoute)) add({ route }, r.connections);
@@ -180,20 +185,49 @@ export class GateMetrics {
     gauge('gate_mux_route_connections_open', 'Routed connections open now, by route.', ['route'], (add, s) => {
       for (const [route, r] of Object.entries(s.byRoute)) add({ route }, r.open);
     });
-    counter('gate_mux_route_bytes_total', 'Bytes relayed for closed connections, by route and direction (in: from the client).', ['route', 'direction'], (add, s) => {
-      for (const [route, r] of Object.entries(s.byRoute)) {
-        add({ route, direction: 'in' }, r.bytesIn);
-        add({ route, direction: 'out' }, r.bytesOut);
-      }
-    });
-    counter('gate_mux_protocol_connections_total', 'Connections by detected protocol (tls, postgres, ssh, http1, h2, silent).', ['protocol'], (add, s) => {
-      for (const [protocol, n] of Object.entries(s.byProtocol)) add({ protocol }, n);
-    });
-    counter('gate_mux_connection_failures_total', 'Connections that ended with an error, by GATE_ERR_* code (refusals at accept included).', ['code'], (add, s) => {
-      for (const [code, n] of Object.entries(s.failures)) add({ code }, n);
-    });
-    new SnapshotHistogram('gate_mux_detection_seconds', 'Time from accept to the routing decision.', this.registry, DETECT_MS_BOUNDS, 1 / 1000, () => now().detectMs);
-    new SnapshotHistogram('gate_mux_client_hello_bytes', 'TLS ClientHello handshake message sizes.', this.registry, HELLO_BYTES_BOUNDS, 1, () => now().helloBytes);
+    counter(
+      'gate_mux_route_bytes_total',
+      'Bytes relayed for closed connections, by route and direction (in: from the client).',
+      ['route', 'direction'],
+      (add, s) => {
+        for (const [route, r] of Object.entries(s.byRoute)) {
+          add({ route, direction: 'in' }, r.bytesIn);
+          add({ route, direction: 'out' }, r.bytesOut);
+        }
+      },
+    );
+    counter(
+      'gate_mux_protocol_connections_total',
+      'Connections by detected protocol (tls, postgres, ssh, http1, h2, silent).',
+      ['protocol'],
+      (add, s) => {
+        for (const [protocol, n] of Object.entries(s.byProtocol)) add({ protocol }, n);
+      },
+    );
+    counter(
+      'gate_mux_connection_failures_total',
+      'Connections that ended with an error, by GATE_ERR_* code (refusals at accept included).',
+      ['code'],
+      (add, s) => {
+        for (const [code, n] of Object.entries(s.failures)) add({ code }, n);
+      },
+    );
+    new SnapshotHistogram(
+      'gate_mux_detection_seconds',
+      'Time from accept to the routing decision.',
+      this.registry,
+      DETECT_MS_BOUNDS,
+      1 / 1000,
+      () => now().detectMs,
+    );
+    new SnapshotHistogram(
+      'gate_mux_client_hello_bytes',
+      'TLS ClientHello handshake message sizes.',
+      this.registry,
+      HELLO_BYTES_BOUNDS,
+      1,
+      () => now().helloBytes,
+    );
 
     const delay = eventLoopDelay();
     gauge(
@@ -211,26 +245,55 @@ export class GateMetrics {
       },
     );
     gauge('gate_mux_tunnel_agents', 'Agents with a reverse tunnel to this proxy now.', [], (add, s) => add({}, s.tunnels.agents));
-    counter('gate_mux_tunnel_streams_opened_total', 'Streams opened through agents\' tunnels.', [], (add, s) => add({}, s.tunnels.streamsOpened));
-    counter('gate_mux_tunnel_streams_reset_total', 'Streams through agents\' tunnels that ended with RST_STREAM.', [], (add, s) => add({}, s.tunnels.streamsReset));
+    counter('gate_mux_tunnel_streams_opened_total', "Streams opened through agents' tunnels.", [], (add, s) =>
+      add({}, s.tunnels.streamsOpened),
+    );
+    counter('gate_mux_tunnel_streams_reset_total', "Streams through agents' tunnels that ended with RST_STREAM.", [], (add, s) =>
+      add({}, s.tunnels.streamsReset),
+    );
     // The agents this proxy holds (an agent tunnelled to two proxies counts at each); the whole
     // cluster's fleet is `gate-mux inventory ls`. Empty version: an agent older than self-descriptions.
     gauge('gate_mux_tunnel_agents_by_version', 'Agents with a tunnel to this proxy, by the version they run.', ['version'], (add, s) => {
       for (const [version, n] of Object.entries(s.fleet.byVersion)) add({ version }, n);
     });
-    gauge('gate_mux_tunnel_agents_by_upgrader', 'Agents with a tunnel to this proxy, by upgrader (none: not enrolled in automatic updates).', ['upgrader'], (add, s) => {
-      for (const [upgrader, n] of Object.entries(s.fleet.byUpgrader)) add({ upgrader }, n);
-    });
-    counter('gate_mux_tunnel_agents_refused_total', 'Agent tunnels refused at admission, by GATE_ERR_* code (an incompatible version: GATE_ERR_AGENT_VERSION_INCOMPATIBLE).', ['code'], (add, s) => {
-      for (const [code, n] of Object.entries(s.fleet.refused)) add({ code }, n);
-    });
+    gauge(
+      'gate_mux_tunnel_agents_by_upgrader',
+      'Agents with a tunnel to this proxy, by upgrader (none: not enrolled in automatic updates).',
+      ['upgrader'],
+      (add, s) => {
+        for (const [upgrader, n] of Object.entries(s.fleet.byUpgrader)) add({ upgrader }, n);
+      },
+    );
+    counter(
+      'gate_mux_tunnel_agents_refused_total',
+      'Agent tunnels refused at admission, by GATE_ERR_* code (an incompatible version: GATE_ERR_AGENT_VERSION_INCOMPATIBLE).',
+      ['code'],
+      (add, s) => {
+        for (const [code, n] of Object.entries(s.fleet.refused)) add({ code }, n);
+      },
+    );
 
-    this.peerDials = new Counter({ name: 'gate_mux_peer_dials_total', help: 'Dials to other proxies (peering), by outcome.', labelNames: ['outcome'], registers });
-    this.peerDialFailures = new Counter({ name: 'gate_mux_peer_dial_failures_total', help: 'Failed dials to other proxies, by GATE_ERR_* code.', labelNames: ['code'], registers });
-    this.storeErrors = new Counter({ name: 'gate_mux_store_errors_total', help: 'Route store operations that failed, by operation.', labelNames: ['operation'], registers });
+    this.peerDials = new Counter({
+      name: 'gate_mux_peer_dials_total',
+      help: 'Dials to other proxies (peering), by outcome.',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.peerDialFailures = new Counter({
+      name: 'gate_mux_peer_dial_failures_total',
+      help: 'Failed dials to other proxies, by GATE_ERR_* code.',
+      labelNames: ['code'],
+      registers,
+    });
+    this.storeErrors = new Counter({
+      name: 'gate_mux_store_errors_total',
+      help: 'Route store operations that failed, by operation.',
+      labelNames: ['operation'],
+      registers,
+    });
     this.channelMismatches = new Gauge({
       name: 'gate_mux_channel_mismatches',
-      help: 'Live proxies whose automatic-upgrade channel fingerprint differs from this one\'s.',
+      help: "Live proxies whose automatic-upgrade channel fingerprint differs from this one's.",
       registers,
     });
     // Present from the first scrape (0), so an alert on them needs no absent() clause.

@@ -30,12 +30,19 @@ export function hasProxyRole(subjectAltName: string | undefined): boolean {
  * SAN). Pure; throws GATE_ERR_PEER_REFUSED saying which check failed.
  */
 export function admitPeer(facts: PeerTlsFacts): void {
-  if (!facts.hasCertificate) throw new GateError(ErrorCodes.PEER_REFUSED, 'no certificate: the peering port serves proxies of this cluster only');
+  if (!facts.hasCertificate)
+    throw new GateError(ErrorCodes.PEER_REFUSED, 'no certificate: the peering port serves proxies of this cluster only');
   if (!facts.authorized) {
-    throw new GateError(ErrorCodes.PEER_REFUSED, `the certificate is not from this cluster's CA (${facts.authorizationError ?? 'not verified'})`);
+    throw new GateError(
+      ErrorCodes.PEER_REFUSED,
+      `the certificate is not from this cluster's CA (${facts.authorizationError ?? 'not verified'})`,
+    );
   }
   if (!hasProxyRole(facts.subjectAltName)) {
-    throw new GateError(ErrorCodes.PEER_REFUSED, `the certificate is the cluster CA's but not a proxy's (no ${PEER_ROLE_URI}): an agent or client certificate`);
+    throw new GateError(
+      ErrorCodes.PEER_REFUSED,
+      `the certificate is the cluster CA's but not a proxy's (no ${PEER_ROLE_URI}): an agent or client certificate`,
+    );
   }
 }
 

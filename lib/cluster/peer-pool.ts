@@ -111,7 +111,9 @@ export class PeerPool {
         return new GateError(code, `${where}: ${refusal.message}${refusal.code && refusal.code !== code ? ` (${refusal.code})` : ''}`);
       },
       lost: () => {
-        const why = connection.ended ?? (session.destroyed || session.closed ? 'the peering session ended' : `stream reset (${h2ErrorName(stream.rstCode)})`);
+        const why =
+          connection.ended ??
+          (session.destroyed || session.closed ? 'the peering session ended' : `stream reset (${h2ErrorName(stream.rstCode)})`);
         return new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${why}`);
       },
       timedOut: () => new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: no answer within ${timeoutMs} ms`),
@@ -125,14 +127,21 @@ export class PeerPool {
       if (live.has(id)) continue;
       this.peers.delete(id);
       this.log.info({ peer: id, addr: connection.addr }, 'peer left the cluster: session closed');
-      connection.session.then((s) => s.close(), () => {});
+      connection.session.then(
+        (s) => s.close(),
+        () => {},
+      );
     }
   }
 
   /** Closes every session at once (their streams too). */
   close(): void {
     this.closed = true;
-    for (const connection of this.peers.values()) connection.session.then((s) => s.destroy(), () => {});
+    for (const connection of this.peers.values())
+      connection.session.then(
+        (s) => s.destroy(),
+        () => {},
+      );
     this.peers.clear();
   }
 
@@ -140,7 +149,11 @@ export class PeerPool {
   private connection(peer: PeerAddress): PeerConnection {
     const held = this.peers.get(peer.id);
     if (held && held.addr === peer.peerAddr && held.ended === undefined) return held;
-    if (held) held.session.then((s) => s.close(), () => {});
+    if (held)
+      held.session.then(
+        (s) => s.close(),
+        () => {},
+      );
     const connection = { addr: peer.peerAddr } as PeerConnection;
     connection.session = this.dial(peer, connection);
     // A failed dial is not kept: the next forwarded connection tries again.
@@ -171,7 +184,9 @@ export class PeerPool {
       admitPeer(peerTlsFacts(socket));
     } catch (err) {
       socket.destroy();
-      throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${peer.peerAddr} is not a proxy of this cluster: ${(err as Error).message}`, { cause: err });
+      throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${peer.peerAddr} is not a proxy of this cluster: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     const session = connect(`https://${peer.peerAddr}`, { createConnection: () => socket, settings: PEER_SESSION_SETTINGS });
     const forget = (why: string): void => {

@@ -1,4 +1,12 @@
-import { constants, createServer, type ClientHttp2Stream, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import {
+  constants,
+  createServer,
+  type ClientHttp2Stream,
+  type Http2Server,
+  type IncomingHttpHeaders,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from 'node:http2';
 import { TLSSocket } from 'node:tls';
 import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
@@ -79,7 +87,8 @@ export class PeerServer {
     return {
       kind: 'custom',
       handle: (socket) => {
-        if (!(socket instanceof TLSSocket)) throw new GateError(ErrorCodes.PEER_REFUSED, 'the peer handler needs the TLS socket (put it right after terminate)');
+        if (!(socket instanceof TLSSocket))
+          throw new GateError(ErrorCodes.PEER_REFUSED, 'the peer handler needs the TLS socket (put it right after terminate)');
         const remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
         try {
           if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'the peering server is closed');
@@ -177,8 +186,10 @@ export class PeerServer {
     const agent = headers[PEER_AGENT_HEADER];
     let target: string;
     try {
-      if (headers[':method'] !== 'CONNECT') throw new GateError(ErrorCodes.TARGET_INVALID, `only CONNECT is served, not ${String(headers[':method'])}`);
-      if (typeof agent !== 'string' || !isValidAgentName(agent)) throw new GateError(ErrorCodes.TARGET_INVALID, `no valid agent name in ${PEER_AGENT_HEADER}`);
+      if (headers[':method'] !== 'CONNECT')
+        throw new GateError(ErrorCodes.TARGET_INVALID, `only CONNECT is served, not ${String(headers[':method'])}`);
+      if (typeof agent !== 'string' || !isValidAgentName(agent))
+        throw new GateError(ErrorCodes.TARGET_INVALID, `no valid agent name in ${PEER_AGENT_HEADER}`);
       const parsed = parseTarget(String(headers[':authority'] ?? ''));
       if (parsed.scheme !== undefined) throw new GateError(ErrorCodes.TARGET_INVALID, 'CONNECT takes host:port');
       target = formatHostPort(parsed.host, parsed.port);

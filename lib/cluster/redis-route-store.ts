@@ -218,7 +218,10 @@ export class RedisRouteStore implements RouteStore {
       this.lastError = err.message;
       if (this.down || this.closed) return;
       this.down = true;
-      this.log.warn({ code: ErrorCodes.STORE_UNAVAILABLE, store: this.label, reason: err.message }, `route store ${this.label} unreachable: ${err.message}`);
+      this.log.warn(
+        { code: ErrorCodes.STORE_UNAVAILABLE, store: this.label, reason: err.message },
+        `route store ${this.label} unreachable: ${err.message}`,
+      );
     });
     this.redis.on('ready', () => {
       if (this.down) this.log.info({ store: this.label }, `route store ${this.label} reachable again`);
@@ -270,15 +273,23 @@ export class RedisRouteStore implements RouteStore {
   }
 
   async putAgentRecord(record: InventoryRecord, ttlMs: number): Promise<void> {
-    await this.run('putAgentRecord', () => this.redis.gatePutAgent(this.prefix, record.serverId, record.proxyId, record.generation, JSON.stringify(record), ttl(ttlMs)));
+    await this.run('putAgentRecord', () =>
+      this.redis.gatePutAgent(this.prefix, record.serverId, record.proxyId, record.generation, JSON.stringify(record), ttl(ttlMs)),
+    );
   }
 
   async dropAgentRecord(key: { serverId: string; proxyId: string; generation: number }): Promise<boolean> {
-    return (await this.run('dropAgentRecord', () => this.redis.gateDropAgent(this.prefix, key.serverId, key.proxyId, key.generation))) === 1;
+    return (
+      (await this.run('dropAgentRecord', () => this.redis.gateDropAgent(this.prefix, key.serverId, key.proxyId, key.generation))) === 1
+    );
   }
 
   async agentRecords(): Promise<InventoryRecord[]> {
-    return this.readAll(await this.run('agentRecords', () => this.redis.gateAgents(this.prefix)), parseInventoryRecord, 'an inventory record');
+    return this.readAll(
+      await this.run('agentRecords', () => this.redis.gateAgents(this.prefix)),
+      parseInventoryRecord,
+      'an inventory record',
+    );
   }
 
   /** The records `parse` reads; one another version wrote (a rolling upgrade) is skipped and said so. */
@@ -321,8 +332,21 @@ function ttl(ms: number): number {
 function parsePresence(text: string): ProxyPresence | undefined {
   try {
     const value = JSON.parse(text) as Partial<ProxyPresence>;
-    if (typeof value.id !== 'string' || typeof value.peerAddr !== 'string' || typeof value.version !== 'string' || typeof value.draining !== 'boolean' || typeof value.channelFingerprint !== 'string') return undefined;
-    return { id: value.id, peerAddr: value.peerAddr, version: value.version, draining: value.draining, channelFingerprint: value.channelFingerprint };
+    if (
+      typeof value.id !== 'string' ||
+      typeof value.peerAddr !== 'string' ||
+      typeof value.version !== 'string' ||
+      typeof value.draining !== 'boolean' ||
+      typeof value.channelFingerprint !== 'string'
+    )
+      return undefined;
+    return {
+      id: value.id,
+      peerAddr: value.peerAddr,
+      version: value.version,
+      draining: value.draining,
+      channelFingerprint: value.channelFingerprint,
+    };
   } catch {
     return undefined;
   }

@@ -19,7 +19,11 @@ export async function routeStoreFor(cluster: ClusterConfig, logger?: Logger): Pr
     try {
       ca = await readFile(cluster.storeCaFile);
     } catch (err) {
-      throw new GateError(ErrorCodes.CONFIG_INVALID, `cluster.store_ca_file: cannot read ${cluster.storeCaFile} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
+      throw new GateError(
+        ErrorCodes.CONFIG_INVALID,
+        `cluster.store_ca_file: cannot read ${cluster.storeCaFile} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+        { cause: err },
+      );
     }
   }
   const redis = new RedisRouteStore({
@@ -34,7 +38,10 @@ export async function routeStoreFor(cluster: ClusterConfig, logger?: Logger): Pr
     ...(logger ? { logger } : {}),
   });
   if (!(await redis.ready())) {
-    componentLogger(logger, 'route-store').warn({ code: ErrorCodes.STORE_UNAVAILABLE, store: store.label }, `route store ${store.label} not reachable at start; serving local tunnels, registering once it answers`);
+    componentLogger(logger, 'route-store').warn(
+      { code: ErrorCodes.STORE_UNAVAILABLE, store: store.label },
+      `route store ${store.label} not reachable at start; serving local tunnels, registering once it answers`,
+    );
   }
   return redis;
 }

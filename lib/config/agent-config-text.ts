@@ -64,14 +64,25 @@ export function renderAgentConfig(input: AgentConfigInput): string {
     '# What this agent serves, by kind (db, ssh, kube, app, desktop), each with the address clients',
     '# know it by (public_addr: a name or IP, or a list of them).',
     ...(input.resources.length === 0
-      ? ['resources: []', '# resources:', '#   - kind: db', '#     name: orders', '#     target: 10.0.0.5:5432', '#     public_addr: orders.db.example.com']
+      ? [
+          'resources: []',
+          '# resources:',
+          '#   - kind: db',
+          '#     name: orders',
+          '#     target: 10.0.0.5:5432',
+          '#     public_addr: orders.db.example.com',
+        ]
       : [
           'resources:',
           ...input.resources.flatMap((r) => [
             `  - kind: ${r.kind}`,
             `    name: ${scalar(r.name)}`,
             `    target: ${scalar(r.target)}`,
-            ...(r.publicAddr.length === 0 ? [] : r.publicAddr.length === 1 ? [`    public_addr: ${scalar(r.publicAddr[0]!)}`] : ['    public_addr:', ...r.publicAddr.map((a) => `      - ${scalar(a)}`)]),
+            ...(r.publicAddr.length === 0
+              ? []
+              : r.publicAddr.length === 1
+                ? [`    public_addr: ${scalar(r.publicAddr[0]!)}`]
+                : ['    public_addr:', ...r.publicAddr.map((a) => `      - ${scalar(a)}`)]),
           ]),
         ]),
     '',

@@ -108,11 +108,17 @@ function readResource(c: Checker, value: unknown, path: PathSegment[]): AgentRes
   const publicAddr: string[] = [];
   if (map.public_addr !== undefined) {
     const items = typeof map.public_addr === 'string' ? [map.public_addr] : map.public_addr;
-    if (!Array.isArray(items)) c.fail([...path, 'public_addr'], `expected a host name or IP, or a list of them, got ${describe(map.public_addr)}`);
-    else items.forEach((item, i) => {
-      const text = c.string(item, typeof map.public_addr === 'string' ? [...path, 'public_addr'] : [...path, 'public_addr', i], 'a host name or IP');
-      if (text !== undefined) publicAddr.push(text);
-    });
+    if (!Array.isArray(items))
+      c.fail([...path, 'public_addr'], `expected a host name or IP, or a list of them, got ${describe(map.public_addr)}`);
+    else
+      items.forEach((item, i) => {
+        const text = c.string(
+          item,
+          typeof map.public_addr === 'string' ? [...path, 'public_addr'] : [...path, 'public_addr', i],
+          'a host name or IP',
+        );
+        if (text !== undefined) publicAddr.push(text);
+      });
   }
   if (!kind || !name || !target) return undefined;
   return { kind, name, target, publicAddr };
@@ -128,18 +134,32 @@ function readUpdater(c: Checker, value: unknown): AgentUpdaterConfig {
     if (problem) c.fail(['updater', 'channel'], problem);
     else if (text !== undefined) channel = text;
   }
-  const packageManager = map.package_manager === undefined ? undefined : oneOf(c, map.package_manager, ['updater', 'package_manager'], PACKAGE_MANAGERS);
+  const packageManager =
+    map.package_manager === undefined ? undefined : oneOf(c, map.package_manager, ['updater', 'package_manager'], PACKAGE_MANAGERS);
   const installCommand = optionalString(c, map.install_command, ['updater', 'install_command'], 'a command with {version}');
-  if (installCommand !== undefined && !installCommand.includes('{version}')) c.fail(['updater', 'install_command'], 'the command must contain {version}, where the target version goes');
-  const versionCommand = optionalString(c, map.version_command, ['updater', 'version_command'], 'a command that prints the installed version');
+  if (installCommand !== undefined && !installCommand.includes('{version}'))
+    c.fail(['updater', 'install_command'], 'the command must contain {version}, where the target version goes');
+  const versionCommand = optionalString(
+    c,
+    map.version_command,
+    ['updater', 'version_command'],
+    'a command that prints the installed version',
+  );
   if (installCommand !== undefined && packageManager === undefined && versionCommand === undefined) {
-    c.fail(['updater', 'install_command'], 'an install_command needs a version_command (or a package_manager) to confirm what it installed');
+    c.fail(
+      ['updater', 'install_command'],
+      'an install_command needs a version_command (or a package_manager) to confirm what it installed',
+    );
   }
   return { channel, packageManager, installCommand, versionCommand };
 }
 
 /** Validates the parsed YAML of an agent configuration file; every problem is collected with its key path. */
-export function validateAgentConfig(raw: unknown): { value: AgentFileConfig | undefined; issues: Checker['issues']; warnings: Checker['warnings'] } {
+export function validateAgentConfig(raw: unknown): {
+  value: AgentFileConfig | undefined;
+  issues: Checker['issues'];
+  warnings: Checker['warnings'];
+} {
   const c = new Checker();
   const top = c.section(raw, []);
   if (!top) return { value: undefined, issues: c.issues, warnings: c.warnings };
@@ -147,7 +167,8 @@ export function validateAgentConfig(raw: unknown): { value: AgentFileConfig | un
   const proxy = hostPort(c, top.proxy, ['proxy']);
   const tunnelAddr = top.tunnel_addr === undefined ? undefined : hostPort(c, top.tunnel_addr, ['tunnel_addr']);
   const name = c.string(top.name, ['name'], 'the agent name');
-  if (name !== undefined && !isValidAgentName(name)) c.fail(['name'], 'expected letters, digits, dots, hyphens and underscores (a DNS-label-like name)');
+  if (name !== undefined && !isValidAgentName(name))
+    c.fail(['name'], 'expected letters, digits, dots, hyphens and underscores (a DNS-label-like name)');
   let caPin: string | undefined;
   if (top.ca_pin !== undefined) {
     const text = c.string(top.ca_pin, ['ca_pin'], 'sha256:<64 hex digits>');
@@ -157,13 +178,16 @@ export function validateAgentConfig(raw: unknown): { value: AgentFileConfig | un
       c.fail(['ca_pin'], (err as Error).message);
     }
   }
-  const allow = list(c, top.allow, ['allow']).map((item, i) => hostPort(c, item, ['allow', i])).filter((a): a is string => a !== undefined);
+  const allow = list(c, top.allow, ['allow'])
+    .map((item, i) => hostPort(c, item, ['allow', i]))
+    .filter((a): a is string => a !== undefined);
   const resources = list(c, top.resources, ['resources'])
     .map((item, i) => readResource(c, item, ['resources', i]))
     .filter((r): r is AgentResource => r !== undefined);
   let connectionCount: number | undefined;
   if (top.connection_count !== undefined) {
-    if (Number.isInteger(top.connection_count) && (top.connection_count as number) >= 1 && (top.connection_count as number) <= 64) connectionCount = top.connection_count as number;
+    if (Number.isInteger(top.connection_count) && (top.connection_count as number) >= 1 && (top.connection_count as number) <= 64)
+      connectionCount = top.connection_count as number;
     else c.fail(['connection_count'], `expected a whole number from 1 to 64, got ${describe(top.connection_count)}`);
   }
   const dialTimeoutMs = top.dial_timeout === undefined ? undefined : c.duration(top.dial_timeout, ['dial_timeout'], 10_000);
@@ -189,7 +213,8 @@ export function validateAgentConfig(raw: unknown): { value: AgentFileConfig | un
           logLevel: optionalString(c, top.log_level, ['log_level'], 'a log level'),
           updater,
         };
-  if (allow.length === 0 && resources.length === 0) c.warn(['allow'], 'neither allow nor resources names a target: the agent will refuse every connection');
+  if (allow.length === 0 && resources.length === 0)
+    c.warn(['allow'], 'neither allow nor resources names a target: the agent will refuse every connection');
   return { value: c.issues.length > 0 ? undefined : value, issues: c.issues, warnings: c.warnings };
 }
 

@@ -29,10 +29,14 @@ export const AGENT_SCHEMA: SchemaNode = s.section(
     ca_pin: s.string('The CA pin the proxy prints at start.', { pattern: '^\\s*[Ss][Hh][Aa]256:[0-9A-Fa-f]{64}\\s*$' }),
     cert_file: optional('A pre-issued certificate instead of joining.'),
     key_file: optional("The pre-issued certificate's key."),
-    ca_file: optional('The CA that issued the proxy\'s certificate, with a pre-issued identity.'),
-    allow: s.list('Targets (host:port) the proxy may ask this agent to dial; the resources\' targets are allowed too.', s.string('host:port'), {
-      nullable: true,
-    }),
+    ca_file: optional("The CA that issued the proxy's certificate, with a pre-issued identity."),
+    allow: s.list(
+      "Targets (host:port) the proxy may ask this agent to dial; the resources' targets are allowed too.",
+      s.string('host:port'),
+      {
+        nullable: true,
+      },
+    ),
     resources: s.list(
       'What this agent serves, each with the address clients know it by.',
       s.section(

@@ -35,9 +35,7 @@ export function channelNameProblem(name: string): string | undefined {
 // pre-release and build metadata.
 const NUM = '(?:0|[1-9][0-9]*)';
 const PRE_ID = '(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)';
-const SEMVER = new RegExp(
-  `^v?${NUM}\\.${NUM}\\.${NUM}(?:-${PRE_ID}(?:\\.${PRE_ID})*)?(?:\\+[0-9a-zA-Z-]+(?:\\.[0-9a-zA-Z-]+)*)?$`,
-);
+const SEMVER = new RegExp(`^v?${NUM}\\.${NUM}\\.${NUM}(?:-${PRE_ID}(?:\\.${PRE_ID})*)?(?:\\+[0-9a-zA-Z-]+(?:\\.[0-9a-zA-Z-]+)*)?$`);
 
 /**
  * The version as channels serve it (`v1.2.3`, a leading `v` added when missing), or undefined when

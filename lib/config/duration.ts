@@ -20,7 +20,11 @@ export function parseDuration(text: string): number | undefined {
 /** The shortest spelling `parseDuration` reads back to `ms` (whole milliseconds): `10s`, `1h`, `1500ms`, `0`. */
 export function formatDuration(ms: number): string {
   if (ms === 0) return '0';
-  for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
+  for (const [unit, size] of [
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ] as const) {
     if (ms % size === 0) return `${ms / size}${unit}`;
   }
   return `${ms}ms`;

@@ -43,14 +43,13 @@ const rateLimit = (what: string, fallback: RateLimit): SchemaNode =>
     per_minute: s.integer('Requests the allowance refills by each minute.', 0, { default: fallback.perMinute }),
   });
 
-const trustedNetworks = (description: string): SchemaNode =>
-  s.list(description, s.string('A CIDR such as 10.0.0.0/8, or an IP.'));
+const trustedNetworks = (description: string): SchemaNode => s.list(description, s.string('A CIDR such as 10.0.0.0/8, or an IP.'));
 
 const upstreams: Record<string, SchemaNode> = Object.fromEntries(
   UPSTREAM_PROTOCOLS.map((protocol): [string, SchemaNode] => [
     protocol,
     protocol === 'tunnel'
-      ? s.retired('No longer used: the proxy hosts agents\' reverse tunnels itself; use tunnel:<agent>/<host:port> on a protocol.')
+      ? s.retired("No longer used: the proxy hosts agents' reverse tunnels itself; use tunnel:<agent>/<host:port> on a protocol.")
       : protocol === 'peer'
         ? s.retired('No longer used: the proxy serves peering itself; set proxy_service.peer_listen_addr.')
         : s.string(`Where ${protocol} traffic goes: host:port the proxy dials, or tunnel:<agent>/<host:port> an agent dials.`),
@@ -70,7 +69,7 @@ export const GATE_SCHEMA: SchemaNode = s.section(
     version: s.oneOf('The file format version; only v3 is read.', ['v3']),
     data_dir: s.string('Where the proxy keeps its CA, certificates and join token.'),
     diag_addr: s.string(
-      'Plain HTTP /healthz, /readyz and /metrics on a port of its own (host:port, never a public listener\'s). Off when absent.',
+      "Plain HTTP /healthz, /readyz and /metrics on a port of its own (host:port, never a public listener's). Off when absent.",
     ),
     auth_service: s.section(
       'How agents join and how listeners are laid out.',
@@ -93,14 +92,20 @@ export const GATE_SCHEMA: SchemaNode = s.section(
             { required: ['token'] },
           ),
         ),
-        agent_certificate_ttl: s.duration('Lifetime of an agent\'s certificate (at least 1m); agents renew at two thirds of it.', DEFAULT_AGENT_CERTIFICATE_TTL_MS),
+        agent_certificate_ttl: s.duration(
+          "Lifetime of an agent's certificate (at least 1m); agents renew at two thirds of it.",
+          DEFAULT_AGENT_CERTIFICATE_TTL_MS,
+        ),
         revoked_agent_certificates: s.list(
           'Agent certificate serial numbers the tunnel route refuses.',
           s.string('A serial number in hex, colons allowed (5f:3a:...).', { pattern: '^\\s*[0-9A-Fa-f:]+\\s*$' }),
         ),
         join_rate_limit: rateLimit('Joins', DEFAULT_JOIN_LIMITS.join),
         renew_rate_limit: rateLimit('Certificate renewals', DEFAULT_JOIN_LIMITS.renew),
-        join_body_timeout: s.duration('Deadline for a join or renewal body (100ms to 1m); past it the proxy answers 408.', DEFAULT_JOIN_LIMITS.bodyTimeoutMs),
+        join_body_timeout: s.duration(
+          'Deadline for a join or renewal body (100ms to 1m); past it the proxy answers 408.',
+          DEFAULT_JOIN_LIMITS.bodyTimeoutMs,
+        ),
       },
       { nullable: true },
     ),
@@ -123,19 +128,26 @@ export const GATE_SCHEMA: SchemaNode = s.section(
             { required: ['cert_file', 'key_file'] },
           ),
         ),
-        proxy_protocol: s.oneOf('on: every connection begins with a PROXY v1/v2 header (behind a load balancer that adds it).', ['on', 'off', true, false], 'off'),
+        proxy_protocol: s.oneOf(
+          'on: every connection begins with a PROXY v1/v2 header (behind a load balancer that adds it).',
+          ['on', 'off', true, false],
+          'off',
+        ),
         proxy_protocol_trusted_networks: trustedNetworks('Where PROXY headers are accepted from (default: anywhere).'),
         connection_upgrade_trusted_networks: trustedNetworks(
           'Load balancers whose X-Forwarded-For names the client on a connection upgrade (default: none).',
         ),
-        connection_upgrade_ping_interval: s.duration('WebSocket pings on upgraded connections; keep below the balancer\'s idle timeout.', DEFAULT_UPGRADE_PING_INTERVAL_MS),
+        connection_upgrade_ping_interval: s.duration(
+          "WebSocket pings on upgraded connections; keep below the balancer's idle timeout.",
+          DEFAULT_UPGRADE_PING_INTERVAL_MS,
+        ),
         automatic_upgrades_channels: s.mapOf(
           'Upgrade channels by name (stable/cloud), served at /v1/webapi/automaticupgrades/channel/<name>/version.',
           '^[a-z0-9._/-]+$',
           MAX_CHANNEL_NAME_LENGTH,
           channel,
         ),
-        cluster_maintenance_config: s.section('The agents\' maintenance window, served for `gate-upgrade export-schedule`.', {
+        cluster_maintenance_config: s.section("The agents' maintenance window, served for `gate-upgrade export-schedule`.", {
           agent_upgrades: s.section(
             'One hour from utc_start_hour on each listed day.',
             {
@@ -145,8 +157,11 @@ export const GATE_SCHEMA: SchemaNode = s.section(
             { required: ['utc_start_hour'] },
           ),
         }),
-        upstreams: s.section('Where each protocol\'s traffic goes; a protocol left out is not routed.', upstreams, { nullable: true }),
-        detect_timeout: s.duration('How long a connection that has not said what it is may hold a slot (above 0).', MUX_DEFAULTS.detectTimeoutMs),
+        upstreams: s.section("Where each protocol's traffic goes; a protocol left out is not routed.", upstreams, { nullable: true }),
+        detect_timeout: s.duration(
+          'How long a connection that has not said what it is may hold a slot (above 0).',
+          MUX_DEFAULTS.detectTimeoutMs,
+        ),
         idle_timeout: s.duration('Routed connections that carry nothing this long are closed (0: never).', 0),
         max_connections: s.integer('Open connections over all listeners (0: what the open-file limit carries).', 0, { default: 0 }),
         max_connections_per_source: s.integer('Open connections from one address (0: none).', 0, { default: 0 }),
@@ -161,7 +176,7 @@ export const GATE_SCHEMA: SchemaNode = s.section(
       {
         store: s.string('memory (default), redis://[:password@]host[:port][/db] or rediss://…'),
         store_ca_file: s.string('A PEM CA for rediss:// with a private CA.'),
-        presence_ttl: s.duration('How long a proxy\'s records live unless it refreshes them (at least 1s).', DEFAULT_PRESENCE_TTL_MS),
+        presence_ttl: s.duration("How long a proxy's records live unless it refreshes them (at least 1s).", DEFAULT_PRESENCE_TTL_MS),
       },
       { nullable: true },
     ),

@@ -56,7 +56,11 @@ export const schema = {
    * A mapping with a fixed set of keys; unknown keys are errors. `nullable`: an empty section
    * (`auth_service:` with nothing under it) reads as an empty mapping.
    */
-  section(description: string, properties: Record<string, SchemaNode>, options: { required?: string[]; nullable?: boolean } = {}): SchemaNode {
+  section(
+    description: string,
+    properties: Record<string, SchemaNode>,
+    options: { required?: string[]; nullable?: boolean } = {},
+  ): SchemaNode {
     return {
       description,
       type: options.nullable ? ['object', 'null'] : 'object',
@@ -95,7 +99,10 @@ export const schema = {
   fraction(description: string, fallback: number): SchemaNode {
     return {
       description,
-      anyOf: [{ type: 'number', exclusiveMinimum: 0, maximum: 1 }, { type: 'string', pattern: '^\\s*[0-9]+(?:\\.[0-9]+)?%\\s*$' }],
+      anyOf: [
+        { type: 'number', exclusiveMinimum: 0, maximum: 1 },
+        { type: 'string', pattern: '^\\s*[0-9]+(?:\\.[0-9]+)?%\\s*$' },
+      ],
       default: fallback,
     };
   },
@@ -124,7 +131,8 @@ export function keysOf(root: SchemaNode, ...path: string[]): string[] {
     else node = node.properties?.[step];
     if (node === undefined) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `configuration schema: no node at ${path.join('.')}`);
   }
-  if (!node.properties) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `configuration schema: ${path.join('.') || 'the top'} is not a mapping`);
+  if (!node.properties)
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `configuration schema: ${path.join('.') || 'the top'} is not a mapping`);
   return Object.keys(node.properties);
 }
 

@@ -19,13 +19,15 @@ export function parseStoreUrl(text: string): StoreUrlResult {
   } catch {
     return { ok: false, reason: 'not a URL' };
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return { ok: false, reason: `scheme "${url.protocol}" is neither redis: nor rediss:` };
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:')
+    return { ok: false, reason: `scheme "${url.protocol}" is neither redis: nor rediss:` };
   if (url.hostname === '') return { ok: false, reason: 'no host' };
   if (url.search !== '' || url.hash !== '') return { ok: false, reason: 'a query or fragment is not read; use the cluster keys instead' };
   const port = url.port === '' ? DEFAULT_REDIS_PORT : Number(url.port);
   if (port === 0) return { ok: false, reason: 'port 0 cannot be dialled' };
   const path = url.pathname.replace(/^\//, '');
-  if (path !== '' && !/^(0|[1-9][0-9]{0,4})$/.test(path)) return { ok: false, reason: `the path must be a database number such as /0, got "/${path}"` };
+  if (path !== '' && !/^(0|[1-9][0-9]{0,4})$/.test(path))
+    return { ok: false, reason: `the path must be a database number such as /0, got "/${path}"` };
   const db = path === '' ? 0 : Number(path);
   const username = url.username === '' ? undefined : decodeURIComponent(url.username);
   const password = url.password === '' ? undefined : decodeURIComponent(url.password);

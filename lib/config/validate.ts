@@ -76,7 +76,6 @@ const SECTION_OF: Record<string, string> = {
   ...Object.fromEntries(TOP_KEYS.map((k) => [k, 'the top level'])),
 };
 
-
 export function formatPath(path: readonly PathSegment[]): string {
   let out = '';
   for (const segment of path) {
@@ -326,7 +325,7 @@ function readUpstreams(c: Checker, value: unknown): Partial<Record<UpstreamProto
       // hosts agents itself, so an old file must be edited rather than silently half-obeyed.
       c.fail(
         at,
-        'no longer used: the proxy hosts agents\' reverse tunnels itself (mutual TLS against its CA); remove this key, ' +
+        "no longer used: the proxy hosts agents' reverse tunnels itself (mutual TLS against its CA); remove this key, " +
           'and point a protocol at a resource behind an agent with tunnel:<agent>/<host:port>, e.g. postgres: tunnel:db-agent/127.0.0.1:5432',
       );
       continue;
@@ -356,12 +355,14 @@ function readUpstreams(c: Checker, value: unknown): Partial<Record<UpstreamProto
 }
 
 function readJoinToken(c: Checker, item: unknown, path: PathSegment[]): JoinTokenConfig | undefined {
-  if (!isPlainMap(item)) return c.fail(path, `expected a mapping with token (and optionally agents, expires, max_uses), got ${describe(item)}`);
+  if (!isPlainMap(item))
+    return c.fail(path, `expected a mapping with token (and optionally agents, expires, max_uses), got ${describe(item)}`);
   c.keys(item, JOIN_TOKEN_KEYS, path);
   // Never echo the token itself in a message: configuration errors are printed and logged.
   const token = typeof item.token === 'string' ? item.token.trim() : undefined;
   if (token === undefined) return c.fail([...path, 'token'], 'expected a secret string');
-  if (token.length < 16) return c.fail([...path, 'token'], `expected at least 16 characters (got ${token.length}): a join token is a secret`);
+  if (token.length < 16)
+    return c.fail([...path, 'token'], `expected at least 16 characters (got ${token.length}): a join token is a secret`);
   const agents: string[] = [];
   if (item.agents !== undefined) {
     const list = typeof item.agents === 'string' ? [item.agents] : item.agents;
@@ -374,8 +375,10 @@ function readJoinToken(c: Checker, item: unknown, path: PathSegment[]): JoinToke
   let expiresAt: number | undefined;
   if (item.expires !== undefined) {
     // YAML reads an unquoted timestamp as a Date; a quoted one is a string.
-    const ms = item.expires instanceof Date ? item.expires.getTime() : typeof item.expires === 'string' ? Date.parse(item.expires) : Number.NaN;
-    if (Number.isNaN(ms)) return c.fail([...path, 'expires'], `expected an RFC 3339 time such as 2026-12-31T00:00:00Z, got ${describe(item.expires)}`);
+    const ms =
+      item.expires instanceof Date ? item.expires.getTime() : typeof item.expires === 'string' ? Date.parse(item.expires) : Number.NaN;
+    if (Number.isNaN(ms))
+      return c.fail([...path, 'expires'], `expected an RFC 3339 time such as 2026-12-31T00:00:00Z, got ${describe(item.expires)}`);
     expiresAt = ms;
   }
   let maxUses: number | undefined;
@@ -458,7 +461,12 @@ function readCount(c: Checker, value: unknown, key: string, zero: string): numbe
 /** A fraction above 0 and at most 1, written 0.8 or 80%. */
 function readFraction(c: Checker, value: unknown, key: string, fallback: number): number {
   if (value === undefined) return fallback;
-  const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d+(\.\d+)?%$/.test(value.trim()) ? Number.parseFloat(value) / 100 : NaN;
+  const n =
+    typeof value === 'number'
+      ? value
+      : typeof value === 'string' && /^\d+(\.\d+)?%$/.test(value.trim())
+        ? Number.parseFloat(value) / 100
+        : NaN;
   if (n > 0 && n <= 1) return n;
   c.fail(['proxy_service', key], `expected a fraction above 0 and at most 1, such as 0.8 or 80%, got ${describe(value)}`);
   return fallback;
@@ -492,7 +500,10 @@ function readCluster(c: Checker, value: unknown): ClusterConfig {
   if (presenceTtlMs < MIN_PRESENCE_TTL_MS) {
     c.fail([...path, 'presence_ttl'], 'expected at least 1s (the proxy refreshes its records every third of it)');
   } else if (presenceTtlMs > AIMED_PRESENCE_TTL_MS) {
-    c.warn([...path, 'presence_ttl'], `a crashed proxy is dialled until its presence expires; above ${AIMED_PRESENCE_TTL_MS / 1000}s that is longer than clients usually wait`);
+    c.warn(
+      [...path, 'presence_ttl'],
+      `a crashed proxy is dialled until its presence expires; above ${AIMED_PRESENCE_TTL_MS / 1000}s that is longer than clients usually wait`,
+    );
   }
   return { store, storeCaFile, presenceTtlMs };
 }
@@ -529,9 +540,7 @@ function checkListeners(c: Checker, config: GateConfig): void {
     }
   }
   // Each own-port listener against the web one and against each other.
-  const taken: Array<{ key: string; address: HostPort }> = [
-    { key: 'web_listen_addr', address: proxy.webListenAddr },
-  ];
+  const taken: Array<{ key: string; address: HostPort }> = [{ key: 'web_listen_addr', address: proxy.webListenAddr }];
   for (const protocol of UPSTREAM_PROTOCOLS) {
     if (!hasOwnPort(protocol, config)) continue;
     const address = listenAddressFor(config, protocol);
@@ -576,7 +585,8 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
   }
   const dataDir = top.data_dir === undefined ? undefined : c.string(top.data_dir, ['data_dir'], 'a directory path');
   // No default host: where the load balancer's health checks come from is the operator's choice.
-  const diagAddr = top.diag_addr === undefined ? undefined : c.address(top.diag_addr, ['diag_addr'], 'host:port or [IPv6]:port', { allowZeroPort: true });
+  const diagAddr =
+    top.diag_addr === undefined ? undefined : c.address(top.diag_addr, ['diag_addr'], 'host:port or [IPv6]:port', { allowZeroPort: true });
 
   const auth = c.section(top.auth_service, ['auth_service']) ?? {};
   c.keys(auth, AUTH_KEYS, ['auth_service']);
@@ -589,9 +599,10 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
 
   const listenExpected = 'host:port, [IPv6]:port or :port';
   const listenOptions: ParseAddressOptions = { defaultHost: '0.0.0.0', allowZeroPort: true };
-  const webListenAddr =
-    c.address(p.web_listen_addr ?? DEFAULT_WEB_LISTEN, at('web_listen_addr'), listenExpected, listenOptions) ??
-    { host: '0.0.0.0', port: LEGACY_PORTS.web };
+  const webListenAddr = c.address(p.web_listen_addr ?? DEFAULT_WEB_LISTEN, at('web_listen_addr'), listenExpected, listenOptions) ?? {
+    host: '0.0.0.0',
+    port: LEGACY_PORTS.web,
+  };
 
   const listenAddrs: Partial<Record<UpstreamProtocol, HostPort>> = {};
   for (const protocol of UPSTREAM_PROTOCOLS) {
@@ -604,8 +615,7 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
   // A public address without a port means the port that protocol is served on: the web port when
   // multiplexed, its legacy port otherwise.
   const webPort = webListenAddr.port === 0 ? LEGACY_PORTS.web : webListenAddr.port;
-  const publicPort = (protocol: UpstreamProtocol): number =>
-    listenerMode === 'multiplex' ? webPort : LEGACY_PORTS[protocol];
+  const publicPort = (protocol: UpstreamProtocol): number => (listenerMode === 'multiplex' ? webPort : LEGACY_PORTS[protocol]);
 
   const proxy: ProxyServiceConfig = {
     webListenAddr,
@@ -620,8 +630,17 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     proxyProtocol: readProxyProtocol(c, p.proxy_protocol),
     proxyProtocolTrustedNetworks: readTrustedNetworks(c, p.proxy_protocol_trusted_networks),
     // X-Forwarded-For is believed from nobody unless listed: any client can send one.
-    connectionUpgradeTrustedNetworks: readTrustedNetworks(c, p.connection_upgrade_trusted_networks, 'connection_upgrade_trusted_networks', []),
-    connectionUpgradePingIntervalMs: c.duration(p.connection_upgrade_ping_interval, at('connection_upgrade_ping_interval'), DEFAULT_UPGRADE_PING_INTERVAL_MS),
+    connectionUpgradeTrustedNetworks: readTrustedNetworks(
+      c,
+      p.connection_upgrade_trusted_networks,
+      'connection_upgrade_trusted_networks',
+      [],
+    ),
+    connectionUpgradePingIntervalMs: c.duration(
+      p.connection_upgrade_ping_interval,
+      at('connection_upgrade_ping_interval'),
+      DEFAULT_UPGRADE_PING_INTERVAL_MS,
+    ),
     automaticUpgradesChannels: readChannels(c, p.automatic_upgrades_channels),
     clusterMaintenanceConfig: readMaintenanceConfig(c, p.cluster_maintenance_config),
     upstreams: readUpstreams(c, p.upstreams),
@@ -633,7 +652,11 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     sourceShare: readFraction(c, p.source_share, 'source_share', DEFAULT_SOURCE_SHARE),
     peerPublicAddr: readPeerPublicAddr(c, p.peer_public_addr),
   };
-  if (proxy.connectionUpgradePingIntervalMs === 0) c.fail(at('connection_upgrade_ping_interval'), 'expected a duration above 0 (a load balancer\'s idle timeout would cut quiet upgraded connections)');
+  if (proxy.connectionUpgradePingIntervalMs === 0)
+    c.fail(
+      at('connection_upgrade_ping_interval'),
+      "expected a duration above 0 (a load balancer's idle timeout would cut quiet upgraded connections)",
+    );
   if (proxy.detectTimeoutMs === 0) c.fail(at('detect_timeout'), 'expected a duration above 0 (detection must be bounded)');
 
   if (proxy.publicAddrs.length > 1) {
@@ -651,7 +674,7 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
     // any client address: say so (SECURITY.md, "Operator caveat").
     c.warn(
       ['proxy_service', 'proxy_protocol_trusted_networks'],
-      'not set, so PROXY headers are accepted from every source; list the load balancers\' networks unless only they can reach this port',
+      "not set, so PROXY headers are accepted from every source; list the load balancers' networks unless only they can reach this port",
     );
   }
   return { config: c.issues.length === 0 ? config : undefined, issues: c.issues, warnings: c.warnings };

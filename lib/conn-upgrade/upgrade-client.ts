@@ -57,23 +57,27 @@ export function openUpgrade(raw: Socket, options: OpenUpgradeOptions): Promise<W
       } else resolve(stream!);
     };
     const onTlsError = (err: Error): void =>
-      finish(new GateError(ErrorCodes.TLS_HANDSHAKE, `TLS to ${where} (for the connection upgrade) failed: ${err.message}`, { cause: err }));
-    const onAbort = (): void => finish(new GateError(ErrorCodes.DIAL_ABORTED, `connection upgrade at ${where} aborted`, { cause: options.signal?.reason }));
+      finish(
+        new GateError(ErrorCodes.TLS_HANDSHAKE, `TLS to ${where} (for the connection upgrade) failed: ${err.message}`, { cause: err }),
+      );
+    const onAbort = (): void =>
+      finish(new GateError(ErrorCodes.DIAL_ABORTED, `connection upgrade at ${where} aborted`, { cause: options.signal?.reason }));
     const timer = setTimeout(
-      () => finish(new GateError(ErrorCodes.TLS_HANDSHAKE_TIMEOUT, `connection upgrade at ${where}: no answer within ${options.timeoutMs} ms`)),
+      () =>
+        finish(new GateError(ErrorCodes.TLS_HANDSHAKE_TIMEOUT, `connection upgrade at ${where}: no answer within ${options.timeoutMs} ms`)),
       options.timeoutMs,
     );
     tls.once('error', onTlsError);
     if (options.signal?.aborted) return onAbort();
     options.signal?.addEventListener('abort', onAbort, { once: true });
     tls.once('secureConnect', () => {
-      const socket = ws = new WebSocket(`wss://${options.authority}${CONNECTION_UPGRADE_PATH}`, [...UPGRADE_PROTOCOLS], {
+      const socket = (ws = new WebSocket(`wss://${options.authority}${CONNECTION_UPGRADE_PATH}`, [...UPGRADE_PROTOCOLS], {
         createConnection: () => tls,
         perMessageDeflate: false,
         maxPayload: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
         followRedirects: false,
         closeTimeout: CLOSE_TIMEOUT_MS, // known to ws 8.18+, not to its type declarations
-      } as ConstructorParameters<typeof WebSocket>[2]);
+      } as ConstructorParameters<typeof WebSocket>[2]));
       socket.once('unexpected-response', (_req, res: IncomingMessage) => {
         const status = res.statusCode ?? 0;
         let body = '';
@@ -82,7 +86,12 @@ export function openUpgrade(raw: Socket, options: OpenUpgradeOptions): Promise<W
           if (body.length < 512) body += chunk;
         });
         const done = (): void =>
-          finish(new GateError(ErrorCodes.CONN_UPGRADE_REFUSED, `connection upgrade refused by ${where}: HTTP ${status}${body ? ` ${body.slice(0, 512)}` : ''}`));
+          finish(
+            new GateError(
+              ErrorCodes.CONN_UPGRADE_REFUSED,
+              `connection upgrade refused by ${where}: HTTP ${status}${body ? ` ${body.slice(0, 512)}` : ''}`,
+            ),
+          );
         res.once('end', done);
         res.once('error', done);
         res.once('close', done);
@@ -93,7 +102,12 @@ export function openUpgrade(raw: Socket, options: OpenUpgradeOptions): Promise<W
       socket.once('open', () => {
         // ws already refuses a 101 whose protocol we did not offer; one with none is refused here.
         if (socket.protocol === '') {
-          finish(new GateError(ErrorCodes.CONN_UPGRADE_REFUSED, `connection upgrade at ${where}: answered 101 without a sub-protocol (not a gate-mux proxy?)`));
+          finish(
+            new GateError(
+              ErrorCodes.CONN_UPGRADE_REFUSED,
+              `connection upgrade at ${where}: answered 101 without a sub-protocol (not a gate-mux proxy?)`,
+            ),
+          );
           return;
         }
         socket.removeAllListeners('error');

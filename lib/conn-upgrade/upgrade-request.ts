@@ -10,9 +10,7 @@ export interface UpgradeRequestHead {
 
 export type UpgradeProtocol = typeof UPGRADE_PROTOCOL_ALPN | typeof UPGRADE_PROTOCOL_ALPN_PING;
 
-export type UpgradeCheck =
-  | { ok: true; protocol: UpgradeProtocol }
-  | { ok: false; status: number; message: string };
+export type UpgradeCheck = { ok: true; protocol: UpgradeProtocol } | { ok: false; status: number; message: string };
 
 /** RFC 6455 §4.1: the key is 16 random bytes, base64: 22 characters and '=='. */
 const KEY = /^[+/0-9A-Za-z]{22}==$/;
@@ -23,7 +21,12 @@ function header(head: UpgradeRequestHead, name: string): string | undefined {
 }
 
 function tokens(value: string | undefined): string[] {
-  return value === undefined ? [] : value.split(',').map((t) => t.trim().toLowerCase()).filter((t) => t !== '');
+  return value === undefined
+    ? []
+    : value
+        .split(',')
+        .map((t) => t.trim().toLowerCase())
+        .filter((t) => t !== '');
 }
 
 /** Whether a request is for the connection-upgrade path (with or without a query string). */
@@ -40,18 +43,25 @@ export function isConnectionUpgradePath(url: string | undefined): boolean {
  * lists). Anything else is answered with the status given and no WebSocket.
  */
 export function checkUpgradeRequest(head: UpgradeRequestHead): UpgradeCheck {
-  if (head.method !== 'GET') return { ok: false, status: 405, message: `method ${head.method ?? '(none)'}: the connection upgrade is a GET` };
+  if (head.method !== 'GET')
+    return { ok: false, status: 405, message: `method ${head.method ?? '(none)'}: the connection upgrade is a GET` };
   if (!tokens(header(head, 'upgrade')).includes('websocket')) return { ok: false, status: 400, message: 'no "Upgrade: websocket" header' };
-  if (!tokens(header(head, 'connection')).includes('upgrade')) return { ok: false, status: 400, message: 'no "Connection: Upgrade" header' };
+  if (!tokens(header(head, 'connection')).includes('upgrade'))
+    return { ok: false, status: 400, message: 'no "Connection: Upgrade" header' };
   const key = header(head, 'sec-websocket-key');
   if (key === undefined) return { ok: false, status: 400, message: 'no Sec-WebSocket-Key header' };
   if (!KEY.test(key.trim())) return { ok: false, status: 400, message: 'Sec-WebSocket-Key is not 16 bytes of base64' };
   const version = header(head, 'sec-websocket-version');
-  if (version?.trim() !== '13') return { ok: false, status: 426, message: `Sec-WebSocket-Version ${version ?? '(none)'}: only 13 is spoken` };
+  if (version?.trim() !== '13')
+    return { ok: false, status: 426, message: `Sec-WebSocket-Version ${version ?? '(none)'}: only 13 is spoken` };
   const offered = tokens(header(head, 'sec-websocket-protocol'));
   const protocol = offered.find((p): p is UpgradeProtocol => p === UPGRADE_PROTOCOL_ALPN || p === UPGRADE_PROTOCOL_ALPN_PING);
   if (protocol === undefined) {
-    return { ok: false, status: 400, message: `Sec-WebSocket-Protocol ${offered.length === 0 ? '(none)' : JSON.stringify(offered.join(', '))}: expected ${UPGRADE_PROTOCOL_ALPN} or ${UPGRADE_PROTOCOL_ALPN_PING}` };
+    return {
+      ok: false,
+      status: 400,
+      message: `Sec-WebSocket-Protocol ${offered.length === 0 ? '(none)' : JSON.stringify(offered.join(', '))}: expected ${UPGRADE_PROTOCOL_ALPN} or ${UPGRADE_PROTOCOL_ALPN_PING}`,
+    };
   }
   return { ok: true, protocol };
 }

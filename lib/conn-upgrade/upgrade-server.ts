@@ -89,7 +89,10 @@ export class ConnectionUpgrade {
   setOptions(settings: ConnectionUpgradeSettings): void {
     const max = settings.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     if (!Number.isInteger(max) || max < SEND_MESSAGE_BYTES) {
-      throw new GateError(ErrorCodes.INVALID_ARGUMENT, `maxMessageBytes ${max}: at least ${SEND_MESSAGE_BYTES} (the largest message a client sends)`);
+      throw new GateError(
+        ErrorCodes.INVALID_ARGUMENT,
+        `maxMessageBytes ${max}: at least ${SEND_MESSAGE_BYTES} (the largest message a client sends)`,
+      );
     }
     const trusted = settings.trustedNetworks && settings.trustedNetworks.length > 0 ? trustedNetworks(settings.trustedNetworks) : undefined;
     this.trusted = trusted;
@@ -152,7 +155,13 @@ function peer(req: IncomingMessage): Endpoint {
   return { address: s.remoteAddress ?? '', port: s.remotePort ?? 0, family: s.remoteFamily ?? '' };
 }
 
-const REASONS: Record<number, string> = { 400: 'Bad Request', 404: 'Not Found', 405: 'Method Not Allowed', 426: 'Upgrade Required', 503: 'Service Unavailable' };
+const REASONS: Record<number, string> = {
+  400: 'Bad Request',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  426: 'Upgrade Required',
+  503: 'Service Unavailable',
+};
 
 /** An HTTP/1.1 error on a socket that asked to upgrade, then the socket closes. */
 function refuse(socket: Duplex, status: number, code: string, message: string): void {

@@ -89,7 +89,9 @@ export class WebSocketStream extends Duplex {
         // Not while we hold back reading (a slow consumer: the pong waits unread behind data) or
         // while our own sends queue (the ping waits behind them): only silence counts.
         if (!answered && !ws.isPaused && ws.bufferedAmount === 0) {
-          this.destroy(new GateError(ErrorCodes.CONN_UPGRADE_PING_TIMEOUT, `no answer to a WebSocket ping within ${pingMs} ms: the client is gone`));
+          this.destroy(
+            new GateError(ErrorCodes.CONN_UPGRADE_PING_TIMEOUT, `no answer to a WebSocket ping within ${pingMs} ms: the client is gone`),
+          );
           return;
         }
         answered = false;

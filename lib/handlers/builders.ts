@@ -1,5 +1,14 @@
 import { ErrorCodes, GateError } from '../errors.js';
-import type { CustomHandler, ForwardHandler, Handler, SelectHandler, WrapHandler, ServeHandler, TerminateHandler, UpstreamAddress } from './types.js';
+import type {
+  CustomHandler,
+  ForwardHandler,
+  Handler,
+  SelectHandler,
+  WrapHandler,
+  ServeHandler,
+  TerminateHandler,
+  UpstreamAddress,
+} from './types.js';
 
 /** Raw TCP passthrough to `to` ("host:port", an address object, or a per-connection chooser). */
 export function forward(
@@ -38,6 +47,7 @@ export function wrap(wrapper: WrapHandler['wrap'], inner: Handler): WrapHandler 
 export function parseHostPort(value: string): UpstreamAddress {
   const m = /^\[([0-9a-fA-F:.]+)\]:(\d{1,5})$/.exec(value) ?? /^([^:\s]+):(\d{1,5})$/.exec(value);
   const port = m ? Number(m[2]) : NaN;
-  if (!m || !(port > 0 && port < 65536)) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `expected host:port or [v6]:port, got '${value}'`);
+  if (!m || !(port > 0 && port < 65536))
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `expected host:port or [v6]:port, got '${value}'`);
   return { host: m[1]!, port };
 }

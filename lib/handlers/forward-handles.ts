@@ -77,7 +77,9 @@ class HandleDial implements HandleOwner {
     if (this.cancelDeadline || this.done) return;
     const dialTimeoutMs = this.handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     this.cancelDeadline = dialDeadline(dialTimeoutMs, () => {
-      this.failed(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${this.to.host}:${this.to.port} did not accept within ${dialTimeoutMs} ms`));
+      this.failed(
+        new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${this.to.host}:${this.to.port} did not accept within ${dialTimeoutMs} ms`),
+      );
     });
   }
 
@@ -170,7 +172,17 @@ class HandleDial implements HandleOwner {
     if (clientHandle.writeQueueSize > 0) return false;
     const dialTimeoutMs = handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     const part = new NativeConnection(conn, native.relay, clientHandle.bytesRead, clientHandle.bytesWritten, to, dialTimeoutMs);
-    const id = native.relay.dial(clientHandle, address, to.port, family, this.initialBytes(), native.idleTimeoutMs, native.splice, dialTimeoutMs, part);
+    const id = native.relay.dial(
+      clientHandle,
+      address,
+      to.port,
+      family,
+      this.initialBytes(),
+      native.idleTimeoutMs,
+      native.splice,
+      dialTimeoutMs,
+      part,
+    );
     this.finish();
     closeHandle(clientHandle); // the native side holds its own duplicate (or, on a failure, nothing)
     conn.handOver(part, part);
@@ -264,9 +276,14 @@ class NativeConnection implements NativeOwner {
     if (end.dial) {
       const { host, port } = this.to;
       const timedOut = end.code === 'DIAL_TIMEOUT';
-      this.conn.recordError(timedOut ? new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${host}:${port} did not accept within ${this.dialTimeoutMs} ms`) : dialError(errnoError(end.code), this.to));
+      this.conn.recordError(
+        timedOut
+          ? new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${host}:${port} did not accept within ${this.dialTimeoutMs} ms`)
+          : dialError(errnoError(end.code), this.to),
+      );
     } else if (end.code === 'IDLE') this.conn.recordError(new GateError(ErrorCodes.IDLE_TIMEOUT, 'idle timeout (native relay)'));
-    else if (end.code !== '' && end.code !== 'DESTROYED') this.conn.recordError(relayFailure({ side: end.side ?? 'client', code: end.code }, this.to));
+    else if (end.code !== '' && end.code !== 'DESTROYED')
+      this.conn.recordError(relayFailure({ side: end.side ?? 'client', code: end.code }, this.to));
     this.conn.closed(this);
   }
 }

@@ -15,7 +15,8 @@ const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
 
 export function dialError(err: NodeJS.ErrnoException, to: UpstreamAddress): GateError {
   const where = `${to.host}:${to.port}`;
-  if (err.code === 'ECONNREFUSED') return new GateError(ErrorCodes.DIAL_REFUSED, `upstream ${where} refused the connection`, { cause: err });
+  if (err.code === 'ECONNREFUSED')
+    return new GateError(ErrorCodes.DIAL_REFUSED, `upstream ${where} refused the connection`, { cause: err });
   return new GateError(ErrorCodes.DIAL_FAILED, `dialing upstream ${where} failed: ${err.code ?? err.message}`, { cause: err });
 }
 
@@ -27,7 +28,14 @@ export function runForward(client: Duplex, handler: ForwardHandler, ctx: Handler
   const to = upstreamOf(handler, ctx.info);
   // The upstream's reads land in buffers managed by ReadBuffer (no Buffer per read in bulk).
   const reader = new ReadBuffer();
-  const upstream = connect({ host: to.host, port: to.port, allowHalfOpen: true, noDelay: true, onread: reader.onread, ...(handler.lookup ? { lookup: handler.lookup } : {}) });
+  const upstream = connect({
+    host: to.host,
+    port: to.port,
+    allowHalfOpen: true,
+    noDelay: true,
+    onread: reader.onread,
+    ...(handler.lookup ? { lookup: handler.lookup } : {}),
+  });
   const dialTimeoutMs = handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
   const cancelDeadline = dialDeadline(dialTimeoutMs, () => {
     ctx.fail(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${to.host}:${to.port} did not accept within ${dialTimeoutMs} ms`));
@@ -92,7 +100,9 @@ function replaySslRequest(upstream: Socket, reader: ReadBuffer, ctx: HandlerCont
     if (answered) return false; // held until the splice attaches its sink (not reached: it attaches at once)
     answered = true;
     if (chunk[0] !== 0x53 /* 'S' */) {
-      ctx.fail(new GateError(ErrorCodes.HANDLER_FAILED, `upstream declined TLS after SSLRequest (answered 0x${(chunk[0] ?? 0).toString(16)})`));
+      ctx.fail(
+        new GateError(ErrorCodes.HANDLER_FAILED, `upstream declined TLS after SSLRequest (answered 0x${(chunk[0] ?? 0).toString(16)})`),
+      );
       return false;
     }
     if (chunk.length > 1) {

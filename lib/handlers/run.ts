@@ -38,7 +38,11 @@ export function runHandler(socket: Duplex, handler: Handler, ctx: HandlerContext
       return;
     case 'custom': {
       const fail = (err: unknown): void =>
-        ctx.fail(new GateError(ErrorCodes.HANDLER_FAILED, `custom handler failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err }));
+        ctx.fail(
+          new GateError(ErrorCodes.HANDLER_FAILED, `custom handler failed: ${err instanceof Error ? err.message : String(err)}`, {
+            cause: err,
+          }),
+        );
       try {
         const result = handler.handle(socket as Parameters<typeof handler.handle>[0], ctx.info);
         if (result && typeof (result as Promise<void>).then === 'function') (result as Promise<void>).catch(fail);

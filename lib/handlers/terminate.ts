@@ -17,7 +17,15 @@ export class CertificateSelector {
   private readonly wildcards: Array<[suffix: string, context: SecureContext]> = [];
 
   constructor(tls: TerminateHandler['tls']) {
-    const { sniCertificates, alpnProtocols: _a, selectAlpn: _s, requestCert: _r, rejectUnauthorized: _u, handshakeTimeoutMs: _h, ...base } = tls;
+    const {
+      sniCertificates,
+      alpnProtocols: _a,
+      selectAlpn: _s,
+      requestCert: _r,
+      rejectUnauthorized: _u,
+      handshakeTimeoutMs: _h,
+      ...base
+    } = tls;
     this.defaultContext = createSecureContext(base);
     for (const [name, options] of Object.entries(sniCertificates ?? {})) {
       const context = createSecureContext({ ...base, ...options } as SecureContextOptions);

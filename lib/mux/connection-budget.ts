@@ -42,9 +42,14 @@ export class ConnectionBudget {
   /** New cap and fair share for new connections; connections holding slots keep them. */
   setOptions(options: BudgetOptions): void {
     const { cap, highWater = DEFAULT_HIGH_WATER, sourceShare = DEFAULT_SOURCE_SHARE } = options;
-    if (!Number.isSafeInteger(cap) || cap < 1) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `connection cap must be a whole number >= 1, got ${cap}`);
-    for (const [name, value] of [['highWater', highWater], ['sourceShare', sourceShare]] as const) {
-      if (!(value > 0 && value <= 1)) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `${name} must be a fraction above 0 and at most 1, got ${value}`);
+    if (!Number.isSafeInteger(cap) || cap < 1)
+      throw new GateError(ErrorCodes.INVALID_ARGUMENT, `connection cap must be a whole number >= 1, got ${cap}`);
+    for (const [name, value] of [
+      ['highWater', highWater],
+      ['sourceShare', sourceShare],
+    ] as const) {
+      if (!(value > 0 && value <= 1))
+        throw new GateError(ErrorCodes.INVALID_ARGUMENT, `${name} must be a fraction above 0 and at most 1, got ${value}`);
     }
     this.cap = cap;
     this.highWater = highWater;

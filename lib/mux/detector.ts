@@ -5,7 +5,6 @@ import { sniffGreeting } from '../sniff/greeting.js';
 import { parseProxyHeader, ProxyHeaderError, type ProxyHeader } from '../proxy-protocol/header.js';
 import type { DetectedProtocol } from '../handlers/types.js';
 
-
 export interface Detected {
   protocol: DetectedProtocol;
   hello: ClientHello | undefined;
@@ -94,7 +93,10 @@ export class Detector {
       // its greeting in one large segment ("SSH-2.0-x\r\n" + 200 KB), and that is decided by
       // its first bytes. Undecided, we hold at most the cap plus one socket read.
       if (step.status === 'need' && this.buf.length > this.maxHeld) {
-        return this.fail(new GateError(ErrorCodes.HELLO_TOO_LARGE, `more than ${this.maxHeld} bytes before a routing decision`), this.phase === 'hello' ? TlsAlert.decodeError : undefined);
+        return this.fail(
+          new GateError(ErrorCodes.HELLO_TOO_LARGE, `more than ${this.maxHeld} bytes before a routing decision`),
+          this.phase === 'hello' ? TlsAlert.decodeError : undefined,
+        );
       }
       if (step.status === 'need' || step.status === 'done') {
         if ('reply' in step && step.reply) reply = step.reply;
@@ -181,7 +183,9 @@ export class Detector {
         // behind the request were written blind and would be spliced into the session
         // (CVE-2021-23222 / CVE-2021-23214 class of injection), so they are refused.
         if (this.buf.length > 0) {
-          return this.fail(new GateError(ErrorCodes.UNKNOWN_PROTOCOL, 'bytes sent after a Postgres SSLRequest/GSSENCRequest before its answer'));
+          return this.fail(
+            new GateError(ErrorCodes.UNKNOWN_PROTOCOL, 'bytes sent after a Postgres SSLRequest/GSSENCRequest before its answer'),
+          );
         }
         if (sniff.protocol === 'postgres-gssenc') return { status: 'need', reply: ANSWER_GSSENC_NO };
         if (this.postgresSslRequest) return this.fail(new GateError(ErrorCodes.UNKNOWN_PROTOCOL, 'second Postgres SSLRequest'));

@@ -86,9 +86,10 @@ export class Multiplexer {
     }
     this.useFastPath = options.fastPath ?? true;
     this.setOptions(options);
-    this.native = (options.nativeRelay ?? envSwitch(process.env[NATIVE_RELAY_ENV]) === true)
-      ? nativeRelayUse(this.logger, this.idleTimeoutMs, nativeSpliceWanted(options.nativeSplice))
-      : undefined;
+    this.native =
+      (options.nativeRelay ?? envSwitch(process.env[NATIVE_RELAY_ENV]) === true)
+        ? nativeRelayUse(this.logger, this.idleTimeoutMs, nativeSpliceWanted(options.nativeSplice))
+        : undefined;
   }
 
   /** The detection deadline new connections get. */
@@ -172,7 +173,10 @@ export class Multiplexer {
       else this.ownBudget = new ConnectionBudget(settings);
       this.capFrom = maxConnections > 0 ? 'maxConnections' : describeCap(descriptors);
       if (cap > descriptors.cap) {
-        this.logger.warn({ maxConnections: cap, descriptorCap: descriptors.cap }, `maxConnections ${cap} is above what the open-file limit carries (${describeCap(descriptors)} = ${descriptors.cap}): connections past it may fail to dial; raise the limit (systemd LimitNOFILE)`);
+        this.logger.warn(
+          { maxConnections: cap, descriptorCap: descriptors.cap },
+          `maxConnections ${cap} is above what the open-file limit carries (${describeCap(descriptors)} = ${descriptors.cap}): connections past it may fail to dial; raise the limit (systemd LimitNOFILE)`,
+        );
       }
       return this.ownBudget;
     }
@@ -379,7 +383,9 @@ export class Multiplexer {
     }
     if (!victim) return false;
     this.releaseSlot(victim);
-    victim.stopDetection?.(new GateError(ErrorCodes.SHED, `undecided connection closed to make room at the cap of ${budget.cap} open connections`));
+    victim.stopDetection?.(
+      new GateError(ErrorCodes.SHED, `undecided connection closed to make room at the cap of ${budget.cap} open connections`),
+    );
     return true;
   }
 
@@ -451,7 +457,11 @@ export class Multiplexer {
         if (sawBytes || conn.stopDetection === undefined) return;
         stop();
         this.counters.detectTime(performance.now() - started);
-        this.route(conn, { protocol: 'silent', hello: undefined, proxyHeader: undefined, postgresSslRequest: false, rest: Buffer.alloc(0) }, silentRoute);
+        this.route(
+          conn,
+          { protocol: 'silent', hello: undefined, proxyHeader: undefined, postgresSslRequest: false, rest: Buffer.alloc(0) },
+          silentRoute,
+        );
       };
       if (silentAfterMs <= 0) {
         // Server-speaks-first port: hand over at once, the client will not talk first.
@@ -494,7 +504,8 @@ export class Multiplexer {
       conn.error = error;
       // Fail closed with a TLS alert rather than a bare reset: the client can tell "no such
       // service" from a network fault (docs/ARCHITECTURE.md, "Fail closed").
-      if (detected.hello) client.closeAfter(tlsAlertRecord(info.alpn.length > 0 ? TlsAlert.noApplicationProtocol : TlsAlert.unrecognizedName));
+      if (detected.hello)
+        client.closeAfter(tlsAlertRecord(info.alpn.length > 0 ? TlsAlert.noApplicationProtocol : TlsAlert.unrecognizedName));
       else client.destroy();
       return;
     }
@@ -546,7 +557,16 @@ export class Multiplexer {
       this.failureLog.log(
         'warn',
         error.code,
-        { conn: info.id, remote: info.remote.address, route: info.route || undefined, protocol: conn.stage ?? info.protocol, sni: info.sni, code: error.code, bytesIn, bytesOut },
+        {
+          conn: info.id,
+          remote: info.remote.address,
+          route: info.route || undefined,
+          protocol: conn.stage ?? info.protocol,
+          sni: info.sni,
+          code: error.code,
+          bytesIn,
+          bytesOut,
+        },
         error.message,
       );
     }

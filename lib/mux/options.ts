@@ -57,7 +57,13 @@ function validTrustEntry(entry: unknown): boolean {
 export function normalizeSettings(options: MultiplexerSettings): NormalizedSettings {
   const detectTimeoutMs = wholeNumber('detectTimeoutMs', options.detectTimeoutMs, MUX_DEFAULTS.detectTimeoutMs, 1, MAX_TIMER_MS);
   const idleTimeoutMs = wholeNumber('idleTimeoutMs', options.idleTimeoutMs, MUX_DEFAULTS.idleTimeoutMs, 0, MAX_TIMER_MS);
-  const maxConnectionsPerSource = wholeNumber('maxConnectionsPerSource', options.maxConnectionsPerSource, MUX_DEFAULTS.maxConnectionsPerSource, 0, Number.MAX_SAFE_INTEGER);
+  const maxConnectionsPerSource = wholeNumber(
+    'maxConnectionsPerSource',
+    options.maxConnectionsPerSource,
+    MUX_DEFAULTS.maxConnectionsPerSource,
+    0,
+    Number.MAX_SAFE_INTEGER,
+  );
   // Below a TLS record header plus a minimal hello nothing could be routed; above 1 MiB the cap bounds nothing.
   const maxHelloBytes = wholeNumber('maxHelloBytes', options.maxHelloBytes, MUX_DEFAULTS.maxHelloBytes, 64, 1 << 20);
   wholeNumber('maxConnections', options.maxConnections, 0, 0, Number.MAX_SAFE_INTEGER);

@@ -133,8 +133,7 @@ export class RouteTable {
         alpnRank = i;
       }
       const better =
-        tier[0] > bestTier ||
-        (tier[0] === bestTier && (tier[1] > bestSpecificity || (tier[1] === bestSpecificity && alpnRank < bestAlpn)));
+        tier[0] > bestTier || (tier[0] === bestTier && (tier[1] > bestSpecificity || (tier[1] === bestSpecificity && alpnRank < bestAlpn)));
       if (better) {
         best = r;
         bestTier = tier[0];

@@ -103,5 +103,13 @@ export interface MultiplexerOptions {
 /** What `Multiplexer.setOptions` changes for new connections; established ones keep what they had. */
 export type MultiplexerSettings = Pick<
   MultiplexerOptions,
-  'detectTimeoutMs' | 'idleTimeoutMs' | 'maxConnections' | 'maxConnectionsPerSource' | 'maxHelloBytes' | 'proxyProtocol' | 'highWater' | 'sourceShare' | 'budget'
+  | 'detectTimeoutMs'
+  | 'idleTimeoutMs'
+  | 'maxConnections'
+  | 'maxConnectionsPerSource'
+  | 'maxHelloBytes'
+  | 'proxyProtocol'
+  | 'highWater'
+  | 'sourceShare'
+  | 'budget'
 >;

@@ -32,7 +32,8 @@ function refuse(reason: string): GateError {
  * arithmetic on the key happens here.
  */
 export function acceptAgentKey(spki: Buffer): KeyObject {
-  if (spki.length > MAX_SPKI_BYTES) throw refuse(`its SubjectPublicKeyInfo is ${spki.length} bytes, over ${MAX_SPKI_BYTES} (larger than RSA-4096)`);
+  if (spki.length > MAX_SPKI_BYTES)
+    throw refuse(`its SubjectPublicKeyInfo is ${spki.length} bytes, over ${MAX_SPKI_BYTES} (larger than RSA-4096)`);
   let key: KeyObject;
   try {
     key = createPublicKey({ key: spki, format: 'der', type: 'spki' });

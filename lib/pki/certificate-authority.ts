@@ -1,5 +1,14 @@
 import { ErrorCodes, GateError } from '../errors.js';
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, X509Certificate, type KeyObject } from 'node:crypto';
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  randomBytes,
+  sign,
+  X509Certificate,
+  type KeyObject,
+} from 'node:crypto';
 import { isIP } from 'node:net';
 import forge from 'node-forge';
 import { signedStructure } from './signed-structure.js';
@@ -98,7 +107,10 @@ export class CertificateAuthority {
 
   static create(commonName = 'gate-mux development CA', days = 3650): CertificateAuthority {
     const keys = newRsaKey();
-    const subject = [{ name: 'commonName', value: commonName }, { name: 'organizationName', value: 'gate-mux' }];
+    const subject = [
+      { name: 'commonName', value: commonName },
+      { name: 'organizationName', value: 'gate-mux' },
+    ];
     const keyId = keyIdentifier(keys.spki);
     const cert = signCertificate({
       spki: keys.spki,
@@ -109,7 +121,10 @@ export class CertificateAuthority {
       extensions: [
         { name: 'basicConstraints', cA: true, critical: true },
         { name: 'keyUsage', keyCertSign: true, cRLSign: true, critical: true },
-        { name: 'subjectKeyIdentifier', value: forge.asn1.create(forge.asn1.Class.UNIVERSAL, forge.asn1.Type.OCTETSTRING, false, keyId.toString('binary')) },
+        {
+          name: 'subjectKeyIdentifier',
+          value: forge.asn1.create(forge.asn1.Class.UNIVERSAL, forge.asn1.Type.OCTETSTRING, false, keyId.toString('binary')),
+        },
       ],
       signingKey: keys.privateKey,
     });

@@ -135,7 +135,8 @@ function parseRequest(pem: string): ParsedRequest {
     if (outer.end !== der.length) throw malformed('bytes after the request');
     const [info, algorithm, signature, extra] = childrenOf(der, outer, 3);
     if (!info || !algorithm || !signature || extra) throw malformed('a request has three parts');
-    if (info.tag !== DerTag.SEQUENCE || algorithm.tag !== DerTag.SEQUENCE || signature.tag !== DerTag.BIT_STRING) throw malformed('unexpected request layout');
+    if (info.tag !== DerTag.SEQUENCE || algorithm.tag !== DerTag.SEQUENCE || signature.tag !== DerTag.BIT_STRING)
+      throw malformed('unexpected request layout');
     const [version, name, spki] = childrenOf(der, info, 4);
     if (!version || version.tag !== DerTag.INTEGER || !name || name.tag !== DerTag.SEQUENCE || !spki || spki.tag !== DerTag.SEQUENCE) {
       throw malformed('unexpected CertificationRequestInfo layout');
@@ -148,15 +149,24 @@ function parseRequest(pem: string): ParsedRequest {
   }
   const publicKey = acceptAgentKey(parts.spki);
   const algorithm = signatureAlgorithmOf(parts.algorithm);
-  if (!algorithm) throw invalid('the request is signed with an algorithm that is not accepted (RSA PKCS#1 v1.5 or ECDSA with SHA-256/384/512, or Ed25519)');
-  if (algorithm.keyType !== publicKey.asymmetricKeyType) throw invalid(`a ${publicKey.asymmetricKeyType ?? 'unknown'} key cannot make a ${algorithm.name} signature`);
+  if (!algorithm)
+    throw invalid(
+      'the request is signed with an algorithm that is not accepted (RSA PKCS#1 v1.5 or ECDSA with SHA-256/384/512, or Ed25519)',
+    );
+  if (algorithm.keyType !== publicKey.asymmetricKeyType)
+    throw invalid(`a ${publicKey.asymmetricKeyType ?? 'unknown'} key cannot make a ${algorithm.name} signature`);
   let commonName: string | undefined;
   try {
     commonName = commonNameOf(der, parts.name);
   } catch (err) {
     throw invalid(`the request's subject is not well-formed: ${(err as Error).message}`, err);
   }
-  return { verified: { commonName, publicKey, spki: Buffer.from(parts.spki) }, info: parts.info, signature: parts.signature, hash: algorithm.hash };
+  return {
+    verified: { commonName, publicKey, spki: Buffer.from(parts.spki) },
+    info: parts.info,
+    signature: parts.signature,
+    hash: algorithm.hash,
+  };
 }
 
 const NOT_VERIFIED = 'the certificate request signature does not verify';

@@ -51,6 +51,9 @@ export function signatureAlgorithmFor(key: KeyObject): SignatureAlgorithm {
     case 'ed25519':
       return ED25519;
     default:
-      throw new GateError(ErrorCodes.INVALID_ARGUMENT, `cannot sign with a ${key.asymmetricKeyType ?? 'unknown'} key (RSA, ECDSA or Ed25519)`);
+      throw new GateError(
+        ErrorCodes.INVALID_ARGUMENT,
+        `cannot sign with a ${key.asymmetricKeyType ?? 'unknown'} key (RSA, ECDSA or Ed25519)`,
+      );
   }
 }

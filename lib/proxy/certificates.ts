@@ -38,7 +38,11 @@ async function readKeyPair(certFile: string, keyFile: string): Promise<KeyPair> 
   try {
     return { cert: await readFile(certFile, 'utf8'), key: await readFile(keyFile, 'utf8') };
   } catch (err) {
-    throw new GateError(ErrorCodes.CONFIG_INVALID, `proxy_service.https_keypairs: cannot read ${certFile} / ${keyFile}: ${(err as Error).message}`, { cause: err });
+    throw new GateError(
+      ErrorCodes.CONFIG_INVALID,
+      `proxy_service.https_keypairs: cannot read ${certFile} / ${keyFile}: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
 }
 
@@ -95,7 +99,11 @@ async function clusterAuthority(dataDir: string): Promise<{ ca: CertificateAutho
   if (!ca) {
     // Another proxy made the key: its certificate follows at once, unless it died in between.
     for (let waited = 0; !(await exists(caFile)); waited += 50) {
-      if (waited >= CA_WRITE_WAIT_MS) throw new GateError(ErrorCodes.CONFIG_INVALID, `${caKeyFile} exists but ${caFile} does not: remove the key, or put its certificate back`);
+      if (waited >= CA_WRITE_WAIT_MS)
+        throw new GateError(
+          ErrorCodes.CONFIG_INVALID,
+          `${caKeyFile} exists but ${caFile} does not: remove the key, or put its certificate back`,
+        );
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     ca = CertificateAuthority.fromPem(await readKeyPair(caFile, caKeyFile));
@@ -123,7 +131,14 @@ function peerCertificate(ca: CertificateAuthority): KeyPair {
 async function clusterServerCertificate(config: GateConfig, ca: CertificateAuthority, dataDir: string): Promise<KeyPair> {
   const p = config.proxy;
   const hosts = new Set(['localhost', 'kube.gate.cluster.local', '127.0.0.1', '::1']);
-  for (const address of [p.webListenAddr, ...p.publicAddrs, ...p.sshPublicAddrs, ...p.tunnelPublicAddrs, ...p.postgresPublicAddrs, ...p.mysqlPublicAddrs]) {
+  for (const address of [
+    p.webListenAddr,
+    ...p.publicAddrs,
+    ...p.sshPublicAddrs,
+    ...p.tunnelPublicAddrs,
+    ...p.postgresPublicAddrs,
+    ...p.mysqlPublicAddrs,
+  ]) {
     if (address.host && address.host !== '0.0.0.0' && address.host !== '::') hosts.add(address.host.toLowerCase());
   }
   const names = [...hosts];

@@ -91,7 +91,13 @@ export class ClusterWiring {
     const { registry, metrics, proxyId } = this.options;
     const logger = this.options.logger ? { logger: this.options.logger } : {};
     const store = this.options.routeStore ?? (await routeStoreFor(cluster, this.options.logger));
-    const member = new ClusterMember({ store, registry, presence: { id: proxyId, version: this.options.version, ...presence }, ttlMs: cluster.presenceTtlMs, ...logger });
+    const member = new ClusterMember({
+      store,
+      registry,
+      presence: { id: proxyId, version: this.options.version, ...presence },
+      ttlMs: cluster.presenceTtlMs,
+      ...logger,
+    });
     member.on('store-error', (_error: unknown, operation: string) => metrics.storeError(operation));
     member.on('proxies-changed', (proxies: ProxyPresence[]) => {
       metrics.channelMismatch(member.channelMismatches().length);
@@ -103,7 +109,14 @@ export class ClusterWiring {
     });
     // This proxy's id from the first tunnel on, before the store has named any other proxy.
     registry.setClusterView({ proxyId, proxyIds: [proxyId] });
-    const dialer = new ClusterDialer({ registry, store, member, peers: this.peers, onPeerDial: (outcome, code) => metrics.peerDial(outcome, code), ...logger });
+    const dialer = new ClusterDialer({
+      registry,
+      store,
+      member,
+      peers: this.peers,
+      onPeerDial: (outcome, code) => metrics.peerDial(outcome, code),
+      ...logger,
+    });
     this.joined = { store, ownsStore: this.options.routeStore === undefined, member, dialer };
     this.options.addReadiness(clusterReadiness(member, storeLabel(cluster)));
     await member.start();
@@ -145,7 +158,8 @@ export class ClusterWiring {
   }
 
   private current(): Joined {
-    if (!this.joined) throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'the proxy has not joined its cluster yet: GateProxy.start() resolves once it has');
+    if (!this.joined)
+      throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'the proxy has not joined its cluster yet: GateProxy.start() resolves once it has');
     return this.joined;
   }
 }

@@ -95,7 +95,11 @@ export class GateProxy {
       routeStore: options.routeStore,
       logger: options.logger,
     });
-    this.listeners = new ListenerSet({ logger: this.logger, muxLogger: options.logger, onRetired: (snapshot) => this.metrics.retire(snapshot) });
+    this.listeners = new ListenerSet({
+      logger: this.logger,
+      muxLogger: options.logger,
+      onRetired: (snapshot) => this.metrics.retire(snapshot),
+    });
     this.web = new WebFrontDoor(state.webTls, { handshakeTimeoutMs: options.config.proxy.detectTimeoutMs });
     this.upgrade = new ConnectionUpgrade({ target: () => this.listeners.multiplexer('multiplex'), ...logger });
     this.upgrade.attach(this.web.servers.secure);
@@ -111,7 +115,11 @@ export class GateProxy {
     this.web.use((req, res) => this.webRoutes(req, res as ServerResponse));
     this.metrics.setSources({
       listeners: () => this.listeners.allStats(),
-      tunnels: () => ({ agents: this.registry.agents().length, streamsOpened: this.registry.streamStats.opened, streamsReset: this.registry.streamStats.reset }),
+      tunnels: () => ({
+        agents: this.registry.agents().length,
+        streamsOpened: this.registry.streamStats.opened,
+        streamsReset: this.registry.streamStats.reset,
+      }),
       fleet: () => fleetCounts(this.registry.describedAgents(), this.registry.refusals),
     });
     this.diagnostics.addReadiness(listenersReadiness(() => (this.closing ? [] : this.listeners.readiness())));
@@ -221,8 +229,15 @@ export class GateProxy {
   async reload(config: GateConfig): Promise<void> {
     const was = this.state.config;
     await this.apply(await GateProxy.load(this.options, config, this.joinTokens));
-    if (storeLabel(was.cluster) !== storeLabel(config.cluster) || was.cluster.storeCaFile !== config.cluster.storeCaFile || was.cluster.presenceTtlMs !== config.cluster.presenceTtlMs) {
-      this.logger.warn({ store: storeLabel(was.cluster) }, 'cluster.store, store_ca_file and presence_ttl take effect at the next start; this proxy keeps the ones it started with');
+    if (
+      storeLabel(was.cluster) !== storeLabel(config.cluster) ||
+      was.cluster.storeCaFile !== config.cluster.storeCaFile ||
+      was.cluster.presenceTtlMs !== config.cluster.presenceTtlMs
+    ) {
+      this.logger.warn(
+        { store: storeLabel(was.cluster) },
+        'cluster.store, store_ca_file and presence_ttl take effect at the next start; this proxy keeps the ones it started with',
+      );
     }
     await this.clusterWiring.update(this.presenceFields(config));
     this.logger.info({ source: config.source }, 'configuration reloaded');
@@ -239,7 +254,10 @@ export class GateProxy {
   async drain(): Promise<void> {
     if (this.clusterWiring.isDraining) return;
     this.registry.setDraining(true);
-    this.logger.info({ proxyId: this.proxyId, agents: this.registry.agents().length }, 'draining: no new tunnels, agents told to go elsewhere, open streams finish');
+    this.logger.info(
+      { proxyId: this.proxyId, agents: this.registry.agents().length },
+      'draining: no new tunnels, agents told to go elsewhere, open streams finish',
+    );
     // Announced before the agents are told, so the tunnels they open next are not sent back here.
     await this.clusterWiring.drain();
     this.registry.goAway();
@@ -267,7 +285,12 @@ export class GateProxy {
   }
 
   private static load(options: GateProxyOptions, config: GateConfig, joinTokens: JoinTokens): Promise<ProxyState> {
-    return loadProxyState(config, { version: options.version, fetchText: options.fetchText ?? defaultFetch, joinTokens, logger: options.logger });
+    return loadProxyState(config, {
+      version: options.version,
+      fetchText: options.fetchText ?? defaultFetch,
+      joinTokens,
+      logger: options.logger,
+    });
   }
 
   /**
@@ -286,7 +309,10 @@ export class GateProxy {
     this.state = state;
     this.webRoutes = this.webRoutesFor(state);
     this.web.useTls(state.webTls);
-    this.upgrade.setOptions({ trustedNetworks: state.config.proxy.connectionUpgradeTrustedNetworks, pingIntervalMs: state.config.proxy.connectionUpgradePingIntervalMs });
+    this.upgrade.setOptions({
+      trustedNetworks: state.config.proxy.connectionUpgradeTrustedNetworks,
+      pingIntervalMs: state.config.proxy.connectionUpgradePingIntervalMs,
+    });
     this.joinTokens.replace([...state.joinTokenRules]);
     // A certificate revoked by this reload ends its agent's tunnel now, not at its next connect.
     this.registry.revalidate();

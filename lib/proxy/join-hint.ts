@@ -52,22 +52,32 @@ export function agentJoinHint(options: JoinHintOptions): string {
   const proxy = firstPublic ? formatAddress(firstPublic) : reachable({ host: web?.host ?? config.proxy.webListenAddr.host, port: webPort });
   const tunnelListener = plan.listeners.find((l) => l.name === 'tunnel');
   const tunnelPublic = config.proxy.tunnelPublicAddrs[0];
-  const tunnel = plan.mode === 'separate' && tunnelListener ? (tunnelPublic ? formatAddress(tunnelPublic) : reachable(tunnelListener)) : undefined;
+  const tunnel =
+    plan.mode === 'separate' && tunnelListener ? (tunnelPublic ? formatAddress(tunnelPublic) : reachable(tunnelListener)) : undefined;
   const agents = agentsInConfig(config);
   const entries = agents.size > 0 ? [...agents] : [['my-agent', ['HOST:PORT']] as [string, string[]]];
   const command = options.agentCommand ?? 'node dist/examples/agent.js';
   const lines = [`agents: CA pin ${options.caPin}`];
-  lines.push(agents.size > 0 ? 'start each agent the configuration routes to (in the network of its targets):' : 'start an agent (no upstream is tunnel:<agent>/<host:port> yet):');
+  lines.push(
+    agents.size > 0
+      ? 'start each agent the configuration routes to (in the network of its targets):'
+      : 'start an agent (no upstream is tunnel:<agent>/<host:port> yet):',
+  );
   for (const [name, targets] of entries) {
     const words = [
       command,
-      '--proxy', shellWord(proxy),
+      '--proxy',
+      shellWord(proxy),
       ...(tunnel ? ['--tunnel-addr', shellWord(tunnel)] : []),
-      '--ca-pin', options.caPin,
-      '--token', `"$(cat ${shellWord(options.tokenFile)})"`,
-      '--name', shellWord(name),
+      '--ca-pin',
+      options.caPin,
+      '--token',
+      `"$(cat ${shellWord(options.tokenFile)})"`,
+      '--name',
+      shellWord(name),
       ...targets.flatMap((target) => ['--allow', shellWord(target)]),
-      '--state-dir', shellWord(`.agent-${name}`),
+      '--state-dir',
+      shellWord(`.agent-${name}`),
     ];
     lines.push(`  ${words.join(' ')}`);
   }

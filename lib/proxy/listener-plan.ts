@@ -140,7 +140,12 @@ function sharedPortAlternatives(protocol: ProxyProtocolName, withPlaintext: bool
         ...(withPlaintext
           ? [
               // Any other Postgres client: SSLRequest then TLS without ALPN (libpq before 17), or plaintext.
-              { name: 'postgres-startup', match: { protocol: 'postgres' }, transport: 'tls-if-sslrequest', framing: 'raw' } satisfies Alternative,
+              {
+                name: 'postgres-startup',
+                match: { protocol: 'postgres' },
+                transport: 'tls-if-sslrequest',
+                framing: 'raw',
+              } satisfies Alternative,
             ]
           : []),
       ];

@@ -80,11 +80,16 @@ function asConfigError<T>(spec: ListenerSpec, build: () => T): T {
 }
 
 function configErrorOf(spec: ListenerSpec, err: unknown): unknown {
-  return isGateError(err, ErrorCodes.INVALID_ARGUMENT) ? new GateError(ErrorCodes.CONFIG_INVALID, `${spec.configKey}: ${err.message}`, { cause: err }) : err;
+  return isGateError(err, ErrorCodes.INVALID_ARGUMENT)
+    ? new GateError(ErrorCodes.CONFIG_INVALID, `${spec.configKey}: ${err.message}`, { cause: err })
+    : err;
 }
 
 /** The connection cap: `max_connections` when set, else what the open-file limit carries. */
-function budgetSettings(config: GateConfig, logger: Logger): { options: { cap: number; highWater: number; sourceShare: number }; from: string } {
+function budgetSettings(
+  config: GateConfig,
+  logger: Logger,
+): { options: { cap: number; highWater: number; sourceShare: number }; from: string } {
   const p = config.proxy;
   const descriptors = processBudget().from; // read once per process
   if (p.maxConnections > descriptors.cap) {
@@ -147,7 +152,11 @@ export class ListenerSet {
 
   /** What /readyz reports of the listeners. */
   readiness(): ListenerState[] {
-    return this.running.map((l) => ({ name: l.spec.name, address: formatAddress({ host: l.spec.host, port: l.port }), listening: l.mux.listening }));
+    return this.running.map((l) => ({
+      name: l.spec.name,
+      address: formatAddress({ host: l.spec.host, port: l.port }),
+      listening: l.mux.listening,
+    }));
   }
 
   /**
@@ -225,11 +234,15 @@ export class ListenerSet {
 
   /** A new listener's multiplexer, bound; GATE_ERR_LISTEN_FAILED when its address cannot be. */
   private async open(spec: ListenerSpec, routes: Route[], settings: MultiplexerSettings): Promise<RunningListener> {
-    const mux = asConfigError(spec, () => new Multiplexer({
-      routes,
-      ...settings,
-      ...(this.options.muxLogger ? { logger: this.options.muxLogger.child({ listener: spec.name }) } : {}),
-    }));
+    const mux = asConfigError(
+      spec,
+      () =>
+        new Multiplexer({
+          routes,
+          ...settings,
+          ...(this.options.muxLogger ? { logger: this.options.muxLogger.child({ listener: spec.name }) } : {}),
+        }),
+    );
     try {
       const address = await mux.listen({
         host: spec.host,
@@ -243,7 +256,9 @@ export class ListenerSet {
       const refused = configErrorOf(spec, err);
       if (isGateError(refused)) throw refused;
       const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-      throw new GateError(ErrorCodes.LISTEN_FAILED, `${spec.configKey}: cannot listen on ${spec.host}:${spec.port} (${code})`, { cause: err });
+      throw new GateError(ErrorCodes.LISTEN_FAILED, `${spec.configKey}: cannot listen on ${spec.host}:${spec.port} (${code})`, {
+        cause: err,
+      });
     }
   }
 }

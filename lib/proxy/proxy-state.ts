@@ -46,7 +46,12 @@ export async function loadProxyState(config: GateConfig, options: ProxyStateOpti
     config,
     certificates,
     webTls: webTlsFor(certificates),
-    channels: new VersionChannels({ channels: config.proxy.automaticUpgradesChannels, proxyVersion: options.version, fetchText: options.fetchText, ...logger }),
+    channels: new VersionChannels({
+      channels: config.proxy.automaticUpgradesChannels,
+      proxyVersion: options.version,
+      fetchText: options.fetchText,
+      ...logger,
+    }),
     revoked,
     joinTokenRules: [...config.agents.joinTokens, devToken],
     devTokenFile: join(dataDir, DEV_TOKEN_FILE),

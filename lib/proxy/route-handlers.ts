@@ -117,10 +117,7 @@ export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: 
     // Proxies trust the cluster CA and show their peering certificates (the proxy role) both ways.
     handler = options.peering.endpoint({ ...certificates.peer, ca: certificates.clusterCa.cert });
   } else if (spec.protocol === 'web') {
-    handler =
-      spec.transport === 'plaintext'
-        ? select((info) => serve(info.protocol === 'h2' ? web.h2c : web.http1))
-        : serve(web.secure);
+    handler = spec.transport === 'plaintext' ? select((info) => serve(info.protocol === 'h2' ? web.h2c : web.http1)) : serve(web.secure);
   } else if (!upstream) {
     throw new GateError(ErrorCodes.CONFIG_INVALID, `route ${spec.name} has no upstream`);
   } else {

@@ -34,7 +34,8 @@ export function sniffGreeting(buf: Uint8Array): GreetingResult {
   let need = Infinity;
   for (const [protocol, sniff] of SNIFFERS) {
     const s = sniff(buf);
-    if (s.verdict === 'match') return s.length === undefined ? { verdict: 'match', protocol } : { verdict: 'match', protocol, length: s.length };
+    if (s.verdict === 'match')
+      return s.length === undefined ? { verdict: 'match', protocol } : { verdict: 'match', protocol, length: s.length };
     if (s.verdict === 'need' && s.bytes < need) need = s.bytes;
   }
   const pg = sniffPostgres(buf);

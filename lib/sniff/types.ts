@@ -1,8 +1,5 @@
 /** What a sniffer says about the bytes seen so far. `length` is the greeting's size when fixed. */
-export type Sniff =
-  | { verdict: 'match'; length?: number }
-  | { verdict: 'no' }
-  | { verdict: 'need'; bytes: number };
+export type Sniff = { verdict: 'match'; length?: number } | { verdict: 'no' } | { verdict: 'need'; bytes: number };
 
 export type GreetingProtocol =
   | 'tls' // TLS handshake record 0x16 0x03 0x00..0x04

@@ -49,9 +49,7 @@ export interface ParseClientHelloOptions {
   maxHandshakeBytes?: number;
 }
 
-export type ClientHelloResult =
-  | { status: 'need'; bytes: number }
-  | { status: 'done'; hello: ClientHello };
+export type ClientHelloResult = { status: 'need'; bytes: number } | { status: 'done'; hello: ClientHello };
 
 /** Raised for input that is not a TLS ClientHello, or not an acceptable one. */
 export class ClientHelloError extends GateError {
@@ -138,10 +136,7 @@ export function parseClientHello(input: Uint8Array, options?: ParseClientHelloOp
     if (headerBytes === HANDSHAKE_HEADER && hsTotal < 0) {
       hsTotal = HANDSHAKE_HEADER + bodyLength;
       if (hsTotal > max) {
-        throw new ClientHelloError(
-          ErrorCodes.HELLO_TOO_LARGE,
-          `ClientHello of ${hsTotal} bytes exceeds the ${max}-byte cap`,
-        );
+        throw new ClientHelloError(ErrorCodes.HELLO_TOO_LARGE, `ClientHello of ${hsTotal} bytes exceeds the ${max}-byte cap`);
       }
     }
     if (hsTotal < 0) {

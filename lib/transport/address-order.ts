@@ -45,7 +45,11 @@ export type Lookup = (
  * Every address of `host` from `lookup`, in dialOrder. A resolver that answers with one address
  * (a custom one may ignore `all`) is taken as that address.
  */
-export function resolveDialOrder(host: string, lookup: Lookup, callback: (err: NodeJS.ErrnoException | null, addresses: DialAddress[]) => void): void {
+export function resolveDialOrder(
+  host: string,
+  lookup: Lookup,
+  callback: (err: NodeJS.ErrnoException | null, addresses: DialAddress[]) => void,
+): void {
   lookup(host, { all: true }, (err, found, family) => {
     if (err) return callback(err, []);
     callback(null, dialOrder(typeof found === 'string' ? [{ address: found, family: family ?? (isIP(found) === 6 ? 6 : 4) }] : found));

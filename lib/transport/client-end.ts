@@ -1,7 +1,17 @@
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Endpoint } from './endpoint.js';
-import { closeHandle, localEndpoint, remoteEndpoint, socketFromHandle, startReading, stopReading, write, type HandleOwner, type TcpHandle } from './uv.js';
+import {
+  closeHandle,
+  localEndpoint,
+  remoteEndpoint,
+  socketFromHandle,
+  startReading,
+  stopReading,
+  write,
+  type HandleOwner,
+  type TcpHandle,
+} from './uv.js';
 
 /** What detection does with the client's bytes. */
 export interface ClientReader {
@@ -108,7 +118,11 @@ export class StreamEnd implements ClientEnd {
 
 export class SocketEnd extends StreamEnd {
   constructor(readonly socket: Socket) {
-    super(socket, endpoint(socket.remoteAddress, socket.remotePort, socket.remoteFamily), endpoint(socket.localAddress, socket.localPort, socket.remoteFamily));
+    super(
+      socket,
+      endpoint(socket.remoteAddress, socket.remotePort, socket.remoteFamily),
+      endpoint(socket.localAddress, socket.localPort, socket.remoteFamily),
+    );
   }
 
   override closeAfter(data: Buffer): void {

@@ -19,7 +19,16 @@ interface Binding {
    * Duplicates the client's descriptor, opens the upstream socket and starts its connect; the
    * caller closes its client handle. Throws with an errno name, `dial: true` when the connect failed.
    */
-  dial(clientFd: number, address: string, port: number, ipv6: boolean, initial: Buffer | null, idleMs: number, splice: boolean, dialTimeoutMs: number): number;
+  dial(
+    clientFd: number,
+    address: string,
+    port: number,
+    ipv6: boolean,
+    initial: Buffer | null,
+    idleMs: number,
+    splice: boolean,
+    dialTimeoutMs: number,
+  ): number;
   destroy(id: number): void;
   ref(): void;
   unref(): void;
@@ -75,7 +84,8 @@ let loaded: NativeRelayLoad | undefined;
 
 /** Loads the addon once per process (prebuilt for this platform, or built at install). */
 export function loadNativeRelay(env: NodeJS.ProcessEnv = process.env): NativeRelayLoad {
-  if (envSwitch(env[NATIVE_RELAY_ENV]) === false) return { ok: false, reason: `turned off by ${NATIVE_RELAY_ENV}=${env[NATIVE_RELAY_ENV]}` };
+  if (envSwitch(env[NATIVE_RELAY_ENV]) === false)
+    return { ok: false, reason: `turned off by ${NATIVE_RELAY_ENV}=${env[NATIVE_RELAY_ENV]}` };
   if (loaded) return loaded;
   try {
     const require = createRequire(import.meta.url);
@@ -86,7 +96,10 @@ export function loadNativeRelay(env: NodeJS.ProcessEnv = process.env): NativeRel
     // at its dial; refused here, the TypeScript relay runs and the reason is logged once.
     const missing = BINDING_FUNCTIONS.filter((name) => typeof (binding as unknown as Record<string, unknown>)[name] !== 'function');
     if (missing.length > 0) {
-      loaded = { ok: false, reason: `the native relay addon is from another version (no ${missing.join(', ')}): rebuild it with npm run build:native` };
+      loaded = {
+        ok: false,
+        reason: `the native relay addon is from another version (no ${missing.join(', ')}): rebuild it with npm run build:native`,
+      };
       return loaded;
     }
     loaded = { ok: true, relay: new NativeRelay(binding) };
@@ -127,7 +140,17 @@ export class NativeRelay {
    * closed here when the native side took it. Returns the connection id, or the errno name of a
    * failure, the handle then untouched.
    */
-  dial(client: TcpHandle, address: string, port: number, family: 4 | 6, initial: Buffer, idleMs: number, splice: boolean, dialTimeoutMs: number, owner: NativeOwner): number | string {
+  dial(
+    client: TcpHandle,
+    address: string,
+    port: number,
+    family: 4 | 6,
+    initial: Buffer,
+    idleMs: number,
+    splice: boolean,
+    dialTimeoutMs: number,
+    owner: NativeOwner,
+  ): number | string {
     let id: number;
     try {
       id = this.binding.dial(client.fd, address, port, family === 6, initial.length > 0 ? initial : null, idleMs, splice, dialTimeoutMs);

@@ -1,5 +1,17 @@
 import { connect, createServer, type AddressInfo, type Server } from 'node:net';
-import { closeHandle, connectTcp, handlesAvailable, remoteEndpoint, shutdown, startReading, startRelayReading, takeConnections, write, type HandleOwner, type TcpHandle } from './uv.js';
+import {
+  closeHandle,
+  connectTcp,
+  handlesAvailable,
+  remoteEndpoint,
+  shutdown,
+  startReading,
+  startRelayReading,
+  takeConnections,
+  write,
+  type HandleOwner,
+  type TcpHandle,
+} from './uv.js';
 
 /** Environment switch: `GATE_MUX_FAST_PATH=0` (or `off`, `false`) keeps every connection on net.Socket. */
 export const FAST_PATH_ENV = 'GATE_MUX_FAST_PATH';
@@ -26,9 +38,15 @@ export function checkHandles(env: NodeJS.ProcessEnv = process.env): Promise<Hand
     return Promise.resolve({ ok: false, reason: `turned off by ${FAST_PATH_ENV}=${env[FAST_PATH_ENV]}` });
   }
   if (!handlesAvailable) {
-    return Promise.resolve({ ok: false, reason: "this Node does not offer process.binding('tcp_wrap' | 'stream_wrap') with the members used" });
+    return Promise.resolve({
+      ok: false,
+      reason: "this Node does not offer process.binding('tcp_wrap' | 'stream_wrap') with the members used",
+    });
   }
-  result ??= roundTrip().catch((err: unknown) => ({ ok: false as const, reason: `self-test failed: ${err instanceof Error ? err.message : String(err)}` }));
+  result ??= roundTrip().catch((err: unknown) => ({
+    ok: false as const,
+    reason: `self-test failed: ${err instanceof Error ? err.message : String(err)}`,
+  }));
   return result;
 }
 
@@ -50,10 +68,13 @@ async function roundTrip(): Promise<HandleCheck> {
     servers.push(upstream);
     const front = createServer({ allowHalfOpen: true });
     servers.push(front);
-    await Promise.all(servers.map((s) => new Promise<void>((resolve, reject) => s.once('error', reject).listen(0, '127.0.0.1', () => resolve()))));
+    await Promise.all(
+      servers.map((s) => new Promise<void>((resolve, reject) => s.once('error', reject).listen(0, '127.0.0.1', () => resolve()))),
+    );
     const upstreamPort = (upstream.address() as AddressInfo).port;
     const relayed = new Promise<string | undefined>((resolve) => {
-      if (!takeConnections(front, (handle) => relay(handle, upstreamPort, handles, resolve))) resolve('the listener has no handle to take connections from');
+      if (!takeConnections(front, (handle) => relay(handle, upstreamPort, handles, resolve)))
+        resolve('the listener has no handle to take connections from');
     });
     const client = connect({ host: '127.0.0.1', port: (front.address() as AddressInfo).port, allowHalfOpen: true });
     client.on('error', () => {});
@@ -69,7 +90,8 @@ async function roundTrip(): Promise<HandleCheck> {
     if (outcome === 'timeout') return { ok: false, reason: `self-test: no answer within ${LIMIT_MS} ms` };
     const [problem, bytes] = outcome;
     if (problem !== undefined) return { ok: false, reason: `self-test: ${problem}` };
-    if (!bytes.equals(PROBE)) return { ok: false, reason: `self-test: ${bytes.length} bytes came back instead of the ${PROBE.length} sent` };
+    if (!bytes.equals(PROBE))
+      return { ok: false, reason: `self-test: ${bytes.length} bytes came back instead of the ${PROBE.length} sent` };
     return { ok: true };
   } finally {
     clearTimeout(timer);

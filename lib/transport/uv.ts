@@ -90,7 +90,19 @@ function probe(): Bindings | undefined {
     const tcp = binding('tcp_wrap') as { TCP?: { prototype: object }; TCPConnectWrap?: unknown; constants?: { SOCKET?: number } };
     const stream = binding('stream_wrap') as Record<string, unknown>;
     const proto = tcp.TCP?.prototype as Record<string, unknown> | undefined;
-    const methods = ['readStart', 'readStop', 'useUserBuffer', 'writeBuffer', 'shutdown', 'close', 'setNoDelay', 'getpeername', 'getsockname', 'connect', 'connect6'];
+    const methods = [
+      'readStart',
+      'readStop',
+      'useUserBuffer',
+      'writeBuffer',
+      'shutdown',
+      'close',
+      'setNoDelay',
+      'getpeername',
+      'getsockname',
+      'connect',
+      'connect6',
+    ];
     if (!proto || methods.some((m) => typeof proto[m] !== 'function')) return undefined;
     if (typeof tcp.TCPConnectWrap !== 'function' || typeof tcp.constants?.SOCKET !== 'number') return undefined;
     const state = stream.streamBaseState;
@@ -313,7 +325,9 @@ export function closeHandle(handle: TcpHandle): void {
 export function socketFromHandle(handle: TcpHandle): Socket {
   handle.readStop();
   handle[OWNER] = undefined;
-  return new Socket({ handle, allowHalfOpen: true, readable: true, writable: true, pauseOnCreate: true } as ConstructorParameters<typeof Socket>[0]);
+  return new Socket({ handle, allowHalfOpen: true, readable: true, writable: true, pauseOnCreate: true } as ConstructorParameters<
+    typeof Socket
+  >[0]);
 }
 
 /**

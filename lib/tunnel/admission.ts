@@ -24,7 +24,10 @@ export function verifyErrorCode(error: unknown): string | undefined {
 
 /** Serial numbers as the revocation list holds them: lower-case hex without leading zeros. */
 export function normalizeSerial(serial: string): string {
-  return serial.replace(/:/g, '').toLowerCase().replace(/^0+(?=.)/, '');
+  return serial
+    .replace(/:/g, '')
+    .toLowerCase()
+    .replace(/^0+(?=.)/, '');
 }
 
 /**
@@ -37,12 +40,16 @@ export function normalizeSerial(serial: string): string {
 export function admitAgent(facts: AgentTlsFacts, isRevoked: (serial: string) => boolean): string {
   const cert = facts.certificate;
   if (!cert || cert.serialNumber === undefined) {
-    throw new GateError(ErrorCodes.AGENT_CERT_UNTRUSTED, 'no client certificate: an agent authenticates with the certificate it got by joining');
+    throw new GateError(
+      ErrorCodes.AGENT_CERT_UNTRUSTED,
+      'no client certificate: an agent authenticates with the certificate it got by joining',
+    );
   }
   if (!facts.authorized) {
     const why = facts.authorizationError ?? 'not verified';
     // Expiry is checked by OpenSSL after the signature, so an expired certificate is one of ours.
-    if (why === 'CERT_HAS_EXPIRED') throw new GateError(ErrorCodes.AGENT_CERT_EXPIRED, 'the agent certificate has expired: join again with a token');
+    if (why === 'CERT_HAS_EXPIRED')
+      throw new GateError(ErrorCodes.AGENT_CERT_EXPIRED, 'the agent certificate has expired: join again with a token');
     throw new GateError(ErrorCodes.AGENT_CERT_UNTRUSTED, `the agent certificate is not from this proxy's CA (${why})`);
   }
   if (isRevoked(normalizeSerial(cert.serialNumber))) {

@@ -44,7 +44,8 @@ export class AgentAuthority {
    * decoded, so an anonymous client cannot make the proxy do any key or signature work.
    */
   async join(request: { token: unknown; name: unknown; csr: unknown }): Promise<IssuedAgentCertificate> {
-    if (typeof request.token !== 'string' || request.token === '') throw new GateError(ErrorCodes.JOIN_TOKEN_INVALID, 'no join token given');
+    if (typeof request.token !== 'string' || request.token === '')
+      throw new GateError(ErrorCodes.JOIN_TOKEN_INVALID, 'no join token given');
     const token = this.options.tokens.check(request.token, typeof request.name === 'string' ? request.name : '');
     const name = this.readName(request.name);
     const checked = await this.checkCsr(this.readCsr(request.csr), name);
@@ -74,7 +75,9 @@ export class AgentAuthority {
     try {
       return admitAgent(facts, this.options.isRevoked);
     } catch (err) {
-      throw new GateError(ErrorCodes.JOIN_RENEW_REFUSED, `renewal needs a valid agent certificate: ${(err as Error).message}`, { cause: err });
+      throw new GateError(ErrorCodes.JOIN_RENEW_REFUSED, `renewal needs a valid agent certificate: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
   }
 
@@ -94,7 +97,10 @@ export class AgentAuthority {
   private async checkCsr(csr: string, name: string): Promise<VerifiedRequest> {
     const checked = await verifyRequestOffThread(csr);
     if (checked.commonName !== name) {
-      throw new GateError(ErrorCodes.JOIN_CSR_NAME_MISMATCH, `the certificate request names ${JSON.stringify(checked.commonName ?? '')}, not ${JSON.stringify(name)}`);
+      throw new GateError(
+        ErrorCodes.JOIN_CSR_NAME_MISMATCH,
+        `the certificate request names ${JSON.stringify(checked.commonName ?? '')}, not ${JSON.stringify(name)}`,
+      );
     }
     return checked;
   }

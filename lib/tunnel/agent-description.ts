@@ -52,7 +52,10 @@ export function parseService(text: string): AgentService {
   const kind = colon < 0 ? '' : text.slice(0, colon).trim().toLowerCase();
   const name = colon < 0 ? '' : text.slice(colon + 1).trim();
   if (!(SERVICE_KINDS as readonly string[]).includes(kind) || name === '' || name.length > MAX_SERVICE_NAME || name !== clean(name)) {
-    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `a service is KIND:NAME with KIND one of ${SERVICE_KINDS.join(', ')} and a printable NAME of at most ${MAX_SERVICE_NAME} characters, not ${JSON.stringify(text)}`);
+    throw new GateError(
+      ErrorCodes.INVALID_ARGUMENT,
+      `a service is KIND:NAME with KIND one of ${SERVICE_KINDS.join(', ')} and a printable NAME of at most ${MAX_SERVICE_NAME} characters, not ${JSON.stringify(text)}`,
+    );
   }
   return { kind: kind as ServiceKind, name };
 }
@@ -93,17 +96,21 @@ export function readDescription(line: string | Buffer): ReadDescription {
   const raw = value as Record<string, unknown>;
   const sanitised: string[] = [];
   if (typeof raw.serverId !== 'string' || !isServerId(raw.serverId)) throw invalid('server_id is not a UUID');
-  if (typeof raw.version !== 'string' || !parseVersion(raw.version)) throw invalid(`version ${JSON.stringify(String(raw.version).slice(0, 64))} is not semver (MAJOR.MINOR.PATCH)`);
-  if (typeof raw.upgrader !== 'string' || !UPGRADER_PATTERN.test(raw.upgrader)) throw invalid('upgrader is not a short token of [A-Za-z0-9._-]');
+  if (typeof raw.version !== 'string' || !parseVersion(raw.version))
+    throw invalid(`version ${JSON.stringify(String(raw.version).slice(0, 64))} is not semver (MAJOR.MINOR.PATCH)`);
+  if (typeof raw.upgrader !== 'string' || !UPGRADER_PATTERN.test(raw.upgrader))
+    throw invalid('upgrader is not a short token of [A-Za-z0-9._-]');
   if (typeof raw.hostname !== 'string') throw invalid('hostname is not a string');
   let hostname = clean(raw.hostname);
   if (hostname.length > MAX_HOSTNAME) hostname = hostname.slice(0, MAX_HOSTNAME);
   if (hostname !== raw.hostname) sanitised.push('hostname');
-  if (!Array.isArray(raw.services) || raw.services.length > MAX_SERVICES) throw invalid(`services is not a list of at most ${MAX_SERVICES}`);
+  if (!Array.isArray(raw.services) || raw.services.length > MAX_SERVICES)
+    throw invalid(`services is not a list of at most ${MAX_SERVICES}`);
   const services: AgentService[] = [];
   for (const item of raw.services as unknown[]) {
     const service = item as Record<string, unknown> | null;
-    if (typeof service !== 'object' || service === null || typeof service.kind !== 'string' || typeof service.name !== 'string') throw invalid('a service is not {kind, name}');
+    if (typeof service !== 'object' || service === null || typeof service.kind !== 'string' || typeof service.name !== 'string')
+      throw invalid('a service is not {kind, name}');
     if (!(SERVICE_KINDS as readonly string[]).includes(service.kind)) {
       sanitised.push('services');
       continue;

@@ -28,10 +28,15 @@ export interface CertificateNames {
  */
 export function agentNameOf(names: CertificateNames): string {
   const cns = names.commonName === undefined ? [] : Array.isArray(names.commonName) ? names.commonName : [names.commonName];
-  if (cns.length > 1) throw new GateError(ErrorCodes.AGENT_IDENTITY, `certificate has ${cns.length} common names; an agent needs exactly one`);
+  if (cns.length > 1)
+    throw new GateError(ErrorCodes.AGENT_IDENTITY, `certificate has ${cns.length} common names; an agent needs exactly one`);
   const cn = cns[0];
   if (cn !== undefined && cn !== '') {
-    if (!isValidAgentName(cn)) throw new GateError(ErrorCodes.AGENT_IDENTITY, `certificate common name ${JSON.stringify(cn.slice(0, 80))} is not a valid agent name`);
+    if (!isValidAgentName(cn))
+      throw new GateError(
+        ErrorCodes.AGENT_IDENTITY,
+        `certificate common name ${JSON.stringify(cn.slice(0, 80))} is not a valid agent name`,
+      );
     return cn;
   }
   const dns = (names.subjectAltName ?? '')

@@ -30,7 +30,10 @@ export class AgentPool {
 
   constructor(readonly connectionCount: number = DEFAULT_CONNECTION_COUNT) {
     if (!Number.isInteger(connectionCount) || connectionCount < 1) {
-      throw new GateError(ErrorCodes.INVALID_ARGUMENT, `connection count must be a whole number of at least 1, not ${String(connectionCount)}`);
+      throw new GateError(
+        ErrorCodes.INVALID_ARGUMENT,
+        `connection count must be a whole number of at least 1, not ${String(connectionCount)}`,
+      );
     }
   }
 

@@ -63,7 +63,8 @@ export async function readOrCreateServerId(dir: string): Promise<string> {
   const path = join(dir, SERVER_ID_FILE);
   try {
     const text = (await readFile(path, 'utf8')).trim();
-    if (!isServerId(text)) throw new GateError(ErrorCodes.AGENT_STATE, `${path} does not hold a server ID (a UUID); remove it to make a new one`);
+    if (!isServerId(text))
+      throw new GateError(ErrorCodes.AGENT_STATE, `${path} does not hold a server ID (a UUID); remove it to make a new one`);
     return text.toLowerCase();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {

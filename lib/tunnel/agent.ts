@@ -143,7 +143,11 @@ export interface TunnelAgent extends EventEmitter {
 
 /** The services as the proxy is told them: GATE_ERR_INVALID_ARGUMENT for a kind or name it would refuse. */
 function servicesOf(services: ReadonlyArray<{ kind: string; name: string }>): AgentService[] {
-  if (services.length > MAX_SERVICES) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `at most ${MAX_SERVICES} services, not ${services.length}: the proxy would refuse the description`);
+  if (services.length > MAX_SERVICES)
+    throw new GateError(
+      ErrorCodes.INVALID_ARGUMENT,
+      `at most ${MAX_SERVICES} services, not ${services.length}: the proxy would refuse the description`,
+    );
   return services.map((s) => parseService(`${s.kind}:${s.name}`));
 }
 
@@ -255,7 +259,11 @@ class Agent extends EventEmitter implements TunnelAgent {
 
   setIdentity(identity: { cert: string | Buffer; key: string | Buffer }): void {
     const named = certificateName(identity.cert);
-    if (named !== this.name) throw new GateError(ErrorCodes.AGENT_IDENTITY, `agent ${JSON.stringify(this.name)} was given a certificate for ${JSON.stringify(named)}`);
+    if (named !== this.name)
+      throw new GateError(
+        ErrorCodes.AGENT_IDENTITY,
+        `agent ${JSON.stringify(this.name)} was given a certificate for ${JSON.stringify(named)}`,
+      );
     this.identity = { cert: identity.cert, key: identity.key };
   }
 
@@ -367,7 +375,8 @@ class Agent extends EventEmitter implements TunnelAgent {
       tunnel.on('refused', (error: GateError) => {
         // The proxy holds one tunnel per agent name: while this agent holds tunnels, a duplicate
         // refusal means this dial landed on one of its own proxies, which is no failure.
-        if (error.code === ErrorCodes.AGENT_DUPLICATE && this.connected) this.log.debug({ code: error.code }, 'landed on a proxy this agent already holds');
+        if (error.code === ErrorCodes.AGENT_DUPLICATE && this.connected)
+          this.log.debug({ code: error.code }, 'landed on a proxy this agent already holds');
         else if (error.code === ErrorCodes.DRAINING) this.log.info({ code: error.code }, 'landed on a draining proxy: dialling again');
         else this.log.warn({ code: error.code }, error.message);
         this.emit('refused', error);
@@ -375,7 +384,11 @@ class Agent extends EventEmitter implements TunnelAgent {
       const admit = (): void => {
         added = true;
         this.connections++;
-        this.current = { via: tunnel.via, connections: this.connections, ...(tunnel.proxyId === undefined ? {} : { proxyId: tunnel.proxyId }) };
+        this.current = {
+          via: tunnel.via,
+          connections: this.connections,
+          ...(tunnel.proxyId === undefined ? {} : { proxyId: tunnel.proxyId }),
+        };
         this.log.info(this.current, 'tunnel up');
         this.emit('connected', this.current);
         resolve('added');
@@ -395,8 +408,13 @@ class Agent extends EventEmitter implements TunnelAgent {
             this.dropDuplicate(tunnel);
             return resolve('duplicate');
           }
-          this.log.warn({ proxyId: held.proxyId, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, 'a new tunnel came up on a proxy whose held tunnel no longer answers: the held one is dropped');
-          held.destroy(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, 'heartbeat: no PING answer after a newer tunnel to the same proxy came up'));
+          this.log.warn(
+            { proxyId: held.proxyId, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT },
+            'a new tunnel came up on a proxy whose held tunnel no longer answers: the held one is dropped',
+          );
+          held.destroy(
+            new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, 'heartbeat: no PING answer after a newer tunnel to the same proxy came up'),
+          );
           admit();
         });
       });
@@ -461,7 +479,10 @@ class Agent extends EventEmitter implements TunnelAgent {
 export function startAgent(options: AgentOptions): TunnelAgent {
   const named = certificateName(options.cert);
   if (named !== options.name) {
-    throw new GateError(ErrorCodes.AGENT_IDENTITY, `agent ${JSON.stringify(options.name)} holds a certificate for ${JSON.stringify(named)}`);
+    throw new GateError(
+      ErrorCodes.AGENT_IDENTITY,
+      `agent ${JSON.stringify(options.name)} holds a certificate for ${JSON.stringify(named)}`,
+    );
   }
   if (options.serverId !== undefined && !isServerId(options.serverId)) {
     throw new GateError(ErrorCodes.INVALID_ARGUMENT, `serverId must be a UUID, not ${JSON.stringify(options.serverId)}`);

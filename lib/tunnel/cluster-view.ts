@@ -43,7 +43,12 @@ export function sameClusterView(a: ClusterView | undefined, b: ClusterView | und
 
 /** The request the proxy sends (header-only: the view is whole once HEADERS arrive). */
 export function clusterViewRequestHeaders(view: ClusterView): OutgoingHttpHeaders {
-  return { ':method': 'POST', ':path': TUNNEL_CLUSTER_VIEW_PATH, [PROXY_ID_HEADER]: view.proxyId, [PROXY_IDS_HEADER]: view.proxyIds.join(',') };
+  return {
+    ':method': 'POST',
+    ':path': TUNNEL_CLUSTER_VIEW_PATH,
+    [PROXY_ID_HEADER]: view.proxyId,
+    [PROXY_IDS_HEADER]: view.proxyIds.join(','),
+  };
 }
 
 /** True when a stream the agent received is a cluster view rather than a CONNECT. */

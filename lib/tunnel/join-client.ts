@@ -71,7 +71,11 @@ async function exchange(endpoint: JoinEndpoint, ex: Exchange): Promise<{ status:
     timeoutMs,
   }).catch((err: GateError) => {
     if (ex.ca !== undefined && err.code === ErrorCodes.TLS_HANDSHAKE) {
-      throw new GateError(ErrorCodes.JOIN_SERVER_UNTRUSTED, `the proxy at ${endpoint.proxy} presented a certificate the pinned CA did not sign: ${err.message}`, { cause: err });
+      throw new GateError(
+        ErrorCodes.JOIN_SERVER_UNTRUSTED,
+        `the proxy at ${endpoint.proxy} presented a certificate the pinned CA did not sign: ${err.message}`,
+        { cause: err },
+      );
     }
     throw err;
   });
@@ -80,9 +84,16 @@ async function exchange(endpoint: JoinEndpoint, ex: Exchange): Promise<{ status:
     const fail = (err: Error): void => {
       clearTimeout(timer);
       socket.destroy();
-      reject(isGateError(err) ? err : new GateError(ErrorCodes.JOIN_FAILED, `${ex.method} ${ex.path} at ${endpoint.proxy}: ${err.message}`, { cause: err }));
+      reject(
+        isGateError(err)
+          ? err
+          : new GateError(ErrorCodes.JOIN_FAILED, `${ex.method} ${ex.path} at ${endpoint.proxy}: ${err.message}`, { cause: err }),
+      );
     };
-    const timer = setTimeout(() => fail(new GateError(ErrorCodes.JOIN_FAILED, `${ex.method} ${ex.path} at ${endpoint.proxy}: no answer within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => fail(new GateError(ErrorCodes.JOIN_FAILED, `${ex.method} ${ex.path} at ${endpoint.proxy}: no answer within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     const req = request({
       createConnection: () => socket,
       method: ex.method,
@@ -149,7 +160,10 @@ export async function fetchPinnedCa(endpoint: JoinEndpoint, pin: string): Promis
     throw new GateError(ErrorCodes.JOIN_PIN_MISMATCH, `the proxy at ${endpoint.proxy} answered with no CA certificate`, { cause: err });
   }
   if (got !== wanted) {
-    throw new GateError(ErrorCodes.JOIN_PIN_MISMATCH, `the proxy at ${endpoint.proxy} has CA ${got}, not the pinned ${wanted}: wrong proxy, or someone in between`);
+    throw new GateError(
+      ErrorCodes.JOIN_PIN_MISMATCH,
+      `the proxy at ${endpoint.proxy} has CA ${got}, not the pinned ${wanted}: wrong proxy, or someone in between`,
+    );
   }
   return body;
 }

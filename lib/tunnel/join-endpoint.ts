@@ -116,7 +116,11 @@ export function createJoinRoutes(
     limiter.setLimit(isJoin ? current.join : current.renew);
     if (!limiter.take(source)) {
       res.setHeader('Retry-After', Math.max(1, Math.ceil(limiter.retryAfterMs(source) / 1000)));
-      refuse(req, res, new GateError(ErrorCodes.RATE_LIMITED, `too many ${isJoin ? 'joins' : 'renewals'} from ${source}`), { remote, source, path });
+      refuse(req, res, new GateError(ErrorCodes.RATE_LIMITED, `too many ${isJoin ? 'joins' : 'renewals'} from ${source}`), {
+        remote,
+        source,
+        path,
+      });
       return true;
     }
     // A renewal is admitted by its client certificate (checked in the TLS handshake) before its body is read.
@@ -125,20 +129,33 @@ export function createJoinRoutes(
       .then(() => facts && authority().admitRenewal(facts))
       .then(() => readJson(req, current.bodyTimeoutMs))
       .then((body) =>
-        isJoin
-          ? authority().join({ token: body.token, name: body.name, csr: body.csr })
-          : authority().renew(facts!, { csr: body.csr }),
+        isJoin ? authority().join({ token: body.token, name: body.name, csr: body.csr }) : authority().renew(facts!, { csr: body.csr }),
       )
       .then(
         (issued) => sendJson(res, 200, issued),
-        (err: unknown) => refuse(req, res, isGateError(err) ? err : new GateError(ErrorCodes.JOIN_FAILED, (err as Error).message, { cause: err }), { remote, source, path }),
+        (err: unknown) =>
+          refuse(req, res, isGateError(err) ? err : new GateError(ErrorCodes.JOIN_FAILED, (err as Error).message, { cause: err }), {
+            remote,
+            source,
+            path,
+          }),
       );
     return true;
   };
 
-  function refuse(req: IncomingMessage, res: ServerResponse, error: GateError, where: { remote: string; source: string; path: string }): void {
+  function refuse(
+    req: IncomingMessage,
+    res: ServerResponse,
+    error: GateError,
+    where: { remote: string; source: string; path: string },
+  ): void {
     // Refusals an anonymous flood causes are logged at a bounded rate, never once each.
-    failureLog.log('warn', error.code, { ...where, code: error.code }, `agent ${where.path === AGENT_JOIN_PATH ? 'join' : 'renewal'} refused: ${error.message}`);
+    failureLog.log(
+      'warn',
+      error.code,
+      { ...where, code: error.code },
+      `agent ${where.path === AGENT_JOIN_PATH ? 'join' : 'renewal'} refused: ${error.message}`,
+    );
     if (res.headersSent || res.destroyed) return;
     sendJson(res, statusOf(error.code), { error: { code: error.code, message: error.message } });
     // A request refused before its body was read whole: node:http discards the rest as it comes

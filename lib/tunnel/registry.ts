@@ -71,9 +71,12 @@ interface AgentSession extends AgentSessionEntry {
 }
 
 function describedOf(e: AgentSession): DescribedAgent {
-  return { name: e.name, description: e.description && { ...e.description, services: e.description.services.map((s) => ({ ...s })) }, since: e.since };
+  return {
+    name: e.name,
+    description: e.description && { ...e.description, services: e.description.services.map((s) => ({ ...s })) },
+    since: e.since,
+  };
 }
-
 
 /**
  * The proxy side of reverse tunnels: connected agents by name, each one HTTP/2 session over the
@@ -176,7 +179,8 @@ export class TunnelRegistry extends EventEmitter {
     let serial = '';
     try {
       if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'tunnel registry is closed');
-      if (this.draining) throw new GateError(ErrorCodes.DRAINING, 'this proxy is draining (shutting down): connect to another proxy of the cluster');
+      if (this.draining)
+        throw new GateError(ErrorCodes.DRAINING, 'this proxy is draining (shutting down): connect to another proxy of the cluster');
       const peer = socket.getPeerCertificate();
       serial = normalizeSerial(peer?.serialNumber ?? '');
       name = admitAgent(
@@ -191,7 +195,10 @@ export class TunnelRegistry extends EventEmitter {
       return this.refuse(socket, toGateError(err, ErrorCodes.AGENT_IDENTITY), remote);
     }
     const duplicate = (): GateError =>
-      new GateError(ErrorCodes.AGENT_DUPLICATE, `agent ${name} is already connected (from ${this.sessions.get(name)?.remote ?? '?'}); one tunnel per name`);
+      new GateError(
+        ErrorCodes.AGENT_DUPLICATE,
+        `agent ${name} is already connected (from ${this.sessions.get(name)?.remote ?? '?'}); one tunnel per name`,
+      );
     const held = this.sessions.get(name);
     // Checked before the session starts, so the refusal can still be told over this socket.
     if (held && !held.session.closed && !held.session.destroyed) {
@@ -290,14 +297,22 @@ export class TunnelRegistry extends EventEmitter {
     const admit = (description: AgentDescription | undefined): void => {
       clearTimeout(deadline);
       if (session.closed || session.destroyed) return;
-      const refusal = description && this.options.version !== undefined ? versionRefusal(this.options.version, description.version) : undefined;
+      const refusal =
+        description && this.options.version !== undefined ? versionRefusal(this.options.version, description.version) : undefined;
       if (refusal) return this.refuseSession(entry, refusal);
       if (!this.sessions.claim(entry)) return this.refuseSession(entry, duplicate());
       entry.description = description;
       entry.admitted = true;
       entry.since = Date.now();
       if (!stream.destroyed) stream.end(); // the verdict: admitted
-      this.log.info({ agent: name, remote: entry.remote, ...(description ? { serverId: description.serverId, version: description.version, upgrader: description.upgrader } : {}) }, 'agent connected');
+      this.log.info(
+        {
+          agent: name,
+          remote: entry.remote,
+          ...(description ? { serverId: description.serverId, version: description.version, upgrader: description.upgrader } : {}),
+        },
+        'agent connected',
+      );
       this.emit('agent-connected', name);
     };
     stream.once('response', (headers) => {
@@ -306,13 +321,24 @@ export class TunnelRegistry extends EventEmitter {
         // An agent older than descriptions answers as to any stream that is not a CONNECT.
         stream.resume();
         if (status >= 400 && status < 500) return admit(undefined);
-        return this.refuseSession(entry, new GateError(ErrorCodes.AGENT_DESCRIPTION_INVALID, `the agent answered the describe request with status ${status}`));
+        return this.refuseSession(
+          entry,
+          new GateError(ErrorCodes.AGENT_DESCRIPTION_INVALID, `the agent answered the describe request with status ${status}`),
+        );
       }
       readLines(
         stream,
         MAX_DESCRIPTION_BYTES,
         (line) => this.takeDescription(entry, line, stream, admit),
-        (bytes) => this.badDescription(entry, stream, new GateError(ErrorCodes.AGENT_DESCRIPTION_INVALID, `the agent's self-description is refused: a line of more than ${MAX_DESCRIPTION_BYTES} bytes (${bytes} so far)`)),
+        (bytes) =>
+          this.badDescription(
+            entry,
+            stream,
+            new GateError(
+              ErrorCodes.AGENT_DESCRIPTION_INVALID,
+              `the agent's self-description is refused: a line of more than ${MAX_DESCRIPTION_BYTES} bytes (${bytes} so far)`,
+            ),
+          ),
       );
     });
   }
@@ -327,13 +353,25 @@ export class TunnelRegistry extends EventEmitter {
     }
     const { description, sanitised } = read;
     if (sanitised.length > 0) {
-      this.refusalLog.log('warn', ErrorCodes.AGENT_DESCRIPTION_INVALID, { agent: entry.name, remote: entry.remote, code: ErrorCodes.AGENT_DESCRIPTION_INVALID, sanitised }, `the agent's self-description was sanitised (${sanitised.join(', ')})`);
+      this.refusalLog.log(
+        'warn',
+        ErrorCodes.AGENT_DESCRIPTION_INVALID,
+        { agent: entry.name, remote: entry.remote, code: ErrorCodes.AGENT_DESCRIPTION_INVALID, sanitised },
+        `the agent's self-description was sanitised (${sanitised.join(', ')})`,
+      );
     }
     if (!entry.admitted) return admit(description);
     const was = entry.description;
     // A running process cannot change its version or its server ID: such a line is not believed.
     if (was && (was.serverId !== description.serverId || was.version !== description.version)) {
-      return this.badDescription(entry, stream, new GateError(ErrorCodes.AGENT_DESCRIPTION_INVALID, `the agent's self-description is refused: server ID and version cannot change during a tunnel`));
+      return this.badDescription(
+        entry,
+        stream,
+        new GateError(
+          ErrorCodes.AGENT_DESCRIPTION_INVALID,
+          `the agent's self-description is refused: server ID and version cannot change during a tunnel`,
+        ),
+      );
     }
     entry.description = description;
     this.emit('agent-described', entry.name);
@@ -354,7 +392,12 @@ export class TunnelRegistry extends EventEmitter {
   /** Refuses an agent whose session has started: GOAWAY with the code, then the connection ends. */
   private refuseSession(entry: AgentSession, error: GateError): void {
     this.count(error);
-    this.refusalLog.log('warn', error.code, { agent: entry.name, remote: entry.remote, code: error.code }, `agent refused: ${error.message}`);
+    this.refusalLog.log(
+      'warn',
+      error.code,
+      { agent: entry.name, remote: entry.remote, code: error.code },
+      `agent refused: ${error.message}`,
+    );
     this.emit('agent-refused', error);
     entry.endedBy = error.message;
     entry.refusal = error;
@@ -375,7 +418,11 @@ export class TunnelRegistry extends EventEmitter {
    */
   setClusterView(view: { proxyId: string; proxyIds: readonly string[] }): void {
     const next = normalizeClusterView(view);
-    if (!next) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `not a usable cluster view: proxy ids must be 1-128 characters of [A-Za-z0-9._:-], at most 1024 of them (${JSON.stringify(view.proxyId)})`);
+    if (!next)
+      throw new GateError(
+        ErrorCodes.INVALID_ARGUMENT,
+        `not a usable cluster view: proxy ids must be 1-128 characters of [A-Za-z0-9._:-], at most 1024 of them (${JSON.stringify(view.proxyId)})`,
+      );
     if (sameClusterView(next, this.view)) return;
     this.view = next;
     this.log.debug({ proxyId: next.proxyId, proxies: next.proxyIds.length }, 'cluster view changed');

@@ -36,8 +36,12 @@ export function readBody(req: IncomingMessage, limits: BodyLimits): Promise<Buff
       chunks.push(chunk);
     };
     const onEnd = (): void => finish(undefined);
-    const onError = (err: Error): void => finish(new GateError(ErrorCodes.INVALID_ARGUMENT, `request body failed: ${err.message}`, { cause: err }));
-    const timer = setTimeout(() => finish(new GateError(ErrorCodes.REQUEST_BODY_TIMEOUT, `request body not complete within ${limits.timeoutMs} ms`)), limits.timeoutMs);
+    const onError = (err: Error): void =>
+      finish(new GateError(ErrorCodes.INVALID_ARGUMENT, `request body failed: ${err.message}`, { cause: err }));
+    const timer = setTimeout(
+      () => finish(new GateError(ErrorCodes.REQUEST_BODY_TIMEOUT, `request body not complete within ${limits.timeoutMs} ms`)),
+      limits.timeoutMs,
+    );
     timer.unref();
     req.on('data', onData);
     req.once('end', onEnd);

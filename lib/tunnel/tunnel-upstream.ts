@@ -20,18 +20,21 @@ export function isTunnelUpstream(value: string): boolean {
  * GATE_ERR_CONFIG_INVALID naming what is wrong.
  */
 export function parseTunnelUpstream(value: string): TunnelUpstream {
-  if (!value.startsWith(PREFIX)) throw new GateError(ErrorCodes.CONFIG_INVALID, `${JSON.stringify(value)}: a tunnel upstream starts with "${PREFIX}"`);
+  if (!value.startsWith(PREFIX))
+    throw new GateError(ErrorCodes.CONFIG_INVALID, `${JSON.stringify(value)}: a tunnel upstream starts with "${PREFIX}"`);
   const rest = value.slice(PREFIX.length);
   const slash = rest.indexOf('/');
   if (slash < 0) throw new GateError(ErrorCodes.CONFIG_INVALID, `${JSON.stringify(value)}: expected tunnel:<agent>/<host:port>`);
   const agent = rest.slice(0, slash);
-  if (!isValidAgentName(agent)) throw new GateError(ErrorCodes.CONFIG_INVALID, `${JSON.stringify(value)}: ${JSON.stringify(agent)} is not a valid agent name`);
+  if (!isValidAgentName(agent))
+    throw new GateError(ErrorCodes.CONFIG_INVALID, `${JSON.stringify(value)}: ${JSON.stringify(agent)} is not a valid agent name`);
   let target;
   try {
     target = parseTarget(rest.slice(slash + 1));
   } catch (err) {
     throw new GateError(ErrorCodes.CONFIG_INVALID, `${JSON.stringify(value)}: ${(err as Error).message}`, { cause: err });
   }
-  if (target.scheme !== undefined) throw new GateError(ErrorCodes.CONFIG_INVALID, `${JSON.stringify(value)}: the target is host:port, not a URL`);
+  if (target.scheme !== undefined)
+    throw new GateError(ErrorCodes.CONFIG_INVALID, `${JSON.stringify(value)}: the target is host:port, not a URL`);
   return { agent, target: formatHostPort(target.host, target.port) };
 }

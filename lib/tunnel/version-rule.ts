@@ -25,9 +25,16 @@ export function versionRefusal(proxyVersion: string, agentVersion: string): Gate
   const proxy = parseVersion(proxyVersion);
   const agent = parseVersion(agentVersion);
   if (!proxy) return undefined;
-  if (!agent) return new GateError(ErrorCodes.AGENT_VERSION_INCOMPATIBLE, `the agent's version ${JSON.stringify(agentVersion.slice(0, 64))} is not semver: proxy ${proxyVersion} cannot tell whether it works with it`);
+  if (!agent)
+    return new GateError(
+      ErrorCodes.AGENT_VERSION_INCOMPATIBLE,
+      `the agent's version ${JSON.stringify(agentVersion.slice(0, 64))} is not semver: proxy ${proxyVersion} cannot tell whether it works with it`,
+    );
   if (agent.major === proxy.major || agent.major === proxy.major - 1) return undefined;
   const accepts = proxy.major === 0 ? 'agents 0.x' : `agents ${proxy.major - 1}.x and ${proxy.major}.x`;
   const action = agent.major > proxy.major ? 'upgrade the proxies first, or install an older agent' : 'upgrade it';
-  return new GateError(ErrorCodes.AGENT_VERSION_INCOMPATIBLE, `proxy ${proxyVersion} accepts ${accepts}; this agent is ${agentVersion}: ${action}`);
+  return new GateError(
+    ErrorCodes.AGENT_VERSION_INCOMPATIBLE,
+    `proxy ${proxyVersion} accepts ${accepts}; this agent is ${agentVersion}: ${action}`,
+  );
 }

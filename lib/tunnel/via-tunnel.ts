@@ -64,9 +64,10 @@ function relayStream(client: Duplex, stream: ClientHttp2Stream, agent: string, t
   stream.once('close', () => {
     const clean = stream.rstCode === constants.NGHTTP2_NO_ERROR && stream.readableEnded && stream.writableFinished;
     if (clean || client.destroyed) return;
-    const why = session && !session.destroyed && !session.closed
-      ? `stream reset by the agent (${h2ErrorName(stream.rstCode)})`
-      : `agent ${agent} disconnected`;
+    const why =
+      session && !session.destroyed && !session.closed
+        ? `stream reset by the agent (${h2ErrorName(stream.rstCode)})`
+        : `agent ${agent} disconnected`;
     failClient(client, new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${target} via agent ${agent}: ${why}`));
   });
   // A client that leaves early releases its stream with END_STREAM, never a reset. Both ways

@@ -48,7 +48,18 @@ export function packageManagerMethod(manager: PackageManager): InstallMethod {
           ['apt-get', 'update', '-q'],
           // --allow-downgrades: the cluster may move a channel back (docs/updates.md).
           // confdef/confold: a conffile the operator edited (/etc/default/gate) is kept, never asked about.
-          ['apt-get', 'install', '-y', '-q', '--allow-downgrades', '-o', 'Dpkg::Options::=--force-confdef', '-o', 'Dpkg::Options::=--force-confold', `${PACKAGE_NAME}=${packageVersionOf(v)}`],
+          [
+            'apt-get',
+            'install',
+            '-y',
+            '-q',
+            '--allow-downgrades',
+            '-o',
+            'Dpkg::Options::=--force-confdef',
+            '-o',
+            'Dpkg::Options::=--force-confold',
+            `${PACKAGE_NAME}=${packageVersionOf(v)}`,
+          ],
         ],
         versionCommands: [['dpkg-query', '-W', '-f=${Version}', PACKAGE_NAME], PROGRAM_VERSION],
         env: { DEBIAN_FRONTEND: 'noninteractive' },

@@ -1,9 +1,5 @@
 import { parse as parseYaml } from 'yaml';
-import {
-  checkAgentUpgrades,
-  MAINTENANCE_CONFIG_KIND,
-  type MaintenanceConfig,
-} from '../config/maintenance-schedule.js';
+import { checkAgentUpgrades, MAINTENANCE_CONFIG_KIND, type MaintenanceConfig } from '../config/maintenance-schedule.js';
 import { ErrorCodes, GateError } from '../errors.js';
 
 export {

@@ -29,6 +29,10 @@ export function unsealSchedule(text: string): string | GateError {
   const newline = text.indexOf('\n');
   const body = newline < 0 ? '' : text.slice(newline + 1);
   const want = text.slice(PREFIX.length, newline < 0 ? undefined : newline);
-  if (want !== digest(body)) return new GateError(ErrorCodes.UPGRADE_SCHEDULE_INVALID, 'its checksum does not match its content (written while read, or edited by hand: remove the checksum line to keep an edit)');
+  if (want !== digest(body))
+    return new GateError(
+      ErrorCodes.UPGRADE_SCHEDULE_INVALID,
+      'its checksum does not match its content (written while read, or edited by hand: remove the checksum line to keep an edit)',
+    );
   return body;
 }

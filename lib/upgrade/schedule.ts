@@ -32,16 +32,25 @@ export async function readSchedule(path: string): Promise<ScheduleRead> {
     text = await readFile(path, 'utf8');
   } catch (err) {
     const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-    return { schedule: undefined, warning: `warning: no maintenance schedule has been exported yet (${path}: ${why}): only critical updates would be applied` };
+    return {
+      schedule: undefined,
+      warning: `warning: no maintenance schedule has been exported yet (${path}: ${why}): only critical updates would be applied`,
+    };
   }
   const body = unsealSchedule(text);
   if (typeof body !== 'string') {
-    return { schedule: undefined, warning: `warning: no valid maintenance schedule has been exported yet (${path}: ${body.message}): only critical updates would be applied` };
+    return {
+      schedule: undefined,
+      warning: `warning: no valid maintenance schedule has been exported yet (${path}: ${body.message}): only critical updates would be applied`,
+    };
   }
   try {
     return { schedule: parseMaintenanceConfig(body), warning: undefined };
   } catch (err) {
-    return { schedule: undefined, warning: `warning: no valid maintenance schedule has been exported yet (${path}: ${(err as Error).message}): only critical updates would be applied` };
+    return {
+      schedule: undefined,
+      warning: `warning: no valid maintenance schedule has been exported yet (${path}: ${(err as Error).message}): only critical updates would be applied`,
+    };
   }
 }
 
@@ -57,6 +66,12 @@ export function scheduleUrl(proxy: string): string {
  * GATE_ERR_UPGRADE_INSECURE, GATE_ERR_FETCH_*.
  */
 export async function fetchSchedule(options: ProxyRequestOptions): Promise<{ text: string; schedule: MaintenanceConfig }> {
-  const text = await getFromProxy(scheduleUrl(options.proxy), options, 'the maintenance schedule', ErrorCodes.UPGRADE_SCHEDULE_UNAVAILABLE, 16 * 1024);
+  const text = await getFromProxy(
+    scheduleUrl(options.proxy),
+    options,
+    'the maintenance schedule',
+    ErrorCodes.UPGRADE_SCHEDULE_UNAVAILABLE,
+    16 * 1024,
+  );
   return { text, schedule: parseMaintenanceConfig(text) };
 }

@@ -27,7 +27,8 @@ export function parseVersion(text: string): SemVer {
   if (!m || !numbers.every(Number.isSafeInteger)) {
     throw new GateError(ErrorCodes.UPGRADE_VERSION_INVALID, `${JSON.stringify(text.slice(0, 80))} is not a semantic version`);
   }
-  const prerelease = m[4] === undefined ? [] : m[4].split('.').map((id) => (/^\d+$/.test(id) && Number.isSafeInteger(Number(id)) ? Number(id) : id));
+  const prerelease =
+    m[4] === undefined ? [] : m[4].split('.').map((id) => (/^\d+$/.test(id) && Number.isSafeInteger(Number(id)) ? Number(id) : id));
   return { major: numbers[0]!, minor: numbers[1]!, patch: numbers[2]!, prerelease, build: m[5] === undefined ? [] : m[5].split('.') };
 }
 

@@ -59,14 +59,30 @@ function errorDetail(body: string): string {
  * `http://` unless allowed (GATE_ERR_UPGRADE_INSECURE); a non-200 answer becomes a GateError with
  * `failCode`, naming `what`. Returns the status-200 body.
  */
-export async function getFromProxy(url: string, options: ProxyRequestOptions, what: string, failCode: GateError['code'], maxBytes: number): Promise<string> {
+export async function getFromProxy(
+  url: string,
+  options: ProxyRequestOptions,
+  what: string,
+  failCode: GateError['code'],
+  maxBytes: number,
+): Promise<string> {
   return (await fetchFromProxy(url, options, what, failCode, maxBytes, false))!;
 }
 
 /** `getFromProxy`; with `missingIsUndefined`, a 404 answer is undefined (an endpoint the proxy may not serve). */
-async function fetchFromProxy(url: string, options: ProxyRequestOptions, what: string, failCode: GateError['code'], maxBytes: number, missingIsUndefined: boolean): Promise<string | undefined> {
+async function fetchFromProxy(
+  url: string,
+  options: ProxyRequestOptions,
+  what: string,
+  failCode: GateError['code'],
+  maxBytes: number,
+  missingIsUndefined: boolean,
+): Promise<string | undefined> {
   if (/^http:/i.test(url) && !options.allowHttp) {
-    throw new GateError(ErrorCodes.UPGRADE_INSECURE, `${url}: refusing plain http for ${what} (the answer decides what is installed); use https, or allow http explicitly`);
+    throw new GateError(
+      ErrorCodes.UPGRADE_INSECURE,
+      `${url}: refusing plain http for ${what} (the answer decides what is installed); use https, or allow http explicitly`,
+    );
   }
   const result = await fetchText(url, {
     // The proxy is the platform's own: HTTPS_PROXY, else HTTP_PROXY, as for the agent's tunnel.
@@ -97,12 +113,16 @@ function checkedChannel(options: FetchTargetVersionOptions): string {
  */
 export async function fetchTargetVersion(options: FetchTargetVersionOptions): Promise<string | undefined> {
   const channel = checkedChannel(options);
-  const body = (await getFromProxy(channelVersionUrl(options.proxy, channel), options, `channel ${channel}`, ErrorCodes.UPGRADE_CHANNEL, 1024)).trim();
+  const body = (
+    await getFromProxy(channelVersionUrl(options.proxy, channel), options, `channel ${channel}`, ErrorCodes.UPGRADE_CHANNEL, 1024)
+  ).trim();
   if (body === NO_VERSION) return undefined;
   try {
     return formatVersion(parseVersion(body));
   } catch (err) {
-    throw new GateError(ErrorCodes.UPGRADE_CHANNEL, `channel ${channel} answered ${JSON.stringify(body.slice(0, 40))}, not a version`, { cause: err });
+    throw new GateError(ErrorCodes.UPGRADE_CHANNEL, `channel ${channel} answered ${JSON.stringify(body.slice(0, 40))}, not a version`, {
+      cause: err,
+    });
   }
 }
 
@@ -114,10 +134,20 @@ export async function fetchTargetVersion(options: FetchTargetVersionOptions): Pr
  */
 export async function fetchCritical(options: FetchTargetVersionOptions): Promise<boolean | undefined> {
   const channel = checkedChannel(options);
-  const answer = await fetchFromProxy(channelCriticalUrl(options.proxy, channel), options, `channel ${channel} (critical)`, ErrorCodes.UPGRADE_CHANNEL, 1024, true);
+  const answer = await fetchFromProxy(
+    channelCriticalUrl(options.proxy, channel),
+    options,
+    `channel ${channel} (critical)`,
+    ErrorCodes.UPGRADE_CHANNEL,
+    1024,
+    true,
+  );
   if (answer === undefined) return undefined;
   const body = answer.trim();
   if (body === CRITICAL_YES) return true;
   if (body === CRITICAL_NO) return false;
-  throw new GateError(ErrorCodes.UPGRADE_CHANNEL, `channel ${channel} answered ${JSON.stringify(body.slice(0, 40))} to critical, not yes or no`);
+  throw new GateError(
+    ErrorCodes.UPGRADE_CHANNEL,
+    `channel ${channel} answered ${JSON.stringify(body.slice(0, 40))} to critical, not yes or no`,
+  );
 }

@@ -1,8 +1,6 @@
 import { channelNameProblem } from '../config/channel.js';
 import { CHANNEL_PATH_PREFIX } from '../wire/names.js';
 
-
-
 export type ChannelPath =
   /** Not under the channel prefix: someone else's path. */
   | { kind: 'other' }

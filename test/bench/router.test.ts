@@ -25,10 +25,20 @@ t.teardown(async () => {
   }
 });
 
-async function startRouter(env: Record<string, string> = {}, script = routerScript, ups = [upA, upB]): Promise<{ child: ChildProcess; port: number }> {
+async function startRouter(
+  env: Record<string, string> = {},
+  script = routerScript,
+  ups = [upA, upB],
+): Promise<{ child: ChildProcess; port: number }> {
   const port = await freePort();
   const child = spawn(process.execPath, [script], {
-    env: { ...process.env, LISTEN_PORT: String(port), UPSTREAM_A_PORT: String(ups[0]!.port), UPSTREAM_B_PORT: String(ups[1]!.port), ...env },
+    env: {
+      ...process.env,
+      LISTEN_PORT: String(port),
+      UPSTREAM_A_PORT: String(ups[0]!.port),
+      UPSTREAM_B_PORT: String(ups[1]!.port),
+      ...env,
+    },
     stdio: ['ignore', 'pipe', process.env.DEBUG_ROUTER ? 'inherit' : 'ignore'],
   });
   t.teardown(() => {
@@ -83,7 +93,11 @@ t.test('WORKERS=2: routes through the cluster, restarts a killed worker, stops a
   child.kill('SIGTERM');
   const [code] = await once(child, 'exit');
   t.equal(code, 0, 'primary exits cleanly on SIGTERM');
-  t.same(replaced.filter((pid) => descendants(1).includes(pid)), [], 'no worker outlives the primary');
+  t.same(
+    replaced.filter((pid) => descendants(1).includes(pid)),
+    [],
+    'no worker outlives the primary',
+  );
 });
 
 const routerTls = { TLS_KEY: devCertificates().server.key, TLS_CERT: devCertificates().server.cert };
@@ -104,7 +118,11 @@ t.test('tunnel router: A through an agent process, B forwarded; both stop on SIG
   child.kill('SIGTERM');
   const [code] = await once(child, 'exit');
   t.equal(code, 0, 'exits cleanly on SIGTERM');
-  t.same(agents.filter((pid) => descendants(1).includes(pid)), [], 'the agent does not outlive the router');
+  t.same(
+    agents.filter((pid) => descendants(1).includes(pid)),
+    [],
+    'the agent does not outlive the router',
+  );
 });
 
 t.test('tunnel router killed outright: its agent does not stay behind', async (t) => {
@@ -122,7 +140,10 @@ t.test('tunnel router killed outright: its agent does not stay behind', async (t
 
 // The peering peers: upstream A behind an agent's tunnel held by the router itself (LOCAL_TUNNEL=1)
 // or by another proxy the router reaches over peering. Same rule, same black-box check.
-for (const [name, env] of [['gate-mux-local-tunnel', { LOCAL_TUNNEL: '1' }], ['gate-mux-peered', {}]] as const) {
+for (const [name, env] of [
+  ['gate-mux-local-tunnel', { LOCAL_TUNNEL: '1' }],
+  ['gate-mux-peered', {}],
+] as const) {
   t.test(`${name}: routes A through the tunnel and stops its processes on SIGTERM`, async (t) => {
     const { child, port } = await startRouter(env, fileURLToPath(new URL('../../bench/peered-router.js', import.meta.url)));
     const tree = descendants(child.pid!);
@@ -132,6 +153,10 @@ for (const [name, env] of [['gate-mux-local-tunnel', { LOCAL_TUNNEL: '1' }], ['g
     const [code] = await once(child, 'exit');
     t.equal(code, 0, 'exits cleanly on SIGTERM');
     for (let i = 0; i < 100 && tree.some((pid) => descendants(1).includes(pid)); i++) await sleep(50);
-    t.same(tree.filter((pid) => descendants(1).includes(pid)), [], 'no child outlives the router');
+    t.same(
+      tree.filter((pid) => descendants(1).includes(pid)),
+      [],
+      'no child outlives the router',
+    );
   });
 }

@@ -45,13 +45,21 @@ t.test('usage and argument errors', async (t) => {
   t.match(help.text(), /--connection-count N/);
   for (const bad of ['0', '-1', '1.5', 'two', '65']) {
     const badCount = capture();
-    t.equal(await main(['--proxy', 'h:1', '--name', 'x', `--connection-count=${bad}`], { io: badCount.io }), 2, `--connection-count ${bad}`);
+    t.equal(
+      await main(['--proxy', 'h:1', '--name', 'x', `--connection-count=${bad}`], { io: badCount.io }),
+      2,
+      `--connection-count ${bad}`,
+    );
     t.match(badCount.text(), /--connection-count takes a whole number from 1 to 64/);
   }
   t.match(help.text(), /--service KIND:NAME/);
   for (const bad of ['db', 'printer:x', 'db:']) {
     const badService = capture();
-    t.equal(await main(['--proxy', 'h:1', '--name', 'x', '--service', 'ssh:ok', '--service', bad], { io: badService.io }), 2, `--service ${bad}`);
+    t.equal(
+      await main(['--proxy', 'h:1', '--name', 'x', '--service', 'ssh:ok', '--service', bad], { io: badService.io }),
+      2,
+      `--service ${bad}`,
+    );
     t.match(badService.text(), /--service: a service is KIND:NAME with KIND one of db, ssh, kube, app, desktop/);
   }
 });
@@ -64,7 +72,20 @@ t.test('join, hold, renew, restart, pre-issued identity, report mode', async (t)
   const proxy = `127.0.0.1:${gate.port('multiplex')}`;
   const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
   const stateDir = join(await tempDir(t, 'cli-agent'), 'state');
-  const base = ['--proxy', proxy, '--server-name', 'localhost', '--name', 'cli', '--allow', target, '--state-dir', stateDir, '--log-level', 'silent'];
+  const base = [
+    '--proxy',
+    proxy,
+    '--server-name',
+    'localhost',
+    '--name',
+    'cli',
+    '--allow',
+    target,
+    '--state-dir',
+    stateDir,
+    '--log-level',
+    'silent',
+  ];
   const hooks = { env: {} };
 
   // First start: join, tunnel, one renewal (scheduled at once by the hook), then stop.
@@ -113,8 +134,27 @@ t.test('join, hold, renew, restart, pre-issued identity, report mode', async (t)
   await writeFile(`${files}-key.pem`, await readFile(join(stateDir, 'agent-key.pem')));
   const preIssued = capture();
   const preStop = stopper();
-  const held = main(['--proxy', proxy, '--server-name', 'localhost', '--name', 'cli', '--allow', target, '--log-level', 'silent',
-    '--cert', `${files}-cert.pem`, '--key', `${files}-key.pem`, '--ca', gate.caFile], { ...hooks, io: preIssued.io, stopSignal: preStop.signal });
+  const held = main(
+    [
+      '--proxy',
+      proxy,
+      '--server-name',
+      'localhost',
+      '--name',
+      'cli',
+      '--allow',
+      target,
+      '--log-level',
+      'silent',
+      '--cert',
+      `${files}-cert.pem`,
+      '--key',
+      `${files}-key.pem`,
+      '--ca',
+      gate.caFile,
+    ],
+    { ...hooks, io: preIssued.io, stopSignal: preStop.signal },
+  );
   await until(() => preIssued.out.some((l) => l.startsWith('tunnel up')), 'up with a pre-issued identity', 20_000);
   t.match(new X509Certificate(renewedCert).subject, /CN=cli/);
   preStop.stop();
@@ -135,7 +175,10 @@ t.test('--config: the file gives the flags, flags override it, --allow adds to i
   await writeFile(file, 'proxy: 127.0.0.1:1\nname: cli\nconnection_count: 0\n');
   const bad = capture();
   t.equal(await main(['--config', file], { io: bad.io }), 1);
-  t.match(bad.text(), /agent: GATE_ERR_CONFIG_INVALID: invalid configuration .*agent\.yaml:\n {2}line 3: connection_count: expected a whole number from 1 to 64/);
+  t.match(
+    bad.text(),
+    /agent: GATE_ERR_CONFIG_INVALID: invalid configuration .*agent\.yaml:\n {2}line 3: connection_count: expected a whole number from 1 to 64/,
+  );
   const missing = capture();
   t.equal(await main(['--config', `${file}.absent`], { io: missing.io }), 1);
   t.match(missing.text(), /cannot read the file: ENOENT/);
@@ -148,19 +191,44 @@ t.test('--config: the file gives the flags, flags override it, --allow adds to i
   const proxy = `127.0.0.1:${gate.port('multiplex')}`;
   const stateDir = join(await tempDir(t, 'cli-config-state'), 'state');
   const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
-  await writeFile(file, [
-    'proxy: 127.0.0.1:1', 'server_name: localhost', 'name: cli-config', `state_dir: ${stateDir}`, `token: ${token}`, `ca_pin: ${gate.proxy.caPin}`,
-    'resources:', '  - kind: db', '    name: orders', '    target: 127.0.0.1:9', 'log_level: silent', '',
-  ].join('\n'));
+  await writeFile(
+    file,
+    [
+      'proxy: 127.0.0.1:1',
+      'server_name: localhost',
+      'name: cli-config',
+      `state_dir: ${stateDir}`,
+      `token: ${token}`,
+      `ca_pin: ${gate.proxy.caPin}`,
+      'resources:',
+      '  - kind: db',
+      '    name: orders',
+      '    target: 127.0.0.1:9',
+      'log_level: silent',
+      '',
+    ].join('\n'),
+  );
   const run = capture();
   const stop = stopper();
-  const running = main(['--config', file, '--proxy', proxy, '--allow', `127.0.0.1:${tagged.port}`], { env: {}, io: run.io, stopSignal: stop.signal });
-  await until(() => run.out.some((l) => l.startsWith('tunnel up: agent cli-config')), 'up through the flag\'s proxy', 20_000);
+  const running = main(['--config', file, '--proxy', proxy, '--allow', `127.0.0.1:${tagged.port}`], {
+    env: {},
+    io: run.io,
+    stopSignal: stop.signal,
+  });
+  await until(() => run.out.some((l) => l.startsWith('tunnel up: agent cli-config')), "up through the flag's proxy", 20_000);
   t.match(run.text(), /joined as cli-config/);
   const client = await tlsClient(gate.port('multiplex'), { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
-  t.equal((await readUntil(client, (s) => s.includes('\n'))).trim(), 'cli-config-target', 'the --allow flag adds a target to the file\'s resources');
+  t.equal(
+    (await readUntil(client, (s) => s.includes('\n'))).trim(),
+    'cli-config-target',
+    "the --allow flag adds a target to the file's resources",
+  );
   client.destroy();
-  t.same(gate.proxy.tunnels.describedAgent('cli-config')?.description?.services, [{ kind: 'db', name: 'orders' }], 'each resource of the file announced as a service');
+  t.same(
+    gate.proxy.tunnels.describedAgent('cli-config')?.description?.services,
+    [{ kind: 'db', name: 'orders' }],
+    'each resource of the file announced as a service',
+  );
   stop.stop();
   t.equal(await running, 0);
 });

@@ -8,7 +8,13 @@ import { chmod, mkdir, copyFile, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { packageManagerMethod, packageVersionOf, versionOfPackage, detectPackageManager, commandMethod } from '../../lib/upgrade/install-method.js';
+import {
+  packageManagerMethod,
+  packageVersionOf,
+  versionOfPackage,
+  detectPackageManager,
+  commandMethod,
+} from '../../lib/upgrade/install-method.js';
 import { runClient } from '../helpers/clients.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, listening } from '../helpers/net.js';
@@ -21,12 +27,18 @@ const OUTSIDE = '2026-08-02T05:00:00Z';
 const tapEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k === 'NODE_OPTIONS' || k.startsWith('_TAPJS_')));
 
 async function gateUpgrade(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const r = await runClient(process.execPath, [BIN, ...args], { env: { ...tapEnv, PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, timeoutMs: 60_000 });
+  const r = await runClient(process.execPath, [BIN, ...args], {
+    env: { ...tapEnv, PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
+    timeoutMs: 60_000,
+  });
   return { code: r.code, stdout: r.stdout.toString('utf8'), stderr: r.stderr };
 }
 
 /** An agent "installed" by scripts: the version file they read and write, and its configuration file. */
-async function agentFiles(dir: string, yaml: (scripts: { install: string; version: string }) => string): Promise<{ config: string; installed: () => Promise<string> }> {
+async function agentFiles(
+  dir: string,
+  yaml: (scripts: { install: string; version: string }) => string,
+): Promise<{ config: string; installed: () => Promise<string> }> {
   const state = join(dir, 'installed');
   await writeFile(state, '1.2.3\n');
   const install = join(dir, 'install.sh');
@@ -84,10 +96,16 @@ t.test('no flags but the file: proxy, cluster CA, channel and install command fr
   t.equal(dry.stderr, '', 'no warning: the schedule is there and the proxy serves /critical');
   t.ok(connects() >= 3, `every request went through tinyproxy given by HTTP_PROXY alone (${connects()} CONNECTs)`);
 
-  const deferred = await gateUpgrade(['run', '--config', agent.config, '--now', OUTSIDE, '--lock', join(dir, 'lock'), '--log-level', 'silent'], env);
+  const deferred = await gateUpgrade(
+    ['run', '--config', agent.config, '--now', OUTSIDE, '--lock', join(dir, 'lock'), '--log-level', 'silent'],
+    env,
+  );
   t.equal(deferred.code, 3, deferred.stderr);
   t.equal(await agent.installed(), '1.2.3');
-  const done = await gateUpgrade(['run', '--config', agent.config, '--now', INSIDE, '--lock', join(dir, 'lock'), '--log-level', 'silent'], env);
+  const done = await gateUpgrade(
+    ['run', '--config', agent.config, '--now', INSIDE, '--lock', join(dir, 'lock'), '--log-level', 'silent'],
+    env,
+  );
   t.equal(done.code, 0, done.stderr);
   t.match(done.stdout, /upgraded 1\.2\.3 -> 1\.2\.4/);
   t.equal(await agent.installed(), '1.2.4');
@@ -96,7 +114,10 @@ t.test('no flags but the file: proxy, cluster CA, channel and install command fr
 
   // Before the agent has joined there is no cluster CA to trust the proxy by.
   const unjoined = join(dir, 'unjoined.yaml');
-  await writeFile(unjoined, (await readFile(agent.config, 'utf8')).replace(`state_dir: ${join(dir, 'state')}`, `state_dir: ${join(dir, 'nothing')}`));
+  await writeFile(
+    unjoined,
+    (await readFile(agent.config, 'utf8')).replace(`state_dir: ${join(dir, 'state')}`, `state_dir: ${join(dir, 'nothing')}`),
+  );
   const noCa = await gateUpgrade(['dry-run', '--config', unjoined], env);
   t.equal(noCa.code, 1);
   t.match(noCa.stderr, /GATE_ERR_AGENT_STATE: .*nothing\/ca\.pem: ENOENT: the agent has not joined yet/);
@@ -113,7 +134,17 @@ t.test('a proxy that serves only /version: /critical answering 404 is "not criti
   const port = await listening(server);
   t.teardown(() => closeServer(server));
   const dir = await tempDir(t, 'upgrade-404');
-  const agent = await agentFiles(dir, (s) => ['proxy: 127.0.0.1:1', 'name: a', 'allow: [10.0.0.1:22]', 'updater:', `  install_command: ${s.install} {version}`, `  version_command: ${s.version}`, ''].join('\n'));
+  const agent = await agentFiles(dir, (s) =>
+    [
+      'proxy: 127.0.0.1:1',
+      'name: a',
+      'allow: [10.0.0.1:22]',
+      'updater:',
+      `  install_command: ${s.install} {version}`,
+      `  version_command: ${s.version}`,
+      '',
+    ].join('\n'),
+  );
   const env = { GATE_UPGRADE_SCHEDULE: join(dir, 'no-schedule') };
   const dry = await gateUpgrade(['dry-run', '--config', agent.config, '--proxy', `http://127.0.0.1:${port}`, '--insecure-http'], env);
   t.equal(dry.code, 0, dry.stderr);
@@ -122,7 +153,21 @@ t.test('a proxy that serves only /version: /critical answering 404 is "not criti
   t.equal(warnings.filter((l) => /whether its version is critical/.test(l)).length, 1, dry.stderr);
   t.match(dry.stderr, /warning: channel default does not say whether its version is critical \(HTTP 404\): taken as not critical/);
   // Not critical: with no schedule a run waits (exit 3) instead of installing.
-  const run = await gateUpgrade(['run', '--config', agent.config, '--proxy', `http://127.0.0.1:${port}`, '--insecure-http', '--lock', join(dir, 'lock'), '--log-level', 'silent'], env);
+  const run = await gateUpgrade(
+    [
+      'run',
+      '--config',
+      agent.config,
+      '--proxy',
+      `http://127.0.0.1:${port}`,
+      '--insecure-http',
+      '--lock',
+      join(dir, 'lock'),
+      '--log-level',
+      'silent',
+    ],
+    env,
+  );
   t.equal(run.code, 3, run.stderr);
   t.equal(await agent.installed(), '1.2.3');
 });
@@ -151,12 +196,29 @@ t.test('updater.package_manager: apt, run as gate-upgrade runs it, against stand
   const script = (body: string): string => `#!/bin/sh\necho "$(basename "$0") $* [$DEBIAN_FRONTEND]" >> '${log}'\n${body}\n`;
   // apt-get install writes the package version (1.2.5~rc.1) to the database; the program reports
   // what $PROGRAM_LAGS says, else the same.
-  await writeFile(join(bin, 'apt-get'), script(`case "$1" in install) for a in "$@"; do case "$a" in gate-mux=*) echo "\${a#gate-mux=}" > '${db}'; echo "\${PROGRAM_LAGS:-\${a#gate-mux=}}" | tr '~' '-' > '${program}';; esac; done;; esac`), { mode: 0o755 });
+  await writeFile(
+    join(bin, 'apt-get'),
+    script(
+      `case "$1" in install) for a in "$@"; do case "$a" in gate-mux=*) echo "\${a#gate-mux=}" > '${db}'; echo "\${PROGRAM_LAGS:-\${a#gate-mux=}}" | tr '~' '-' > '${program}';; esac; done;; esac`,
+    ),
+    { mode: 0o755 },
+  );
   await writeFile(join(bin, 'dpkg-query'), script(`cat '${db}' | tr -d '\\n'`), { mode: 0o755 });
   await writeFile(join(bin, 'gate-mux'), script(`echo "$(cat '${program}')"`), { mode: 0o755 });
   const config = join(dir, 'agent.yaml');
   await writeFile(config, 'proxy: 127.0.0.1:1\nname: a\nallow: [10.0.0.1:22]\nupdater:\n  package_manager: apt\n');
-  const args = ['run', '--config', config, '--proxy', `http://127.0.0.1:${port}`, '--insecure-http', '--lock', join(dir, 'lock'), '--log-level', 'silent'];
+  const args = [
+    'run',
+    '--config',
+    config,
+    '--proxy',
+    `http://127.0.0.1:${port}`,
+    '--insecure-http',
+    '--lock',
+    join(dir, 'lock'),
+    '--log-level',
+    'silent',
+  ];
   const env = { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`, GATE_UPGRADE_SCHEDULE: join(dir, 'none') };
 
   const done = await gateUpgrade(args, env);
@@ -164,13 +226,17 @@ t.test('updater.package_manager: apt, run as gate-upgrade runs it, against stand
   t.match(done.stdout, /^an upgrade is available \(1\.2\.4 -> 1\.2\.5-rc\.1\)\n/, 'the running version from the package database');
   t.match(done.stdout, /upgraded 1\.2\.4 -> 1\.2\.5-rc\.1/);
   const calls = (await readFile(log, 'utf8')).trim().split('\n');
-  t.same(calls, [
-    'dpkg-query -W -f=${Version} gate-mux [noninteractive]',
-    'apt-get update -q [noninteractive]',
-    'apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold gate-mux=1.2.5~rc.1 [noninteractive]',
-    'dpkg-query -W -f=${Version} gate-mux [noninteractive]',
-    'gate-mux --version [noninteractive]',
-  ], 'the database first, then update, install at the package version, and both checks');
+  t.same(
+    calls,
+    [
+      'dpkg-query -W -f=${Version} gate-mux [noninteractive]',
+      'apt-get update -q [noninteractive]',
+      'apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold gate-mux=1.2.5~rc.1 [noninteractive]',
+      'dpkg-query -W -f=${Version} gate-mux [noninteractive]',
+      'gate-mux --version [noninteractive]',
+    ],
+    'the database first, then update, install at the package version, and both checks',
+  );
 
   // The package database says the target, the program does not (it still runs the old code): failed.
   await writeFile(db, '1.2.4\n');
@@ -181,12 +247,15 @@ t.test('updater.package_manager: apt, run as gate-upgrade runs it, against stand
   // No package manager named and none on PATH: the run says what to give.
   const bare = join(dir, 'bare.yaml');
   await writeFile(bare, 'proxy: 127.0.0.1:1\nname: a\nallow: [10.0.0.1:22]\n');
-  const none = await gateUpgrade(['run', '--config', bare, '--proxy', `http://127.0.0.1:${port}`, '--insecure-http', '--lock', join(dir, 'lock')], { PATH: join(dir, 'empty') });
+  const none = await gateUpgrade(
+    ['run', '--config', bare, '--proxy', `http://127.0.0.1:${port}`, '--insecure-http', '--lock', join(dir, 'lock')],
+    { PATH: join(dir, 'empty') },
+  );
   t.equal(none.code, 2);
   t.match(none.stderr, /no way to install: give --install-command and --version-command, or updater.package_manager/);
 });
 
-t.test('install methods: package managers, package versions, the machine\'s own', async (t) => {
+t.test("install methods: package managers, package versions, the machine's own", async (t) => {
   t.equal(packageVersionOf('1.2.4'), '1.2.4');
   t.equal(packageVersionOf('1.2.4-rc.1'), '1.2.4~rc.1', 'a pre-release sorts before its release in dpkg and rpm');
   t.equal(versionOfPackage('1.2.4~rc.1'), '1.2.4-rc.1');
@@ -194,16 +263,41 @@ t.test('install methods: package managers, package versions, the machine\'s own'
   t.same(apt.install('1.2.4-rc.1').at(-1)!.at(-1), 'gate-mux=1.2.4~rc.1');
   t.same(apt.install('1.2.4')[0], ['apt-get', 'update', '-q']);
   t.ok(apt.install('1.2.4')[1]!.includes('--allow-downgrades'));
-  t.same(apt.versionCommands, [['dpkg-query', '-W', '-f=${Version}', 'gate-mux'], ['gate-mux', '--version']], 'the package database, then the program');
+  t.same(
+    apt.versionCommands,
+    [
+      ['dpkg-query', '-W', '-f=${Version}', 'gate-mux'],
+      ['gate-mux', '--version'],
+    ],
+    'the package database, then the program',
+  );
   t.equal(apt.env.DEBIAN_FRONTEND, 'noninteractive');
   t.same(packageManagerMethod('dnf').install('1.2.4'), [['dnf', 'install', '-y', '--refresh', 'gate-mux-1.2.4']]);
   t.same(packageManagerMethod('yum').install('1.2.4'), [['yum', 'install', '-y', '--refresh', 'gate-mux-1.2.4']]);
-  t.same(packageManagerMethod('zypper').install('1.2.4').at(-1), ['zypper', '--non-interactive', 'install', '--oldpackage', 'gate-mux=1.2.4']);
+  t.same(packageManagerMethod('zypper').install('1.2.4').at(-1), [
+    'zypper',
+    '--non-interactive',
+    'install',
+    '--oldpackage',
+    'gate-mux=1.2.4',
+  ]);
   t.same(packageManagerMethod('zypper').versionCommands[0], ['rpm', '-q', '--qf', '%{VERSION}', 'gate-mux']);
-  t.equal(detectPackageManager((p) => ['apt-get', 'dpkg-query', 'zypper'].includes(p)), 'apt');
-  t.equal(detectPackageManager((p) => p === 'zypper'), 'zypper');
-  t.equal(detectPackageManager((p) => p === 'yum'), 'yum');
-  t.equal(detectPackageManager(() => false), undefined);
+  t.equal(
+    detectPackageManager((p) => ['apt-get', 'dpkg-query', 'zypper'].includes(p)),
+    'apt',
+  );
+  t.equal(
+    detectPackageManager((p) => p === 'zypper'),
+    'zypper',
+  );
+  t.equal(
+    detectPackageManager((p) => p === 'yum'),
+    'yum',
+  );
+  t.equal(
+    detectPackageManager(() => false),
+    undefined,
+  );
   t.same(commandMethod("/opt/install 'a b' v={version}", [['true']]).install('1.2.4'), [['/opt/install', 'a b', 'v=1.2.4']]);
   t.throws(() => commandMethod("/opt/install 'a", [['true']]), { code: 'GATE_ERR_INVALID_ARGUMENT' });
 });

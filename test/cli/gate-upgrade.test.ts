@@ -148,12 +148,19 @@ t.test('dry-run: equal, newer, lower (a downgrade line), build metadata', async 
   const before = connects();
   const equal = await dryRun(r, ['--current', 'v1.2.3-interop', '--now', OUTSIDE]);
   expectExit(t, equal, 0);
-  t.same(equal.stdout, ['no upgrades available (1.2.3-interop == 1.2.3-interop)', 'next maintenance window starts 2026-08-09T02:00:00.000Z']);
+  t.same(equal.stdout, [
+    'no upgrades available (1.2.3-interop == 1.2.3-interop)',
+    'next maintenance window starts 2026-08-09T02:00:00.000Z',
+  ]);
   t.equal(equal.stderr, '', 'a valid schedule: no warning');
   if (tiny) t.equal(connects(), before + 2, 'version and critical both asked through tinyproxy');
 
   const newer = await dryRun(r, ['--channel', 'stable/cloud', '--current', '1.2.3', '--now', OUTSIDE]);
-  t.same(newer.stdout, ['an upgrade is available (1.2.3 -> 1.2.4)', 'next maintenance window starts 2026-08-09T02:00:00.000Z', 'would wait (outside-window)']);
+  t.same(newer.stdout, [
+    'an upgrade is available (1.2.3 -> 1.2.4)',
+    'next maintenance window starts 2026-08-09T02:00:00.000Z',
+    'would wait (outside-window)',
+  ]);
 
   const lower = await dryRun(r, ['--channel', 'rollback', '--current', '1.2.3', '--now', INSIDE]);
   t.same(lower.stdout, [
@@ -185,12 +192,20 @@ t.test('run: regular outside the window is deferred (exit 3); inside it applies 
   expectExit(t, deferred, 3);
   t.same(await r.installs(), [], 'nothing installed');
   const decided = logLines(deferred).find((l) => l.msg === 'decided: outside-window');
-  t.match(decided, { current: '1.2.3', target: '1.2.4', critical: false, reason: 'outside-window', nextStart: '2026-08-09T02:00:00.000Z' }, 'the decision and why, logged');
+  t.match(
+    decided,
+    { current: '1.2.3', target: '1.2.4', critical: false, reason: 'outside-window', nextStart: '2026-08-09T02:00:00.000Z' },
+    'the decision and why, logged',
+  );
 
   const applied = await run(r, ['--channel', 'stable/cloud', '--now', INSIDE]);
   expectExit(t, applied, 0);
   t.same(applied.stdout.slice(-2), ['installing 1.2.4 (in-window)', 'upgraded 1.2.3 -> 1.2.4']);
-  t.same(await r.installs(), ['[pkg=1.2.4][two words][--flag=1.2.4 x]'], 'the version substituted in each word, words kept apart, no shell');
+  t.same(
+    await r.installs(),
+    ['[pkg=1.2.4][two words][--flag=1.2.4 x]'],
+    'the version substituted in each word, words kept apart, no shell',
+  );
   t.equal(await r.installed(), '1.2.4');
   t.ok(logLines(applied).some((l) => l.msg === 'upgraded' && l.to === '1.2.4'));
   await t.rejects(access(r.lock), 'the lock is released');
@@ -207,7 +222,10 @@ t.test('run: critical outside the window applies; a downgrade follows the cluste
   const critical = await run(r, ['--channel', 'stable/hot', '--now', OUTSIDE]);
   expectExit(t, critical, 0);
   t.same(await r.installs(), ['[pkg=1.2.5][two words][--flag=1.2.5 x]']);
-  t.match(logLines(critical).find((l) => String(l.msg).startsWith('decided')), { reason: 'critical', critical: true });
+  t.match(
+    logLines(critical).find((l) => String(l.msg).startsWith('decided')),
+    { reason: 'critical', critical: true },
+  );
 
   const refused = await run(r, ['--channel', 'rollback', '--now', INSIDE, '--no-downgrade']);
   t.equal(refused.code, 0, 'refusing a downgrade is nothing to do');
@@ -223,7 +241,11 @@ t.test('run: a failing install command, a version check failing after the instal
   const failed = await run(r, ['--channel', 'stable/cloud', '--now', INSIDE], { INSTALL_EXIT: '100' });
   t.equal(failed.code, 1);
   t.match(failed.stderr, /GATE_ERR_UPGRADE_INSTALL_FAILED: install command exited with 100/);
-  t.match(logLines(failed).find((l) => l.msg === 'install failed'), { stderr: /unable to fetch the package/ }, 'its stderr is logged');
+  t.match(
+    logLines(failed).find((l) => l.msg === 'install failed'),
+    { stderr: /unable to fetch the package/ },
+    'its stderr is logged',
+  );
   t.equal(await r.installed(), '1.2.3');
   await t.rejects(access(r.lock), 'the lock is released after a failure too');
 
@@ -231,7 +253,22 @@ t.test('run: a failing install command, a version check failing after the instal
   t.equal(wrong.code, 1);
   t.match(wrong.stderr, /GATE_ERR_UPGRADE_VERIFY_FAILED: after the install \S+version\.sh reports 1\.2\.0, not 1\.2\.4/);
 
-  const missing = await gateUpgrade(['run', ...proxyArgs, '--schedule', r.schedule, '--lock', r.lock, '--install-command', join(r.dir, 'nope'), '--version-command', r.commands[3]!, '--channel', 'stable/cloud', '--now', INSIDE]);
+  const missing = await gateUpgrade([
+    'run',
+    ...proxyArgs,
+    '--schedule',
+    r.schedule,
+    '--lock',
+    r.lock,
+    '--install-command',
+    join(r.dir, 'nope'),
+    '--version-command',
+    r.commands[3]!,
+    '--channel',
+    'stable/cloud',
+    '--now',
+    INSIDE,
+  ]);
   t.equal(missing.code, 1);
   t.match(missing.stderr, /GATE_ERR_UPGRADE_INSTALL_FAILED: install command could not start \(ENOENT\)/);
 });
@@ -240,10 +277,14 @@ t.test('run: two overlapping runs never both install', async (t) => {
   const r = await rig(t);
   await r.setInstalled('1.2.3');
   const first = new Promise<Outcome>((resolve) => {
-    const child = spawn(process.execPath, [BIN, 'run', ...proxyArgs, '--schedule', r.schedule, '--lock', r.lock, ...r.commands, '--channel', 'stable/hot'], {
-      env: { ...baseEnv, HOLD: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [BIN, 'run', ...proxyArgs, '--schedule', r.schedule, '--lock', r.lock, ...r.commands, '--channel', 'stable/hot'],
+      {
+        env: { ...baseEnv, HOLD: '1' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -274,9 +315,21 @@ t.test('schedule missing, invalid, without kind: a warning, regular updates defe
   const r = await rig(t);
   await r.setInstalled('1.2.3');
   const cases: Array<[string, string | undefined, RegExp]> = [
-    ['missing', undefined, /^warning: no maintenance schedule has been exported yet \(.*schedule-missing: ENOENT\): only critical updates would be applied$/m],
-    ['invalid', 'kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: 25\n', /^warning: no valid maintenance schedule has been exported yet \(.*spec\.agent_upgrades\.utc_start_hour: must be an integer hour from 0 to 23, got 25\): only critical/m],
-    ['without kind', 'spec:\n  agent_upgrades:\n    utc_start_hour: 2\n', /^warning: no valid maintenance schedule has been exported yet \(.*: kind: required: cluster_maintenance_config\)/m],
+    [
+      'missing',
+      undefined,
+      /^warning: no maintenance schedule has been exported yet \(.*schedule-missing: ENOENT\): only critical updates would be applied$/m,
+    ],
+    [
+      'invalid',
+      'kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: 25\n',
+      /^warning: no valid maintenance schedule has been exported yet \(.*spec\.agent_upgrades\.utc_start_hour: must be an integer hour from 0 to 23, got 25\): only critical/m,
+    ],
+    [
+      'without kind',
+      'spec:\n  agent_upgrades:\n    utc_start_hour: 2\n',
+      /^warning: no valid maintenance schedule has been exported yet \(.*: kind: required: cluster_maintenance_config\)/m,
+    ],
   ];
   for (const [name, text, warning] of cases) {
     const schedule = join(r.dir, `schedule-${name.replace(/ /g, '-')}`);
@@ -295,8 +348,20 @@ t.test('only trustworthy answers: http:// refused unless asked for, an unknown C
   const r = await rig(t);
   const http = await gateUpgrade(['dry-run', '--proxy', `http://127.0.0.1:${port}`, '--schedule', r.schedule]);
   t.equal(http.code, 1);
-  t.match(http.stderr, /GATE_ERR_UPGRADE_INSECURE: http:\/\/127\.0\.0\.1:\d+\/v1\/webapi\/automaticupgrades\/channel\/default\/version: refusing plain http/);
-  const allowed = await gateUpgrade(['dry-run', '--proxy', `http://127.0.0.1:${port}`, '--insecure-http', '--schedule', r.schedule, '--current', '1.2.3-interop']);
+  t.match(
+    http.stderr,
+    /GATE_ERR_UPGRADE_INSECURE: http:\/\/127\.0\.0\.1:\d+\/v1\/webapi\/automaticupgrades\/channel\/default\/version: refusing plain http/,
+  );
+  const allowed = await gateUpgrade([
+    'dry-run',
+    '--proxy',
+    `http://127.0.0.1:${port}`,
+    '--insecure-http',
+    '--schedule',
+    r.schedule,
+    '--current',
+    '1.2.3-interop',
+  ]);
   expectExit(t, allowed, 0);
   t.equal(allowed.stdout[0], 'no upgrades available (1.2.3-interop == 1.2.3-interop)', 'the proxy answers plaintext HTTP on its one port');
   const unverified = await gateUpgrade(['dry-run', '--proxy', `https://127.0.0.1:${port}`, '--schedule', r.schedule]);
@@ -343,63 +408,93 @@ t.test('export-schedule: writes the served schedule atomically, keeps owner and 
   t.same(same.stdout, [`the maintenance schedule in ${target} is up to date`]);
   t.equal((await stat(target)).ino, after.ino, 'unchanged: not touched');
 
-  const dry = await gateUpgrade(['dry-run', ...proxyArgs, '--current', '1.2.3-interop', '--now', INSIDE], { GATE_UPGRADE_SCHEDULE: target });
+  const dry = await gateUpgrade(['dry-run', ...proxyArgs, '--current', '1.2.3-interop', '--now', INSIDE], {
+    GATE_UPGRADE_SCHEDULE: target,
+  });
   t.equal(dry.stderr, '', 'the exported schedule is read where it was written');
   t.equal(dry.stdout.at(-1), 'inside the maintenance window (started 2026-08-02T02:00:00.000Z)');
 });
 
 // This Node must be one that user can run (one under /root, as .ci/node-bin installs, is not).
-const nobodyRunsNode = nobody !== undefined && spawnSync(process.execPath, ['--version'], { uid: nobody.uid, gid: nobody.gid, env: {} }).status === 0;
+const nobodyRunsNode =
+  nobody !== undefined && spawnSync(process.execPath, ['--version'], { uid: nobody.uid, gid: nobody.gid, env: {} }).status === 0;
 const asUser = !nobody
   ? 'needs root and the nobody account, to give the file to another user and run export-schedule as that user'
   : !nobodyRunsNode
     ? `nobody cannot run this Node (${process.execPath}); the run on the machine's Node covers it`
     : false;
-t.test('export-schedule as a non-root agent\'s user who owns the file but not its directory: rewritten in place', { skip: asUser }, async (t) => {
-  if (!nobody) return;
-  const r = await rig(t);
-  await chmod(r.dir, 0o755); // others may pass through, as through /etc
-  const dir = join(r.dir, 'gate-upgrade.d');
-  await mkdir(dir, { mode: 0o755 }); // root's, as /etc/gate-upgrade.d is
-  const target = join(dir, 'schedule');
-  await writeFile(target, '');
-  await chown(target, nobody.uid, nobody.gid);
-  const before = await stat(target);
-  // The proxy's CA where that user can read it.
-  const ca = join(r.dir, 'ca.pem');
-  await writeFile(ca, gate.ca, { mode: 0o644 });
-  const args = [...proxyArgs.slice(0, -1), ca];
-  // As that user, without tap's coverage hooks (env -u: tap adds them to every child's NODE_OPTIONS,
-  // and their files are root's).
-  const asNobody = async (): Promise<Outcome> =>
-    outcome(await runClient('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'export-schedule', ...args, '--schedule', target], { env: { PATH: baseEnv.PATH, ...(tiny ? { HTTPS_PROXY: tiny.url } : {}) }, uid: nobody.uid, gid: nobody.gid, timeoutMs: 60_000 }));
-  const first = await asNobody();
-  expectExit(t, first, 0);
-  t.same(first.stdout, [`wrote the maintenance schedule to ${target} (in place: this user may not create files in its directory)`]);
-  const after = await stat(target);
-  t.equal(after.ino, before.ino, 'the same file, rewritten');
-  t.same([after.uid, after.gid], [nobody.uid, nobody.gid], 'still the agent user\'s');
-  t.equal(await readFile(target, 'utf8'), sealSchedule(SCHEDULE_YAML));
-  const dry = await gateUpgrade(['dry-run', ...proxyArgs, '--current', '1.2.3-interop', '--now', INSIDE, '--schedule', target]);
-  t.equal(dry.stderr, '', 'read back as a valid schedule');
-  // A shorter old schedule with another window, and a longer one, both replaced whole.
-  await writeFile(target, sealSchedule('kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: 9\n    weekdays: [Monday, Tuesday, Wednesday, Thursday, Friday, Saturday]\n# a long trailing comment that makes this file longer than the one the proxy serves\n'));
-  expectExit(t, await asNobody(), 0);
-  t.equal(await readFile(target, 'utf8'), sealSchedule(SCHEDULE_YAML), 'cut to the new length');
-  t.same((await asNobody()).stdout, [`the maintenance schedule in ${target} is up to date`]);
-  // Without the file (nothing the user owns) it still fails, naming the directory's refusal.
-  await rm(target);
-  const missing = await asNobody();
-  t.equal(missing.code, 1);
-  t.match(missing.stderr, /GATE_ERR_UPGRADE_SCHEDULE_WRITE: .*cannot create a temporary file beside it: EACCES/);
-});
+t.test(
+  "export-schedule as a non-root agent's user who owns the file but not its directory: rewritten in place",
+  { skip: asUser },
+  async (t) => {
+    if (!nobody) return;
+    const r = await rig(t);
+    await chmod(r.dir, 0o755); // others may pass through, as through /etc
+    const dir = join(r.dir, 'gate-upgrade.d');
+    await mkdir(dir, { mode: 0o755 }); // root's, as /etc/gate-upgrade.d is
+    const target = join(dir, 'schedule');
+    await writeFile(target, '');
+    await chown(target, nobody.uid, nobody.gid);
+    const before = await stat(target);
+    // The proxy's CA where that user can read it.
+    const ca = join(r.dir, 'ca.pem');
+    await writeFile(ca, gate.ca, { mode: 0o644 });
+    const args = [...proxyArgs.slice(0, -1), ca];
+    // As that user, without tap's coverage hooks (env -u: tap adds them to every child's NODE_OPTIONS,
+    // and their files are root's).
+    const asNobody = async (): Promise<Outcome> =>
+      outcome(
+        await runClient('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'export-schedule', ...args, '--schedule', target], {
+          env: { PATH: baseEnv.PATH, ...(tiny ? { HTTPS_PROXY: tiny.url } : {}) },
+          uid: nobody.uid,
+          gid: nobody.gid,
+          timeoutMs: 60_000,
+        }),
+      );
+    const first = await asNobody();
+    expectExit(t, first, 0);
+    t.same(first.stdout, [`wrote the maintenance schedule to ${target} (in place: this user may not create files in its directory)`]);
+    const after = await stat(target);
+    t.equal(after.ino, before.ino, 'the same file, rewritten');
+    t.same([after.uid, after.gid], [nobody.uid, nobody.gid], "still the agent user's");
+    t.equal(await readFile(target, 'utf8'), sealSchedule(SCHEDULE_YAML));
+    const dry = await gateUpgrade(['dry-run', ...proxyArgs, '--current', '1.2.3-interop', '--now', INSIDE, '--schedule', target]);
+    t.equal(dry.stderr, '', 'read back as a valid schedule');
+    // A shorter old schedule with another window, and a longer one, both replaced whole.
+    await writeFile(
+      target,
+      sealSchedule(
+        'kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: 9\n    weekdays: [Monday, Tuesday, Wednesday, Thursday, Friday, Saturday]\n# a long trailing comment that makes this file longer than the one the proxy serves\n',
+      ),
+    );
+    expectExit(t, await asNobody(), 0);
+    t.equal(await readFile(target, 'utf8'), sealSchedule(SCHEDULE_YAML), 'cut to the new length');
+    t.same((await asNobody()).stdout, [`the maintenance schedule in ${target} is up to date`]);
+    // Without the file (nothing the user owns) it still fails, naming the directory's refusal.
+    await rm(target);
+    const missing = await asNobody();
+    t.equal(missing.code, 1);
+    t.match(missing.stderr, /GATE_ERR_UPGRADE_SCHEDULE_WRITE: .*cannot create a temporary file beside it: EACCES/);
+  },
+);
 
 t.test('export-schedule: a proxy without a schedule leaves the file alone', async (t) => {
   const bare = await startGateProxy(t, { mode: 'multiplex', upstreams: {} });
   const r = await rig(t);
-  const none = await gateUpgrade(['export-schedule', '--proxy', `https://127.0.0.1:${bare.port('multiplex')}`, '--ca', bare.caFile, '--schedule', r.schedule]);
+  const none = await gateUpgrade([
+    'export-schedule',
+    '--proxy',
+    `https://127.0.0.1:${bare.port('multiplex')}`,
+    '--ca',
+    bare.caFile,
+    '--schedule',
+    r.schedule,
+  ]);
   t.equal(none.code, 1);
-  t.match(none.stderr, /GATE_ERR_UPGRADE_SCHEDULE_UNAVAILABLE: the maintenance schedule at .* answered HTTP 404: this proxy has no cluster_maintenance_config/);
+  t.match(
+    none.stderr,
+    /GATE_ERR_UPGRADE_SCHEDULE_UNAVAILABLE: the maintenance schedule at .* answered HTTP 404: this proxy has no cluster_maintenance_config/,
+  );
   t.equal(await readFile(r.schedule, 'utf8'), SCHEDULE_YAML, 'the old schedule is kept');
 });
 
@@ -419,12 +514,23 @@ t.test('usage: --help for each command, exit 2 for mistakes', async (t) => {
   // /etc/gate/agent.yaml, which the machine test may be installing meanwhile).
   const noFile = await gateUpgrade(['dry-run', '--config', '/nonexistent/agent.yaml']);
   t.equal(noFile.code, 1);
-  t.match(noFile.stderr, /GATE_ERR_CONFIG_INVALID: invalid configuration \/nonexistent\/agent.yaml:\n {2}\(file\): cannot read the file: ENOENT/);
+  t.match(
+    noFile.stderr,
+    /GATE_ERR_CONFIG_INVALID: invalid configuration \/nonexistent\/agent.yaml:\n {2}\(file\): cannot read the file: ENOENT/,
+  );
   t.equal((await gateUpgrade(['dry-run', '--proxy', 'https://x', '--bogus'])).code, 2);
   const noInstall = await gateUpgrade(['run', '--proxy', 'https://x', '--version-command', 'true']);
   t.equal(noInstall.code, 2);
   t.match(noInstall.stderr, /no way to install: give --install-command and --version-command, or updater.package_manager/);
-  const badQuote = await gateUpgrade(['run', '--proxy', 'https://x', '--install-command', "apt-get install 'gate", '--version-command', 'true']);
+  const badQuote = await gateUpgrade([
+    'run',
+    '--proxy',
+    'https://x',
+    '--install-command',
+    "apt-get install 'gate",
+    '--version-command',
+    'true',
+  ]);
   t.equal(badQuote.code, 1);
   t.match(badQuote.stderr, /GATE_ERR_INVALID_ARGUMENT: unterminated '/);
 });

@@ -10,7 +10,7 @@ import { tempDir } from '../helpers/temp-dir.js';
 t.test('npm start on the embedded default configuration answers curl --cacert on 127.0.0.1:3080', async (t) => {
   const curl = requirePeer(t, 'curl', 'curl');
   if (!curl) return;
-  const cwd = (await tempDir(t, 'cli'));
+  const cwd = await tempDir(t, 'cli');
   const { child, output } = await startProxyCommand(t, [], cwd);
   t.match(output(), /listening on 127\.0\.0\.1:3080 \(multiplex/);
   const ca = join(cwd, '.data', 'ca.pem');
@@ -24,14 +24,22 @@ t.test('npm start on the embedded default configuration answers curl --cacert on
   t.notOk(output().includes(readFileSync(join(cwd, '.data', 'join-token'), 'utf8').trim()), 'the token itself is not printed');
   const ping = await run(curl, ['-sS', '--cacert', ca, 'https://127.0.0.1:3080/webapi/ping']);
   t.equal(ping.code, 0, ping.stderr);
-  t.match(JSON.parse(ping.stdout), { proxy: { tls_routing_enabled: true, ssh: { listen_addr: '127.0.0.1:3080' } }, server_version: '0.1.0' });
+  t.match(JSON.parse(ping.stdout), {
+    proxy: { tls_routing_enabled: true, ssh: { listen_addr: '127.0.0.1:3080' } },
+    server_version: '0.1.0',
+  });
   t.equal(await stopProxyCommand(child), 0, 'SIGTERM drains and exits 0');
 
   // A second start keeps the CA (clients that trust it keep working) and issues a fresh server cert.
   const caBefore = readFileSync(ca, 'utf8');
   const again = await startProxyCommand(t, [], cwd);
   t.equal(readFileSync(ca, 'utf8'), caBefore, 'the CA made at first start is reused');
-  const second = await run(curl, ['-sS', '--cacert', ca, 'https://localhost:3080/v1/webapi/automaticupgrades/channel/stable/cloud/version']);
+  const second = await run(curl, [
+    '-sS',
+    '--cacert',
+    ca,
+    'https://localhost:3080/v1/webapi/automaticupgrades/channel/stable/cloud/version',
+  ]);
   t.equal(second.stdout, 'v0.1.0');
   t.equal(await stopProxyCommand(again.child), 0);
 });
@@ -43,7 +51,7 @@ t.test('--config and --pid-file; SIGHUP switches a route while a connection stay
     for (const s of [...one.sockets, ...two.sockets]) s.destroy();
     await Promise.all([closeServer(one.server), closeServer(two.server)]);
   });
-  const dir = (await tempDir(t, 'cli'));
+  const dir = await tempDir(t, 'cli');
   const config = join(dir, 'gate.yaml');
   const pidFile = join(dir, 'gate.pid');
   const yaml = (sshPort: number) =>
@@ -79,12 +87,15 @@ t.test('--config and --pid-file; SIGHUP switches a route while a connection stay
 });
 
 t.test('logs: JSON lines when the output is not a terminal, readable lines with --log-format pretty', async (t) => {
-  const dir = (await tempDir(t, 'cli'));
+  const dir = await tempDir(t, 'cli');
   const config = join(dir, 'gate.yaml');
   writeFileSync(config, `version: v3\ndata_dir: ${join(dir, 'data')}\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n`);
   const json = await startProxyCommand(t, ['--config', config], dir);
   await stopProxyCommand(json.child);
-  const line = json.output().split('\n').find((l) => l.includes('"msg":"listening"'));
+  const line = json
+    .output()
+    .split('\n')
+    .find((l) => l.includes('"msg":"listening"'));
   t.ok(line, 'a JSON log line for the listener');
   t.match(JSON.parse(line!), { level: 30, component: 'mux', msg: 'listening' });
   const pretty = await startProxyCommand(t, ['--config', config, '--log-format', 'pretty'], dir);
@@ -94,9 +105,12 @@ t.test('logs: JSON lines when the output is not a terminal, readable lines with 
 });
 
 t.test('diag_addr: the banner names the diagnostics listener, which answers /readyz', async (t) => {
-  const dir = (await tempDir(t, 'cli'));
+  const dir = await tempDir(t, 'cli');
   const config = join(dir, 'gate.yaml');
-  writeFileSync(config, `version: v3\ndata_dir: ${join(dir, 'data')}\ndiag_addr: 127.0.0.1:0\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n`);
+  writeFileSync(
+    config,
+    `version: v3\ndata_dir: ${join(dir, 'data')}\ndiag_addr: 127.0.0.1:0\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n`,
+  );
   const { child, output } = await startProxyCommand(t, ['--config', config], dir);
   const match = /diagnostics on http:\/\/127\.0\.0\.1:(\d+) \(\/healthz, \/readyz, \/metrics\)/.exec(output());
   t.ok(match, `the banner names it:\n${output()}`);

@@ -12,7 +12,6 @@ import { startDante } from '../helpers/dante.js';
 import { freePort } from '../helpers/daemon.js';
 import { startEchoServer, startTlsEchoServer } from '../helpers/echo-servers.js';
 
-
 t.test('SOCKS5 through dante without auth: socks5h sends the name, socks5 resolves locally', async (t) => {
   const proxy = await startDante(t);
   if (!proxy) return;
@@ -34,7 +33,12 @@ t.test('SOCKS5 through dante without auth: socks5h sends the name, socks5 resolv
   const asked: string[] = [];
   const lookup = ((name: string, _options: unknown, callback: (err: null, found: LookupAddress[]) => void) => {
     asked.push(name);
-    setImmediate(() => callback(null, [{ address: '::1', family: 6 }, { address: '127.0.0.1', family: 4 }]));
+    setImmediate(() =>
+      callback(null, [
+        { address: '::1', family: 6 },
+        { address: '127.0.0.1', family: 4 },
+      ]),
+    );
   }) as unknown as LookupFunction;
   const local = parseProxyUrl(`socks5://${proxy.host}:${proxy.port}`);
   const both = await dial(`echo.test:${echo.port}`, { proxy: local, lookup });
@@ -42,11 +46,19 @@ t.test('SOCKS5 through dante without auth: socks5h sends the name, socks5 resolv
   both.socket.destroy();
   t.same(asked, ['echo.test'], 'resolved here, once');
   const closedPort = await freePort('127.0.0.1');
-  await t.rejects(dial(`echo.test:${closedPort}`, { proxy: local, lookup }), { code: 'GATE_ERR_PROXY_STATUS', status: 5, message: /127\.0\.0\.1.*ConnectionRefused/ }, 'every address failing: the last reply is the error');
+  await t.rejects(
+    dial(`echo.test:${closedPort}`, { proxy: local, lookup }),
+    { code: 'GATE_ERR_PROXY_STATUS', status: 5, message: /127\.0\.0\.1.*ConnectionRefused/ },
+    'every address failing: the last reply is the error',
+  );
   const socks = parseProxyUrl(`socks5h://${proxy.host}:${proxy.port}`);
   await t.rejects(dial('127.0.0.3:443', { proxy: socks }), { code: 'GATE_ERR_PROXY_FORBIDDEN', status: 2, message: /NotAllowed/ });
   const closed = await freePort('127.0.0.1');
-  await t.rejects(dial(`127.0.0.1:${closed}`, { proxy: socks }), { code: 'GATE_ERR_PROXY_STATUS', status: 5, message: /ConnectionRefused/ });
+  await t.rejects(dial(`127.0.0.1:${closed}`, { proxy: socks }), {
+    code: 'GATE_ERR_PROXY_STATUS',
+    status: 5,
+    message: /ConnectionRefused/,
+  });
   const server = await startTlsEchoServer(t, { alpn: ['gate-redis'] });
   const tls = await dialTls(server.address, {
     proxy: parseProxyUrl(`socks5h://${proxy.host}:${proxy.port}`),
@@ -65,7 +77,10 @@ t.test('SOCKS5 username/password through dante (system user, password needing pe
   if (!proxy || !proxy.user) return;
   const echo = await startEchoServer(t);
   const base = `${proxy.host}:${proxy.port}`;
-  await t.rejects(dial(echo.address, { proxy: parseProxyUrl(`socks5://${base}`) }), { code: 'GATE_ERR_PROXY_AUTH_REQUIRED', message: /requires SOCKS5 authentication/ });
+  await t.rejects(dial(echo.address, { proxy: parseProxyUrl(`socks5://${base}`) }), {
+    code: 'GATE_ERR_PROXY_AUTH_REQUIRED',
+    message: /requires SOCKS5 authentication/,
+  });
   const wrong = await dial(echo.address, { proxy: parseProxyUrl(`socks5://${proxy.user.name}:not-it@${base}`) }).then(
     () => undefined,
     (e: unknown) => e as Error,

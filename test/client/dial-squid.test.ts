@@ -8,7 +8,6 @@ import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startEchoServer, startTlsEchoServer } from '../helpers/echo-servers.js';
 import { startSquid } from '../helpers/squid.js';
 
-
 t.test('squid without auth: CONNECT to a non-443 port, server-speaks-first greeting delivered, TLS inside', async (t) => {
   const proxy = await startSquid(t);
   if (!proxy) return;

@@ -8,7 +8,6 @@ import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startEchoServer, startTlsEchoServer } from '../helpers/echo-servers.js';
 import { startTinyproxy } from '../helpers/tinyproxy.js';
 
-
 t.test('CONNECT through tinyproxy without auth', async (t) => {
   const proxy = await startTinyproxy(t);
   if (!proxy) return;

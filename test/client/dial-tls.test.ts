@@ -8,14 +8,19 @@ import { startFakeProxy, tunnelTo } from '../helpers/fake-proxy.js';
 
 const ca = devCertificates().ca.cert;
 
-
 function timers(): number {
   return process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
 }
 
 t.test('direct TLS with the route ALPN, SNI and CA checked', async (t) => {
   const server = await startTlsEchoServer(t, { alpn: ['gate-postgres', 'gate-mysql'] });
-  const { socket, alpn, via } = await dialTls(server.address, { env: {}, alpn: ['gate-postgres'], requireAlpn: true, serverName: 'localhost', ca });
+  const { socket, alpn, via } = await dialTls(server.address, {
+    env: {},
+    alpn: ['gate-postgres'],
+    requireAlpn: true,
+    serverName: 'localhost',
+    ca,
+  });
   t.equal(alpn, 'gate-postgres');
   t.equal(via, undefined);
   t.equal(socket.servername, 'localhost');
@@ -41,13 +46,21 @@ t.test('no common ALPN or an untrusted certificate fails the handshake', async (
     code: 'GATE_ERR_TLS_HANDSHAKE',
   });
   await t.rejects(dialTls(server.address, { env: {}, alpn: ['gate-mysql'], serverName: 'localhost' }), { code: 'GATE_ERR_TLS_HANDSHAKE' });
-  await t.rejects(dialTls(server.address, { env: {}, alpn: ['gate-mysql'], serverName: 'wrong.example', ca }), { code: 'GATE_ERR_TLS_HANDSHAKE' });
+  await t.rejects(dialTls(server.address, { env: {}, alpn: ['gate-mysql'], serverName: 'wrong.example', ca }), {
+    code: 'GATE_ERR_TLS_HANDSHAKE',
+  });
 });
 
 t.test('TLS through a CONNECT proxy and TLS inside TLS through an https:// proxy', async (t) => {
   const server = await startTlsEchoServer(t, { alpn: ['gate-reversetunnel'] });
   const plain = await startFakeProxy(t, tunnelTo(server.address));
-  const a = await dialTls('gate.example.com:3024', { proxy: parseProxyUrl(plain.url), alpn: ['gate-reversetunnel'], requireAlpn: true, serverName: 'localhost', ca });
+  const a = await dialTls('gate.example.com:3024', {
+    proxy: parseProxyUrl(plain.url),
+    alpn: ['gate-reversetunnel'],
+    requireAlpn: true,
+    serverName: 'localhost',
+    ca,
+  });
   t.equal(a.alpn, 'gate-reversetunnel');
   t.equal(await echoOnce(a.socket, 'plain proxy'), 'plain proxy');
   a.socket.destroy();

@@ -46,7 +46,10 @@ t.test('agent example: direct for loopback, through HTTPS_PROXY (redacted) other
     proxied.stdout.trim(),
     `connected to tunnel.gate.test:${server.port} via http://agent:***@${proxy.host}:${proxy.port} (from HTTPS_PROXY), ALPN gate-reversetunnel`,
   );
-  const refused = await run([example('agent'), '--proxy', `tunnel.gate.test:${server.port}`, '--ca', ca], { ...env, HTTPS_PROXY: 'http://localhost:3128' });
+  const refused = await run([example('agent'), '--proxy', `tunnel.gate.test:${server.port}`, '--ca', ca], {
+    ...env,
+    HTTPS_PROXY: 'http://localhost:3128',
+  });
   t.equal(refused.code, 1);
   t.match(refused.stderr, /GATE_ERR_PROXY_ENV_INVALID.*another DNS name or a private IP/);
 });
@@ -56,7 +59,20 @@ t.test('gate-mux local-proxy: prints where it listens, tunnels, exits on SIGTERM
   const server = await startTlsEchoServer(t, { alpn: ['gate-postgres'] });
   const child = spawn(
     process.execPath,
-    [GATE_MUX, 'local-proxy', '--listen', '127.0.0.1:0', '--proxy', server.address, '--alpn', 'gate-postgres', '--ca', ca, '--server-name', 'localhost'],
+    [
+      GATE_MUX,
+      'local-proxy',
+      '--listen',
+      '127.0.0.1:0',
+      '--proxy',
+      server.address,
+      '--alpn',
+      'gate-postgres',
+      '--ca',
+      ca,
+      '--server-name',
+      'localhost',
+    ],
     { env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

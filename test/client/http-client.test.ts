@@ -32,7 +32,11 @@ async function serve(
 }
 
 t.test('proxy-agent gets the same answer as the dialer for every NO_PROXY form, CIDR included', async (t) => {
-  const env = { HTTP_PROXY: 'http://u:p%40ss@proxy.corp:3128', HTTPS_PROXY: 'https://proxy.corp', NO_PROXY: '10.0.0.0/8,[fd00::1]:8080,.internal' };
+  const env = {
+    HTTP_PROXY: 'http://u:p%40ss@proxy.corp:3128',
+    HTTPS_PROXY: 'https://proxy.corp',
+    NO_PROXY: '10.0.0.0/8,[fd00::1]:8080,.internal',
+  };
   t.equal(proxyUrlFor('http://10.1.2.3/x', env), '', 'CIDR: direct');
   t.equal(proxyUrlFor('http://11.1.2.3/x', env), 'http://u:p%40ss@proxy.corp:3128');
   t.equal(proxyUrlFor('http://[fd00::1]:8080/', env), '');
@@ -68,14 +72,21 @@ t.test('a real request honours a CIDR entry: direct inside it, through the proxy
 });
 
 t.test('fetchText over https through a CONNECT proxy with credentials, status and body', async (t) => {
-  const port = await serve(t, (req, res) => {
-    res.statusCode = req.url === '/missing' ? 404 : 200;
-    res.setHeader('content-type', 'text/plain');
-    res.end(req.url === '/missing' ? 'none' : 'v1.2.3');
-  }, true);
+  const port = await serve(
+    t,
+    (req, res) => {
+      res.statusCode = req.url === '/missing' ? 404 : 200;
+      res.setHeader('content-type', 'text/plain');
+      res.end(req.url === '/missing' ? 'none' : 'v1.2.3');
+    },
+    true,
+  );
   const proxy = await startFakeProxy(t, tunnelTo(`127.0.0.1:${port}`));
   const env = { HTTPS_PROXY: `http://gate:s%3Acret@${proxy.host}:${proxy.port}` };
-  const ok = await fetchText(`https://svc.gate.test:${port}/v1/webapi/automaticupgrades/channel/stable/cloud/version`, { env, ca: certs.ca.cert });
+  const ok = await fetchText(`https://svc.gate.test:${port}/v1/webapi/automaticupgrades/channel/stable/cloud/version`, {
+    env,
+    ca: certs.ca.cert,
+  });
   t.equal(ok.status, 200);
   t.equal(ok.body, 'v1.2.3');
   t.equal(ok.headers['content-type'], 'text/plain');

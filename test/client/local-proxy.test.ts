@@ -74,7 +74,14 @@ function capture(): { logger: Logger; lines: Array<Record<string, unknown>> } {
 
 t.test('plain TCP in, TLS with the route ALPN out: echo, many connections, 4 MiB both ways', async (t) => {
   const server = await startTlsEchoServer(t, { alpn: ['gate-postgres'] });
-  const local = await startLocalProxy({ listen: { host: '127.0.0.1', port: 0 }, target: server.address, alpn: ['gate-postgres'], serverName: 'localhost', ca, env: {} });
+  const local = await startLocalProxy({
+    listen: { host: '127.0.0.1', port: 0 },
+    target: server.address,
+    alpn: ['gate-postgres'],
+    serverName: 'localhost',
+    ca,
+    env: {},
+  });
   t.teardown(() => local.close());
   t.equal(local.address().address, '127.0.0.1');
   const clients = await Promise.all([1, 2, 3].map(() => clientTo(local)));
@@ -99,7 +106,14 @@ t.test('plain TCP in, TLS with the route ALPN out: echo, many connections, 4 MiB
 
 t.test('half-close: the client ends its side and still reads the answer', async (t) => {
   const server = await startTlsEchoServer(t, { alpn: ['gate-mysql'], mode: 'count' });
-  const local = await startLocalProxy({ listen: { host: '127.0.0.1', port: 0 }, target: server.address, alpn: ['gate-mysql'], serverName: 'localhost', ca, env: {} });
+  const local = await startLocalProxy({
+    listen: { host: '127.0.0.1', port: 0 },
+    target: server.address,
+    alpn: ['gate-mysql'],
+    serverName: 'localhost',
+    ca,
+    env: {},
+  });
   t.teardown(() => local.close());
   const client = await clientTo(local, true);
   const answer = readAll(client);
@@ -130,7 +144,15 @@ t.test('through tinyproxy', async (t) => {
 t.test('a route that refuses our ALPN: the client is closed and the failure logged once', async (t) => {
   const server = await startTlsEchoServer(t, { alpn: ['gate-mongodb'] });
   const { logger, lines } = capture();
-  const local = await startLocalProxy({ listen: { host: '127.0.0.1', port: 0 }, target: server.address, alpn: ['gate-postgres'], serverName: 'localhost', ca, env: {}, logger });
+  const local = await startLocalProxy({
+    listen: { host: '127.0.0.1', port: 0 },
+    target: server.address,
+    alpn: ['gate-postgres'],
+    serverName: 'localhost',
+    ca,
+    env: {},
+    logger,
+  });
   t.teardown(() => local.close());
   const client = await clientTo(local);
   let received = 0;
@@ -149,9 +171,17 @@ t.test('a route that refuses our ALPN: the client is closed and the failure logg
 t.test('close() stops accepting, ends open tunnels and pending dials, leaves no handles', async (t) => {
   const server = await startTlsEchoServer(t, { alpn: ['gate-postgres'] });
   const { address: muteAddress, held } = await startMuteServer(t);
-  const handles = (): number => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap' || r === 'TCPServerWrap' || r === 'Timeout').length;
+  const handles = (): number =>
+    process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap' || r === 'TCPServerWrap' || r === 'Timeout').length;
   const before = handles();
-  const local = await startLocalProxy({ listen: { host: '127.0.0.1', port: 0 }, target: server.address, alpn: ['gate-postgres'], serverName: 'localhost', ca, env: {} });
+  const local = await startLocalProxy({
+    listen: { host: '127.0.0.1', port: 0 },
+    target: server.address,
+    alpn: ['gate-postgres'],
+    serverName: 'localhost',
+    ca,
+    env: {},
+  });
   const stalled = await startLocalProxy({
     listen: { host: '127.0.0.1', port: 0 },
     target: muteAddress,

@@ -102,7 +102,11 @@ const CASES: Array<[string, string, number, boolean]> = [
 t.test('NO_PROXY table', async (t) => {
   t.ok(CASES.length >= 50, `${CASES.length} cases`);
   for (const [value, host, port, direct] of CASES) {
-    t.equal(noProxyMatches(parseNoProxy(value), host, port), direct, `NO_PROXY=${JSON.stringify(value)} ${host}:${port} → ${direct ? 'direct' : 'proxy'}`);
+    t.equal(
+      noProxyMatches(parseNoProxy(value), host, port),
+      direct,
+      `NO_PROXY=${JSON.stringify(value)} ${host}:${port} → ${direct ? 'direct' : 'proxy'}`,
+    );
   }
 });
 
@@ -120,7 +124,17 @@ t.test('parseNoProxy of undefined has no rules', async (t) => {
 });
 
 t.test('loopback hosts', async (t) => {
-  for (const host of ['localhost', 'LOCALHOST', 'localhost.', 'db.localhost', '127.0.0.1', '127.255.0.9', '::1', '[::1]', '::ffff:127.0.0.1']) {
+  for (const host of [
+    'localhost',
+    'LOCALHOST',
+    'localhost.',
+    'db.localhost',
+    '127.0.0.1',
+    '127.255.0.9',
+    '::1',
+    '[::1]',
+    '::ffff:127.0.0.1',
+  ]) {
     t.ok(isLoopbackHost(host), `${host} is loopback`);
   }
   for (const host of ['localhost.example.com', 'mylocalhost', '128.0.0.1', '::2', '10.0.0.1', 'example.com']) {

@@ -23,19 +23,36 @@ t.test('which variable applies to which target', async (t) => {
   t.equal(proxyForTarget('https://gate.example.com/x', both)?.host, 'secure.proxy');
   t.equal(proxyForTarget('http://gate.example.com/x', both)?.host, 'plain.proxy', 'http URL: HTTP_PROXY');
   t.equal(proxyForTarget('http://gate.example.com/x', { HTTPS_PROXY: 'secure.proxy:1' }), undefined, 'http URL never takes HTTPS_PROXY');
-  t.equal(proxyForTarget('https://gate.example.com/x', { HTTP_PROXY: 'plain.proxy:2' }), undefined, 'https URL never takes HTTP_PROXY (Go)');
+  t.equal(
+    proxyForTarget('https://gate.example.com/x', { HTTP_PROXY: 'plain.proxy:2' }),
+    undefined,
+    'https URL never takes HTTP_PROXY (Go)',
+  );
   t.equal(proxyForTarget('wss://gate.example.com/x', both)?.host, 'secure.proxy', 'wss is https');
   t.equal(proxyForTarget('gate.example.com:3024', {}), undefined, 'nothing set');
   t.equal(proxyForTarget('gate.example.com:3024', { https_proxy: 'lower.proxy:3' })?.source, 'https_proxy');
 });
 
-t.test('dial-back: a request to the platform\'s proxy takes HTTPS_PROXY, else HTTP_PROXY, whatever its scheme', async (t) => {
+t.test("dial-back: a request to the platform's proxy takes HTTPS_PROXY, else HTTP_PROXY, whatever its scheme", async (t) => {
   const both = { HTTPS_PROXY: 'http://secure.proxy:1', HTTP_PROXY: 'http://plain.proxy:2' };
-  t.equal(proxyForTarget('https://gate.example.com/v1/x', { HTTP_PROXY: 'plain.proxy:2' }, 'dial-back')?.host, 'plain.proxy', 'https URL, HTTP_PROXY alone: used');
+  t.equal(
+    proxyForTarget('https://gate.example.com/v1/x', { HTTP_PROXY: 'plain.proxy:2' }, 'dial-back')?.host,
+    'plain.proxy',
+    'https URL, HTTP_PROXY alone: used',
+  );
   t.equal(proxyForTarget('https://gate.example.com/v1/x', both, 'dial-back')?.host, 'secure.proxy', 'HTTPS_PROXY first');
   t.equal(proxyForTarget('http://gate.example.com/v1/x', both, 'dial-back')?.host, 'secure.proxy', 'the same for http://');
-  t.equal(proxyForTarget('https://gate.example.com/v1/x', { ...both, NO_PROXY: 'gate.example.com' }, 'dial-back'), undefined, 'NO_PROXY still applies');
-  t.equal(proxyForTarget('https://gate.example.com:3080/v1/x', { HTTP_PROXY: 'plain.proxy:2', NO_PROXY: 'gate.example.com:3024' }, 'dial-back')?.host, 'plain.proxy', 'a host:port entry for another port does not');
+  t.equal(
+    proxyForTarget('https://gate.example.com/v1/x', { ...both, NO_PROXY: 'gate.example.com' }, 'dial-back'),
+    undefined,
+    'NO_PROXY still applies',
+  );
+  t.equal(
+    proxyForTarget('https://gate.example.com:3080/v1/x', { HTTP_PROXY: 'plain.proxy:2', NO_PROXY: 'gate.example.com:3024' }, 'dial-back')
+      ?.host,
+    'plain.proxy',
+    'a host:port entry for another port does not',
+  );
 });
 
 t.test('NO_PROXY and loopback make a target direct', async (t) => {
@@ -49,7 +66,11 @@ t.test('NO_PROXY and loopback make a target direct', async (t) => {
   for (const target of ['127.0.0.1:443', '127.0.0.2:3024', '[::1]:443', 'localhost:3080', 'app.localhost:80', 'http://localhost/']) {
     t.equal(proxyForTarget(target, { HTTPS_PROXY: 'proxy.corp:3128', HTTP_PROXY: 'proxy.corp:3128' }), undefined, `${target} direct`);
   }
-  t.equal(proxyForTarget('gate.example.com:443', { HTTPS_PROXY: 'proxy.corp:3128', no_proxy: 'example.com' }), undefined, 'no_proxy spelling');
+  t.equal(
+    proxyForTarget('gate.example.com:443', { HTTPS_PROXY: 'proxy.corp:3128', no_proxy: 'example.com' }),
+    undefined,
+    'no_proxy spelling',
+  );
   t.equal(
     proxyForTarget('gate.example.com:443', { HTTPS_PROXY: 'proxy.corp:3128', NO_PROXY: 'other.com', no_proxy: 'example.com' })?.host,
     'proxy.corp',
@@ -142,7 +163,18 @@ t.test('targets', async (t) => {
   t.same(parseTarget('http://example.com'), { host: 'example.com', port: 80, scheme: 'http' });
   t.same(parseTarget('http://[::1]:8080/'), { host: '::1', port: 8080, scheme: 'http' });
   t.same(parseTarget('ws://example.com'), { host: 'example.com', port: 80, scheme: 'http' });
-  for (const bad of ['example.com', 'example.com:0', 'example.com:65536', 'example.com:http', '2001:db8::1:443', '[2001:db8::1]443', '[nothex]:1', ':443', 'ftp://x/', 'http://']) {
+  for (const bad of [
+    'example.com',
+    'example.com:0',
+    'example.com:65536',
+    'example.com:http',
+    '2001:db8::1:443',
+    '[2001:db8::1]443',
+    '[nothex]:1',
+    ':443',
+    'ftp://x/',
+    'http://',
+  ]) {
     t.throws(() => parseTarget(bad), { code: 'GATE_ERR_TARGET_INVALID' }, bad);
   }
   t.equal(formatHostPort('2001:db8::1', 443), '[2001:db8::1]:443');

@@ -70,11 +70,18 @@ t.test('a client on any proxy reaches the agent wherever its tunnel is', async (
   const third = await c.start();
   const agentLogs = captureLogs();
   await c.agent(b, { logger: agentLogs.logger });
-  t.same((await store.holders('edge')).map((h) => h.proxyId), [b.proxy.proxyId], 'B holds the tunnel, in the store');
+  t.same(
+    (await store.holders('edge')).map((h) => h.proxyId),
+    [b.proxy.proxyId],
+    'B holds the tunnel, in the store',
+  );
 
   const viaA = await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.20', port: 5555 });
   t.equal(await echoOnce(viaA, 'client on A'), 'client on A', 'A forwards to B over peering');
-  await until(() => agentLogs.lines.some((l) => l.msg === 'stream opened' && l.client === '198.51.100.20:5555'), 'the agent saw the client address');
+  await until(
+    () => agentLogs.lines.some((l) => l.msg === 'stream opened' && l.client === '198.51.100.20:5555'),
+    'the agent saw the client address',
+  );
   t.pass("the client's real address (PROXY v2 on A) reached the agent side");
   const viaC = await client(third, c.ca.cert, 'gate-mongodb');
   t.equal(await echoOnce(viaC, 'client on C'), 'client on C', 'and C too');
@@ -85,7 +92,10 @@ t.test('a client on any proxy reaches the agent wherever its tunnel is', async (
   for (const s of [viaA, viaB, viaC]) s.destroy();
 
   // Offline everywhere: the same prompt failure as one proxy.
-  t.ok(await closedWithoutAnswer(await client(a, c.ca.cert, 'gate-redis', { address: '198.51.100.21', port: 1 })), 'a client of an agent held nowhere is closed');
+  t.ok(
+    await closedWithoutAnswer(await client(a, c.ca.cert, 'gate-redis', { address: '198.51.100.21', port: 1 })),
+    'a client of an agent held nowhere is closed',
+  );
   await until(() => a.stats('multiplex').failures[ErrorCodes.AGENT_OFFLINE] === 1, 'GATE_ERR_AGENT_OFFLINE recorded on A');
 
   // The store down: B's local tunnel keeps working; A cannot learn who holds the agent.
@@ -112,7 +122,10 @@ t.test('a client on any proxy reaches the agent wherever its tunnel is', async (
   const midwayClosed = once(midway, 'close');
   await b.proxy.close({ graceMs: 0 });
   await midwayClosed;
-  await until(() => (a.stats('multiplex').failures[ErrorCodes.AGENT_STREAM_FAILED] ?? 0) === streamFailures + 1, 'the client of the dead path closed with GATE_ERR_AGENT_STREAM_FAILED');
+  await until(
+    () => (a.stats('multiplex').failures[ErrorCodes.AGENT_STREAM_FAILED] ?? 0) === streamFailures + 1,
+    'the client of the dead path closed with GATE_ERR_AGENT_STREAM_FAILED',
+  );
   await until(() => a.proxy.peers.connected().length === 0, "A closed B's session when B left the store", 5_000);
   t.ok(await closedWithoutAnswer(await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.24', port: 4 })));
   await until(() => a.stats('multiplex').failures[ErrorCodes.AGENT_OFFLINE] === 2, 'the agent is offline once its only holder left');
@@ -138,7 +151,14 @@ t.test('a holder that died without leaving the store: the next holder is tried',
 
   // A draw that puts B first (Fisher–Yates on two: 0 swaps, 0.99 keeps), so the dial must go on to C.
   const bFirst = (await store.holders('edge'))[0]?.proxyId === deadB.id ? 0.99 : 0;
-  const dialer = new ClusterDialer({ registry: a.proxy.tunnels, store, member: a.proxy.cluster, peers: a.proxy.peers, random: () => bFirst, logger: logs.logger });
+  const dialer = new ClusterDialer({
+    registry: a.proxy.tunnels,
+    store,
+    member: a.proxy.cluster,
+    peers: a.proxy.peers,
+    random: () => bFirst,
+    logger: logs.logger,
+  });
   t.teardown(() => dialer.close());
   const stream = await dialer.open('edge', c.echo, { client: '198.51.100.30:6000' });
   t.equal(await echoOnce(stream, 'via the next holder'), 'via the next holder');
@@ -157,7 +177,10 @@ t.test('a holder that died without leaving the store: the next holder is tried',
   const before = logs.lines.filter((l) => l.code === ErrorCodes.PEER_DIAL_FAILED).length;
   const denied = await dialer.open('edge', '127.0.0.1:9').catch((err: GateError) => err);
   t.equal((denied as GateError).code, ErrorCodes.AGENT_TARGET_DENIED);
-  t.ok(logs.lines.filter((l) => l.code === ErrorCodes.PEER_DIAL_FAILED).length - before <= 1, 'at most the dead holder was tried before the refusal');
+  t.ok(
+    logs.lines.filter((l) => l.code === ErrorCodes.PEER_DIAL_FAILED).length - before <= 1,
+    'at most the dead holder was tried before the refusal',
+  );
 });
 
 t.test('psql on one proxy, PostgreSQL behind an agent whose tunnel another proxy holds', async (t) => {
@@ -170,9 +193,17 @@ t.test('psql on one proxy, PostgreSQL behind an agent whose tunnel another proxy
   const b = await c.start({ upstreams: { postgres: `tunnel:edge/${target}` } });
   await c.agent(b, { resources: [c.echo, target] });
   // As the README has it: psql straight at the proxy's port, TLS verified against the cluster CA.
-  const result = await run(psql, [`host=localhost port=${a.port('multiplex')} sslmode=verify-full sslrootcert=${a.caFile} user=${pg.user} dbname=postgres`, '-Atc', "select 'across the cluster', 6 * 7"], {
-    env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
-  });
+  const result = await run(
+    psql,
+    [
+      `host=localhost port=${a.port('multiplex')} sslmode=verify-full sslrootcert=${a.caFile} user=${pg.user} dbname=postgres`,
+      '-Atc',
+      "select 'across the cluster', 6 * 7",
+    ],
+    {
+      env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
+    },
+  );
   t.equal(result.code, 0, result.stderr);
   t.equal(result.stdout.trim(), 'across the cluster|42', 'psql on A, the tunnel on B');
   t.equal(b.stats('peer').accepted, 1, 'through the peering session A opened to B');

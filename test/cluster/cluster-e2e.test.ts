@@ -15,7 +15,13 @@ import { connect as tlsConnect } from 'node:tls';
 import { RedisRouteStore } from '../../lib/cluster/redis-route-store.js';
 import { ALPN_PEER } from '../../lib/wire/names.js';
 import { describeResult, runClient } from '../helpers/clients.js';
-import { agentSaid, startClusterAgent, startClusterProcesses, type ClusterProxy, type RunningCluster } from '../helpers/cluster-processes.js';
+import {
+  agentSaid,
+  startClusterAgent,
+  startClusterProcesses,
+  type ClusterProxy,
+  type RunningCluster,
+} from '../helpers/cluster-processes.js';
 import { clusterAuthority } from '../helpers/cluster.js';
 import { run, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
@@ -87,10 +93,18 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
 
   // psql through HAProxy: round robin lands on every proxy, two of which hold the agent.
   const query = (sql: string) =>
-    run(psql, [`host=localhost port=${cluster.balancerPort} sslmode=verify-full sslrootcert=${cluster.caFile} user=${pg.user} dbname=postgres`, '-Atc', sql], {
-      env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
-      timeoutMs: 30_000,
-    });
+    run(
+      psql,
+      [
+        `host=localhost port=${cluster.balancerPort} sslmode=verify-full sslrootcert=${cluster.caFile} user=${pg.user} dbname=postgres`,
+        '-Atc',
+        sql,
+      ],
+      {
+        env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
+        timeoutMs: 30_000,
+      },
+    );
   for (let i = 0; i < 6; i++) {
     const r = await query(`select 'through the cluster', ${i}`);
     t.equal(r.code, 0, r.stderr);
@@ -101,7 +115,9 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
     // psql's SSLRequest is the `postgres-startup` route (lib/proxy/listener-plan.ts).
     t.ok(metrics.value('gate_mux_route_connections_total{route="postgres-startup"}') >= 1, `proxy${proxy.index + 1} served psql`);
   }
-  const peered = await Promise.all(cluster.proxies.map(async (p) => (await scrape(p.ports.diag)).value('gate_mux_peer_dials_total{outcome="ok"}')));
+  const peered = await Promise.all(
+    cluster.proxies.map(async (p) => (await scrape(p.ports.diag)).value('gate_mux_peer_dials_total{outcome="ok"}')),
+  );
   t.ok(peered.reduce((a, b) => a + b, 0) >= 1, `the proxy without the agent forwarded through a peer (${peered.join(', ')})`);
 
   const sshResult = await runClient(ssh, [...sshClientArgs(sshd, { port: cluster.balancerPort }), 'echo', 'ssh-through-the-cluster']);
@@ -110,30 +126,48 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
 
   // The client's real address (HAProxy's PROXY v2 source) reaches the agent, through a peer or not.
   for (let i = 0; i < 3; i++) {
-    const r = await run(psql, [`host=127.0.0.1 hostaddr=127.0.0.1 port=${cluster.balancerPort} sslmode=require user=${pg.user} dbname=postgres`, '-Atc', 'select 1'], {
-      env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
-    });
+    const r = await run(
+      psql,
+      [
+        `host=127.0.0.1 hostaddr=127.0.0.1 port=${cluster.balancerPort} sslmode=require user=${pg.user} dbname=postgres`,
+        '-Atc',
+        'select 1',
+      ],
+      {
+        env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
+      },
+    );
     t.equal(r.code, 0, r.stderr);
   }
   t.match(agent.output(), /"client":"127\.0\.0\.1:\d+"[^\n]*"msg":"stream opened"/, 'the agent logs the client address the balancer saw');
 
   // The peer port admits proxies only: an agent's certificate and a client certificate are refused.
   const ca = await clusterAuthority(cluster.layout.dataDirs[0]!);
-  const agentPair = { cert: await readFile(join(stateDir, 'agent.pem'), 'utf8'), key: await readFile(join(stateDir, 'agent-key.pem'), 'utf8') };
+  const agentPair = {
+    cert: await readFile(join(stateDir, 'agent.pem'), 'utf8'),
+    key: await readFile(join(stateDir, 'agent-key.pem'), 'utf8'),
+  };
   const clientPair = ca.issue({ commonName: 'alice', usage: 'client' });
   const target = cluster.proxies[0]!;
   const refusedBefore = (await scrape(target.ports.diag)).value('gate_mux_connection_failures_total{code="GATE_ERR_PEER_REFUSED"}');
   for (const pair of [agentPair, clientPair]) {
-    const socket = tlsConnect({ host: '127.0.0.1', port: target.ports.peer, ...pair, ca: ca.cert, ALPNProtocols: [ALPN_PEER],
+    const socket = tlsConnect({
+      host: '127.0.0.1',
+      port: target.ports.peer,
+      ...pair,
+      ca: ca.cert,
+      ALPNProtocols: [ALPN_PEER],
       // The peering certificate names a role, not a host (lib/proxy/certificates.ts): what is
       // tested here is the server refusing us, not our check of its name.
-      checkServerIdentity: () => undefined });
+      checkServerIdentity: () => undefined,
+    });
     socket.on('error', () => {});
     socket.resume();
     await once(socket, 'close');
   }
   await until(
-    async () => (await scrape(target.ports.diag)).value('gate_mux_connection_failures_total{code="GATE_ERR_PEER_REFUSED"}') === refusedBefore + 2,
+    async () =>
+      (await scrape(target.ports.diag)).value('gate_mux_connection_failures_total{code="GATE_ERR_PEER_REFUSED"}') === refusedBefore + 2,
     'both refused with GATE_ERR_PEER_REFUSED',
   );
 
@@ -158,10 +192,14 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
     t.equal(r.code, 0, r.stderr);
   }
   await until(async () => !(await observer.proxies()).some((p) => p.id === victimId), 'the killed proxy left the store', 15_000);
-  await until(async () => {
-    const held = (await observer.holders(AGENT)).map((h) => h.proxyId);
-    return held.length === 2 && !held.includes(victimId);
-  }, 'the agent holds two tunnels on the two proxies left', 30_000);
+  await until(
+    async () => {
+      const held = (await observer.holders(AGENT)).map((h) => h.proxyId);
+      return held.length === 2 && !held.includes(victimId);
+    },
+    'the agent holds two tunnels on the two proxies left',
+    30_000,
+  );
 
   // SIGTERM with a psql session open: the session finishes, new sessions go elsewhere.
   const long = query("select pg_sleep(3), 'the session finished'");
@@ -187,7 +225,11 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
   const restarted = await cluster.restartProxy(back.index, layout);
   const restartedId = await proxyIdOf(restarted);
   const witness = alive(cluster).find((p) => p !== restarted)!;
-  await until(async () => (await readyz(witness)).body.checks.cluster?.detail.channelMismatches.some((m) => m.proxyId === restartedId) ?? false, '/readyz names the mismatch', 15_000);
+  await until(
+    async () => (await readyz(witness)).body.checks.cluster?.detail.channelMismatches.some((m) => m.proxyId === restartedId) ?? false,
+    '/readyz names the mismatch',
+    15_000,
+  );
   t.equal((await readyz(witness)).status, 200, 'a mismatch is reported, not fatal');
   t.equal((await scrape(witness.ports.diag)).value('gate_mux_channel_mismatches'), 1, 'the metric counts it');
   t.match(witness.output(), restartedId, 'the log names the other proxy');

@@ -37,15 +37,33 @@ class OutageStore implements RouteStore {
     if (this.down) throw new Error('connection refused');
     return f();
   }
-  announce(p: ProxyPresence, ttl: number) { return this.call(() => this.inner.announce(p, ttl)); }
-  withdraw(id: string) { return this.call(() => this.inner.withdraw(id)); }
-  proxies() { return this.call(() => this.inner.proxies()); }
-  holdTunnel(h: TunnelHolding, ttl: number) { return this.call(() => this.inner.holdTunnel(h, ttl)); }
-  dropTunnel(h: TunnelHolding) { return this.call(() => this.inner.dropTunnel(h)); }
-  holders(agent: string) { return this.call(() => this.inner.holders(agent)); }
-  putAgentRecord(r: InventoryRecord, ttl: number) { return this.call(() => this.inner.putAgentRecord(r, ttl)); }
-  dropAgentRecord(key: { serverId: string; proxyId: string; generation: number }) { return this.call(() => this.inner.dropAgentRecord(key)); }
-  agentRecords() { return this.call(() => this.inner.agentRecords()); }
+  announce(p: ProxyPresence, ttl: number) {
+    return this.call(() => this.inner.announce(p, ttl));
+  }
+  withdraw(id: string) {
+    return this.call(() => this.inner.withdraw(id));
+  }
+  proxies() {
+    return this.call(() => this.inner.proxies());
+  }
+  holdTunnel(h: TunnelHolding, ttl: number) {
+    return this.call(() => this.inner.holdTunnel(h, ttl));
+  }
+  dropTunnel(h: TunnelHolding) {
+    return this.call(() => this.inner.dropTunnel(h));
+  }
+  holders(agent: string) {
+    return this.call(() => this.inner.holders(agent));
+  }
+  putAgentRecord(r: InventoryRecord, ttl: number) {
+    return this.call(() => this.inner.putAgentRecord(r, ttl));
+  }
+  dropAgentRecord(key: { serverId: string; proxyId: string; generation: number }) {
+    return this.call(() => this.inner.dropAgentRecord(key));
+  }
+  agentRecords() {
+    return this.call(() => this.inner.agentRecords());
+  }
   async close() {}
 }
 
@@ -67,14 +85,25 @@ t.test('presence: announced at start, registered while fresh, peers are the othe
   const changed = once(a, 'proxies-changed');
   await a.start();
   t.ok(a.registered);
-  t.same(((await changed) as [ProxyPresence[]])[0].map((p) => p.id), ['a'], 'proxies-changed includes this proxy');
+  t.same(
+    ((await changed) as [ProxyPresence[]])[0].map((p) => p.id),
+    ['a'],
+    'proxies-changed includes this proxy',
+  );
   t.same(await store.proxies(), [{ ...presence('a'), draining: false }]);
   t.same(a.peers(), []);
 
   const b = member(t, { store, registry: new Agents(), presence: presence('b'), ttlMs: 10_000, now: () => now });
   await b.start();
-  t.same(b.peers().map((p) => p.id), ['a'], 'b sees a');
-  t.same(b.proxies().map((p) => p.id), ['a', 'b']);
+  t.same(
+    b.peers().map((p) => p.id),
+    ['a'],
+    'b sees a',
+  );
+  t.same(
+    b.proxies().map((p) => p.id),
+    ['a', 'b'],
+  );
 
   // Nothing refreshes on this clock (the timer runs every 3.3 s of real time): past the TTL the
   // announce is stale and both are gone from the store, as a crashed proxy would be.
@@ -118,9 +147,15 @@ t.test('draining is announced at once', async (t) => {
   await a.start();
   await a.setDraining(true);
   t.equal(a.isDraining, true);
-  t.same((await store.proxies()).map((p) => p.draining), [true]);
+  t.same(
+    (await store.proxies()).map((p) => p.draining),
+    [true],
+  );
   await a.setDraining(false);
-  t.same((await store.proxies()).map((p) => p.draining), [false]);
+  t.same(
+    (await store.proxies()).map((p) => p.draining),
+    [false],
+  );
 });
 
 t.test('store outage: errors carry GATE_ERR_STORE_UNAVAILABLE, one log line, and everything is re-registered by itself', async (t) => {
@@ -141,7 +176,10 @@ t.test('store outage: errors carry GATE_ERR_STORE_UNAVAILABLE, one log line, and
   });
   agents.connect('other'); // recorded locally while the store is down
   await until(async () => errors.length >= 3, 'several failed refreshes');
-  t.ok(errors.every((e) => e.code === ErrorCodes.STORE_UNAVAILABLE), 'every failure has the code');
+  t.ok(
+    errors.every((e) => e.code === ErrorCodes.STORE_UNAVAILABLE),
+    'every failure has the code',
+  );
   t.ok(operations.has('holdTunnel') && operations.has('announce'), `each names its operation: ${[...operations].join(', ')}`);
   t.equal(lines.filter((l) => l.code === ErrorCodes.STORE_UNAVAILABLE).length, 1, 'one log line per outage, not one per refresh');
   await until(async () => !a.registered, 'registered turning false after a TTL without an announce');
@@ -154,10 +192,17 @@ t.test('store outage: errors carry GATE_ERR_STORE_UNAVAILABLE, one log line, and
   // Polled rather than awaited with once(): the member's timer is unref'd (it never keeps a process alive).
   await until(async () => recovered === 1, 'store-recovered');
   t.ok(a.registered, 'registered again');
-  t.same((await store.proxies()).map((p) => p.id), ['a'], 'presence re-announced');
+  t.same(
+    (await store.proxies()).map((p) => p.id),
+    ['a'],
+    'presence re-announced',
+  );
   t.same(await store.holders('db'), [{ agent: 'db', proxyId: 'a', generation: 1 }], 'the tunnel held before the outage is back');
   t.same(await store.holders('other'), [{ agent: 'other', proxyId: 'a', generation: 1 }], 'and the one that connected during it');
-  t.ok(lines.some((l) => /reachable again/.test(l.msg)), 'the recovery is logged');
+  t.ok(
+    lines.some((l) => /reachable again/.test(l.msg)),
+    'the recovery is logged',
+  );
 });
 
 t.test('stop never throws when the store is down', async (t) => {
@@ -201,5 +246,7 @@ t.test('channel mismatch: one error per distinct mismatch naming both proxies an
 });
 
 t.test('a TTL of 0 is refused', async (t) => {
-  t.throws(() => new ClusterMember({ store: new MemoryRouteStore(), registry: new Agents(), presence: presence('a'), ttlMs: 0 }), { code: ErrorCodes.INVALID_ARGUMENT });
+  t.throws(() => new ClusterMember({ store: new MemoryRouteStore(), registry: new Agents(), presence: presence('a'), ttlMs: 0 }), {
+    code: ErrorCodes.INVALID_ARGUMENT,
+  });
 });

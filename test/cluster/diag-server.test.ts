@@ -32,7 +32,11 @@ t.teardown(() => {
 });
 
 async function startWithDiag(t: Test): Promise<{ gate: RunningGateProxy; diag: number }> {
-  const gate = await startGateProxy(t, { mode: 'multiplex', upstreams: { ssh: `127.0.0.1:${ssh.port}` }, top: { diag_addr: '127.0.0.1:0' } });
+  const gate = await startGateProxy(t, {
+    mode: 'multiplex',
+    upstreams: { ssh: `127.0.0.1:${ssh.port}` },
+    top: { diag_addr: '127.0.0.1:0' },
+  });
   const address = gate.proxy.diagAddress;
   if (!address) throw new Error('diag_addr is set but no diagnostics listener runs');
   return { gate, diag: address.port };
@@ -49,16 +53,20 @@ async function sshRoundTrip(port: number): Promise<void> {
 /** One HTTPS request to the proxy's own web endpoint (TLS terminated by the proxy). */
 function httpsPing(gate: RunningGateProxy): Promise<number> {
   return new Promise((resolve, reject) => {
-    const options: RequestOptions = { host: '127.0.0.1', port: gate.port('multiplex'), path: '/webapi/ping', servername: 'localhost', ca: gate.ca, agent: false };
+    const options: RequestOptions = {
+      host: '127.0.0.1',
+      port: gate.port('multiplex'),
+      path: '/webapi/ping',
+      servername: 'localhost',
+      ca: gate.ca,
+      agent: false,
+    };
     // ALPN http/1.1 takes the `web` route (Node's https client offers none by default).
     (options as { ALPNProtocols?: string[] }).ALPNProtocols = ['http/1.1'];
-    const req = httpsRequest(
-      options,
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      },
-    );
+    const req = httpsRequest(options, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
     req.on('error', reject);
     req.end();
   });
@@ -92,7 +100,11 @@ t.test('/metrics counts exactly the connections driven through the public port',
   t.ok(delta('gate_mux_client_hello_bytes_sum') > 2 * 100, 'their sizes summed');
   t.equal(delta('gate_mux_client_hello_bytes_bucket{le="+Inf"}'), 2, 'the +Inf bucket holds every hello');
   t.equal(delta('gate_mux_detection_seconds_count'), 5, 'five routing decisions timed (the failure made none)');
-  t.equal(after.value('gate_mux_detection_seconds_bucket{le="+Inf"}'), after.value('gate_mux_detection_seconds_count'), 'the histogram is cumulative');
+  t.equal(
+    after.value('gate_mux_detection_seconds_bucket{le="+Inf"}'),
+    after.value('gate_mux_detection_seconds_count'),
+    'the histogram is cumulative',
+  );
   t.ok(delta('gate_mux_route_bytes_total{route="ssh",direction="in"}') >= 3 * 'SSH-2.0-client\r\n'.length, 'client bytes counted on ssh');
   t.equal(after.value('gate_mux_tunnel_agents'), 0, 'no agent connected');
   t.equal(after.value('gate_mux_peer_dials_total{outcome="failed"}'), 0, 'peer dial counters exported from the start');
@@ -117,7 +129,7 @@ t.test('peering, store and channel figures reported through GateMetrics', async 
   t.equal(again.value('gate_mux_peer_dials_total{outcome="failed"}'), 2, 'a second scrape reads the same, not double');
 });
 
-t.test('the event loop\'s delay: p50, p99 and the worst stall since start', async (t) => {
+t.test("the event loop's delay: p50, p99 and the worst stall since start", async (t) => {
   const { diag } = await startWithDiag(t);
   // Block this process's loop (the proxy's) for 300 ms, as synchronous work on a request would.
   const until = Date.now() + 300;
@@ -127,7 +139,10 @@ t.test('the event loop\'s delay: p50, p99 and the worst stall since start', asyn
   const max = m.value('gate_mux_event_loop_delay_seconds{stat="max"}');
   t.ok(max >= 0.25, `the 300 ms stall shows in max (${max} s)`);
   t.ok(m.value('gate_mux_event_loop_delay_seconds{stat="max_recent"}') >= 0.25, 'and in the recent window');
-  t.ok(m.samples.has('gate_mux_event_loop_delay_seconds{stat="p50"}') && m.samples.has('gate_mux_event_loop_delay_seconds{stat="p99"}'), 'p50 and p99 exported');
+  t.ok(
+    m.samples.has('gate_mux_event_loop_delay_seconds{stat="p50"}') && m.samples.has('gate_mux_event_loop_delay_seconds{stat="p99"}'),
+    'p50 and p99 exported',
+  );
   t.ok(m.value('gate_mux_event_loop_delay_seconds{stat="p50"}') < max, 'the median is below the worst');
 });
 
@@ -137,9 +152,16 @@ t.test('/healthz, /readyz, wrong paths and methods', async (t) => {
   t.equal(health.status, 200);
   const ready = await httpGet(diag, '/readyz');
   t.equal(ready.status, 200, ready.body);
-  const report = JSON.parse(ready.body) as { ready: boolean; checks: { listeners: { ready: boolean; detail: { listeners: Array<{ name: string; listening: boolean }> } } } };
+  const report = JSON.parse(ready.body) as {
+    ready: boolean;
+    checks: { listeners: { ready: boolean; detail: { listeners: Array<{ name: string; listening: boolean }> } } };
+  };
   t.equal(report.ready, true);
-  t.same(report.checks.listeners.detail.listeners.map((l) => [l.name, l.listening]), [['multiplex', true]], 'the public listener, listening');
+  t.same(
+    report.checks.listeners.detail.listeners.map((l) => [l.name, l.listening]),
+    [['multiplex', true]],
+    'the public listener, listening',
+  );
   t.equal((await httpGet(diag, '/metrics', 'POST')).status, 405, 'POST /metrics');
   t.equal((await httpGet(diag, '/metrics', 'POST')).allow, 'GET, HEAD', 'with Allow');
   t.equal((await httpGet(diag, '/readyz', 'HEAD')).status, 200, 'HEAD /readyz');
@@ -155,7 +177,18 @@ t.test('/metrics is never served on the public port (curl, plaintext and TLS)', 
   const { gate, diag } = await startWithDiag(t);
   const port = gate.port('multiplex');
   for (const url of [`http://127.0.0.1:${port}/metrics`, `https://localhost:${port}/metrics`]) {
-    const out = await run(curl, ['-sS', '--noproxy', '*', '--resolve', `localhost:${port}:127.0.0.1`, '--cacert', gate.caFile, '-w', '\n%{http_code}', url]);
+    const out = await run(curl, [
+      '-sS',
+      '--noproxy',
+      '*',
+      '--resolve',
+      `localhost:${port}:127.0.0.1`,
+      '--cacert',
+      gate.caFile,
+      '-w',
+      '\n%{http_code}',
+      url,
+    ]);
     t.equal(out.code, 0, out.stderr);
     t.match(out.stdout, /\n404$/, `${url}: 404`);
     t.notMatch(out.stdout, /gate_mux_|# TYPE/, `${url}: no metrics in the body`);
@@ -184,7 +217,9 @@ t.test('/readyz is 503 while the proxy closes, and the diagnostics port goes wit
 });
 
 t.test('/readyz follows a multiplexer: 503 before it listens, 200 while it does, 503 once closed', async (t) => {
-  const mux = new Multiplexer({ routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: ssh.port }) }] });
+  const mux = new Multiplexer({
+    routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: ssh.port }) }],
+  });
   const metrics = new GateMetrics();
   metrics.setSources({ listeners: () => [mux.stats()], tunnels: () => ({ agents: 0, streamsOpened: 0, streamsReset: 0 }) });
   const server = await DiagServer.start({
@@ -206,12 +241,23 @@ t.test('/readyz follows a multiplexer: 503 before it listens, 200 while it does,
 });
 
 t.test('cluster readiness: registered and not draining; mismatches shown, not fatal', async (t) => {
-  const member = { proxyId: 'p-1', registered: false, isDraining: false, mismatches: [] as ChannelMismatch[], channelMismatches(): ChannelMismatch[] { return this.mismatches; } };
+  const member = {
+    proxyId: 'p-1',
+    registered: false,
+    isDraining: false,
+    mismatches: [] as ChannelMismatch[],
+    channelMismatches(): ChannelMismatch[] {
+      return this.mismatches;
+    },
+  };
   const { gate, diag } = await startWithDiag(t);
   gate.proxy.addReadiness(clusterReadiness(member, 'redis://:s3cret-pass@127.0.0.1:6379/0'));
   const readyz = async (): Promise<{ status: number; cluster: Record<string, unknown> }> => {
     const res = await httpGet(diag, '/readyz');
-    return { status: res.status, cluster: (JSON.parse(res.body) as { checks: { cluster: { detail: Record<string, unknown> } } }).checks.cluster.detail };
+    return {
+      status: res.status,
+      cluster: (JSON.parse(res.body) as { checks: { cluster: { detail: Record<string, unknown> } } }).checks.cluster.detail,
+    };
   };
   let r = await readyz();
   t.equal(r.status, 503, 'not registered in the store: not ready');
@@ -309,7 +355,11 @@ t.test('HAProxy health-checks /readyz: a proxy that is not ready gets no clients
 });
 
 t.test('a listener dropped by a reload keeps its counts in /metrics', async (t) => {
-  const gate = await startGateProxy(t, { mode: 'separate', upstreams: { ssh: `127.0.0.1:${ssh.port}` }, top: { diag_addr: '127.0.0.1:0' } });
+  const gate = await startGateProxy(t, {
+    mode: 'separate',
+    upstreams: { ssh: `127.0.0.1:${ssh.port}` },
+    top: { diag_addr: '127.0.0.1:0' },
+  });
   const diag = gate.proxy.diagAddress!.port;
   await sshRoundTrip(gate.port('ssh'));
   await until(() => gate.stats('ssh').open === 0, 'the connection to close');
@@ -318,23 +368,41 @@ t.test('a listener dropped by a reload keeps its counts in /metrics', async (t) 
   const doc = parseConfigDoc(gate.yaml);
   const { config } = parseConfig(stringify({ ...doc, auth_service: { proxy_listener_mode: 'multiplex' } }), { source: 'reload' });
   await gate.proxy.reload(config);
-  t.notOk(gate.proxy.plan.listeners.some((l) => l.name === 'ssh'), 'the ssh port is gone');
+  t.notOk(
+    gate.proxy.plan.listeners.some((l) => l.name === 'ssh'),
+    'the ssh port is gone',
+  );
   // Whether the dropped listener is still closing (counted live) or gone (counted as retired),
   // its totals are the same.
   const after = await scrape(diag);
   t.equal(after.value('gate_mux_route_connections_total{route="ssh"}'), 1, 'its count is still there, not reset');
-  t.equal(after.value('gate_mux_connections_accepted_total'), before.value('gate_mux_connections_accepted_total'), 'nor the accepted total');
+  t.equal(
+    after.value('gate_mux_connections_accepted_total'),
+    before.value('gate_mux_connections_accepted_total'),
+    'nor the accepted total',
+  );
   t.equal(after.value('gate_mux_connections_open'), 0);
 });
 
 t.test('tunnel metrics: a joined agent, a stream through it, the agent gone', async (t) => {
   const target = `127.0.0.1:${ssh.port}`;
-  const gate = await startGateProxy(t, { mode: 'multiplex', upstreams: { ssh: `tunnel:metrics-agent/${target}` }, top: { diag_addr: '127.0.0.1:0' } });
+  const gate = await startGateProxy(t, {
+    mode: 'multiplex',
+    upstreams: { ssh: `tunnel:metrics-agent/${target}` },
+    top: { diag_addr: '127.0.0.1:0' },
+  });
   const diag = gate.proxy.diagAddress!.port;
   const endpoint: JoinEndpoint = { proxy: gate.address('multiplex'), serverName: 'localhost', env: {} };
   const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
   const identity = await joinProxy(endpoint, { token, name: 'metrics-agent', caPin: gate.proxy.caPin });
-  const agent = startAgent({ proxy: gate.address('multiplex'), name: 'metrics-agent', ...identity, serverName: 'localhost', env: {}, resources: [target] });
+  const agent = startAgent({
+    proxy: gate.address('multiplex'),
+    name: 'metrics-agent',
+    ...identity,
+    serverName: 'localhost',
+    env: {},
+    resources: [target],
+  });
   t.teardown(() => agent.stop());
   await agent.waitConnected();
   const before = await scrape(diag);
@@ -343,7 +411,11 @@ t.test('tunnel metrics: a joined agent, a stream through it, the agent gone', as
   await sshRoundTrip(gate.port('multiplex'));
   await until(() => gate.stats('multiplex').open === 1, 'the SSH connections to close (the tunnel stays)');
   const after = await scrape(diag);
-  t.equal(after.value('gate_mux_tunnel_streams_opened_total') - before.value('gate_mux_tunnel_streams_opened_total'), 2, 'two streams through the agent');
+  t.equal(
+    after.value('gate_mux_tunnel_streams_opened_total') - before.value('gate_mux_tunnel_streams_opened_total'),
+    2,
+    'two streams through the agent',
+  );
   await agent.stop();
   await until(() => gate.proxy.tunnels.agents().length === 0, 'the proxy to see the agent go');
   t.equal((await scrape(diag)).value('gate_mux_tunnel_agents'), 0, 'no agent connected');

@@ -29,13 +29,19 @@ t.test('drain: presence marked, new tunnels and forwarded dials refused, open st
   t.equal(presence?.draining, true, "B's presence says draining");
   t.equal(await echoOnce(open, 'during the drain'), 'during the drain', 'the open session keeps working');
 
-  await until(() => refusals.some((e) => e.code === ErrorCodes.DRAINING), "the agent's new tunnel to B refused with GATE_ERR_DRAINING", 10_000);
+  await until(
+    () => refusals.some((e) => e.code === ErrorCodes.DRAINING),
+    "the agent's new tunnel to B refused with GATE_ERR_DRAINING",
+    10_000,
+  );
   t.pass('the agent was told GOAWAY, dialled again and was refused: it belongs elsewhere');
   const local = await b.proxy.tunnels.open('edge', c.echo).catch((err: GateError) => err);
   t.equal((local as GateError).code, ErrorCodes.AGENT_OFFLINE, "B's own tunnel takes no new stream after its GOAWAY");
   await until(() => b.stats('multiplex').failures[ErrorCodes.DRAINING] !== undefined, 'the refusal recorded on B');
 
-  const forwarded = await a.proxy.peers.open({ id: b.proxy.proxyId, peerAddr: b.address('peer') }, 'edge', c.echo).catch((err: GateError) => err);
+  const forwarded = await a.proxy.peers
+    .open({ id: b.proxy.proxyId, peerAddr: b.address('peer') }, 'edge', c.echo)
+    .catch((err: GateError) => err);
   t.equal((forwarded as GateError).code, ErrorCodes.DRAINING, "B's peering server refuses new forwarded dials");
 
   for (let i = 0; i < 3; i++) {
@@ -53,7 +59,10 @@ t.test('drain: presence marked, new tunnels and forwarded dials refused, open st
   open.end();
   await once(open, 'close');
   await closing;
-  t.notOk((await store.proxies()).some((p) => p.id === b.proxy.proxyId), 'B left the store');
+  t.notOk(
+    (await store.proxies()).some((p) => p.id === b.proxy.proxyId),
+    'B left the store',
+  );
   const after = await client(a, c.ca.cert, 'gate-mongodb');
   t.equal(await echoOnce(after, 'after'), 'after');
   after.destroy();

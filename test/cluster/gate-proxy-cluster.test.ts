@@ -12,7 +12,7 @@ import { closeServer, startTaggedTcpServer, until } from '../helpers/net.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-t.test('two proxies on one store: presence, an agent\'s tunnel and its generations, reload, close', async (t) => {
+t.test("two proxies on one store: presence, an agent's tunnel and its generations, reload, close", async (t) => {
   const tagged = await startTaggedTcpServer('behind-the-agent');
   t.teardown(() => closeServer(tagged.server));
   const target = `127.0.0.1:${tagged.port}`;
@@ -25,22 +25,36 @@ t.test('two proxies on one store: presence, an agent\'s tunnel and its generatio
     cluster,
     routeStore: store,
   });
-  const b = await startGateProxy(t, { mode: 'multiplex', upstreams: {}, proxyService: { peer_public_addr: 'proxy-b.internal' }, cluster, routeStore: store });
+  const b = await startGateProxy(t, {
+    mode: 'multiplex',
+    upstreams: {},
+    proxyService: { peer_public_addr: 'proxy-b.internal' },
+    cluster,
+    routeStore: store,
+  });
 
   t.match(a.proxy.proxyId, UUID, 'a random UUID');
   t.not(a.proxy.proxyId, b.proxy.proxyId);
   t.equal(a.proxy.routeStore, store, 'the store given is the one used');
   t.ok(a.proxy.cluster.registered && b.proxy.cluster.registered, 'both registered once started');
   const presence = new Map((await store.proxies()).map((p) => [p.id, p]));
-  t.same(presence.get(a.proxy.proxyId), {
-    id: a.proxy.proxyId,
-    peerAddr: `127.0.0.1:${a.port('peer')}`,
-    version: PROXY_VERSION,
-    draining: false,
-    channelFingerprint: channelFingerprint({}),
-  }, 'a announces the peer listener it bound');
+  t.same(
+    presence.get(a.proxy.proxyId),
+    {
+      id: a.proxy.proxyId,
+      peerAddr: `127.0.0.1:${a.port('peer')}`,
+      version: PROXY_VERSION,
+      draining: false,
+      channelFingerprint: channelFingerprint({}),
+    },
+    'a announces the peer listener it bound',
+  );
   t.equal(presence.get(b.proxy.proxyId)?.peerAddr, 'proxy-b.internal:3021', 'b announces its peer_public_addr');
-  t.same(b.proxy.cluster.peers().map((p) => p.id), [a.proxy.proxyId], 'b saw a at its first refresh');
+  t.same(
+    b.proxy.cluster.peers().map((p) => p.id),
+    [a.proxy.proxyId],
+    'b saw a at its first refresh',
+  );
   await until(() => a.proxy.cluster.peers().length === 1, 'a seeing b at its next refresh');
 
   // A real agent joins a and holds its tunnel there.
@@ -67,7 +81,11 @@ t.test('two proxies on one store: presence, an agent\'s tunnel and its generatio
   // Close: a leaves the store at once, and its agent is no longer a candidate anywhere.
   await agent.stop();
   await a.proxy.close({ graceMs: 0 });
-  t.same((await store.proxies()).map((p) => p.id), [b.proxy.proxyId], 'a withdrew');
+  t.same(
+    (await store.proxies()).map((p) => p.id),
+    [b.proxy.proxyId],
+    'a withdrew',
+  );
   t.same(await store.holders('edge'), []);
   t.notOk(a.proxy.cluster.registered);
 });
@@ -75,6 +93,10 @@ t.test('two proxies on one store: presence, an agent\'s tunnel and its generatio
 t.test('without a store given, cluster.store (memory by default) is used and closed with the proxy', async (t) => {
   const gate = await startGateProxy(t, { mode: 'multiplex', upstreams: {} });
   t.ok(gate.proxy.routeStore instanceof MemoryRouteStore);
-  t.same((await gate.proxy.routeStore.proxies()).map((p) => [p.id, p.peerAddr]), [[gate.proxy.proxyId, '']], 'no peer listener: an empty peer address');
+  t.same(
+    (await gate.proxy.routeStore.proxies()).map((p) => [p.id, p.peerAddr]),
+    [[gate.proxy.proxyId, '']],
+    'no peer listener: an empty peer address',
+  );
   t.equal(gate.proxy.currentConfig.cluster.presenceTtlMs, 10_000);
 });

@@ -10,11 +10,24 @@ import { httpGet } from '../helpers/prometheus.js';
 import { GATE_MUX } from '../helpers/proxy-command.js';
 
 const row: InventoryRow = {
-  server_id: '0b7c6a1e-2f4d-4c3b-9a8e-1d2c3b4a5f60', hostname: 'db-1', services: [{ kind: 'db', name: 'orders' }], version: '0.1.0', upgrader: 'none', agent: 'db-1', proxies: ['p1'], since: new Date(0).toISOString(),
+  server_id: '0b7c6a1e-2f4d-4c3b-9a8e-1d2c3b4a5f60',
+  hostname: 'db-1',
+  services: [{ kind: 'db', name: 'orders' }],
+  version: '0.1.0',
+  upgrader: 'none',
+  agent: 'db-1',
+  proxies: ['p1'],
+  since: new Date(0).toISOString(),
 };
 
 async function diag(t: Test, inventory?: () => Promise<InventoryRow[]>): Promise<number> {
-  const server = await DiagServer.start({ host: '127.0.0.1', port: 0, metrics: new GateMetrics(), readiness: () => [], ...(inventory ? { inventory } : {}) });
+  const server = await DiagServer.start({
+    host: '127.0.0.1',
+    port: 0,
+    metrics: new GateMetrics(),
+    readiness: () => [],
+    ...(inventory ? { inventory } : {}),
+  });
   t.teardown(() => server.close());
   return server.address.port;
 }
@@ -36,6 +49,9 @@ t.test('the inventory endpoint', async (t) => {
   t.match(JSON.parse(down.body), { code: ErrorCodes.STORE_UNAVAILABLE, error: /not connected/ });
   const cli = await run(process.execPath, [GATE_MUX, 'inventory', 'ls', '--diag', `127.0.0.1:${port}`]);
   t.equal(cli.code, 1, 'the command fails');
-  t.match(cli.stderr, `gate-mux inventory: http://127.0.0.1:${port}/v1/inventory: 503 GATE_ERR_STORE_UNAVAILABLE: the inventory cannot be read`);
+  t.match(
+    cli.stderr,
+    `gate-mux inventory: http://127.0.0.1:${port}/v1/inventory: 503 GATE_ERR_STORE_UNAVAILABLE: the inventory cannot be read`,
+  );
   t.equal((await httpGet(await diag(t), '/v1/inventory')).status, 404, 'a listener without an inventory source');
 });

@@ -38,8 +38,12 @@ async function rows(proxy: ClusterProxy): Promise<InventoryRow[]> {
   return JSON.parse(r.stdout) as InventoryRow[];
 }
 
-t.test('inventory ls on either proxy lists the cluster\'s agents once each; --upgrader=none the one to enroll', async (t) => {
-  const cluster = await startClusterProcesses(t, { count: 2, upstreams: { postgres: 'tunnel:db-1/127.0.0.1:5432' }, presenceTtlSeconds: TTL_SECONDS });
+t.test("inventory ls on either proxy lists the cluster's agents once each; --upgrader=none the one to enroll", async (t) => {
+  const cluster = await startClusterProcesses(t, {
+    count: 2,
+    upstreams: { postgres: 'tunnel:db-1/127.0.0.1:5432' },
+    presenceTtlSeconds: TTL_SECONDS,
+  });
   if (!cluster) return;
   const [p0, p1] = cluster.proxies as [ClusterProxy, ClusterProxy];
   const ids = [await proxyIdOf(p0), await proxyIdOf(p1)];
@@ -68,22 +72,46 @@ t.test('inventory ls on either proxy lists the cluster\'s agents once each; --up
 
   // Records reach the store at admission; both proxies answer from it.
   for (const proxy of [p0, p1]) {
-    await until(async () => {
-      const listed = await rows(proxy);
-      return listed.length === 3 && listed.find((r) => r.agent === 'db-1')?.proxies.length === 2;
-    }, `proxy${proxy.index + 1} lists three agents, db-1 on both proxies`);
+    await until(
+      async () => {
+        const listed = await rows(proxy);
+        return listed.length === 3 && listed.find((r) => r.agent === 'db-1')?.proxies.length === 2;
+      },
+      `proxy${proxy.index + 1} lists three agents, db-1 on both proxies`,
+    );
   }
   for (const proxy of [p0, p1]) {
     const listed = await rows(proxy);
-    t.same(listed.map((r) => r.server_id).sort(), Object.values(serverIds).sort(), `proxy${proxy.index + 1}: each agent once, by the server ID in its state directory`);
+    t.same(
+      listed.map((r) => r.server_id).sort(),
+      Object.values(serverIds).sort(),
+      `proxy${proxy.index + 1}: each agent once, by the server ID in its state directory`,
+    );
     const byName = new Map(listed.map((r) => [r.agent, r]));
     for (const [name, upgrader, services] of [
-      ['db-1', 'unit', [['db', 'orders'], ['ssh', 'db-1']]],
+      [
+        'db-1',
+        'unit',
+        [
+          ['db', 'orders'],
+          ['ssh', 'db-1'],
+        ],
+      ],
       ['web-1', 'unit', [['app', 'grafana']]],
       ['edge-1', 'none', [['kube', 'prod']]],
     ] as Array<[string, string, Array<[string, string]>]>) {
       const row = byName.get(name);
-      t.match(row, { server_id: serverIds[name], hostname: hostname(), services: services.map(([kind, n]) => ({ kind, name: n })), version: packageVersion, upgrader }, `proxy${proxy.index + 1}: ${name}'s fields`);
+      t.match(
+        row,
+        {
+          server_id: serverIds[name],
+          hostname: hostname(),
+          services: services.map(([kind, n]) => ({ kind, name: n })),
+          version: packageVersion,
+          upgrader,
+        },
+        `proxy${proxy.index + 1}: ${name}'s fields`,
+      );
       t.ok(row && !Number.isNaN(Date.parse(row.since)), 'since is a date');
     }
     t.same(byName.get('db-1')?.proxies, [...ids].sort(), 'the agent with two tunnels is one row naming both proxies');
@@ -96,10 +124,16 @@ t.test('inventory ls on either proxy lists the cluster\'s agents once each; --up
   const table = await inventory('--diag', `127.0.0.1:${p0.ports.diag}`);
   t.equal(table.code, 0, table.stderr);
   const lines = table.stdout.trimEnd().split('\n');
-  t.match(lines[0], /^Server ID\s+Hostname\s+Services\s+Version\s+Upgrader$/, 'the columns, in the document\'s order');
+  t.match(lines[0], /^Server ID\s+Hostname\s+Services\s+Version\s+Upgrader$/, "the columns, in the document's order");
   t.equal(lines.length, 2 + 3, 'a header, a rule and three rows');
-  t.match(table.stdout, new RegExp(`${serverIds['db-1']}\\s+\\S+\\s+db:orders,ssh:db-1\\s+${packageVersion.replace(/\./g, '\\.')}\\s+unit`));
-  for (const args of [['--upgrader=none', '--config', config], ['--upgrader', 'none', '--diag', `127.0.0.1:${p0.ports.diag}`]]) {
+  t.match(
+    table.stdout,
+    new RegExp(`${serverIds['db-1']}\\s+\\S+\\s+db:orders,ssh:db-1\\s+${packageVersion.replace(/\./g, '\\.')}\\s+unit`),
+  );
+  for (const args of [
+    ['--upgrader=none', '--config', config],
+    ['--upgrader', 'none', '--diag', `127.0.0.1:${p0.ports.diag}`],
+  ]) {
     const none = await inventory(...args);
     t.equal(none.code, 0, none.stderr);
     const dataLines = none.stdout.trimEnd().split('\n').slice(2);

@@ -20,7 +20,9 @@ import { tempDir } from '../helpers/temp-dir.js';
 
 /** The proxy id a `gate-mux proxy` logged when it joined the cluster (JSON lines). */
 function proxyIdOf(proxy: StartedProxy): string {
-  const match = /"proxyId":"([^"]+)"[^\n]*"msg":"joined the cluster"|"msg":"joined the cluster"[^\n]*"proxyId":"([^"]+)"/.exec(proxy.output());
+  const match = /"proxyId":"([^"]+)"[^\n]*"msg":"joined the cluster"|"msg":"joined the cluster"[^\n]*"proxyId":"([^"]+)"/.exec(
+    proxy.output(),
+  );
   if (!match) throw new Error(`no "joined the cluster" line:\n${proxy.output()}`);
   return (match[1] ?? match[2])!;
 }
@@ -71,10 +73,18 @@ t.test('psql through a proxy process to an agent another proxy process holds; ki
   await until(async () => (await observer.holders('edge')).length === 3, 'B, C and D holding edge in Redis');
 
   const query = (proxy: StartedProxy, sql: string) =>
-    run(psql, [`host=localhost port=${listenerOf(proxy, 'multiplex').split(':')[1]} sslmode=verify-full sslrootcert=${join(dataDir, 'ca.pem')} user=${pg.user} dbname=postgres`, '-Atc', sql], {
-      env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
-      timeoutMs: 30_000,
-    });
+    run(
+      psql,
+      [
+        `host=localhost port=${listenerOf(proxy, 'multiplex').split(':')[1]} sslmode=verify-full sslrootcert=${join(dataDir, 'ca.pem')} user=${pg.user} dbname=postgres`,
+        '-Atc',
+        sql,
+      ],
+      {
+        env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
+        timeoutMs: 30_000,
+      },
+    );
   const first = await query(a, "select 'through a peer'");
   t.equal(first.code, 0, first.stderr);
   t.equal(first.stdout.trim(), 'through a peer', 'psql on A reaches PostgreSQL through a tunnel another process holds');
@@ -93,8 +103,22 @@ t.test('psql through a proxy process to an agent another proxy process holds; ki
   // SIGTERM of C while a psql session runs on it.
   const long = query(holders.c, "select pg_sleep(3), 'the session finished'");
   const sleeping = async (): Promise<boolean> => {
-    const seen = await run(psql, ['-h', '127.0.0.1', '-p', String(pg.port), '-U', pg.user, '-d', 'postgres', '-Atc',
-      "select count(*) from pg_stat_activity where query like 'select pg_sleep(3)%'"], { env: { ...process.env, PGSSLMODE: 'disable' } });
+    const seen = await run(
+      psql,
+      [
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(pg.port),
+        '-U',
+        pg.user,
+        '-d',
+        'postgres',
+        '-Atc',
+        "select count(*) from pg_stat_activity where query like 'select pg_sleep(3)%'",
+      ],
+      { env: { ...process.env, PGSSLMODE: 'disable' } },
+    );
     return seen.stdout.trim() === '1';
   };
   await until(sleeping, 'the long query running through C');
@@ -102,7 +126,11 @@ t.test('psql through a proxy process to an agent another proxy process holds; ki
   // Marked draining, then withdrawn as close() begins (the draining mark is a moment's when the
   // drain timeout is the only wait): either way no proxy chooses C for a new dial.
   const idC = proxyIdOf(holders.c);
-  await until(async () => !(await observer.proxies()).some((p) => p.id === idC && !p.draining), 'C draining or gone from the store', 10_000);
+  await until(
+    async () => !(await observer.proxies()).some((p) => p.id === idC && !p.draining),
+    'C draining or gone from the store',
+    10_000,
+  );
   await until(() => holders.c.output().includes('"msg":"draining: no new tunnels'), 'C logging its drain', 10_000);
   const during = await query(a, "select 'during the drain'");
   t.equal(during.code, 0, during.stderr);

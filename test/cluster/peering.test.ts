@@ -22,7 +22,14 @@ import { tempDir } from '../helpers/temp-dir.js';
 
 /** What the peer port answers a TLS client showing `pair`: the refusal in its GOAWAY, or 'admitted'. */
 async function peerPortAnswer(port: number, ca: string, pair: KeyPair | undefined): Promise<string> {
-  const socket: TLSSocket = tlsConnect({ host: '127.0.0.1', port, ca, ALPNProtocols: [ALPN_PEER], rejectUnauthorized: false, ...(pair ?? {}) });
+  const socket: TLSSocket = tlsConnect({
+    host: '127.0.0.1',
+    port,
+    ca,
+    ALPNProtocols: [ALPN_PEER],
+    rejectUnauthorized: false,
+    ...(pair ?? {}),
+  });
   await once(socket, 'secureConnect');
   const session = h2connect('https://peer', { createConnection: () => socket });
   session.on('error', () => {});
@@ -40,7 +47,13 @@ async function peerPortAnswer(port: number, ca: string, pair: KeyPair | undefine
 t.test('two proxies on one data_dir: one CA, mutual TLS peering, forwarded dials through the holder', async (t) => {
   const dataDir = await tempDir(t, 'cluster-data');
   const start = (logger?: ReturnType<typeof captureLogs>['logger']): Promise<RunningGateProxy> =>
-    startGateProxy(t, { mode: 'multiplex', upstreams: {}, dataDir, proxyService: { peer_listen_addr: '127.0.0.1:0' }, ...(logger ? { logger } : {}) });
+    startGateProxy(t, {
+      mode: 'multiplex',
+      upstreams: {},
+      dataDir,
+      proxyService: { peer_listen_addr: '127.0.0.1:0' },
+      ...(logger ? { logger } : {}),
+    });
   // Started together: the first start of a shared data_dir makes the CA exactly once.
   const [a, b] = await Promise.all([start(), start()]);
   t.equal(a.proxy.caPin, b.proxy.caPin, 'both proxies hold the same cluster CA');
@@ -65,7 +78,10 @@ t.test('two proxies on one data_dir: one CA, mutual TLS peering, forwarded dials
   const peerB = { id: 'proxy-b', peerAddr: b.address('peer') };
   const stream = await a.proxy.peers.open(peerB, 'edge', echo.address, { client: '203.0.113.7:4242' });
   t.equal(await echoOnce(stream, 'through the peer'), 'through the peer', 'bytes go A -> B -> agent -> target and back');
-  await until(() => agentLogs.lines.some((l) => l.msg === 'stream opened' && l.client === '203.0.113.7:4242'), 'the agent saw the client address');
+  await until(
+    () => agentLogs.lines.some((l) => l.msg === 'stream opened' && l.client === '203.0.113.7:4242'),
+    'the agent saw the client address',
+  );
   t.pass('the client address reached the agent side');
   const second = await a.proxy.peers.open(peerB, 'edge', echo.address);
   t.equal(await echoOnce(second, 'again'), 'again');
@@ -98,13 +114,29 @@ t.test('the peer port admits proxies only', async (t) => {
   const port = b.port('peer');
   const refusals = (): number => b.stats('peer').failures[ErrorCodes.PEER_REFUSED] ?? 0;
 
-  t.match(await peerPortAnswer(port, ca.cert, ca.issue({ commonName: 'edge', usage: 'client' })), /^GATE_ERR_PEER_REFUSED .*not a proxy's/, 'an agent certificate is refused');
-  t.match(await peerPortAnswer(port, ca.cert, ca.issue({ commonName: 'alice', usage: 'both', dnsNames: ['alice'] })), /^GATE_ERR_PEER_REFUSED .*not a proxy's/, 'a client certificate is refused');
+  t.match(
+    await peerPortAnswer(port, ca.cert, ca.issue({ commonName: 'edge', usage: 'client' })),
+    /^GATE_ERR_PEER_REFUSED .*not a proxy's/,
+    'an agent certificate is refused',
+  );
+  t.match(
+    await peerPortAnswer(port, ca.cert, ca.issue({ commonName: 'alice', usage: 'both', dnsNames: ['alice'] })),
+    /^GATE_ERR_PEER_REFUSED .*not a proxy's/,
+    'a client certificate is refused',
+  );
   t.match(await peerPortAnswer(port, ca.cert, undefined), /^GATE_ERR_PEER_REFUSED no certificate/, 'no certificate is refused');
   const foreign = devCertificates().ca.issue({ commonName: 'proxy', uris: [PEER_ROLE_URI], usage: 'both' });
-  t.match(await peerPortAnswer(port, ca.cert, foreign), /^GATE_ERR_PEER_REFUSED .*not from this cluster's CA/, "another CA's proxy certificate is refused");
+  t.match(
+    await peerPortAnswer(port, ca.cert, foreign),
+    /^GATE_ERR_PEER_REFUSED .*not from this cluster's CA/,
+    "another CA's proxy certificate is refused",
+  );
   await until(() => refusals() === 4, 'every refusal recorded with its code');
-  t.equal(await peerPortAnswer(port, ca.cert, ca.issue({ commonName: 'proxy', uris: [PEER_ROLE_URI], usage: 'both' })), 'admitted', "a proxy certificate of the cluster's CA is admitted");
+  t.equal(
+    await peerPortAnswer(port, ca.cert, ca.issue({ commonName: 'proxy', uris: [PEER_ROLE_URI], usage: 'both' })),
+    'admitted',
+    "a proxy certificate of the cluster's CA is admitted",
+  );
   t.equal(refusals(), 4);
 });
 
@@ -112,10 +144,15 @@ t.test('the peer client refuses a server that is not a proxy of the cluster', as
   const dataDir = await tempDir(t, 'cluster-data');
   await startGateProxy(t, { mode: 'multiplex', upstreams: {}, dataDir });
   const ca = await clusterAuthority(dataDir);
-  const notAProxy = createTlsServer({ ...ca.issue({ commonName: 'localhost', ipAddresses: ['127.0.0.1'] }), ALPNProtocols: [ALPN_PEER] }, (s) => s.on('error', () => {}));
+  const notAProxy = createTlsServer(
+    { ...ca.issue({ commonName: 'localhost', ipAddresses: ['127.0.0.1'] }), ALPNProtocols: [ALPN_PEER] },
+    (s) => s.on('error', () => {}),
+  );
   const port = await listening(notAProxy);
   t.teardown(() => closeServer(notAProxy));
-  const pool = new PeerPool({ identity: () => ({ ...ca.issue({ commonName: 'proxy', uris: [PEER_ROLE_URI], usage: 'both' }), ca: ca.cert }) });
+  const pool = new PeerPool({
+    identity: () => ({ ...ca.issue({ commonName: 'proxy', uris: [PEER_ROLE_URI], usage: 'both' }), ca: ca.cert }),
+  });
   t.teardown(() => pool.close());
   const err = (await pool.open({ id: 'x', peerAddr: `127.0.0.1:${port}` }, 'edge', '127.0.0.1:1').catch((e: GateError) => e)) as GateError;
   t.equal(err.code, ErrorCodes.PEER_DIAL_FAILED);
@@ -124,20 +161,31 @@ t.test('the peer client refuses a server that is not a proxy of the cluster', as
   t.equal(closed.code, ErrorCodes.PEER_DIAL_FAILED, 'a peer address nothing listens on');
 });
 
-t.test('one peering session carries more than a tunnel\'s 1,000 streams (two agents, 1,100 at once)', async (t) => {
+t.test("one peering session carries more than a tunnel's 1,000 streams (two agents, 1,100 at once)", async (t) => {
   const dataDir = await tempDir(t, 'cluster-data');
-  const start = (): Promise<RunningGateProxy> => startGateProxy(t, { mode: 'multiplex', upstreams: {}, dataDir, proxyService: { peer_listen_addr: '127.0.0.1:0' } });
+  const start = (): Promise<RunningGateProxy> =>
+    startGateProxy(t, { mode: 'multiplex', upstreams: {}, dataDir, proxyService: { peer_listen_addr: '127.0.0.1:0' } });
   const a = await start();
   const b = await start();
   const ca = await clusterAuthority(dataDir);
   const echo = await startEchoServer(t);
   for (const name of ['edge-1', 'edge-2']) {
-    const agent = startAgent({ proxy: b.address('multiplex'), name, ...ca.issue({ commonName: name, usage: 'client' }), ca: ca.cert, serverName: 'localhost', resources: [echo.address], env: {} });
+    const agent = startAgent({
+      proxy: b.address('multiplex'),
+      name,
+      ...ca.issue({ commonName: name, usage: 'client' }),
+      ca: ca.cert,
+      serverName: 'localhost',
+      resources: [echo.address],
+      env: {},
+    });
     t.teardown(() => agent.stop());
     await agent.waitConnected(10_000);
   }
   const peerB = { id: 'proxy-b', peerAddr: b.address('peer') };
-  const streams = await Promise.all(Array.from({ length: 1100 }, (_, i) => a.proxy.peers.open(peerB, i % 2 === 0 ? 'edge-1' : 'edge-2', echo.address)));
+  const streams = await Promise.all(
+    Array.from({ length: 1100 }, (_, i) => a.proxy.peers.open(peerB, i % 2 === 0 ? 'edge-1' : 'edge-2', echo.address)),
+  );
   const answers = await Promise.all(streams.map((s, i) => echoOnce(s, `s${i};`)));
   t.equal(answers.filter((text, i) => text === `s${i};`).length, 1100, 'all 1,100 streams open at once, each echoing its own bytes');
   t.equal(b.stats('peer').accepted, 1, 'over one peering session');

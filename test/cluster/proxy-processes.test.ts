@@ -36,7 +36,10 @@ t.test('kill -9 leaves the store within presence_ttl; SIGTERM withdraws at once'
   const ttlMs = 3000;
   const start = async (name: string): Promise<StartedProxy> => {
     const config = join(dir, `${name}.yaml`);
-    await writeFile(config, `version: v3\ndata_dir: ${join(dir, name)}\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n  peer_public_addr: ${name}.internal\ncluster:\n  store: redis://${redis.host}:${redis.port}\n  presence_ttl: ${ttlMs}ms\n`);
+    await writeFile(
+      config,
+      `version: v3\ndata_dir: ${join(dir, name)}\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n  peer_public_addr: ${name}.internal\ncluster:\n  store: redis://${redis.host}:${redis.port}\n  presence_ttl: ${ttlMs}ms\n`,
+    );
     return startProxyCommand(t, ['--config', config, '--log-format', 'json'], dir);
   };
   const [one, two] = [await start('one'), await start('two')];
@@ -45,7 +48,14 @@ t.test('kill -9 leaves the store within presence_ttl; SIGTERM withdraws at once'
   t.teardown(() => observer.close());
   t.ok(await observer.ready(5000));
   const live = async () => new Map((await observer.proxies()).map((p) => [p.id, p.peerAddr]));
-  t.same(await live(), new Map([[idOne, 'one.internal:3021'], [idTwo, 'two.internal:3021']]), 'both processes announced themselves');
+  t.same(
+    await live(),
+    new Map([
+      [idOne, 'one.internal:3021'],
+      [idTwo, 'two.internal:3021'],
+    ]),
+    'both processes announced themselves',
+  );
 
   const killed = Date.now();
   const exited = once(one.child, 'exit');

@@ -23,7 +23,13 @@ async function failsFast(operation: Promise<unknown>, limitMs = 10_000): Promise
   const start = Date.now();
   let timer: NodeJS.Timeout | undefined;
   const hang = new Promise<'hang'>((resolve) => (timer = setTimeout(() => resolve('hang'), limitMs)));
-  const outcome = await Promise.race([operation.then(() => 'resolved' as const, (err: unknown) => err), hang]);
+  const outcome = await Promise.race([
+    operation.then(
+      () => 'resolved' as const,
+      (err: unknown) => err,
+    ),
+    hang,
+  ]);
   clearTimeout(timer);
   return { code: isGateError(outcome) ? outcome.code : String(outcome), ms: Date.now() - start };
 }
@@ -44,7 +50,11 @@ t.test('Redis stopped and restarted: fast failures, local tunnels unaffected, ev
   const observer = new RedisRouteStore({ host: redis.host, port: redis.port, db: 3 });
   t.teardown(() => observer.close());
   t.ok(await observer.ready(5000));
-  t.same((await observer.proxies()).map((p) => p.id), [gate.proxy.proxyId], 'another client of the same Redis sees the proxy');
+  t.same(
+    (await observer.proxies()).map((p) => p.id),
+    [gate.proxy.proxyId],
+    'another client of the same Redis sees the proxy',
+  );
 
   await (await joinedAgent(t, gate, 'edge', [target])).connect();
   t.same(await observer.holders('edge'), [{ agent: 'edge', proxyId: gate.proxy.proxyId, generation: 1 }]);
@@ -75,14 +85,22 @@ t.test('Redis stopped and restarted: fast failures, local tunnels unaffected, ev
 
   // The local tunnel does not need the store.
   const client = await tlsClient(gate.port('multiplex'), { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
-  t.equal((await readUntil(client, (s) => s.includes('\n'))).trim(), 'behind-the-agent', 'a client reaches the local agent while Redis is down');
+  t.equal(
+    (await readUntil(client, (s) => s.includes('\n'))).trim(),
+    'behind-the-agent',
+    'a client reaches the local agent while Redis is down',
+  );
   client.destroy();
 
   // Back on the same port with no data at all: the proxy re-registers by itself.
   await redis.restart();
   await until(async () => (await observer.proxies()).some((p) => p.id === gate.proxy.proxyId), 'the presence re-announced');
   await until(async () => (await observer.holders('edge')).length === 1, 'the tunnel re-registered');
-  t.same(await observer.holders('edge'), [{ agent: 'edge', proxyId: gate.proxy.proxyId, generation: 1 }], 'the same tunnel, the same generation');
+  t.same(
+    await observer.holders('edge'),
+    [{ agent: 'edge', proxyId: gate.proxy.proxyId, generation: 1 }],
+    'the same tunnel, the same generation',
+  );
   await until(() => gate.proxy.cluster.registered, 'registered again');
   t.pass('re-registered without a restart');
 
@@ -101,7 +119,11 @@ t.test('a password in the URL; a wrong one fails with the code and never shows i
   const store = await routeStoreFor(good.cluster);
   t.teardown(() => store.close());
   await store.announce({ id: 'p', peerAddr: '', version: '1', draining: false, channelFingerprint: '' }, 10_000);
-  t.same((await store.proxies()).map((p) => p.id), ['p'], 'authenticated');
+  t.same(
+    (await store.proxies()).map((p) => p.id),
+    ['p'],
+    'authenticated',
+  );
 
   const bad = parseConfig(`cluster:\n  store: redis://:wrong-staple-secret@${redis.host}:${redis.port}\n`).config;
   const logs = captureLogs();
@@ -114,10 +136,20 @@ t.test('a password in the URL; a wrong one fails with the code and never shows i
   t.match(err.message, /WRONGPASS/, 'and says why it is not connected');
 
   // A whole proxy on the wrong password, and on a Redis nobody listens on: its logs name the store, never the password.
-  const proxy = await startGateProxy(t, { mode: 'multiplex', upstreams: {}, cluster: { store: `redis://:wrong-staple-secret@${redis.host}:${redis.port}` }, logger: logs.logger });
+  const proxy = await startGateProxy(t, {
+    mode: 'multiplex',
+    upstreams: {},
+    cluster: { store: `redis://:wrong-staple-secret@${redis.host}:${redis.port}` },
+    logger: logs.logger,
+  });
   t.notOk(proxy.proxy.cluster.registered, 'not registered with the wrong password');
   await proxy.proxy.close({ graceMs: 0 });
-  const nobody = await startGateProxy(t, { mode: 'multiplex', upstreams: {}, cluster: { store: `redis://:wrong-staple-secret@127.0.0.1:1` }, logger: logs.logger });
+  const nobody = await startGateProxy(t, {
+    mode: 'multiplex',
+    upstreams: {},
+    cluster: { store: `redis://:wrong-staple-secret@127.0.0.1:1` },
+    logger: logs.logger,
+  });
   await nobody.proxy.close({ graceMs: 0 });
   t.match(logs.text(), /GATE_ERR_STORE_UNAVAILABLE/, 'the failures are logged with their code');
   t.match(logs.text(), /redis:\/\/:\*\*\*@127\.0\.0\.1/);
@@ -126,14 +158,22 @@ t.test('a password in the URL; a wrong one fails with the code and never shows i
 
 t.test('an unreadable store_ca_file stops the start with GATE_ERR_CONFIG_INVALID', async (t) => {
   const config = parseConfig('cluster:\n  store: rediss://127.0.0.1:1\n  store_ca_file: /nonexistent/redis-ca.pem\n').config;
-  await t.rejects(routeStoreFor(config.cluster), { code: ErrorCodes.CONFIG_INVALID, message: /cluster\.store_ca_file: cannot read \/nonexistent\/redis-ca\.pem \(ENOENT\)/ });
+  await t.rejects(routeStoreFor(config.cluster), {
+    code: ErrorCodes.CONFIG_INVALID,
+    message: /cluster\.store_ca_file: cannot read \/nonexistent\/redis-ca\.pem \(ENOENT\)/,
+  });
 });
 
 t.test('rediss:// with store_ca_file: TLS to Redis verified against a private CA; another CA is refused', async (t) => {
   const dir = await tempDir(t, 'redis-tls');
   const ca = CertificateAuthority.create('redis test CA');
   const server = ca.issue({ commonName: 'localhost', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
-  const files = { certFile: join(dir, 'redis.pem'), keyFile: join(dir, 'redis-key.pem'), caFile: join(dir, 'ca.pem'), otherCa: join(dir, 'other-ca.pem') };
+  const files = {
+    certFile: join(dir, 'redis.pem'),
+    keyFile: join(dir, 'redis-key.pem'),
+    caFile: join(dir, 'ca.pem'),
+    otherCa: join(dir, 'other-ca.pem'),
+  };
   await writeFile(files.certFile, server.cert);
   await writeFile(files.keyFile, server.key, { mode: 0o600 });
   await writeFile(files.caFile, ca.cert);
@@ -145,7 +185,11 @@ t.test('rediss:// with store_ca_file: TLS to Redis verified against a private CA
   const store = await routeStoreFor(trusted.cluster);
   t.teardown(() => store.close());
   await store.announce({ id: 'over-tls', peerAddr: '', version: '1', draining: false, channelFingerprint: '' }, 10_000);
-  t.same((await store.proxies()).map((p) => p.id), ['over-tls'], 'records written over TLS');
+  t.same(
+    (await store.proxies()).map((p) => p.id),
+    ['over-tls'],
+    'records written over TLS',
+  );
 
   const untrusted = parseConfig(`cluster:\n  store: rediss://localhost:${redis.port}\n  store_ca_file: ${files.otherCa}\n`).config;
   const refused = await routeStoreFor(untrusted.cluster);

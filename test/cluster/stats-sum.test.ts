@@ -22,7 +22,7 @@ t.test('several listeners sum into one; a retired one keeps its totals but not i
   addSnapshot(sum, a.snapshot());
   addSnapshot(sum, b.snapshot(), false);
   t.equal(sum.accepted, 5);
-  t.equal(sum.open, 1, 'only the first one\'s open connection');
+  t.equal(sum.open, 1, "only the first one's open connection");
   t.same(sum.byRoute.ssh, { connections: 5, open: 1, bytesIn: 0, bytesOut: 0, errors: 0 });
   t.same(sum.byProtocol, { ssh: 1, tls: 1 });
   t.same(sum.failures, { GATE_ERR_DETECT_TIMEOUT: 1 });

@@ -43,8 +43,16 @@ t.test('rendered text reads back to the same values, whatever the strings hold',
     t.same(config.updater, { channel: 'stable/cloud', packageManager: 'apt', installCommand: undefined, versionCommand: undefined });
     t.same(config.resources[0], { kind: 'db', name: 'orders: main', target: '10.0.0.5:5432', publicAddr: ['orders.example.com'] });
     t.same(config.resources[1]!.publicAddr, ['a.example.com', '192.0.2.1']);
-    t.same(allowedTargets(config), ['10.0.0.1:22', '[fd00::1]:5432', '10.0.0.5:5432', '10.0.0.7:3000'], 'allow, then each resource target once');
-    t.same(servicesOf(config), [{ kind: 'db', name: 'orders: main' }, { kind: 'ssh', name: 'bastion' }, { kind: 'app', name: 'grafana' }]);
+    t.same(
+      allowedTargets(config),
+      ['10.0.0.1:22', '[fd00::1]:5432', '10.0.0.5:5432', '10.0.0.7:3000'],
+      'allow, then each resource target once',
+    );
+    t.same(servicesOf(config), [
+      { kind: 'db', name: 'orders: main' },
+      { kind: 'ssh', name: 'bastion' },
+      { kind: 'app', name: 'grafana' },
+    ]);
   }
 });
 
@@ -97,7 +105,12 @@ t.test('every problem named with its key and line, in file order', async (t) => 
 });
 
 t.test('--resource KIND:NAME=HOST:PORT[@PUBLIC,...]', async (t) => {
-  t.same(parseResourceFlag('db:orders=10.0.0.5:5432@orders.example.com,10.9.9.9'), { kind: 'db', name: 'orders', target: '10.0.0.5:5432', publicAddr: ['orders.example.com', '10.9.9.9'] });
+  t.same(parseResourceFlag('db:orders=10.0.0.5:5432@orders.example.com,10.9.9.9'), {
+    kind: 'db',
+    name: 'orders',
+    target: '10.0.0.5:5432',
+    publicAddr: ['orders.example.com', '10.9.9.9'],
+  });
   t.same(parseResourceFlag('kube:k=10.0.0.9:6443'), { kind: 'kube', name: 'k', target: '10.0.0.9:6443', publicAddr: [] });
   t.match(parseResourceFlag('db:orders'), /expected KIND:NAME=HOST:PORT/);
   t.match(parseResourceFlag('vm:x=10.0.0.1:1'), /kind vm is not one of db, ssh, kube, app, desktop/);
@@ -106,7 +119,24 @@ t.test('--resource KIND:NAME=HOST:PORT[@PUBLIC,...]', async (t) => {
 t.test('gate-mux agent configure: a 0600 file, checked before it is written, never silently replaced', async (t) => {
   const dir = await tempDir(t, 'configure');
   const output = join(dir, 'etc', 'agent.yaml');
-  const args = ['--proxy', 'gate.example.com:443', '--token', 'secret-token-123456', '--ca-pin', PIN, '--name', 'n1', '--allow', '10.0.0.1:22', '--upgrade-channel', 'stable/cloud', '--package-manager', 'dnf', '--output', output];
+  const args = [
+    '--proxy',
+    'gate.example.com:443',
+    '--token',
+    'secret-token-123456',
+    '--ca-pin',
+    PIN,
+    '--name',
+    'n1',
+    '--allow',
+    '10.0.0.1:22',
+    '--upgrade-channel',
+    'stable/cloud',
+    '--package-manager',
+    'dnf',
+    '--output',
+    output,
+  ];
   const first = capture();
   t.equal(await configure(args, first.io), 0, first.text());
   t.equal((await stat(output)).mode & 0o777, 0o600);

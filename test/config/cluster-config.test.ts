@@ -25,17 +25,24 @@ t.test('defaults: the memory store, a 10 s presence, no peer_public_addr', async
 
 t.test('redis URL forms', async (t) => {
   const cases: Array<[string, Record<string, unknown>]> = [
-    ['redis://127.0.0.1', { tls: false, host: '127.0.0.1', port: 6379, db: 0, username: undefined, password: undefined, label: 'redis://127.0.0.1' }],
+    [
+      'redis://127.0.0.1',
+      { tls: false, host: '127.0.0.1', port: 6379, db: 0, username: undefined, password: undefined, label: 'redis://127.0.0.1' },
+    ],
     ['redis://redis.internal:6380/2', { tls: false, host: 'redis.internal', port: 6380, db: 2, label: 'redis://redis.internal:6380/2' }],
     ['redis://:s3cret@10.0.0.5:6379', { password: 's3cret', username: undefined, label: 'redis://:***@10.0.0.5:6379' }],
-    ['rediss://gate:p%40ss@redis.internal/1', { tls: true, username: 'gate', password: 'p@ss', db: 1, label: 'rediss://gate:***@redis.internal/1' }],
+    [
+      'rediss://gate:p%40ss@redis.internal/1',
+      { tls: true, username: 'gate', password: 'p@ss', db: 1, label: 'rediss://gate:***@redis.internal/1' },
+    ],
     ['redis://[::1]:7000', { host: '::1', port: 7000 }],
   ];
   for (const [url, expected] of cases) {
     const { config } = parseConfig(`cluster:\n  store: "${url}"\n`);
     t.match(config.cluster.store, { kind: 'redis', ...expected }, url);
   }
-  const withCa = parseConfig('cluster:\n  store: rediss://redis.internal\n  store_ca_file: /etc/gate/redis-ca.pem\n  presence_ttl: 6s\n').config.cluster;
+  const withCa = parseConfig('cluster:\n  store: rediss://redis.internal\n  store_ca_file: /etc/gate/redis-ca.pem\n  presence_ttl: 6s\n')
+    .config.cluster;
   t.equal(withCa.storeCaFile, '/etc/gate/redis-ca.pem');
   t.equal(withCa.presenceTtlMs, 6000);
 });

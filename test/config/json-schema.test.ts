@@ -43,12 +43,33 @@ t.test('examples/gate.yaml: its first line names the schema, which accepts it', 
   t.ok(checkGate(parse(text)), ajv.errorsText(checkGate.errors));
 });
 
-t.test('what `gate-mux agent configure` writes names this installation\'s schema, which accepts it', async (t) => {
+t.test("what `gate-mux agent configure` writes names this installation's schema, which accepts it", async (t) => {
   const dir = await tempDir(t, 'configure-schema');
   for (const [label, extra] of [
     ['smallest', []],
-    ['everything', ['--token', 'secret-token-123456', '--ca-pin', `sha256:${'ab'.repeat(32)}`, '--allow', '10.0.0.1:22', '--resource', 'db:orders=10.0.0.5:5432@orders.example.com,10.9.9.9',
-      '--resource', 'ssh:bastion=10.0.0.1:22', '--upgrade-channel', 'stable/cloud', '--package-manager', 'apt', '--tunnel-addr', 'gate.example.com:3024', '--server-name', 'gate.example.com']],
+    [
+      'everything',
+      [
+        '--token',
+        'secret-token-123456',
+        '--ca-pin',
+        `sha256:${'ab'.repeat(32)}`,
+        '--allow',
+        '10.0.0.1:22',
+        '--resource',
+        'db:orders=10.0.0.5:5432@orders.example.com,10.9.9.9',
+        '--resource',
+        'ssh:bastion=10.0.0.1:22',
+        '--upgrade-channel',
+        'stable/cloud',
+        '--package-manager',
+        'apt',
+        '--tunnel-addr',
+        'gate.example.com:3024',
+        '--server-name',
+        'gate.example.com',
+      ],
+    ],
   ] as const) {
     const output = join(dir, `${label}.yaml`);
     const lines: string[] = [];
@@ -58,7 +79,7 @@ t.test('what `gate-mux agent configure` writes names this installation\'s schema
     const line = SCHEMA_LINE.exec(text);
     t.ok(line, `${label}: starts with the yaml-language-server line`);
     const schemaPath = line![1]!;
-    t.equal(schemaPath, fileURLToPath(new URL('schema/agent.schema.json', root)), 'the package\'s own copy');
+    t.equal(schemaPath, fileURLToPath(new URL('schema/agent.schema.json', root)), "the package's own copy");
     t.equal(await readFile(schemaPath, 'utf8'), jsonSchemaText('agent.schema.json'));
     t.ok(checkAgent(parse(text)), `${label}: ${ajv.errorsText(checkAgent.errors)}`);
   }
@@ -126,7 +147,10 @@ function checkEveryKeyIsRead(
     const at = formatPath(concretePath(doc, path));
     const issues = read(doc);
     const here = issues.filter((issue) => formatPath(issue.path).startsWith(at));
-    t.ok(here.length > 0, `${at}: the reader refuses a wrong value there (${issues.map((i) => `${formatPath(i.path)}: ${i.message}`).join('; ')})`);
+    t.ok(
+      here.length > 0,
+      `${at}: the reader refuses a wrong value there (${issues.map((i) => `${formatPath(i.path)}: ${i.message}`).join('; ')})`,
+    );
     t.notOk(check(doc), `${at}: the JSON Schema refuses it too`);
   }
 }
@@ -134,14 +158,27 @@ function checkEveryKeyIsRead(
 t.test('gate.yaml: every declared key is read, and a wrong value is refused by reader and schema alike', async (t) => {
   const base = parse(await readFile(new URL('examples/gate.yaml', root), 'utf8'));
   const full = withValue(
-    withValue(base, ['auth_service', 'join_tokens'], [{ token: 'a-long-random-secret-of-16', agents: ['a'], expires: '2026-12-31T00:00:00Z', max_uses: 1 }]),
+    withValue(
+      base,
+      ['auth_service', 'join_tokens'],
+      [{ token: 'a-long-random-secret-of-16', agents: ['a'], expires: '2026-12-31T00:00:00Z', max_uses: 1 }],
+    ),
     ['proxy_service', 'https_keypairs'],
     [{ cert_file: '/etc/gate/tls.crt', key_file: '/etc/gate/tls.key' }],
   );
   // forward_url beside the example's static_version would be refused at the channel, for having both.
-  const forwarded = withValue(full, ['proxy_service', 'automatic_upgrades_channels'], { 'stable/rolling': { forward_url: 'https://updates.example.com/v1' } });
+  const forwarded = withValue(full, ['proxy_service', 'automatic_upgrades_channels'], {
+    'stable/rolling': { forward_url: 'https://updates.example.com/v1' },
+  });
   t.same(validateConfig(forwarded, 'test').issues, []);
-  checkEveryKeyIsRead(t, GATE_SCHEMA, full, (raw) => validateConfig(raw, 'test').issues, checkGate, (path) => (path.at(-1) === 'forward_url' ? forwarded : full));
+  checkEveryKeyIsRead(
+    t,
+    GATE_SCHEMA,
+    full,
+    (raw) => validateConfig(raw, 'test').issues,
+    checkGate,
+    (path) => (path.at(-1) === 'forward_url' ? forwarded : full),
+  );
   t.same(keysOf(GATE_SCHEMA), ['version', 'data_dir', 'diag_addr', 'auth_service', 'proxy_service', 'cluster']);
 });
 
@@ -176,7 +213,9 @@ t.test('the schemas never refuse a spelling the readers take', async (t) => {
   }
   const agentFiles = [
     'proxy: a:1\nname: n\ntoken:\nallow:\nresources:\nupdater:\n',
-    'proxy: a:1\nname: n\nca_pin: " SHA256:' + 'AB'.repeat(32) + '"\ndial_timeout: 0\nresources:\n  - {kind: app, name: x, target: b:2, public_addr: [x.example.com]}\n',
+    'proxy: a:1\nname: n\nca_pin: " SHA256:' +
+      'AB'.repeat(32) +
+      '"\ndial_timeout: 0\nresources:\n  - {kind: app, name: x, target: b:2, public_addr: [x.example.com]}\n',
   ];
   for (const text of agentFiles) {
     const raw = parse(text);
@@ -199,7 +238,12 @@ function nodeAt(root: SchemaNode, path: string[]): SchemaNode {
 t.test('every default the schemas show is what the readers apply when the key is left out', async (t) => {
   const cases = [
     { name: 'gate.yaml', declaration: GATE_SCHEMA, base: {} as unknown, read: (raw: unknown) => validateConfig(raw, 'test').config },
-    { name: 'agent.yaml', declaration: AGENT_SCHEMA, base: { proxy: 'a:1', name: 'n', allow: ['b:2'] }, read: (raw: unknown) => validateAgentConfig(raw).value },
+    {
+      name: 'agent.yaml',
+      declaration: AGENT_SCHEMA,
+      base: { proxy: 'a:1', name: 'n', allow: ['b:2'] },
+      read: (raw: unknown) => validateAgentConfig(raw).value,
+    },
   ];
   for (const { name, declaration, base, read } of cases) {
     const withDefaults = keyPaths(declaration).filter((path) => nodeAt(declaration, path).default !== undefined);

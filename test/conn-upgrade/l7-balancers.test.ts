@@ -47,7 +47,10 @@ interface Rig {
 /** `gate-mux local-proxy` in its own process (`alpn` 'passthrough': --passthrough); resolves with the port it listens on. */
 async function localProxyCli(t: Teardownable, rig: Rig, proxy: string, alpn: string, env: NodeJS.ProcessEnv): Promise<number> {
   const mode = alpn === 'passthrough' ? ['--passthrough'] : ['--alpn', alpn, '--ca', rig.gate.caFile, '--server-name', 'localhost'];
-  const child = spawn(process.execPath, [GATE_MUX, 'local-proxy', '--listen', '127.0.0.1:0', '--proxy', proxy, ...mode], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [GATE_MUX, 'local-proxy', '--listen', '127.0.0.1:0', '--proxy', proxy, ...mode], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   t.teardown(() => {
     child.kill('SIGKILL');
   });
@@ -63,7 +66,20 @@ async function localProxyCli(t: Teardownable, rig: Rig, proxy: string, alpn: str
 }
 
 function spawnAgent(t: Teardownable, rig: Rig, proxy: string, stateDir: string, env: NodeJS.ProcessEnv): AgentProcess {
-  const args = ['--proxy', proxy, '--server-name', 'localhost', '--name', 'l7', '--state-dir', stateDir, '--allow', rig.targets.postgres, '--allow', rig.targets.ssh];
+  const args = [
+    '--proxy',
+    proxy,
+    '--server-name',
+    'localhost',
+    '--name',
+    'l7',
+    '--state-dir',
+    stateDir,
+    '--allow',
+    rig.targets.postgres,
+    '--allow',
+    rig.targets.ssh,
+  ];
   return spawnAgentProcess(t, AGENT, [...args, '--token', rig.token, '--ca-pin', rig.gate.proxy.caPin], env);
 }
 
@@ -90,17 +106,29 @@ async function throughBalancer(t: Test, rig: Rig, lb: L7Balancer): Promise<void>
   const agent = spawnAgent(t, rig, lb.address, stateDir, env);
   await readUntil(agent.child.stdout!, () => agent.output().includes('tunnel up'));
   t.match(agent.output(), /joined as l7; identity kept in /, `${lb.name}: joined through the balancer`);
-  t.match(agent.output(), 'tunnel up: agent l7 via direct (connection upgrade)', `${lb.name}: the tunnel found the path ends TLS and upgraded`);
+  t.match(
+    agent.output(),
+    'tunnel up: agent l7 via direct (connection upgrade)',
+    `${lb.name}: the tunnel found the path ends TLS and upgraded`,
+  );
 
   // Nothing to carry for three idle timeouts: the proxy's WebSocket pings keep the balancer from cutting it.
   await new Promise((resolve) => setTimeout(resolve, 3 * IDLE_SECONDS * 1000 + 500));
-  t.same(tunnelEvents, ['connected'], `${lb.name}: the one tunnel survived ${3 * IDLE_SECONDS} s idle behind a ${IDLE_SECONDS} s idle timeout`);
+  t.same(
+    tunnelEvents,
+    ['connected'],
+    `${lb.name}: the one tunnel survived ${3 * IDLE_SECONDS} s idle behind a ${IDLE_SECONDS} s idle timeout`,
+  );
 
   const pgPort = await localProxyCli(t, rig, lb.address, 'gate-postgres', env);
-  const query = await run(rig.psql, ['-h', '127.0.0.1', '-p', String(pgPort), '-U', rig.pg.user, '-d', 'postgres', '-Atc', "select 'through the balancer', 6 * 7"], {
-    env: { ...process.env, PGSSLMODE: 'disable', PGCONNECT_TIMEOUT: '10' },
-    timeoutMs: 20_000,
-  });
+  const query = await run(
+    rig.psql,
+    ['-h', '127.0.0.1', '-p', String(pgPort), '-U', rig.pg.user, '-d', 'postgres', '-Atc', "select 'through the balancer', 6 * 7"],
+    {
+      env: { ...process.env, PGSSLMODE: 'disable', PGCONNECT_TIMEOUT: '10' },
+      timeoutMs: 20_000,
+    },
+  );
   t.equal(query.code, 0, query.stderr);
   t.equal(query.stdout.trim(), 'through the balancer|42', `${lb.name}: psql through local-proxy, the balancer, the upgrade and the tunnel`);
 
@@ -160,19 +188,30 @@ t.test('agents, psql and ssh through L7 load balancers that end TLS', async (t) 
       stringify({
         apiVersion: 'v1',
         kind: 'Config',
-        clusters: [{ name: 'gate', cluster: { server: `https://127.0.0.1:${port}`, 'tls-server-name': CLUSTER_NAME, 'certificate-authority-data': b64(kubeCa.cert) } }],
+        clusters: [
+          {
+            name: 'gate',
+            cluster: {
+              server: `https://127.0.0.1:${port}`,
+              'tls-server-name': CLUSTER_NAME,
+              'certificate-authority-data': b64(kubeCa.cert),
+            },
+          },
+        ],
         users: [{ name: 'l7', user: { 'client-certificate-data': b64(user.cert), 'client-key-data': b64(user.key) } }],
         contexts: [{ name: 'l7', context: { cluster: 'gate', user: 'l7' } }],
         'current-context': 'l7',
       }),
       { mode: 0o600 },
     );
-    const result = await runClient(kubectl, ['version', '-o', 'json', '--request-timeout=20s'], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, KUBECONFIG: config } });
+    const result = await runClient(kubectl, ['version', '-o', 'json', '--request-timeout=20s'], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, KUBECONFIG: config },
+    });
     t.equal(result.code, 0, describeResult(result));
-    t.match(result.stdout.toString(), GIT_VERSION, 'kubectl read the API server\'s version');
+    t.match(result.stdout.toString(), GIT_VERSION, "kubectl read the API server's version");
     const seen = api.seen.find((s) => s.path === '/version');
-    t.equal(seen?.servername, CLUSTER_NAME, 'the API server saw kubectl\'s own server name');
-    t.equal(seen?.clientCn, 'l7-kube-user', 'and kubectl\'s own client certificate: TLS passed through, not ended on the way');
+    t.equal(seen?.servername, CLUSTER_NAME, "the API server saw kubectl's own server name");
+    t.equal(seen?.clientCn, 'l7-kube-user', "and kubectl's own client certificate: TLS passed through, not ended on the way");
   });
 
   await t.test('the same agent pointed at the proxy itself does not upgrade', async (t) => {
@@ -192,10 +231,17 @@ t.test('agents, psql and ssh through L7 load balancers that end TLS', async (t) 
     // (loopback is always dialled directly); the balancer's certificate names 0.0.0.0 too.
     const address = `0.0.0.0:${lb.port}`;
     const stateDir = join(await tempDir(t, 'agent-connect'), 'l7');
-    const agent = spawnAgent(t, rig, address, stateDir, { PATH: process.env.PATH, NODE_EXTRA_CA_CERTS: rig.lbCa.file, HTTPS_PROXY: tinyproxy.url });
+    const agent = spawnAgent(t, rig, address, stateDir, {
+      PATH: process.env.PATH,
+      NODE_EXTRA_CA_CERTS: rig.lbCa.file,
+      HTTPS_PROXY: tinyproxy.url,
+    });
     await readUntil(agent.child.stdout!, () => agent.output().includes('tunnel up'));
     t.match(agent.output(), `tunnel up: agent l7 via ${tinyproxy.url} (connection upgrade)`, 'through tinyproxy and the upgrade');
-    t.ok(tinyproxy.output().split(`CONNECT ${address}`).length - 1 >= 3, 'tinyproxy carried the CA fetch, the direct join attempt, the test handshake, the upgraded join and the tunnel');
+    t.ok(
+      tinyproxy.output().split(`CONNECT ${address}`).length - 1 >= 3,
+      'tinyproxy carried the CA fetch, the direct join attempt, the test handshake, the upgraded join and the tunnel',
+    );
     await stopAgent(rig, agent);
   });
 });

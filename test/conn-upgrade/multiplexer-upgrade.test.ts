@@ -105,7 +105,14 @@ t.test('a TLS stream inside the upgrade is routed by its own ALPN and client cer
 });
 
 t.test('the library dialer detects nothing to upgrade when TLS reaches the multiplexer', async (t) => {
-  const { socket, upgraded } = await dialTls(target, { alpn: ['x-echo'], requireAlpn: true, serverName: 'gate.test', ca: clusterCa.cert, ...clusterClient, proxy: null });
+  const { socket, upgraded } = await dialTls(target, {
+    alpn: ['x-echo'],
+    requireAlpn: true,
+    serverName: 'gate.test',
+    ca: clusterCa.cert,
+    ...clusterClient,
+    proxy: null,
+  });
   t.notOk(upgraded);
   socket.destroy();
 });
@@ -200,7 +207,10 @@ t.test('from trusted networks, X-Forwarded-For names the client: exactly one add
   t.equal(r.status, 101);
   r.socket.write(clientFrame(Opcode.binary, Buffer.from('NOT-A-PROTOCOL\r\n')));
   t.not(await closeCode(r.socket, r.rest), 'stalled');
-  await until(() => failures.some((f) => f.code === ErrorCodes.UNKNOWN_PROTOCOL && f.remote === '203.0.113.9'), 'the failure logged with the forwarded client');
+  await until(
+    () => failures.some((f) => f.code === ErrorCodes.UNKNOWN_PROTOCOL && f.remote === '203.0.113.9'),
+    'the failure logged with the forwarded client',
+  );
   const two = await rawUpgrade({ port, tls: tlsToLb, headers: { 'X-Forwarded-For': '198.51.100.1, 203.0.113.9' } });
   t.equal(two.status, 400, 'two addresses: refused');
   t.match(two.rest.toString(), /exactly one/);
@@ -224,7 +234,11 @@ t.test('alpn-ping: the proxy pings a quiet stream within the interval', async (t
   t.type(got, 'number', 'a ping frame arrived');
   t.ok(typeof got === 'number' && got < 1000, `within 1 s of a 200 ms interval (${String(got)} ms)`);
   // This client never answers: the ping after next finds the first unanswered, before the detection deadline.
-  await until(() => (mux.stats().failures[ErrorCodes.CONN_UPGRADE_PING_TIMEOUT] ?? 0) > 0, 'an unanswered ping to end the connection', 2000);
+  await until(
+    () => (mux.stats().failures[ErrorCodes.CONN_UPGRADE_PING_TIMEOUT] ?? 0) > 0,
+    'an unanswered ping to end the connection',
+    2000,
+  );
   r.socket.destroy();
   const plain = await rawUpgrade({ port, tls: tlsToLb });
   const none = await readFrames(plain.socket, plain.rest, (opcode) => (opcode === Opcode.ping ? true : undefined), 600);

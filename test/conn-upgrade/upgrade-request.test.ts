@@ -19,7 +19,11 @@ const good = {
 t.test('a well-formed request takes the first of our sub-protocols the client lists', async (t) => {
   t.same(checkUpgradeRequest(good), { ok: true, protocol: 'alpn-ping' });
   t.same(checkUpgradeRequest({ ...good, headers: { ...good.headers, 'sec-websocket-protocol': 'alpn' } }), { ok: true, protocol: 'alpn' });
-  t.same(checkUpgradeRequest({ ...good, headers: { ...good.headers, upgrade: 'WebSocket' } }).ok, true, 'tokens compare case-insensitively');
+  t.same(
+    checkUpgradeRequest({ ...good, headers: { ...good.headers, upgrade: 'WebSocket' } }).ok,
+    true,
+    'tokens compare case-insensitively',
+  );
 });
 
 t.test('each malformed part is refused with its status', async (t) => {
@@ -33,7 +37,11 @@ t.test('each malformed part is refused with its status', async (t) => {
   t.equal(status(checkUpgradeRequest(without('upgrade'))), 400);
   t.equal(status(checkUpgradeRequest(without('connection'))), 400);
   t.equal(status(checkUpgradeRequest(without('sec-websocket-key'))), 400);
-  t.equal(status(checkUpgradeRequest({ ...good, headers: { ...good.headers, 'sec-websocket-key': 'dG9vIHNob3J0' } })), 400, 'a key that is not 16 bytes');
+  t.equal(
+    status(checkUpgradeRequest({ ...good, headers: { ...good.headers, 'sec-websocket-key': 'dG9vIHNob3J0' } })),
+    400,
+    'a key that is not 16 bytes',
+  );
   t.equal(status(checkUpgradeRequest(without('sec-websocket-version'))), 426);
   t.equal(status(checkUpgradeRequest(without('sec-websocket-protocol'))), 400);
   t.equal(status(checkUpgradeRequest({ ...good, headers: { ...good.headers, 'sec-websocket-protocol': 'alpnx, ping' } })), 400);

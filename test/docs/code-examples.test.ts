@@ -89,8 +89,17 @@ const runners: Record<string, Runner> = {
     // A real proxy whose stable/cloud channel serves a newer, critical version.
     const dir = await tempDir(t, 'example');
     const { config } = parseConfig(
-      ['version: v3', `data_dir: ${join(dir, 'data')}`, 'proxy_service:', '  web_listen_addr: 127.0.0.1:0',
-        '  automatic_upgrades_channels:', '    stable/cloud:', '      static_version: v1.2.4', '      critical: true', ''].join('\n'),
+      [
+        'version: v3',
+        `data_dir: ${join(dir, 'data')}`,
+        'proxy_service:',
+        '  web_listen_addr: 127.0.0.1:0',
+        '  automatic_upgrades_channels:',
+        '    stable/cloud:',
+        '      static_version: v1.2.4',
+        '      critical: true',
+        '',
+      ].join('\n'),
     );
     const proxy = await GateProxy.start({ config, version: '1.2.3' });
     t.teardown(() => proxy.close({ graceMs: 0 }));
@@ -105,7 +114,11 @@ const runners: Record<string, Runner> = {
     const port = await startExample(t, file, await tempDir(t, 'example'), { TARGET: `127.0.0.1:${database.port}` });
     // The example makes its own CA, so the client checks the chain's issuer rather than a file.
     const client = tlsConnect({
-      host: '127.0.0.1', port, servername: 'localhost', ALPNProtocols: ['gate-postgres'], rejectUnauthorized: false,
+      host: '127.0.0.1',
+      port,
+      servername: 'localhost',
+      ALPNProtocols: ['gate-postgres'],
+      rejectUnauthorized: false,
     });
     t.teardown(() => client.destroy());
     await once(client, 'secureConnect');
@@ -124,7 +137,10 @@ const runners: Record<string, Runner> = {
     const port = await startExample(t, file, dir, { TARGET: `127.0.0.1:${database.port}` });
     // The client as through an L7 balancer: its own TLS (to the database) inside the WebSocket upgrade.
     const { socket, upgraded, alpn } = await dialTls(`127.0.0.1:${port}`, {
-      alpn: ['gate-postgres'], serverName: 'localhost', ca: ca.cert, proxy: null,
+      alpn: ['gate-postgres'],
+      serverName: 'localhost',
+      ca: ca.cert,
+      proxy: null,
       connectionUpgrade: { mode: true, loadBalancerCa: ca.cert },
     });
     t.teardown(() => socket.destroy());
@@ -157,7 +173,13 @@ t.test('each code block of the docs is an example file, or says why it is not ru
       }
     }
   }
-  const files = readdirSync(resolve(root, 'examples/docs')).filter((f) => f.endsWith('.ts')).map((f) => `examples/docs/${f}`);
-  t.same(files.filter((f) => !shown.has(f)), [], 'every examples/docs file is shown in the docs');
+  const files = readdirSync(resolve(root, 'examples/docs'))
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => `examples/docs/${f}`);
+  t.same(
+    files.filter((f) => !shown.has(f)),
+    [],
+    'every examples/docs file is shown in the docs',
+  );
   t.same(files.filter((f) => !(f in runners)).sort(), [], 'every examples/docs file is run below');
 });

@@ -14,7 +14,7 @@ const EXAMPLE = fileURLToPath(new URL('../../examples/proxy.js', import.meta.url
 t.test('examples/proxy starts from a configuration, answers /webapi/ping, exits 0 on SIGTERM', async (t) => {
   const curl = requirePeer(t, 'curl', 'curl');
   if (!curl) return;
-  const dir = (await tempDir(t, 'example'));
+  const dir = await tempDir(t, 'example');
   const config = join(dir, 'gate.yaml');
   writeFileSync(config, `version: v3\ndata_dir: ${join(dir, 'data')}\nproxy_service:\n  web_listen_addr: 127.0.0.1:0\n`);
   const child = spawn(process.execPath, [EXAMPLE, config], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -20,7 +20,9 @@ t.test('examples/sni-alpn-router routes by SNI and by ALPN to two upstreams', as
   const port = /routing on 127\.0\.0\.1:(\d+)/.exec(banner)?.[1];
   t.ok(port, 'prints where it listens');
   const client = (args: string[]) =>
-    run(openssl, ['s_client', '-connect', `127.0.0.1:${port}`, ...args, '-quiet', '-no_ign_eof'], { closeStdinWhen: (out) => out.includes('\n') });
+    run(openssl, ['s_client', '-connect', `127.0.0.1:${port}`, ...args, '-quiet', '-no_ign_eof'], {
+      closeStdinWhen: (out) => out.includes('\n'),
+    });
   t.match((await client(['-servername', 'a.gate.test'])).stdout, /^upstream A: sni=a\.gate\.test/);
   t.match((await client(['-alpn', 'h2,gate-postgres'])).stdout, /^upstream B: sni=- alpn=gate-postgres/);
   const refused = await run(openssl, ['s_client', '-connect', `127.0.0.1:${port}`, '-servername', 'other.test'], { input: '' });

@@ -41,7 +41,12 @@ const FIRST_BYTES = [0x16, 0x50, 0x0d, 0x53, 0x47, 0x50, 0x00];
 export function fuzz(options: FuzzOptions): FuzzReport {
   const rand = prng(options.seed);
   const seeds = corpus();
-  const pools: Record<Target, Buffer[]> = { 'client-hello': [...seeds['client-hello']], greeting: [...seeds.greeting], 'proxy-header': [...seeds['proxy-header']], detector: [...seeds.detector] };
+  const pools: Record<Target, Buffer[]> = {
+    'client-hello': [...seeds['client-hello']],
+    greeting: [...seeds.greeting],
+    'proxy-header': [...seeds['proxy-header']],
+    detector: [...seeds.detector],
+  };
   const verdicts = Object.fromEntries(TARGETS.map((t) => [t, {}])) as Record<Target, Record<string, number>>;
   const failures: FuzzFailureReport[] = [];
   const slowMs = options.slowMs ?? 100;
@@ -50,13 +55,20 @@ export function fuzz(options: FuzzOptions): FuzzReport {
   for (let i = 0; i < options.inputs; i++) {
     const target = TARGETS[i % TARGETS.length]!;
     const pool = pools[target];
-    const input = rand.chance(0.1) ? Buffer.concat([Buffer.from([rand.pick(FIRST_BYTES)]), rand.bytes(rand.int(2048))]) : mutate(rand.pick(pool), pool, rand);
+    const input = rand.chance(0.1)
+      ? Buffer.concat([Buffer.from([rand.pick(FIRST_BYTES)]), rand.bytes(rand.int(2048))])
+      : mutate(rand.pick(pool), pool, rand);
     const t0 = process.hrtime.bigint();
     let verdict: string;
     try {
       verdict = runTarget(target, input, rand);
     } catch (err) {
-      failures.push({ target, index: i, input: input.toString('hex'), error: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
+      failures.push({
+        target,
+        index: i,
+        input: input.toString('hex'),
+        error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+      });
       verdict = 'FAILED';
     }
     const ms = Number(process.hrtime.bigint() - t0) / 1e6;

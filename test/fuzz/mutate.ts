@@ -73,7 +73,10 @@ export function mutate(input: Buffer, corpus: readonly Buffer[], rand: Prng): Bu
       case 6: {
         // insertion of random bytes (or a repeated slice of itself)
         const at = rand.int(b.length + 1);
-        const ins = rand.chance(0.5) || b.length === 0 ? rand.bytes(rand.range(1, 16)) : b.subarray(rand.int(b.length), rand.int(b.length) + 1 + rand.int(32));
+        const ins =
+          rand.chance(0.5) || b.length === 0
+            ? rand.bytes(rand.range(1, 16))
+            : b.subarray(rand.int(b.length), rand.int(b.length) + 1 + rand.int(32));
         b = Buffer.concat([b.subarray(0, at), ins, b.subarray(at)]);
         break;
       }

@@ -22,11 +22,16 @@ const report = fuzz({
   inputs,
   seed,
   progressEvery: 100_000,
-  onProgress: (n) => console.log(`  ${n} inputs, ${Math.round(n / ((Date.now() - started) / 1000))}/s, rss ${Math.round(process.memoryUsage().rss / 1048576)} MiB`),
+  onProgress: (n) =>
+    console.log(
+      `  ${n} inputs, ${Math.round(n / ((Date.now() - started) / 1000))}/s, rss ${Math.round(process.memoryUsage().rss / 1048576)} MiB`,
+    ),
 });
 console.log(JSON.stringify({ ...report, failures: report.failures.length }, null, 2));
 for (const f of report.failures) console.log(`FAIL ${f.target} #${f.index}: ${f.error}\n  input ${f.input}`);
 const tooBig = report.maxRssMiB > 1024;
 if (tooBig) console.log(`FAIL max RSS ${report.maxRssMiB} MiB`);
-console.log(`fuzz: ${report.inputs} inputs in ${report.seconds.toFixed(1)} s = ${report.inputsPerSecond}/s, max RSS ${report.maxRssMiB} MiB, slowest ${report.slowestMs} ms, ${report.failures.length} failures`);
+console.log(
+  `fuzz: ${report.inputs} inputs in ${report.seconds.toFixed(1)} s = ${report.inputsPerSecond}/s, max RSS ${report.maxRssMiB} MiB, slowest ${report.slowestMs} ms, ${report.failures.length} failures`,
+);
 process.exitCode = report.failures.length > 0 || tooBig || report.inputs !== inputs ? 1 : 0;

@@ -6,7 +6,13 @@
 import { GateError } from '../../lib/errors.js';
 import { parseClientHello } from '../../lib/tls/client-hello.js';
 import { sniffGreeting } from '../../lib/sniff/greeting.js';
-import { encodeProxyHeaderV1, encodeProxyHeaderV2, encodeProxyHeaderV2Local, parseProxyHeader, PP2_TYPE } from '../../lib/proxy-protocol/header.js';
+import {
+  encodeProxyHeaderV1,
+  encodeProxyHeaderV2,
+  encodeProxyHeaderV2Local,
+  parseProxyHeader,
+  PP2_TYPE,
+} from '../../lib/proxy-protocol/header.js';
 import { Detector } from '../../lib/mux/detector.js';
 import type { Prng } from '../helpers/prng.js';
 import { loadHelloFixtures } from '../fixtures/hello-fixtures.js';
@@ -61,8 +67,20 @@ export function fuzzProxyHeader(input: Buffer): string {
     if (h.length > input.length || h.length < 15) throw new FuzzFailure(`header length ${h.length} of ${input.length}`);
     if (h.source && h.destination) {
       // What parses must re-encode (v1 text is canonical, so round-trip the endpoints).
-      const again = parseProxyHeader(h.version === 1 ? encodeProxyHeaderV1(h.source, h.destination) : encodeProxyHeaderV2(h.source, h.destination, h.tlvs.filter((x) => x.type !== PP2_TYPE.CRC32C)));
-      if (again.status !== 'done' || JSON.stringify([again.header.source, again.header.destination]) !== JSON.stringify([h.source, h.destination])) throw new FuzzFailure('round trip changed the endpoints');
+      const again = parseProxyHeader(
+        h.version === 1
+          ? encodeProxyHeaderV1(h.source, h.destination)
+          : encodeProxyHeaderV2(
+              h.source,
+              h.destination,
+              h.tlvs.filter((x) => x.type !== PP2_TYPE.CRC32C),
+            ),
+      );
+      if (
+        again.status !== 'done' ||
+        JSON.stringify([again.header.source, again.header.destination]) !== JSON.stringify([h.source, h.destination])
+      )
+        throw new FuzzFailure('round trip changed the endpoints');
     }
     return 'done';
   } catch (err) {
@@ -121,7 +139,10 @@ export function corpus(): Record<Target, Buffer[]> {
     encodeProxyHeaderV1(v6('2001:db8::1', 1), v6('::ffff:1.2.3.4', 65535)),
     Buffer.from('PROXY UNKNOWN\r\n'),
     encodeProxyHeaderV2(v4('10.0.0.1', 1), v4('10.0.0.2', 2), [], { crc32c: true }),
-    encodeProxyHeaderV2(v6('fd00::1', 1), v6('fd00::2', 2), [{ type: PP2_TYPE.AUTHORITY, value: Buffer.from('gate.test') }, { type: PP2_TYPE.ALPN, value: Buffer.from('h2') }]),
+    encodeProxyHeaderV2(v6('fd00::1', 1), v6('fd00::2', 2), [
+      { type: PP2_TYPE.AUTHORITY, value: Buffer.from('gate.test') },
+      { type: PP2_TYPE.ALPN, value: Buffer.from('h2') },
+    ]),
     encodeProxyHeaderV2Local(),
   ];
   const greetings = [

@@ -17,7 +17,11 @@ const CONNECTIONS = 20;
 async function liveObjects(names: string[]): Promise<Record<string, number>> {
   let json = '';
   for await (const chunk of getHeapSnapshot()) json += String(chunk);
-  const snapshot = JSON.parse(json) as { snapshot: { meta: { node_fields: string[]; node_types: [string[]] } }; nodes: number[]; strings: string[] };
+  const snapshot = JSON.parse(json) as {
+    snapshot: { meta: { node_fields: string[]; node_types: [string[]] } };
+    nodes: number[];
+    strings: string[];
+  };
   const fields = snapshot.snapshot.meta.node_fields;
   const width = fields.length;
   const typeAt = fields.indexOf('type');

@@ -22,13 +22,24 @@ t.test('dialOrder: the first family first, then alternating, each in the resolve
     dialOrder([v6('::1'), v6('::2'), v6('::3'), v4('127.0.0.1'), v4('127.0.0.2')]).map((a) => a.address),
     ['::1', '127.0.0.1', '::2', '127.0.0.2', '::3'],
   );
-  t.same(dialOrder([v4('10.0.0.1'), v6('::1'), v4('10.0.0.2')]).map((a) => a.address), ['10.0.0.1', '::1', '10.0.0.2']);
-  t.same(dialOrder([v4('10.0.0.1'), v4('10.0.0.1'), v6('::1'), v6('::1')]).map((a) => a.address), ['10.0.0.1', '::1'], 'duplicates dropped');
+  t.same(
+    dialOrder([v4('10.0.0.1'), v6('::1'), v4('10.0.0.2')]).map((a) => a.address),
+    ['10.0.0.1', '::1', '10.0.0.2'],
+  );
+  t.same(
+    dialOrder([v4('10.0.0.1'), v4('10.0.0.1'), v6('::1'), v6('::1')]).map((a) => a.address),
+    ['10.0.0.1', '::1'],
+    'duplicates dropped',
+  );
 });
 
 /** A resolver that answers every name with `addresses`, and records how it was asked. */
 function fakeLookup(addresses: LookupAddress[], asked: Array<{ name: string; all: boolean }>): LookupFunction {
-  return ((name: string, options: { all?: boolean }, callback: (err: Error | null, found: LookupAddress[] | string, family?: number) => void) => {
+  return ((
+    name: string,
+    options: { all?: boolean },
+    callback: (err: Error | null, found: LookupAddress[] | string, family?: number) => void,
+  ) => {
     asked.push({ name, all: options.all === true });
     if (options.all) setImmediate(() => callback(null, addresses));
     else setImmediate(() => callback(null, addresses[0]!.address, addresses[0]!.family));
@@ -68,7 +79,16 @@ for (const name of availableTransports(t)) {
     await closeServer(gone.server);
     const mux = new Multiplexer({
       ...TRANSPORT_OPTIONS[name],
-      routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: 'nowhere.test', port: deadPort }, { lookup: fakeLookup([v6('::1'), v4('127.0.0.1'), v4('127.0.0.2')], []) }) }],
+      routes: [
+        {
+          name: 'ssh',
+          match: { protocol: 'ssh' },
+          handler: forward(
+            { host: 'nowhere.test', port: deadPort },
+            { lookup: fakeLookup([v6('::1'), v4('127.0.0.1'), v4('127.0.0.2')], []) },
+          ),
+        },
+      ],
     });
     const { port } = await mux.listen({ port: 0 });
     const client = await tcpClient(port);

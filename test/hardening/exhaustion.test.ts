@@ -67,11 +67,14 @@ async function flood(port: number, count: number, addressOf: (i: number) => stri
 
 function ping(port: number, ca: string, localAddress: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path: '/webapi/ping', ca, servername: 'localhost', localAddress, agent: false }, (res) => {
-      let body = '';
-      res.on('data', (d) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
+    const req = request(
+      { host: '127.0.0.1', port, path: '/webapi/ping', ca, servername: 'localhost', localAddress, agent: false },
+      (res) => {
+        let body = '';
+        res.on('data', (d) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -101,7 +104,11 @@ t.test(`under ulimit -n ${OPEN_FILES}: floods are refused at the derived cap, re
   const { child, output } = await startProxyCommand(t, ['--config', config], dir, { openFiles: OPEN_FILES });
   const port = Number(/listening on 127\.0\.0\.1:(\d+)/.exec(output())![1]);
   const ca = readFileSync(/development CA: (\S+)/.exec(output())![1]!, 'utf8');
-  t.match(output(), `at most ${CAP} open connections: (open-file limit ${OPEN_FILES} - `, 'the cap derived from the descriptor limit is logged at start');
+  t.match(
+    output(),
+    `at most ${CAP} open connections: (open-file limit ${OPEN_FILES} - `,
+    'the cap derived from the descriptor limit is logged at start',
+  );
   const descriptors = (): number => readdirSync(`/proc/${child.pid}/fd`).length;
 
   const baseline = descriptors();
@@ -143,7 +150,11 @@ t.test(`under ulimit -n ${OPEN_FILES}: floods are refused at the derived cap, re
   t.equal(sha(await echoed), sha(payload), 'the routed session moves 256 KiB byte-exact during the flood');
   const fresh = connect({ host: '127.0.0.1', port, localAddress: '127.0.0.4' });
   fresh.write('SSH-2.0-during-the-flood\r\n');
-  t.match(await readUntil(fresh, (s) => s.includes('during-the-flood')), /^SSH-2\.0-upstream\n/, 'a new session from another address still dials its upstream');
+  t.match(
+    await readUntil(fresh, (s) => s.includes('during-the-flood')),
+    /^SSH-2\.0-upstream\n/,
+    'a new session from another address still dials its upstream',
+  );
   fresh.destroy();
   routed.destroy();
   one.destroy();
@@ -182,13 +193,31 @@ t.test(`under ulimit -n ${OPEN_FILES}: floods are refused at the derived cap, re
   const shed = counted('GATE_ERR_SHED');
   const atCap = counted('GATE_ERR_TOO_MANY_CONNECTIONS');
   const closed = counted('GATE_ERR_CLIENT_CLOSED');
-  t.equal(refusedOne.total, one.closedByServer(), `every refusal of the one-address flood is counted (${refusedOne.total} in ${refusedOne.lines} lines)`);
-  t.equal(shed.total + atCap.total, spread.closedByServer(), `every shed (${shed.total}) and refusal at the cap (${atCap.total}) of the spread flood is counted`);
+  t.equal(
+    refusedOne.total,
+    one.closedByServer(),
+    `every refusal of the one-address flood is counted (${refusedOne.total} in ${refusedOne.lines} lines)`,
+  );
+  t.equal(
+    shed.total + atCap.total,
+    spread.closedByServer(),
+    `every shed (${shed.total}) and refusal at the cap (${atCap.total}) of the spread flood is counted`,
+  );
   t.equal(closed.total, pressureAt - 1 + spreadHeld, 'and every flood connection the test closed itself');
-  t.ok(failureLines.filter((l) => l.code === 'GATE_ERR_CLIENT_CLOSED' && l.suppressed === undefined).every((l) => l.protocol === 'tls-partial'), 'labelled tls-partial, not silent');
+  t.ok(
+    failureLines
+      .filter((l) => l.code === 'GATE_ERR_CLIENT_CLOSED' && l.suppressed === undefined)
+      .every((l) => l.protocol === 'tls-partial'),
+    'labelled tls-partial, not silent',
+  );
   const perCode = new Map<string, number>();
   for (const l of failureLines) perCode.set(l.code!, (perCode.get(l.code!) ?? 0) + 1);
   for (const [code, n] of perCode) t.ok(n <= 2 * (DEFAULT_LOG_BURST + 1), `${code}: ${n} lines for many more failures`);
-  t.ok(failureLines.length <= 8 * (DEFAULT_LOG_BURST + 1), `${failureLines.length} failure lines in all for ${2 * FLOOD} flood connections`);
-  t.comment(`cap ${CAP}; one address: ${pressureAt - 1} held, ${one.closedByServer()} refused; spread: ${spreadHeld} held, ${shed.total} shed, ${atCap.total} refused at the cap; ${failureLines.length} failure log lines; fair share ${Math.floor(CAP * DEFAULT_SOURCE_SHARE)}`);
+  t.ok(
+    failureLines.length <= 8 * (DEFAULT_LOG_BURST + 1),
+    `${failureLines.length} failure lines in all for ${2 * FLOOD} flood connections`,
+  );
+  t.comment(
+    `cap ${CAP}; one address: ${pressureAt - 1} held, ${one.closedByServer()} refused; spread: ${spreadHeld} held, ${shed.total} shed, ${atCap.total} refused at the cap; ${failureLines.length} failure log lines; fair share ${Math.floor(CAP * DEFAULT_SOURCE_SHARE)}`,
+  );
 });

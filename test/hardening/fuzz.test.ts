@@ -12,10 +12,20 @@ t.test('seeded fuzz of the parsers and the detector: no crash, no broken invaria
   t.same(report.failures.slice(0, 3), [], `seed ${seed}`);
   t.equal(report.inputs, 40_000);
   // The mutations must reach every verdict of every target, or the run proves little.
-  t.ok(report.verdicts['client-hello'].done! > 0 && report.verdicts['client-hello'].error! > 0 && report.verdicts['client-hello'].need! > 0, JSON.stringify(report.verdicts['client-hello']));
-  t.ok(report.verdicts['proxy-header'].done! > 0 && report.verdicts['proxy-header'].error! > 0, JSON.stringify(report.verdicts['proxy-header']));
+  t.ok(
+    report.verdicts['client-hello'].done! > 0 && report.verdicts['client-hello'].error! > 0 && report.verdicts['client-hello'].need! > 0,
+    JSON.stringify(report.verdicts['client-hello']),
+  );
+  t.ok(
+    report.verdicts['proxy-header'].done! > 0 && report.verdicts['proxy-header'].error! > 0,
+    JSON.stringify(report.verdicts['proxy-header']),
+  );
   const detector = Object.keys(report.verdicts.detector);
-  for (const protocol of ['done:tls', 'done:ssh', 'done:http1', 'done:postgres']) t.ok(detector.includes(protocol), `detector reached ${protocol}`);
-  t.ok(detector.some((v) => v.startsWith('failed:')), 'detector failures reached');
+  for (const protocol of ['done:tls', 'done:ssh', 'done:http1', 'done:postgres'])
+    t.ok(detector.includes(protocol), `detector reached ${protocol}`);
+  t.ok(
+    detector.some((v) => v.startsWith('failed:')),
+    'detector failures reached',
+  );
   t.comment(`fuzz: ${report.inputs} inputs, ${report.inputsPerSecond}/s, slowest ${report.slowestMs} ms`);
 });

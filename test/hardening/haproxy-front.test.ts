@@ -66,13 +66,18 @@ t.test('HAProxy send-proxy-v2 in front of two gate-mux instances: each sees the 
   const clients: Array<{ local: string; port: number; answer: string }> = [];
   for (let i = 0; i < 6; i++) {
     const localAddress = i % 2 === 0 ? '127.0.0.3' : '127.0.0.4';
-    const socket: TLSSocket = tlsConnect({ socket: netConnect({ host: '127.0.0.2', port: front, localAddress }), servername: 'localhost', ca: ca.cert });
+    const socket: TLSSocket = tlsConnect({
+      socket: netConnect({ host: '127.0.0.2', port: front, localAddress }),
+      servername: 'localhost',
+      ca: ca.cert,
+    });
     await once(socket, 'secureConnect');
     const answer = await readUntil(socket, (s) => s.endsWith('\n'));
     clients.push({ local: localAddress, port: socket.localPort!, answer });
     socket.destroy();
   }
-  for (const c of clients) t.match(c.answer, new RegExp(`^[ab] ${c.local.replaceAll('.', '\\.')}:${c.port}\\n$`), `instance saw ${c.local}:${c.port}`);
+  for (const c of clients)
+    t.match(c.answer, new RegExp(`^[ab] ${c.local.replaceAll('.', '\\.')}:${c.port}\\n$`), `instance saw ${c.local}:${c.port}`);
   // HAProxy's round robin alternates, but its readiness probe (and, on a loaded machine, the
   // order it handles them in) can shift a turn: both instances serve, not always three each.
   const served = seen.map((s) => s.instance);
@@ -88,12 +93,20 @@ t.test('HAProxy send-proxy-v2 in front of two gate-mux instances: each sees the 
   // The only failure allowed is the readiness probe: header, then the balancer's FIN in detection.
   const failures = [muxA.stats().failures, muxB.stats().failures];
   const codes = failures.flatMap((f) => Object.keys(f));
-  t.same(new Set(codes.filter((c) => c !== 'GATE_ERR_CLIENT_CLOSED')), new Set(), `no failure from real clients ${JSON.stringify(failures)}`);
+  t.same(
+    new Set(codes.filter((c) => c !== 'GATE_ERR_CLIENT_CLOSED')),
+    new Set(),
+    `no failure from real clients ${JSON.stringify(failures)}`,
+  );
   t.ok((failures[0]!.GATE_ERR_CLIENT_CLOSED ?? 0) + (failures[1]!.GATE_ERR_CLIENT_CLOSED ?? 0) <= 1, 'at most the probe closed early');
 
   // A client that skips the balancer is not trusted to speak at all.
   const bypass = await new Promise<boolean>((resolve) => {
-    const s = tlsConnect({ socket: netConnect({ host: '127.0.0.1', port: portA, localAddress: '127.0.0.3' }), servername: 'localhost', ca: ca.cert });
+    const s = tlsConnect({
+      socket: netConnect({ host: '127.0.0.1', port: portA, localAddress: '127.0.0.3' }),
+      servername: 'localhost',
+      ca: ca.cert,
+    });
     s.once('secureConnect', () => resolve(false));
     s.once('error', () => resolve(true));
   });

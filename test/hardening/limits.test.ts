@@ -49,13 +49,19 @@ async function settled(mux: Multiplexer): Promise<Record<string, number>> {
 }
 
 t.test('ClientHello cap: a hello over maxHelloBytes gets decode_error, GATE_ERR_HELLO_TOO_LARGE', async (t) => {
-  await withMux({ maxHelloBytes: 1024, routes: [{ name: 'tls', match: { protocol: 'tls' }, handler: forward({ host: '127.0.0.1', port: echo.port }) }] }, async (port, mux) => {
-    t.ok(chromium.handshakeLength > 1024, 'the chromium capture is over the cap');
-    const answer = await closedAfter(port, chromium.bytes);
-    t.same([...answer], [21, 3, 3, 0, 2, 2, 50], 'fatal decode_error alert');
-    t.same(await settled(mux), { GATE_ERR_HELLO_TOO_LARGE: 1 });
-    t.same(mux.stats().byRoute, {}, 'never routed');
-  });
+  await withMux(
+    {
+      maxHelloBytes: 1024,
+      routes: [{ name: 'tls', match: { protocol: 'tls' }, handler: forward({ host: '127.0.0.1', port: echo.port }) }],
+    },
+    async (port, mux) => {
+      t.ok(chromium.handshakeLength > 1024, 'the chromium capture is over the cap');
+      const answer = await closedAfter(port, chromium.bytes);
+      t.same([...answer], [21, 3, 3, 0, 2, 2, 50], 'fatal decode_error alert');
+      t.same(await settled(mux), { GATE_ERR_HELLO_TOO_LARGE: 1 });
+      t.same(mux.stats().byRoute, {}, 'never routed');
+    },
+  );
 });
 
 t.test('bytes held in detection are bounded even in 1-byte TLS records', async (t) => {
@@ -107,7 +113,14 @@ t.test('a client FIN during detection ends it at once with GATE_ERR_CLIENT_CLOSE
 
 t.test('TLS handshake timeout on a terminated route: GATE_ERR_TLS_HANDSHAKE_TIMEOUT', async (t) => {
   const { server: pair } = devCertificates();
-  const route: Route = { name: 'web', match: { protocol: 'tls' }, handler: terminate({ ...pair, handshakeTimeoutMs: 200 }, custom((s) => void s.end())) };
+  const route: Route = {
+    name: 'web',
+    match: { protocol: 'tls' },
+    handler: terminate(
+      { ...pair, handshakeTimeoutMs: 200 },
+      custom((s) => void s.end()),
+    ),
+  };
   await withMux({ routes: [route] }, async (port, mux) => {
     // A real hello, then silence: the server answers and waits for a client Finished that never comes.
     const answer = await closedAfter(port, hellos.find((h) => h.name === 'openssl-tls13-no-alpn')!.bytes);
@@ -176,13 +189,24 @@ t.test('max connections per source address: GATE_ERR_TOO_MANY_FROM_SOURCE; other
     t.match(await readUntil(again, (s) => s.includes('again')), /ECHO/, '127.0.0.5 is served again once under its limit');
     again.destroy();
     for (const s of held) s.destroy();
-    t.same(await settled(mux), { GATE_ERR_TOO_MANY_FROM_SOURCE: 1, GATE_ERR_CLIENT_CLOSED: 2 }, 'the two held ones closed during detection');
+    t.same(
+      await settled(mux),
+      { GATE_ERR_TOO_MANY_FROM_SOURCE: 1, GATE_ERR_CLIENT_CLOSED: 2 },
+      'the two held ones closed during detection',
+    );
   });
 });
 
 t.test('failures keep their own code: a failed TLS handshake is GATE_ERR_TLS_HANDSHAKE, not a reset', async (t) => {
   const { server: pair } = devCertificates();
-  const route: Route = { name: 'web', match: { protocol: 'tls' }, handler: terminate(pair, custom((s) => void s.end())) };
+  const route: Route = {
+    name: 'web',
+    match: { protocol: 'tls' },
+    handler: terminate(
+      pair,
+      custom((s) => void s.end()),
+    ),
+  };
   await withMux({ routes: [route] }, async (port, mux) => {
     // A client that does not trust the dev CA aborts the handshake with an alert.
     const { connect: tlsConnect } = await import('node:tls');

@@ -36,7 +36,16 @@ t.test('multiplexer logs: TLS failures name codes and clients, never key materia
   const mux = new Multiplexer({
     logger: logs.logger,
     detectTimeoutMs: 200,
-    routes: [{ name: 'web', match: { sni: 'localhost' }, handler: terminate({ ...pair, handshakeTimeoutMs: 200 }, custom((s) => void s.end())) }],
+    routes: [
+      {
+        name: 'web',
+        match: { sni: 'localhost' },
+        handler: terminate(
+          { ...pair, handshakeTimeoutMs: 200 },
+          custom((s) => void s.end()),
+        ),
+      },
+    ],
   });
   const { port } = await mux.listen({ port: 0 });
   // untrusted certificate (client aborts), unknown SNI (alert), garbage, silence in detection
@@ -54,7 +63,11 @@ t.test('multiplexer logs: TLS failures name codes and clients, never key materia
   await until(() => mux.openConnections === 0, 'connections to settle');
   await mux.close({ graceMs: 50 });
   const codes = logs.lines.map((l) => l.code).filter(Boolean);
-  t.same(new Set(codes), new Set(['GATE_ERR_TLS_HANDSHAKE', 'GATE_ERR_NO_ROUTE', 'GATE_ERR_UNKNOWN_PROTOCOL', 'GATE_ERR_DETECT_TIMEOUT']), 'each failure was logged');
+  t.same(
+    new Set(codes),
+    new Set(['GATE_ERR_TLS_HANDSHAKE', 'GATE_ERR_NO_ROUTE', 'GATE_ERR_UNKNOWN_PROTOCOL', 'GATE_ERR_DETECT_TIMEOUT']),
+    'each failure was logged',
+  );
   for (const fragment of keyFragments(pair.key)) t.notOk(logs.text().includes(fragment), `no key material (${fragment.slice(0, 12)}…)`);
 });
 
@@ -77,7 +90,11 @@ t.test('dialer logs and errors: a proxy password is never shown', async (t) => {
 
   const logs = captureLogs();
   const messages: string[] = [];
-  for (const url of [`http://alice:${PASSWORD}@127.0.0.2:${proxyPort}`, `socks5h://alice:${PASSWORD}@127.0.0.2:${gonePort}`, `http://alice:${PASSWORD}@127.0.0.2:${gonePort}`]) {
+  for (const url of [
+    `http://alice:${PASSWORD}@127.0.0.2:${proxyPort}`,
+    `socks5h://alice:${PASSWORD}@127.0.0.2:${gonePort}`,
+    `http://alice:${PASSWORD}@127.0.0.2:${gonePort}`,
+  ]) {
     const err = await dial('example.test:443', { proxy: parseProxyUrl(url), logger: logs.logger, timeoutMs: 2000 }).then(
       () => undefined,
       (e: Error) => e,
@@ -104,14 +121,21 @@ t.test('agent joining: join tokens, agent keys and the CA key never reach a log 
   const endpoint = { proxy: `127.0.0.1:${gate.port('multiplex')}`, serverName: 'localhost', env: {} };
   const pin = gate.proxy.caPin;
   const errors: string[] = [];
-  const attempt = (p: Promise<unknown>): Promise<void> => p.then(() => undefined, (e: Error) => void errors.push(`${e.message} ${JSON.stringify(e)}`));
+  const attempt = (p: Promise<unknown>): Promise<void> =>
+    p.then(
+      () => undefined,
+      (e: Error) => void errors.push(`${e.message} ${JSON.stringify(e)}`),
+    );
   const joined = await joinProxy(endpoint, { token: staticToken, name: 'quiet', caPin: pin });
   await attempt(joinProxy(endpoint, { token: staticToken, name: 'quiet', caPin: pin })); // exhausted
   await attempt(joinProxy(endpoint, { token: staticToken, name: 'loud', caPin: pin })); // name not allowed
   await attempt(joinProxy(endpoint, { token: `${devToken}x`, name: 'quiet', caPin: pin })); // unknown
   const renewed = await renewIdentity(endpoint, { ...joined, name: 'quiet' });
   t.equal(errors.length, 3, 'three refusals');
-  t.ok(logs.lines.some((l) => l.component === 'agent-authority'), 'the authority did log');
+  t.ok(
+    logs.lines.some((l) => l.component === 'agent-authority'),
+    'the authority did log',
+  );
   for (const secret of [staticToken, devToken, ...keyFragments(joined.key), ...keyFragments(renewed.key), ...keyFragments(caKey)]) {
     t.notOk(logs.text().includes(secret), `not in the log: ${secret.slice(0, 10)}…`);
     for (const e of errors) t.notOk(e.includes(secret), `not in an error: ${secret.slice(0, 10)}…`);

@@ -19,7 +19,10 @@ t.test('requestCert + rejectUnauthorized: only a client certificate from the CA 
       {
         name: 'mtls',
         match: { sni: 'localhost' },
-        handler: terminate({ ...pair, ca: ca.cert, requestCert: true, rejectUnauthorized: true }, custom((s, info) => void s.end(`hello ${info.remote.address}\n`))),
+        handler: terminate(
+          { ...pair, ca: ca.cert, requestCert: true, rejectUnauthorized: true },
+          custom((s, info) => void s.end(`hello ${info.remote.address}\n`)),
+        ),
       },
     ],
   });
@@ -49,7 +52,10 @@ t.test('requestCert without rejectUnauthorized: everyone is served, the handler 
       {
         name: 'optional',
         match: { sni: 'localhost' },
-        handler: terminate({ ...pair, ca: ca.cert, requestCert: true, rejectUnauthorized: false }, custom((s) => void s.end(`authorized=${(s as TLSSocket).authorized}\n`))),
+        handler: terminate(
+          { ...pair, ca: ca.cert, requestCert: true, rejectUnauthorized: false },
+          custom((s) => void s.end(`authorized=${(s as TLSSocket).authorized}\n`)),
+        ),
       },
     ],
   });

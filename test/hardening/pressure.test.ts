@@ -28,7 +28,10 @@ interface Held {
   closed: boolean;
 }
 
-async function withMux(options: Partial<MultiplexerOptions>, fn: (port: number, mux: Multiplexer, held: Held[]) => Promise<void>): Promise<void> {
+async function withMux(
+  options: Partial<MultiplexerOptions>,
+  fn: (port: number, mux: Multiplexer, held: Held[]) => Promise<void>,
+): Promise<void> {
   const mux = new Multiplexer({ routes: [sshEcho], detectTimeoutMs: 60_000, ...options });
   const { port } = await mux.listen({ port: 0 });
   const held: Held[] = [];
@@ -93,7 +96,11 @@ t.test('at the cap: the oldest undecided connection of a heavier source is shed 
     t.equal(shed[0], held[0], 'the oldest from the heaviest source');
     t.same([...Buffer.concat(shed[0]!.received)], [21, 3, 3, 0, 2, 2, 80], 'it was sending a ClientHello: a fatal internal_error alert');
     t.equal(mux.stats().failures.GATE_ERR_SHED, 1);
-    t.match(lines.find((l) => l.code === 'GATE_ERR_SHED'), { protocol: 'tls-partial', remote: '127.0.1.1' }, 'logged with how far it got');
+    t.match(
+      lines.find((l) => l.code === 'GATE_ERR_SHED'),
+      { protocol: 'tls-partial', remote: '127.0.1.1' },
+      'logged with how far it got',
+    );
 
     // A newcomer from the heaviest source (5 of 10, its share) takes nobody's slot.
     const same = await hold(port, mux, held, '127.0.1.1');
@@ -149,30 +156,34 @@ t.test('setOptions: a new cap and fair share for new connections, held slots kep
   });
 });
 
-t.test('behind a PROXY-speaking balancer: the fair share counts the header\'s client; a connection without its header yet is shed', async (t) => {
-  const proxyProtocol = { mode: 'on' as const, trusted: ['127.0.0.0/8'] };
-  const header = (client: string): Buffer => Buffer.from(`PROXY TCP4 ${client} 192.0.2.1 4000 443\r\n`);
-  const routed = async (port: number, mux: Multiplexer, held: Held[], client: string, tag: string): Promise<Held> => {
-    const h = await hold(port, mux, held, '127.0.6.1', Buffer.concat([header(client), Buffer.from(`SSH-2.0-${tag}\r\n`)]));
-    await until(() => Buffer.concat(h.received).includes(tag) || h.closed, `${tag} to be answered`);
-    return h;
-  };
-  await withMux({ maxConnections: 10, highWater: 0.6, sourceShare: 0.2, proxyProtocol }, async (port, mux, held) => {
-    // Every socket comes from the balancer (127.0.6.1); the clients are in the headers.
-    for (let i = 0; i < 5; i++) t.notOk((await routed(port, mux, held, '198.51.100.7', `nat-${i}`)).closed, `198.51.100.7 #${i + 1} served below the mark`);
-    // At 6 of 10 (the high-water mark) 198.51.100.7 holds 5, over its share of 2.
-    t.ok((await routed(port, mux, held, '198.51.100.7', 'nat-5')).closed, 'the sixth is refused once its header names its client');
-    t.equal(mux.stats().failures.GATE_ERR_TOO_MANY_FROM_SOURCE, 1);
-    t.notOk((await routed(port, mux, held, '198.51.100.8', 'other')).closed, 'another client behind the same balancer is served');
-    // Fill the cap with connections whose header has not come, then one more.
-    const headerless: Held[] = [];
-    for (let i = 0; i < 4; i++) headerless.push(await hold(port, mux, held, '127.0.6.1', Buffer.alloc(0)));
-    await until(() => mux.openConnections === 10, 'the cap to be reached');
-    t.notOk((await routed(port, mux, held, '198.51.100.9', 'late')).closed, 'a newcomer at the cap is served');
-    t.equal(mux.stats().failures.GATE_ERR_SHED, 1, 'one made room');
-    t.ok(headerless[0]!.closed, 'the oldest connection without a header, whose client is not known yet');
-  });
-});
+t.test(
+  "behind a PROXY-speaking balancer: the fair share counts the header's client; a connection without its header yet is shed",
+  async (t) => {
+    const proxyProtocol = { mode: 'on' as const, trusted: ['127.0.0.0/8'] };
+    const header = (client: string): Buffer => Buffer.from(`PROXY TCP4 ${client} 192.0.2.1 4000 443\r\n`);
+    const routed = async (port: number, mux: Multiplexer, held: Held[], client: string, tag: string): Promise<Held> => {
+      const h = await hold(port, mux, held, '127.0.6.1', Buffer.concat([header(client), Buffer.from(`SSH-2.0-${tag}\r\n`)]));
+      await until(() => Buffer.concat(h.received).includes(tag) || h.closed, `${tag} to be answered`);
+      return h;
+    };
+    await withMux({ maxConnections: 10, highWater: 0.6, sourceShare: 0.2, proxyProtocol }, async (port, mux, held) => {
+      // Every socket comes from the balancer (127.0.6.1); the clients are in the headers.
+      for (let i = 0; i < 5; i++)
+        t.notOk((await routed(port, mux, held, '198.51.100.7', `nat-${i}`)).closed, `198.51.100.7 #${i + 1} served below the mark`);
+      // At 6 of 10 (the high-water mark) 198.51.100.7 holds 5, over its share of 2.
+      t.ok((await routed(port, mux, held, '198.51.100.7', 'nat-5')).closed, 'the sixth is refused once its header names its client');
+      t.equal(mux.stats().failures.GATE_ERR_TOO_MANY_FROM_SOURCE, 1);
+      t.notOk((await routed(port, mux, held, '198.51.100.8', 'other')).closed, 'another client behind the same balancer is served');
+      // Fill the cap with connections whose header has not come, then one more.
+      const headerless: Held[] = [];
+      for (let i = 0; i < 4; i++) headerless.push(await hold(port, mux, held, '127.0.6.1', Buffer.alloc(0)));
+      await until(() => mux.openConnections === 10, 'the cap to be reached');
+      t.notOk((await routed(port, mux, held, '198.51.100.9', 'late')).closed, 'a newcomer at the cap is served');
+      t.equal(mux.stats().failures.GATE_ERR_SHED, 1, 'one made room');
+      t.ok(headerless[0]!.closed, 'the oldest connection without a header, whose client is not known yet');
+    });
+  },
+);
 
 t.test('a maxConnections above what the open-file limit carries is kept, with a warning', async (t) => {
   const { logger, lines } = captureLogs();

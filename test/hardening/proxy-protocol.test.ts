@@ -9,7 +9,14 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { custom, forward } from '../../lib/handlers/builders.js';
-import { encodeProxyHeaderV1, encodeProxyHeaderV2, encodeProxyHeaderV2Local, parseProxyHeader, PP2_TYPE, type ProxyHeader } from '../../lib/proxy-protocol/header.js';
+import {
+  encodeProxyHeaderV1,
+  encodeProxyHeaderV2,
+  encodeProxyHeaderV2Local,
+  parseProxyHeader,
+  PP2_TYPE,
+  type ProxyHeader,
+} from '../../lib/proxy-protocol/header.js';
 import type { ConnectionInfo } from '../../lib/handlers/types.js';
 import type { MultiplexerOptions } from '../../lib/mux/types.js';
 import { closeServer, readUntil, tcpClient, until } from '../helpers/net.js';
@@ -26,7 +33,7 @@ const infoRoute = {
   match: { protocol: 'ssh' as const },
   handler: custom((socket, info) => {
     socket.resume(); // read to EOF so the client closing is noticed
-    socket.end(JSON.stringify(summary(info)) + "\n");
+    socket.end(JSON.stringify(summary(info)) + '\n');
   }),
 };
 
@@ -92,9 +99,16 @@ t.test('v2 TLVs reach the handler; v2 LOCAL keeps the socket addresses', async (
       { type: 0xe0, value: Buffer.from('custom') },
     ];
     const got = await ask(port, encodeProxyHeaderV2(client4, front4, tlvs), ssh);
-    t.same(got.tlvs, [[PP2_TYPE.AUTHORITY, 'gate.test'], [0xe0, 'custom']]);
+    t.same(got.tlvs, [
+      [PP2_TYPE.AUTHORITY, 'gate.test'],
+      [0xe0, 'custom'],
+    ]);
     const local = await ask(port, encodeProxyHeaderV2Local(), ssh);
-    t.match(local, { command: 'local', remote: { address: '127.0.0.1' }, local: { address: '127.0.0.1', port } }, 'LOCAL: own addresses stand');
+    t.match(
+      local,
+      { command: 'local', remote: { address: '127.0.0.1' }, local: { address: '127.0.0.1', port } },
+      'LOCAL: own addresses stand',
+    );
   });
 });
 
@@ -170,7 +184,11 @@ t.test('maxConnectionsPerSource with PROXY on counts the header client, once the
 });
 
 /** An upstream that parses the PROXY header it is sent, then reports it and what followed. */
-async function headerUpstream(): Promise<{ port: number; close: () => Promise<void>; next: () => Promise<{ header: ProxyHeader; rest: string }> }> {
+async function headerUpstream(): Promise<{
+  port: number;
+  close: () => Promise<void>;
+  next: () => Promise<{ header: ProxyHeader; rest: string }>;
+}> {
   const results: Array<{ header: ProxyHeader; rest: string }> = [];
   const server = createServer((socket) => {
     let buf = Buffer.alloc(0);
@@ -202,20 +220,34 @@ t.test('forward sendProxyHeader v1/v2: the upstream parses the client before any
   t.teardown(up.close);
   for (const version of ['v1', 'v2'] as const) {
     // Plain listener: the header names the socket peer and the listener address.
-    const plain = new Multiplexer({ routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: up.port }, { sendProxyHeader: version }) }] });
+    const plain = new Multiplexer({
+      routes: [
+        { name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: up.port }, { sendProxyHeader: version }) },
+      ],
+    });
     const { port: plainPort } = await plain.listen({ port: 0 });
     const c1 = await tcpClient(plainPort);
     c1.write(ssh);
     await readUntil(c1, (s) => s.includes('ok'));
     const got1 = await up.next();
-    t.match(got1.header, { version: version === 'v1' ? 1 : 2, source: { address: '127.0.0.1', port: c1.localPort }, destination: { address: '127.0.0.1', port: plainPort } }, `${version} from a direct client`);
+    t.match(
+      got1.header,
+      {
+        version: version === 'v1' ? 1 : 2,
+        source: { address: '127.0.0.1', port: c1.localPort },
+        destination: { address: '127.0.0.1', port: plainPort },
+      },
+      `${version} from a direct client`,
+    );
     t.equal(got1.rest, ssh.toString(), 'client bytes follow the header, unaltered');
     c1.destroy();
     await plain.close({ graceMs: 50 });
 
     // Behind a balancer: the header sent upstream names the client of the header received.
     const chained = new Multiplexer({
-      routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: up.port }, { sendProxyHeader: version }) }],
+      routes: [
+        { name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: up.port }, { sendProxyHeader: version }) },
+      ],
       proxyProtocol: { mode: 'on', trusted: ['127.0.0.1'] },
     });
     const { port: chainedPort } = await chained.listen({ port: 0 });

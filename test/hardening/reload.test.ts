@@ -67,7 +67,11 @@ t.test(`${STREAMS} streaming connections survive a route and certificate swap; n
     socket.end();
     await ended;
     const echoed = Buffer.concat(got);
-    results.push({ ok: greeting === 'OLD\n' && sha(echoed) === sha(payload), why: `#${i} greeting ${JSON.stringify(greeting)} ${echoed.length}/${payload.length}`, cert });
+    results.push({
+      ok: greeting === 'OLD\n' && sha(echoed) === sha(payload),
+      why: `#${i} greeting ${JSON.stringify(greeting)} ${echoed.length}/${payload.length}`,
+      cert,
+    });
   }
 
   const streams: Array<Promise<void>> = [];
@@ -91,8 +95,15 @@ t.test(`${STREAMS} streaming connections survive a route and certificate swap; n
 
   const bad = results.filter((r) => !r.ok);
   t.equal(results.length, STREAMS);
-  t.same(bad.slice(0, 5).map((r) => r.why), [], `every old stream complete and byte-exact (${bad.length} bad)`);
-  t.ok(results.every((r) => r.cert === fingerprint(oldPair.cert)), 'old streams kept the old certificate');
+  t.same(
+    bad.slice(0, 5).map((r) => r.why),
+    [],
+    `every old stream complete and byte-exact (${bad.length} bad)`,
+  );
+  t.ok(
+    results.every((r) => r.cert === fingerprint(oldPair.cert)),
+    'old streams kept the old certificate',
+  );
   t.equal(openAtSwap, STREAMS, `all ${STREAMS} were open, mid-stream, at the swap`);
   t.equal(freshCert, fingerprint(newPair.cert), 'a connection after the swap gets the new certificate');
   t.equal(freshGreeting, 'NEW\n', 'and the new upstream');

@@ -61,7 +61,8 @@ export async function startClusterProcesses(
   const host = '127.0.0.1';
   const root = await tempDir(t, 'cluster');
   const ports: ClusterPorts = { balancer: await freePort(host), redis: redis.port, proxies: [] };
-  for (let i = 0; i < options.count; i++) ports.proxies.push({ web: await freePort(host), peer: await freePort(host), diag: await freePort(host) });
+  for (let i = 0; i < options.count; i++)
+    ports.proxies.push({ web: await freePort(host), peer: await freePort(host), diag: await freePort(host) });
   const layout: ClusterLayoutOptions = {
     host,
     ports,
@@ -75,7 +76,14 @@ export async function startClusterProcesses(
     const configFile = join(root, `proxy${index + 1}.yaml`);
     await writeFile(configFile, proxyConfig(from, index));
     const started = await startProxyCommand(t, ['--config', configFile, '--drain-timeout', '20'], root);
-    return { index, child: started.child, output: started.output, ports: ports.proxies[index]!, dataDir: layout.dataDirs[index]!, configFile };
+    return {
+      index,
+      child: started.child,
+      output: started.output,
+      ports: ports.proxies[index]!,
+      dataDir: layout.dataDirs[index]!,
+      configFile,
+    };
   };
   const proxies: ClusterProxy[] = [await start(0)];
   for (const dir of layout.dataDirs.slice(1)) {
@@ -143,20 +151,39 @@ export function startClusterAgent(
   },
 ): ClusterAgent {
   const script = options.script ?? GATE_MUX;
-  const identity = ['--proxy', `0.0.0.0:${cluster.balancerPort}`, '--server-name', 'localhost', '--name', options.name,
-    '--state-dir', options.stateDir, ...(options.token === false ? [] : ['--token', cluster.token, '--ca-pin', cluster.caPin]),
-    ...options.allow.flatMap((target) => ['--allow', target])];
-  const tuning = [...(options.connectionCount === undefined ? [] : ['--connection-count', String(options.connectionCount)]),
-    ...(options.logLevel === undefined ? [] : ['--log-level', options.logLevel, '--log-format', 'json'])];
+  const identity = [
+    '--proxy',
+    `0.0.0.0:${cluster.balancerPort}`,
+    '--server-name',
+    'localhost',
+    '--name',
+    options.name,
+    '--state-dir',
+    options.stateDir,
+    ...(options.token === false ? [] : ['--token', cluster.token, '--ca-pin', cluster.caPin]),
+    ...options.allow.flatMap((target) => ['--allow', target]),
+  ];
+  const tuning = [
+    ...(options.connectionCount === undefined ? [] : ['--connection-count', String(options.connectionCount)]),
+    ...(options.logLevel === undefined ? [] : ['--log-level', options.logLevel, '--log-format', 'json']),
+  ];
   let args: string[];
   if (options.configFile) {
     const { path, resources } = options.configFile;
-    execFileSync(process.execPath, [script, 'agent', 'configure', ...identity, ...resources.flatMap((r) => ['--resource', r]), '--output', path], { stdio: 'pipe' });
+    execFileSync(
+      process.execPath,
+      [script, 'agent', 'configure', ...identity, ...resources.flatMap((r) => ['--resource', r]), '--output', path],
+      { stdio: 'pipe' },
+    );
     args = ['agent', '--config', path, ...tuning, ...(options.args ?? [])];
   } else {
     args = ['agent', ...identity, ...tuning, ...(options.args ?? [])];
   }
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, ...(options.httpsProxy ? { HTTPS_PROXY: options.httpsProxy } : {}), ...options.env };
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    ...(options.httpsProxy ? { HTTPS_PROXY: options.httpsProxy } : {}),
+    ...options.env,
+  };
   return spawnAgentProcess(t, script, args, env);
 }
 

@@ -68,7 +68,12 @@ export async function startCluster(t: Teardownable, store: RouteStore): Promise<
 }
 
 /** A TLS client of `proxy`'s shared port with `alpn`, optionally behind a PROXY v2 header from `source`. */
-export async function clusterClient(proxy: RunningGateProxy, ca: string, alpn: string, source?: { address: string; port: number }): Promise<TLSSocket> {
+export async function clusterClient(
+  proxy: RunningGateProxy,
+  ca: string,
+  alpn: string,
+  source?: { address: string; port: number },
+): Promise<TLSSocket> {
   const port = proxy.port('multiplex');
   const raw = tcpConnect({ host: '127.0.0.1', port });
   await once(raw, 'connect');

@@ -16,11 +16,24 @@ export async function clusterAuthority(dataDir: string): Promise<CertificateAuth
  * Joins agent `name` to a GateProxy with its development token (once) and returns the options that
  * start it on the shared port with `resources` allowed; `connect` starts one (stopped at teardown).
  */
-export async function joinedAgent(t: Teardownable, gate: RunningGateProxy, name: string, resources: string[]): Promise<{ options: AgentOptions; connect(): Promise<TunnelAgent> }> {
+export async function joinedAgent(
+  t: Teardownable,
+  gate: RunningGateProxy,
+  name: string,
+  resources: string[],
+): Promise<{ options: AgentOptions; connect(): Promise<TunnelAgent> }> {
   const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
   const endpoint = { proxy: gate.address('multiplex'), serverName: 'localhost', env: {} };
   const identity = await joinProxy(endpoint, { token, name, caPin: gate.proxy.caPin });
-  const options: AgentOptions = { proxy: endpoint.proxy, name, ...identity, serverName: 'localhost', env: {}, resources, backoff: { initialMs: 50, maxMs: 400 } };
+  const options: AgentOptions = {
+    proxy: endpoint.proxy,
+    name,
+    ...identity,
+    serverName: 'localhost',
+    env: {},
+    resources,
+    backoff: { initialMs: 50, maxMs: 400 },
+  };
   return {
     options,
     connect: async () => {

@@ -149,5 +149,10 @@ export async function readFrames<T>(
 
 /** The close code the server sends (1005 for a close frame without one), or how reading ended. */
 export function closeCode(socket: Socket, initial: Buffer = Buffer.alloc(0), limitMs = 5000): Promise<number | 'ended' | 'stalled'> {
-  return readFrames(socket, initial, (opcode, payload) => (opcode === Opcode.close ? (payload.length >= 2 ? payload.readUInt16BE(0) : 1005) : undefined), limitMs);
+  return readFrames(
+    socket,
+    initial,
+    (opcode, payload) => (opcode === Opcode.close ? (payload.length >= 2 ? payload.readUInt16BE(0) : 1005) : undefined),
+    limitMs,
+  );
 }

@@ -22,10 +22,7 @@ export interface RunningSocksProxy extends RunningProxy {
  * root: without it the test is skipped with a message. Connections to 127.0.0.3 are blocked by
  * rule (reply 2, "not allowed by ruleset").
  */
-export async function startDante(
-  t: PeerTest,
-  options: { auth?: { password: string } } = {},
-): Promise<RunningSocksProxy | undefined> {
+export async function startDante(t: PeerTest, options: { auth?: { password: string } } = {}): Promise<RunningSocksProxy | undefined> {
   const binary = requirePeer(t, 'danted', 'dante-server');
   if (!binary) return undefined;
   let user: RunningSocksProxy['user'];

@@ -84,7 +84,13 @@ export async function startGateProxy(t: Teardownable, options: StartGateProxyOpt
     ...(options.cluster ? { cluster: options.cluster } : {}),
   });
   const { config } = parseConfig(yaml, { source: `interop ${options.mode} config` });
-  const proxy = await GateProxy.start({ config, version: PROXY_VERSION, env: options.env ?? {}, ...(options.routeStore ? { routeStore: options.routeStore } : {}), ...(options.logger ? { logger: options.logger } : {}) });
+  const proxy = await GateProxy.start({
+    config,
+    version: PROXY_VERSION,
+    env: options.env ?? {},
+    ...(options.routeStore ? { routeStore: options.routeStore } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
   t.teardown(() => proxy.close({ graceMs: 500 }));
   const caFile = proxy.caFile;
   if (!caFile) throw new Error('the proxy made no development CA');

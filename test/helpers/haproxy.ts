@@ -18,7 +18,15 @@ export async function startHaproxy(
   const dir = mkdtempSync(join(tmpdir(), 'gate-haproxy-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const config = join(dir, 'haproxy.cfg');
-  const preamble = ['global', '  log stderr format raw local0 err', 'defaults', '  mode tcp', '  timeout connect 2s', '  timeout client 10s', '  timeout server 10s'];
+  const preamble = [
+    'global',
+    '  log stderr format raw local0 err',
+    'defaults',
+    '  mode tcp',
+    '  timeout connect 2s',
+    '  timeout client 10s',
+    '  timeout server 10s',
+  ];
   writeFileSync(config, [...preamble, ...sections, ''].join('\n'));
   return startDaemon(t, { command: binary, args: ['-db', '-f', config], host: ready.host, port: ready.port });
 }

@@ -30,7 +30,11 @@ export interface StormOutcome {
 export function stormAgents(count: number, prefix: string, keyTypes: 'rsa' | 'mixed' = 'mixed'): StormAgent[] {
   const keys: KeyObject[] = [];
   for (let i = 0; i < 8; i++) {
-    keys.push(i % 2 === 0 || keyTypes === 'rsa' ? generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey : generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey);
+    keys.push(
+      i % 2 === 0 || keyTypes === 'rsa'
+        ? generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey
+        : generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey,
+    );
   }
   return Array.from({ length: count }, (_, i) => {
     const key = keys[i % keys.length]!;
@@ -49,7 +53,9 @@ async function timedRequest(run: () => Promise<WebAnswer>): Promise<StormOutcome
 export async function joinStorm(target: WebTarget, token: string, agents: StormAgent[], concurrency: number): Promise<StormOutcome[]> {
   return inParallel(agents.length, concurrency, async (i) => {
     const agent = agents[i]!;
-    const outcome = await timedRequest(() => webRequest(target, AGENT_JOIN_PATH, { body: JSON.stringify({ name: agent.name, token, csr: agent.csr }) }));
+    const outcome = await timedRequest(() =>
+      webRequest(target, AGENT_JOIN_PATH, { body: JSON.stringify({ name: agent.name, token, csr: agent.csr }) }),
+    );
     if (outcome.answer.status === 200) agent.cert = (JSON.parse(outcome.answer.body) as { cert: string }).cert;
     return outcome;
   });
@@ -59,6 +65,8 @@ export async function joinStorm(target: WebTarget, token: string, agents: StormA
 export async function renewStorm(target: WebTarget, agents: StormAgent[], concurrency: number): Promise<StormOutcome[]> {
   return inParallel(agents.length, concurrency, async (i) => {
     const agent = agents[i]!;
-    return timedRequest(() => webRequest(target, AGENT_RENEW_PATH, { body: JSON.stringify({ csr: agent.csr }), cert: agent.cert ?? '', key: agent.key }));
+    return timedRequest(() =>
+      webRequest(target, AGENT_RENEW_PATH, { body: JSON.stringify({ csr: agent.csr }), cert: agent.cert ?? '', key: agent.key }),
+    );
   });
 }

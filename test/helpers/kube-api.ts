@@ -26,7 +26,19 @@ export async function startApiServer(ca: CertificateAuthority): Promise<{ port: 
     seen.push({ path, servername: (socket as TLSSocket & { servername?: string }).servername ?? '', clientCn: subject?.CN ?? '' });
     res.setHeader('Content-Type', 'application/json');
     if (path === '/version') {
-      res.end(JSON.stringify({ major: '1', minor: '32', gitVersion: GIT_VERSION, gitCommit: '0000000', gitTreeState: 'clean', buildDate: '2026-01-01T00:00:00Z', goVersion: 'go1.23', compiler: 'gc', platform: 'linux/amd64' }));
+      res.end(
+        JSON.stringify({
+          major: '1',
+          minor: '32',
+          gitVersion: GIT_VERSION,
+          gitCommit: '0000000',
+          gitTreeState: 'clean',
+          buildDate: '2026-01-01T00:00:00Z',
+          goVersion: 'go1.23',
+          compiler: 'gc',
+          platform: 'linux/amd64',
+        }),
+      );
     } else if (path === '/healthz') {
       res.setHeader('Content-Type', 'text/plain');
       res.end('ok');

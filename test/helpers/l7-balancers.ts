@@ -26,7 +26,10 @@ let made: { cert: string; pair: { cert: string; key: string } } | undefined;
 export function balancerCa(t: Teardownable): BalancerCa {
   if (!made) {
     const ca = CertificateAuthority.create();
-    made = { cert: ca.cert, pair: ca.issue({ commonName: 'l7-balancer.test', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1', '0.0.0.0'] }) };
+    made = {
+      cert: ca.cert,
+      pair: ca.issue({ commonName: 'l7-balancer.test', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1', '0.0.0.0'] }),
+    };
   }
   const dir = mkdtempSync(join(tmpdir(), 'gate-l7-ca-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -131,6 +134,11 @@ http {
 }
 `,
   );
-  const daemon = await startDaemon(t, { command: binary, args: ['-g', 'daemon off;', '-c', conf, '-p', dir, '-e', 'stderr'], host: '127.0.0.1', port });
+  const daemon = await startDaemon(t, {
+    command: binary,
+    args: ['-g', 'daemon off;', '-c', conf, '-p', dir, '-e', 'stderr'],
+    host: '127.0.0.1',
+    port,
+  });
   return { name: 'nginx', port, address: `127.0.0.1:${port}`, output: daemon.output };
 }

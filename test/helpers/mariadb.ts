@@ -33,7 +33,11 @@ export async function startMariadb(t: PeerTest): Promise<RunningMariadb | undefi
   const data = join(dir, 'data');
   // mariadbd refuses to run as root unless told which user to be; as root, stay root (temp dir).
   const asUser = isRoot() ? ['--user=root'] : [];
-  await execFileAsync(install, ['--no-defaults', `--datadir=${data}`, '--auth-root-authentication-method=normal', '--skip-test-db', ...asUser], { cwd: dir });
+  await execFileAsync(
+    install,
+    ['--no-defaults', `--datadir=${data}`, '--auth-root-authentication-method=normal', '--skip-test-db', ...asUser],
+    { cwd: dir },
+  );
   const host = '127.0.0.1';
   const port = await freePort(host);
   const daemon = await startDaemon(t, {

@@ -26,7 +26,9 @@ export function trackedServer(onSocket: (s: Socket) => void): Promise<{ server: 
     s.on('error', () => {});
     onSocket(s);
   });
-  return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve({ server: srv, port: (srv.address() as AddressInfo).port, sockets })));
+  return new Promise((resolve) =>
+    srv.listen(0, '127.0.0.1', () => resolve({ server: srv, port: (srv.address() as AddressInfo).port, sockets })),
+  );
 }
 
 /** A plain TCP upstream that greets with `tag\n`, then echoes; half-open so tests see FIN order. */
@@ -43,7 +45,10 @@ export async function startTaggedTcpServer(tag: string): Promise<{ port: number;
 }
 
 /** A TLS upstream (dev certificate) that answers `tag sni=.. alpn=..\n` then echoes. */
-export async function startTaggedTlsServer(tag: string, alpn: string[] = ['h2', 'http/1.1', 'gate-bench', 'gate-postgres', 'gate-reversetunnel']): Promise<{ port: number; server: Server }> {
+export async function startTaggedTlsServer(
+  tag: string,
+  alpn: string[] = ['h2', 'http/1.1', 'gate-bench', 'gate-postgres', 'gate-reversetunnel'],
+): Promise<{ port: number; server: Server }> {
   const { server: pair } = devCertificates();
   const server = createTlsServer({ ...pair, ALPNProtocols: alpn }, (socket) => {
     socket.on('error', () => {});
@@ -97,10 +102,7 @@ export async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
 /** TLS client trusting the dev CA. Resolves on secureConnect, rejects on error. */
 export async function tlsClient(port: number, options: ConnectionOptions = {}): Promise<TLSSocket> {
   const socket = tlsConnect({ host: '127.0.0.1', port, ca: devCertificates().ca.cert, ...options });
-  await Promise.race([
-    once(socket, 'secureConnect'),
-    once(socket, 'error').then(([err]) => Promise.reject(err)),
-  ]);
+  await Promise.race([once(socket, 'secureConnect'), once(socket, 'error').then(([err]) => Promise.reject(err))]);
   return socket;
 }
 
@@ -120,7 +122,11 @@ export interface RunOptions {
   env?: NodeJS.ProcessEnv;
 }
 
-export function run(cmd: string, args: string[], options: RunOptions = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function run(
+  cmd: string,
+  args: string[],
+  options: RunOptions = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'], env: options.env ?? process.env });
     let stdout = '';

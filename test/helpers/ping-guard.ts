@@ -95,7 +95,8 @@ export async function startGuardedProxy(t: Test, options: GuardedProxyOptions = 
   yieldToTheProxy();
   // Start-up makes keys and certificates on the loop: let that stall leave the recent window
   // (one to two seconds) before any attack is measured against it.
-  for (let waited = 0; ((await recentLoopDelayMs(diagPort)) ?? 0) >= PING_BOUND_MS && waited < 5000; waited += 250) await new Promise((resolve) => setTimeout(resolve, 250));
+  for (let waited = 0; ((await recentLoopDelayMs(diagPort)) ?? 0) >= PING_BOUND_MS && waited < 5000; waited += 250)
+    await new Promise((resolve) => setTimeout(resolve, 250));
   const ca = await readFile(join(dataDir, 'ca.pem'), 'utf8');
   return {
     host,
@@ -132,7 +133,12 @@ function yieldToTheProxy(): void {
 }
 
 /** Runs `attack` while pings are timed; asserts none failed and the worst stayed under PING_BOUND_MS. */
-export async function underPingGuard<T>(t: Test, proxy: Pick<GuardedProxy, 'host' | 'port' | 'ca'> & { diagPort?: number }, label: string, attack: () => Promise<T>): Promise<T> {
+export async function underPingGuard<T>(
+  t: Test,
+  proxy: Pick<GuardedProxy, 'host' | 'port' | 'ca'> & { diagPort?: number },
+  label: string,
+  attack: () => Promise<T>,
+): Promise<T> {
   const data: PingWorkerData = { host: proxy.host, port: proxy.port, ca: proxy.ca, servername: 'localhost', gapMs: 10, giveUpMs: 10_000 };
   const worker = new Worker(new URL('./ping-worker.js', import.meta.url), { workerData: data });
   let count = 0;
@@ -173,17 +179,25 @@ export async function underPingGuard<T>(t: Test, proxy: Pick<GuardedProxy, 'host
   const worst = Math.max(...samples);
   t.same(failures, [], `${label}: every ping answered`);
   if (proxy.diagPort === undefined) {
-    t.ok(samples.length >= MIN_PINGS && worst < PING_BOUND_MS, `${label}: worst of ${samples.length} pings ${worst.toFixed(0)} ms (bound ${PING_BOUND_MS} ms)`);
+    t.ok(
+      samples.length >= MIN_PINGS && worst < PING_BOUND_MS,
+      `${label}: worst of ${samples.length} pings ${worst.toFixed(0)} ms (bound ${PING_BOUND_MS} ms)`,
+    );
     return result;
   }
   await pollLoop();
   t.ok(loopWorst < PING_BOUND_MS, `${label}: the proxy's event loop never stalled ${PING_BOUND_MS} ms (worst ${loopWorst.toFixed(0)} ms)`);
   if (worst < PING_BOUND_MS || loopWorst >= PING_BOUND_MS) {
-    t.ok(samples.length >= MIN_PINGS && worst < PING_BOUND_MS, `${label}: worst of ${samples.length} pings ${worst.toFixed(0)} ms (bound ${PING_BOUND_MS} ms)`);
+    t.ok(
+      samples.length >= MIN_PINGS && worst < PING_BOUND_MS,
+      `${label}: worst of ${samples.length} pings ${worst.toFixed(0)} ms (bound ${PING_BOUND_MS} ms)`,
+    );
   } else {
     // A ping over the bound while the proxy's loop never stalled that long waited for the
     // machine (other processes on the cores), not for the proxy: said, not failed.
-    t.pass(`${label}: worst of ${samples.length} pings ${worst.toFixed(0)} ms, over the bound while the proxy's loop stayed under it (worst ${loopWorst.toFixed(0)} ms): the machine's scheduling`);
+    t.pass(
+      `${label}: worst of ${samples.length} pings ${worst.toFixed(0)} ms, over the bound while the proxy's loop stayed under it (worst ${loopWorst.toFixed(0)} ms): the machine's scheduling`,
+    );
     t.comment(`ping over ${PING_BOUND_MS} ms not caused by the proxy: ${label}`);
   }
   return result;
@@ -212,9 +226,18 @@ export async function timed<T>(run: () => Promise<T>): Promise<Timed<T>> {
  * Every outcome refused with one of `codes`, each within REFUSAL_BOUND_MS. One assertion for the
  * lot (with the first offender named), so hundreds of requests do not make hundreds of lines.
  */
-export function expectRefusals(t: Test, label: string, outcomes: Array<Timed<{ status: number; code: string | undefined }>>, codes: string[]): void {
+export function expectRefusals(
+  t: Test,
+  label: string,
+  outcomes: Array<Timed<{ status: number; code: string | undefined }>>,
+  codes: string[],
+): void {
   const wrong = outcomes.find((o) => !codes.includes(o.value.code ?? ''));
   const slow = outcomes.find((o) => o.ms >= REFUSAL_BOUND_MS);
   t.equal(wrong, undefined, `${label}: all ${outcomes.length} refused with ${codes.join(' or ')}`);
-  t.equal(slow, undefined, `${label}: each within ${REFUSAL_BOUND_MS} ms (slowest ${Math.max(...outcomes.map((o) => o.ms)).toFixed(0)} ms)`);
+  t.equal(
+    slow,
+    undefined,
+    `${label}: each within ${REFUSAL_BOUND_MS} ms (slowest ${Math.max(...outcomes.map((o) => o.ms)).toFixed(0)} ms)`,
+  );
 }

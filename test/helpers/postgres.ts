@@ -53,7 +53,14 @@ export async function startPostgres(t: PeerTest): Promise<RunningPostgres | unde
   });
   const host = '127.0.0.1';
   const port = await freePort(host);
-  const settings = ['fsync=off', 'synchronous_commit=off', 'full_page_writes=off', 'shared_buffers=16MB', 'max_connections=30', 'log_min_messages=warning'];
+  const settings = [
+    'fsync=off',
+    'synchronous_commit=off',
+    'full_page_writes=off',
+    'shared_buffers=16MB',
+    'max_connections=30',
+    'log_min_messages=warning',
+  ];
   const daemon = await startDaemon(t, {
     command: postgres,
     args: ['-D', data, '-k', dir, '-h', host, '-p', String(port), ...settings.flatMap((s) => ['-c', s])],

@@ -1,7 +1,12 @@
 import { request } from 'node:http';
 
 /** One HTTP GET (or another method) against a plain-HTTP listener: status, headers and body. */
-export function httpGet(port: number, path: string, method = 'GET', host = '127.0.0.1'): Promise<{ status: number; contentType: string; allow: string | undefined; body: string }> {
+export function httpGet(
+  port: number,
+  path: string,
+  method = 'GET',
+  host = '127.0.0.1',
+): Promise<{ status: number; contentType: string; allow: string | undefined; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request({ host, port, path, method, agent: false }, (res) => {
       let body = '';
@@ -32,7 +37,10 @@ export function parsePrometheus(text: string): Map<string, number> {
 }
 
 /** GETs /metrics and parses it; a sample never exported reads as 0 through `value`. */
-export async function scrape(port: number, host = '127.0.0.1'): Promise<{ value: (key: string) => number; samples: Map<string, number>; text: string }> {
+export async function scrape(
+  port: number,
+  host = '127.0.0.1',
+): Promise<{ value: (key: string) => number; samples: Map<string, number>; text: string }> {
   const res = await httpGet(port, '/metrics', 'GET', host);
   if (res.status !== 200) throw new Error(`/metrics answered ${res.status}: ${res.body}`);
   const samples = parsePrometheus(res.body);

@@ -19,7 +19,12 @@ export interface StartedProxy {
  * (soft and hard, as a unit's LimitNOFILE), the process keeping its pid. `script`: another
  * build's gate-mux.js (versioned-build.ts). Killed at teardown.
  */
-export async function startProxyCommand(t: Teardownable, args: string[], cwd: string, options: { openFiles?: number; script?: string } = {}): Promise<StartedProxy> {
+export async function startProxyCommand(
+  t: Teardownable,
+  args: string[],
+  cwd: string,
+  options: { openFiles?: number; script?: string } = {},
+): Promise<StartedProxy> {
   const node = [process.execPath, options.script ?? GATE_MUX, 'proxy', ...args];
   const child =
     options.openFiles === undefined

@@ -36,11 +36,35 @@ export async function startRedis(t: PeerTest, options: StartRedisOptions = {}): 
   const dir = await tempDir(t, 'redis');
   const host = '127.0.0.1';
   const port = await freePort(host);
-  const args = ['--port', String(port), '--bind', host, '--save', '', '--appendonly', 'no', '--dir', dir, '--daemonize', 'no', '--loglevel', 'warning'];
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    host,
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+    '--daemonize',
+    'no',
+    '--loglevel',
+    'warning',
+  ];
   if (options.password !== undefined) args.push('--requirepass', options.password);
   if (options.tls) {
     args.splice(0, 2, '--port', '0', '--tls-port', String(port));
-    args.push('--tls-cert-file', options.tls.certFile, '--tls-key-file', options.tls.keyFile, '--tls-ca-cert-file', options.tls.caFile, '--tls-auth-clients', 'no');
+    args.push(
+      '--tls-cert-file',
+      options.tls.certFile,
+      '--tls-key-file',
+      options.tls.keyFile,
+      '--tls-ca-cert-file',
+      options.tls.caFile,
+      '--tls-auth-clients',
+      'no',
+    );
   }
   const start = () => startDaemon(t, { command: binary, args, host, port, cwd: dir });
   let daemon = await start();

@@ -78,9 +78,10 @@ export function execArgv(line: string, env: Record<string, string | undefined>, 
   const argv: string[] = [];
   for (const { text, quoted } of words(line.replace(/^[-@:+!]+/, ''))) {
     const whole = /^\$([A-Za-z_][A-Za-z0-9_]*)$/.exec(text);
-    const expanded = whole && !quoted
-      ? (env[whole[1]!] ?? '').split(/\s+/).filter(Boolean)
-      : [text.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (all, name: string | undefined) => (name ? (env[name] ?? '') : '$'))];
+    const expanded =
+      whole && !quoted
+        ? (env[whole[1]!] ?? '').split(/\s+/).filter(Boolean)
+        : [text.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (all, name: string | undefined) => (name ? (env[name] ?? '') : '$'))];
     for (const word of expanded) argv.push(...(replace[word] ?? [word]));
   }
   return argv;
@@ -124,7 +125,12 @@ export interface RunningUnitCommand {
 }
 
 /** Starts one Exec*= line of a unit (argv from `execArgv`); killed at teardown if still running. */
-export function startUnitCommand(t: Teardownable, line: string, env: Record<string, string | undefined>, replace: Record<string, string[]>): RunningUnitCommand {
+export function startUnitCommand(
+  t: Teardownable,
+  line: string,
+  env: Record<string, string | undefined>,
+  replace: Record<string, string[]>,
+): RunningUnitCommand {
   const [command, ...args] = execArgv(line, env, replace);
   const child = spawn(command!, args, { env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';

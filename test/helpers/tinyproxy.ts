@@ -20,7 +20,10 @@ type PeerTest = Teardownable & Parameters<typeof requirePeer>[0];
  * No ConnectPort line, so CONNECT is allowed to any port. Undefined when the peer is missing
  * (the test is then skipped, or failed in CI, by requirePeer).
  */
-export async function startTinyproxy(t: PeerTest, options: { basicAuth?: { user: string; pass: string } } = {}): Promise<RunningProxy | undefined> {
+export async function startTinyproxy(
+  t: PeerTest,
+  options: { basicAuth?: { user: string; pass: string } } = {},
+): Promise<RunningProxy | undefined> {
   const binary = requirePeer(t, 'tinyproxy', 'tinyproxy');
   if (!binary) return undefined;
   const host = '127.0.0.2';

@@ -44,7 +44,10 @@ export function agentCertificate(name: string): KeyPair {
  * (mTLS against the dev CA) and one TLS-terminating route per `routes` entry whose upstream is
  * reached through an agent.
  */
-export async function startProxySide(routes: TunnelledRoute[], options: { port?: number; registry?: TunnelRegistryOptions } = {}): Promise<ProxySide> {
+export async function startProxySide(
+  routes: TunnelledRoute[],
+  options: { port?: number; registry?: TunnelRegistryOptions } = {},
+): Promise<ProxySide> {
   const { ca, server } = devCertificates();
   const registry = new TunnelRegistry(options.registry ?? {});
   const all: Route[] = [
@@ -80,7 +83,14 @@ export async function rawAgentSession(
   pair: KeyPair,
   ca: string | Buffer = devCertificates().ca.cert,
 ): Promise<{ socket: TLSSocket; session: ServerHttp2Session }> {
-  const { socket } = await dialTls(address, { alpn: [ALPN_REVERSE_TUNNEL], requireAlpn: true, ca, ...pair, serverName: 'localhost', proxy: null });
+  const { socket } = await dialTls(address, {
+    alpn: [ALPN_REVERSE_TUNNEL],
+    requireAlpn: true,
+    ca,
+    ...pair,
+    serverName: 'localhost',
+    proxy: null,
+  });
   const h2 = createH2Server();
   let session: ServerHttp2Session | undefined;
   h2.once('session', (s: ServerHttp2Session) => (session = s)); // emitted synchronously

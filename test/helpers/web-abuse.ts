@@ -49,8 +49,16 @@ function parse(text: string): WebAnswer {
 /** One request on a fresh TLS connection; resolves once the server has answered and closed or the answer is complete. */
 export function webRequest(target: WebTarget, path: string, options: RequestOptions = {}): Promise<WebAnswer> {
   const body = options.body === undefined ? Buffer.alloc(0) : Buffer.from(options.body);
-  const headers = { Host: 'localhost', Connection: 'close', 'Content-Type': 'application/json', 'Content-Length': body.length, ...options.headers };
-  const head = `${options.method ?? 'POST'} ${path} HTTP/1.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`;
+  const headers = {
+    Host: 'localhost',
+    Connection: 'close',
+    'Content-Type': 'application/json',
+    'Content-Length': body.length,
+    ...options.headers,
+  };
+  const head = `${options.method ?? 'POST'} ${path} HTTP/1.1\r\n${Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join('\r\n')}\r\n\r\n`;
   return new Promise((resolve) => {
     const header = options.proxyFrom === undefined ? undefined : `PROXY TCP4 ${options.proxyFrom} 127.0.0.1 40000 ${target.port}\r\n`;
     const raw = header === undefined ? undefined : netConnect({ host: target.host, port: target.port }, () => raw!.write(header));

@@ -41,8 +41,20 @@ if (kubectl) {
     const config = {
       apiVersion: 'v1',
       kind: 'Config',
-      clusters: [{ name: 'gate', cluster: { server: `https://127.0.0.1:${port}`, 'tls-server-name': CLUSTER_NAME, 'certificate-authority-data': b64(ca.cert) } }],
-      users: [{ name: 'interop', user: withClientCert ? { 'client-certificate-data': b64(user.cert), 'client-key-data': b64(user.key) } : { token: 'not-a-certificate' } }],
+      clusters: [
+        {
+          name: 'gate',
+          cluster: { server: `https://127.0.0.1:${port}`, 'tls-server-name': CLUSTER_NAME, 'certificate-authority-data': b64(ca.cert) },
+        },
+      ],
+      users: [
+        {
+          name: 'interop',
+          user: withClientCert
+            ? { 'client-certificate-data': b64(user.cert), 'client-key-data': b64(user.key) }
+            : { token: 'not-a-certificate' },
+        },
+      ],
       contexts: [{ name: 'interop', context: { cluster: 'gate', user: 'interop' } }],
       'current-context': 'interop',
     };
@@ -52,7 +64,9 @@ if (kubectl) {
 
   function run(config: string, args: string[]): Promise<ClientResult> {
     // HOME for kubectl's discovery cache; no proxy variables (kubectl would honour them).
-    return runClient(kubectl!, [...args, '--request-timeout=20s'], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, KUBECONFIG: config } });
+    return runClient(kubectl!, [...args, '--request-timeout=20s'], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, KUBECONFIG: config },
+    });
   }
 
   async function versionAndHealth(t: Test, port: number): Promise<void> {

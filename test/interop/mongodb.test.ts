@@ -54,13 +54,19 @@ t.test('multiplexed port through the local proxy: gate-mongodb', async (t) => {
   const before = standIn.commands.length;
   await roundTrip(t, await localProxyTo(t, mux, 'multiplex', ['gate-mongodb']));
   const seen = standIn.commands.slice(before);
-  t.ok(seen.some((c) => ['hello', 'isMaster', 'ismaster'].includes(c)), 'the driver handshake reached the stand-in');
+  t.ok(
+    seen.some((c) => ['hello', 'isMaster', 'ismaster'].includes(c)),
+    'the driver handshake reached the stand-in',
+  );
   t.ok(seen.includes('ping') && seen.includes('insert') && seen.includes('find'), `commands seen: ${seen.join(', ')}`);
-  t.notOk(seen.some((c) => c.startsWith('error')), 'every message parsed');
+  t.notOk(
+    seen.some((c) => c.startsWith('error')),
+    'every message parsed',
+  );
   t.ok(mux.route('multiplex', 'mongodb').connections >= 1, 'taken by the gate-mongodb route');
 });
 
-t.test('multiplexed port, no local proxy: the driver\'s own TLS with ALPNProtocols [gate-mongodb]', async (t) => {
+t.test("multiplexed port, no local proxy: the driver's own TLS with ALPNProtocols [gate-mongodb]", async (t) => {
   const before = mux.route('multiplex', 'mongodb').connections;
   await roundTrip(t, mux.port('multiplex'), { tls: true, ca: mux.ca, ALPNProtocols: ['gate-mongodb'] });
   t.ok(mux.route('multiplex', 'mongodb').connections > before, 'taken by the gate-mongodb route');

@@ -70,7 +70,10 @@ if (sshd) {
     const viaProxy = await localProxyTo(t, mux, 'multiplex', ['gate-proxy-ssh'], { target, env: { HTTPS_PROXY: proxy.url } });
     await roundTrip(t, server, viaProxy);
     t.equal(connects(), 1, 'tinyproxy carried the tunnel');
-    const bypass = await localProxyTo(t, mux, 'multiplex', ['gate-proxy-ssh'], { target, env: { HTTPS_PROXY: proxy.url, NO_PROXY: '0.0.0.0' } });
+    const bypass = await localProxyTo(t, mux, 'multiplex', ['gate-proxy-ssh'], {
+      target,
+      env: { HTTPS_PROXY: proxy.url, NO_PROXY: '0.0.0.0' },
+    });
     await roundTrip(t, server, bypass);
     t.equal(connects(), 1, 'tinyproxy saw no new CONNECT');
   });

@@ -16,14 +16,25 @@ import { tempDir } from '../helpers/temp-dir.js';
 
 const curl = requirePeer(t, 'curl', 'curl');
 // Upstreams nobody dials in this file: port 9 (discard) on loopback, only there to fill the table.
-const upstreams = { ssh: '127.0.0.1:9', kube: '127.0.0.1:9', postgres: '127.0.0.1:9', mysql: '127.0.0.1:9', redis: '127.0.0.1:9', mongodb: '127.0.0.1:9' };
+const upstreams = {
+  ssh: '127.0.0.1:9',
+  kube: '127.0.0.1:9',
+  postgres: '127.0.0.1:9',
+  mysql: '127.0.0.1:9',
+  redis: '127.0.0.1:9',
+  mongodb: '127.0.0.1:9',
+};
 
 interface Ping {
   server_version?: string;
   proxy?: { tls_routing_enabled?: boolean };
 }
 
-async function get(gate: RunningGateProxy, port: number, options: { scheme: 'https' | 'http'; http: '--http1.1' | '--http2' | '--http2-prior-knowledge'; path: string }): Promise<{ body: string; httpVersion: string }> {
+async function get(
+  gate: RunningGateProxy,
+  port: number,
+  options: { scheme: 'https' | 'http'; http: '--http1.1' | '--http2' | '--http2-prior-knowledge'; path: string },
+): Promise<{ body: string; httpVersion: string }> {
   const url = `${options.scheme}://localhost:${port}${options.path}`;
   const result = await runClient(curl!, [
     '-sS',
@@ -113,11 +124,14 @@ if (curl) {
     );
     t.equal(result.code, 0, describeResult(result));
     const dom = result.stdout.toString();
-    t.match(dom, `"server_version":"${PROXY_VERSION}"`, 'the page is the proxy\'s ping');
+    t.match(dom, `"server_version":"${PROXY_VERSION}"`, "the page is the proxy's ping");
     const after = mux.stats('multiplex');
     t.ok((after.byRoute.web?.connections ?? 0) > (before.byRoute.web?.connections ?? 0), 'Chromium took the web route');
     t.ok(after.helloBytes.max > 1500, `Chromium's ClientHello was post-quantum sized (max ${after.helloBytes.max} bytes)`);
-    const large = (s: typeof before): number => Object.entries(s.helloBytes.histogram).filter(([bucket]) => Number(bucket) > 1024).reduce((n, [, count]) => n + count, 0);
+    const large = (s: typeof before): number =>
+      Object.entries(s.helloBytes.histogram)
+        .filter(([bucket]) => Number(bucket) > 1024)
+        .reduce((n, [, count]) => n + count, 0);
     t.ok(large(after) > large(before), 'and it came in this run, not from curl');
   });
 }

@@ -52,7 +52,11 @@ t.test('a multiplexer told by the environment to stay off the handles runs on ne
     await b.close({ graceMs: 10 });
   `;
   // Not spawnSync: the upstream lives in this process, whose event loop must keep running.
-  const child = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, [FAST_PATH_ENV]: 'off' }, encoding: 'utf8', timeout: 20_000 });
+  const child = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, [FAST_PATH_ENV]: 'off' },
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
   const out = JSON.parse(child.stdout) as { fastPath: boolean[]; echoed: string; lines: string[] };
   t.same(out.fastPath, [false, false], 'both multiplexers on net.Socket');
   t.equal(out.echoed, 'SSH-2.0-env\r\n', 'and they route');
@@ -60,7 +64,12 @@ t.test('a multiplexer told by the environment to stay off the handles runs on ne
   t.match(out.lines[0], /net\.Socket.*GATE_MUX_FAST_PATH=off/);
 });
 
-async function withMux(t: Tap, routes: Route[], fastPath: boolean, options: Partial<ConstructorParameters<typeof Multiplexer>[0]> = {}): Promise<{ port: number; mux: Multiplexer; logs: ReturnType<typeof captureLogs> }> {
+async function withMux(
+  t: Tap,
+  routes: Route[],
+  fastPath: boolean,
+  options: Partial<ConstructorParameters<typeof Multiplexer>[0]> = {},
+): Promise<{ port: number; mux: Multiplexer; logs: ReturnType<typeof captureLogs> }> {
   const logs = captureLogs();
   const mux = new Multiplexer({ routes, fastPath, logger: logs.logger, ...options });
   const { port } = await mux.listen({ port: 0 });
@@ -85,7 +94,11 @@ t.test('the option chooses the path; both carry the same bytes and count them al
   const port = await upstreamServer(t, (s) => s.pipe(s));
   const counted: Array<{ bytesIn: number; bytesOut: number }> = [];
   for (const fastPath of [true, false]) {
-    const { port: muxPort, mux } = await withMux(t, [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port }) }], fastPath);
+    const { port: muxPort, mux } = await withMux(
+      t,
+      [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port }) }],
+      fastPath,
+    );
     t.equal(mux.fastPath, fastPath);
     const client = await tcpClient(muxPort, { allowHalfOpen: true });
     client.write('SSH-2.0-count\r\n');
@@ -102,7 +115,11 @@ t.test('the option chooses the path; both carry the same bytes and count them al
 
 t.test('a hostname upstream is looked up, then dialed on a handle', async (t) => {
   const port = await upstreamServer(t, (s) => s.resume().end('from localhost\n'));
-  const { port: muxPort } = await withMux(t, [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: 'localhost', port }) }], true);
+  const { port: muxPort } = await withMux(
+    t,
+    [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: 'localhost', port }) }],
+    true,
+  );
   const client = await tcpClient(muxPort);
   client.write('SSH-2.0-name\r\n');
   t.equal(await readUntil(client, () => false), 'from localhost\n');
@@ -112,7 +129,11 @@ t.test('a refused dial is GATE_ERR_DIAL_REFUSED, and nothing is left open', asyn
   const closed = createServer();
   const deadPort = await listening(closed);
   await closeServer(closed);
-  const { port, mux, logs } = await withMux(t, [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: deadPort }) }], true);
+  const { port, mux, logs } = await withMux(
+    t,
+    [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: deadPort }) }],
+    true,
+  );
   const client = await tcpClient(port);
   client.write('SSH-2.0-refused\r\n');
   await once(client, 'close');
@@ -127,7 +148,11 @@ t.test('resets are named by side: GATE_ERR_UPSTREAM_RESET and GATE_ERR_CLIENT_RE
     held = s;
     s.resume().write('hello\n');
   });
-  const { port: muxPort, mux, logs } = await withMux(t, [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port }) }], true);
+  const {
+    port: muxPort,
+    mux,
+    logs,
+  } = await withMux(t, [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port }) }], true);
 
   const first = await tcpClient(muxPort);
   first.on('error', () => {});
@@ -163,7 +188,11 @@ t.test('a PROXY v2 header goes out first, with the client address, then the peek
       });
     });
   });
-  const { port: muxPort } = await withMux(t, [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port }, { sendProxyHeader: 'v2' }) }], true);
+  const { port: muxPort } = await withMux(
+    t,
+    [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port }, { sendProxyHeader: 'v2' }) }],
+    true,
+  );
   const client = await tcpClient(muxPort);
   client.write('SSH-2.0-pp\r\n');
   await until(() => first !== undefined, 'the upstream connection');
@@ -195,7 +224,12 @@ t.test('a stream handler on a fast-path mux gets a net.Socket with the peeked by
 
 t.test('idle timeout on the fast path closes a quiet relay, not a busy one', async (t) => {
   const port = await upstreamServer(t, (s) => s.pipe(s));
-  const { port: muxPort, mux } = await withMux(t, [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port }) }], true, { idleTimeoutMs: 120 });
+  const { port: muxPort, mux } = await withMux(
+    t,
+    [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port }) }],
+    true,
+    { idleTimeoutMs: 120 },
+  );
   const quiet = await tcpClient(muxPort);
   quiet.resume().write('SSH-2.0-quiet\r\n');
   const busy = await tcpClient(muxPort);
@@ -237,12 +271,20 @@ t.test('IdleSweep reports only what did not read for a whole timeout, once', asy
 
 t.test('a client that reset before it was accepted counts as GATE_ERR_CLIENT_CLOSED on both paths', async (t) => {
   for (const fastPath of [true, false]) {
-    const { port, mux } = await withMux(t, [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: 9 }) }], fastPath, {
-      proxyProtocol: { mode: 'on', trusted: ['127.0.0.1/32'] },
-    });
+    const { port, mux } = await withMux(
+      t,
+      [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: 9 }) }],
+      fastPath,
+      {
+        proxyProtocol: { mode: 'on', trusted: ['127.0.0.1/32'] },
+      },
+    );
     // spawnSync blocks this event loop: the child connects and resets before the multiplexer
     // can accept, so the accepted socket no longer has a peer address.
-    const child = spawnSync(process.execPath, ['-e', `const s = require('net').connect(${port}, '127.0.0.1', () => { s.resetAndDestroy(); setTimeout(() => {}, 50); });`]);
+    const child = spawnSync(process.execPath, [
+      '-e',
+      `const s = require('net').connect(${port}, '127.0.0.1', () => { s.resetAndDestroy(); setTimeout(() => {}, 50); });`,
+    ]);
     t.equal(child.status, 0);
     await until(() => mux.stats().rejected === 1, 'the rejection');
     t.same(mux.stats().failures, { GATE_ERR_CLIENT_CLOSED: 1 }, `fastPath ${fastPath}: not an untrusted source`);

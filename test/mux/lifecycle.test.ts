@@ -3,7 +3,17 @@ import { availableTransports, TRANSPORT_LABEL, TRANSPORT_OPTIONS, type Transport
 import { once } from 'node:events';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward } from '../../lib/handlers/builders.js';
-import { closeServer, liveHandles, until, readBytes, readUntil, startTaggedTcpServer, tcpClient, tlsClient, startTaggedTlsServer } from '../helpers/net.js';
+import {
+  closeServer,
+  liveHandles,
+  until,
+  readBytes,
+  readUntil,
+  startTaggedTcpServer,
+  tcpClient,
+  tlsClient,
+  startTaggedTlsServer,
+} from '../helpers/net.js';
 
 const echo = await startTaggedTcpServer('ECHO');
 const tlsUp = await startTaggedTlsServer('T');
@@ -21,7 +31,10 @@ const routes = [
 // Every test runs twice: with passthrough on bare libuv handles (the default) and on net.Socket.
 let transport: TransportOptions = TRANSPORT_OPTIONS.handles;
 
-async function withMux(options: Partial<ConstructorParameters<typeof Multiplexer>[0]>, fn: (port: number, mux: Multiplexer) => Promise<void>): Promise<void> {
+async function withMux(
+  options: Partial<ConstructorParameters<typeof Multiplexer>[0]>,
+  fn: (port: number, mux: Multiplexer) => Promise<void>,
+): Promise<void> {
   const mux = new Multiplexer({ routes, ...transport, ...options });
   const { port } = await mux.listen({ port: 0 });
   try {
@@ -139,7 +152,11 @@ for (const name of availableTransports(t)) {
         after.write('SSH-2.0-after\r\n');
         t.match(await readUntil(after, (s) => s.includes('SSH-2.0-after')), /^OTHER\n/, 'a new connection follows the new route');
         before.write('still flowing');
-        t.match(await readUntil(before, (s) => s.includes('still flowing')), /still flowing/, 'the established connection kept its upstream');
+        t.match(
+          await readUntil(before, (s) => s.includes('still flowing')),
+          /still flowing/,
+          'the established connection kept its upstream',
+        );
         before.destroy();
         after.destroy();
         await until(() => mux.openConnections === 0, 'connections to settle');
@@ -159,7 +176,16 @@ for (const name of availableTransports(t)) {
       });
       upstream.listen(0, '127.0.0.1');
       await once(upstream, 'listening');
-      const mux = new Multiplexer({ routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: (upstream.address() as { port: number }).port }) }], ...transport });
+      const mux = new Multiplexer({
+        routes: [
+          {
+            name: 'ssh',
+            match: { protocol: 'ssh' },
+            handler: forward({ host: '127.0.0.1', port: (upstream.address() as { port: number }).port }),
+          },
+        ],
+        ...transport,
+      });
       const { port } = await mux.listen({ port: 0 });
       const socket = await tcpClient(port, { allowHalfOpen: true });
       socket.write('SSH-2.0-late\r\n');

@@ -33,10 +33,18 @@ t.test('each bad value is refused naming its option', async (t) => {
     ['fastPath', 'yes'],
   ];
   for (const [name, value] of bad) {
-    t.throws(() => new Multiplexer({ routes, [name]: value } as never), { code: 'GATE_ERR_INVALID_ARGUMENT', message: new RegExp(`^${name}: expected`) }, `${name} = ${String(value)}`);
+    t.throws(
+      () => new Multiplexer({ routes, [name]: value } as never),
+      { code: 'GATE_ERR_INVALID_ARGUMENT', message: new RegExp(`^${name}: expected`) },
+      `${name} = ${String(value)}`,
+    );
   }
   for (const trusted of [['10.0.0.0/33'], ['not-an-ip'], ['10.0.0.0/8/1'], [42]]) {
-    t.throws(() => new Multiplexer({ routes, proxyProtocol: { mode: 'on', trusted } } as never), { code: 'GATE_ERR_INVALID_ARGUMENT', message: /^proxyProtocol\.trusted/ }, JSON.stringify(trusted));
+    t.throws(
+      () => new Multiplexer({ routes, proxyProtocol: { mode: 'on', trusted } } as never),
+      { code: 'GATE_ERR_INVALID_ARGUMENT', message: /^proxyProtocol\.trusted/ },
+      JSON.stringify(trusted),
+    );
   }
 });
 

@@ -37,7 +37,9 @@ async function fakePostgres(answer: string): Promise<{ port: number; requests: B
 }
 
 async function withMux(upstreamPort: number, fn: (port: number, mux: Multiplexer) => Promise<void>): Promise<void> {
-  const mux = new Multiplexer({ routes: [{ name: 'pg', match: { protocol: 'postgres' }, handler: forward({ host: '127.0.0.1', port: upstreamPort }) }] });
+  const mux = new Multiplexer({
+    routes: [{ name: 'pg', match: { protocol: 'postgres' }, handler: forward({ host: '127.0.0.1', port: upstreamPort }) }],
+  });
   const { port } = await mux.listen({ port: 0 });
   try {
     await fn(port, mux);

@@ -77,12 +77,16 @@ function digest(socket: Socket, skip = 0, stutter?: ReturnType<typeof prng>): Pr
 async function stalled(progress: { sent: number; blocked: boolean }): Promise<void> {
   let last = -1;
   let still = 0;
-  await until(() => {
-    if (progress.blocked && progress.sent === last) still++;
-    else still = 0;
-    last = progress.sent;
-    return still >= 20;
-  }, 'the sender to stall', 20_000);
+  await until(
+    () => {
+      if (progress.blocked && progress.sent === last) still++;
+      else still = 0;
+      last = progress.sent;
+      return still >= 20;
+    },
+    'the sender to stall',
+    20_000,
+  );
 }
 
 // Every test runs twice: with passthrough on bare libuv handles (the default) and on net.Socket.
@@ -94,7 +98,10 @@ async function setup(t: { teardown(fn: () => Promise<void>): void }, onUpstream:
     onUpstream(s);
   });
   const upstreamPort = await listening(upstream);
-  const mux = new Multiplexer({ routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: upstreamPort }) }], ...transport });
+  const mux = new Multiplexer({
+    routes: [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: upstreamPort }) }],
+    ...transport,
+  });
   const { port } = await mux.listen({ port: 0 });
   t.teardown(async () => {
     await mux.close({ graceMs: 100 });

@@ -54,7 +54,7 @@ for (const [name, query, expected] of cases) {
   t.equal(table.select(query)?.name, expected, name);
 }
 
-t.test('within the SNI-prefix tier the longest prefix wins before the client\'s ALPN preference', async (t) => {
+t.test("within the SNI-prefix tier the longest prefix wins before the client's ALPN preference", async (t) => {
   const prefixes = new RouteTable([
     r('kube-any', { sniPrefix: 'kube-gate-proxy-alpn.', alpn: 'h2' }),
     r('kube-prod', { sniPrefix: 'kube-gate-proxy-alpn.prod.' }),

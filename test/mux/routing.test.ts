@@ -25,7 +25,11 @@ const mux = new Multiplexer({
     { name: 'a', match: { sni: 'a.gate.test' }, handler: forward({ host: '127.0.0.1', port: upA.port }) },
     { name: 'b', match: { alpn: 'gate-bench' }, handler: forward({ host: '127.0.0.1', port: upB.port }) },
     { name: 'wild', match: { sni: '*.wild.test' }, handler: forward({ host: '127.0.0.1', port: upB.port }) },
-    { name: 'web', match: { sni: ['localhost', 'gate.test'] }, handler: terminate({ ...serverPair, alpnProtocols: ['http/1.1'] }, serve(web)) },
+    {
+      name: 'web',
+      match: { sni: ['localhost', 'gate.test'] },
+      handler: terminate({ ...serverPair, alpnProtocols: ['http/1.1'] }, serve(web)),
+    },
     { name: 'web-plain', match: { protocol: 'http1' }, handler: serve(web) },
     { name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: sshUp.port }) },
     { name: 'mysql', match: { protocol: 'silent' }, handler: forward({ host: '127.0.0.1', port: mysqlUp.port }) },
@@ -35,7 +39,16 @@ const mux = new Multiplexer({
       handler: terminate(
         { ...serverPair, alpnProtocols: ['x-info'] },
         custom((socket, info) => {
-          socket.end(JSON.stringify({ protocol: info.protocol, sni: info.sni, alpn: info.alpn, negotiated: info.negotiatedAlpn, route: info.route, remote: info.remote.address }));
+          socket.end(
+            JSON.stringify({
+              protocol: info.protocol,
+              sni: info.sni,
+              alpn: info.alpn,
+              negotiated: info.negotiatedAlpn,
+              route: info.route,
+              remote: info.remote.address,
+            }),
+          );
         }),
       ),
     },
@@ -45,7 +58,13 @@ const { port } = await mux.listen({ host: '127.0.0.1', port: 0, silentRoute: 'my
 
 t.teardown(async () => {
   await mux.close({ graceMs: 100 });
-  await Promise.all([closeServer(upA.server), closeServer(upB.server), closeServer(sshUp.server), closeServer(mysqlUp.server), closeServer(web)]);
+  await Promise.all([
+    closeServer(upA.server),
+    closeServer(upB.server),
+    closeServer(sshUp.server),
+    closeServer(mysqlUp.server),
+    closeServer(web),
+  ]);
 });
 
 t.test('Node tls client: routed by exact SNI to upstream A, TLS passes through', async (t) => {
@@ -58,7 +77,11 @@ t.test('Node tls client: routed by exact SNI to upstream A, TLS passes through',
 });
 
 t.test('routed by ALPN anywhere in the client list when no SNI route matches', async (t) => {
-  const socket = await tlsClient(port, { servername: 'localhost-unrouted.test', ALPNProtocols: ['h2', 'gate-bench'], checkServerIdentity: () => undefined });
+  const socket = await tlsClient(port, {
+    servername: 'localhost-unrouted.test',
+    ALPNProtocols: ['h2', 'gate-bench'],
+    checkServerIdentity: () => undefined,
+  });
   t.match(await readUntil(socket, (s) => s.includes('\n')), /^B sni=localhost-unrouted.test alpn=h2/);
   socket.destroy();
 });
@@ -89,7 +112,14 @@ t.test('an unmatched ALPN gets a no_application_protocol alert', async (t) => {
 t.test('terminate + custom handler sees protocol, SNI, offered and negotiated ALPN', async (t) => {
   const socket = await tlsClient(port, { servername: 'info.gate.test', ALPNProtocols: ['x-other', 'x-info'] });
   const info = JSON.parse(await readUntil(socket, (s) => s.endsWith('}')));
-  t.same(info, { protocol: 'tls', sni: 'info.gate.test', alpn: ['x-other', 'x-info'], negotiated: 'x-info', route: 'info', remote: '127.0.0.1' });
+  t.same(info, {
+    protocol: 'tls',
+    sni: 'info.gate.test',
+    alpn: ['x-other', 'x-info'],
+    negotiated: 'x-info',
+    route: 'info',
+    remote: '127.0.0.1',
+  });
 });
 
 t.test('openssl s_client -servername -alpn reaches the right upstream', async (t) => {
@@ -100,7 +130,23 @@ t.test('openssl s_client -servername -alpn reaches the right upstream', async (t
     ['x.wild.test', 'gate-bench,h2', /B sni=x\.wild\.test alpn=(gate-bench|h2)\n/],
   ] as const) {
     for (const version of ['-tls1_2', '-tls1_3']) {
-      const out = await run(openssl, ['s_client', '-connect', `127.0.0.1:${port}`, '-servername', servername, '-alpn', alpn, version, '-quiet', '-no_ign_eof', '-verify_quiet'], { closeStdinWhen: (out) => out.includes('\n') });
+      const out = await run(
+        openssl,
+        [
+          's_client',
+          '-connect',
+          `127.0.0.1:${port}`,
+          '-servername',
+          servername,
+          '-alpn',
+          alpn,
+          version,
+          '-quiet',
+          '-no_ign_eof',
+          '-verify_quiet',
+        ],
+        { closeStdinWhen: (out) => out.includes('\n') },
+      );
       t.match(out.stdout, expected, `${servername} ${alpn} ${version}`);
     }
   }
@@ -112,7 +158,7 @@ t.test('curl over HTTPS reaches the in-process web handler (TLS terminated here)
   const { ca } = devCertificates();
   const { writeFileSync } = await import('node:fs');
   const { join } = await import('node:path');
-  const caFile = join((await tempDir(t, 'ca')), 'ca.pem');
+  const caFile = join(await tempDir(t, 'ca'), 'ca.pem');
   writeFileSync(caFile, ca.cert);
   const out = await run(curl, ['-sS', '--cacert', caFile, '--resolve', `gate.test:${port}:127.0.0.1`, `https://gate.test:${port}/hello`]);
   t.equal(out.code, 0, out.stderr);
@@ -157,7 +203,13 @@ t.test('stats count routes, protocols and failures', async (t) => {
 
 t.test('terminated TLS half-closes through to the upstream and every connection is released', async (t) => {
   const mux2 = new Multiplexer({
-    routes: [{ name: 'ssh-tls', match: { alpn: 'gate-proxy-ssh' }, handler: terminate(serverPair, forward({ host: '127.0.0.1', port: sshUp.port })) }],
+    routes: [
+      {
+        name: 'ssh-tls',
+        match: { alpn: 'gate-proxy-ssh' },
+        handler: terminate(serverPair, forward({ host: '127.0.0.1', port: sshUp.port })),
+      },
+    ],
   });
   const { port: port2 } = await mux2.listen({ port: 0 });
   const socket = await tlsClient(port2, { servername: 'localhost', ALPNProtocols: ['gate-proxy-ssh'] });

@@ -16,9 +16,17 @@ const SUBPATHS = ['mux', 'wire', 'client', 'proxy', 'tunnel', 'upgrade'];
 function exportedTypeNames(source: string): string[] {
   const names: string[] = [];
   for (const m of source.matchAll(/export (type )?\{([^}]*)\}/g)) {
-    for (const item of m[2]!.split(',').map((s) => s.trim()).filter(Boolean)) {
+    for (const item of m[2]!
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)) {
       if (m[1] === undefined && !item.startsWith('type ')) continue;
-      names.push(item.replace(/^type /, '').split(/\s+as\s+/).at(-1)!);
+      names.push(
+        item
+          .replace(/^type /, '')
+          .split(/\s+as\s+/)
+          .at(-1)!,
+      );
     }
   }
   return names;
@@ -39,9 +47,21 @@ for (const sub of SUBPATHS) {
   t.test(`docs/api/${sub}.md has one heading per export of gate-mux/${sub}, and no other`, async (t) => {
     const names = await exported(`gate-mux/${sub}`);
     const headings = documentedNames(page(sub));
-    t.same(names.filter((n) => !headings.includes(n)), [], 'every export has a heading');
-    t.same(headings.filter((h) => !names.includes(h)), [], 'every heading names an export');
-    t.same(headings.filter((h, i) => headings.indexOf(h) !== i), [], 'no name has two headings');
+    t.same(
+      names.filter((n) => !headings.includes(n)),
+      [],
+      'every export has a heading',
+    );
+    t.same(
+      headings.filter((h) => !names.includes(h)),
+      [],
+      'every heading names an export',
+    );
+    t.same(
+      headings.filter((h, i) => headings.indexOf(h) !== i),
+      [],
+      'no name has two headings',
+    );
   });
 }
 
@@ -50,15 +70,27 @@ t.test("docs/api/gate-mux.md has a heading for each name only 'gate-mux' exports
   const ownNames = (await exported('gate-mux')).filter((n) => !fromSubpaths.has(n));
   t.ok(ownNames.length > 0, `${ownNames.length} names of its own`);
   const headings = documentedNames(page('gate-mux'));
-  t.same(ownNames.filter((n) => !headings.includes(n)), [], 'every own export has a heading');
-  t.same(headings.filter((h) => !ownNames.includes(h)), [], 'every heading names an own export');
+  t.same(
+    ownNames.filter((n) => !headings.includes(n)),
+    [],
+    'every own export has a heading',
+  );
+  t.same(
+    headings.filter((h) => !ownNames.includes(h)),
+    [],
+    'every heading names an own export',
+  );
 });
 
 for (const [entry, file] of [...SUBPATHS.map((s) => [s, `lib/${s}/index.ts`]), ['gate-mux', 'lib/index.ts']] as const) {
   t.test(`docs/api/${entry}.md names every type its entry exports`, async (t) => {
     const types = exportedTypeNames(readFileSync(`${root}${file}`, 'utf8'));
     const text = page(entry);
-    t.same(types.filter((n) => !named(text, n)), [], `${types.length} types, each named on the page`);
+    t.same(
+      types.filter((n) => !named(text, n)),
+      [],
+      `${types.length} types, each named on the page`,
+    );
   });
 }
 

@@ -6,7 +6,10 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
-const pkg = JSON.parse(readFileSync(resolve(root, 'package.json'), 'utf8')) as { exports: Record<string, unknown>; bin: Record<string, string> };
+const pkg = JSON.parse(readFileSync(resolve(root, 'package.json'), 'utf8')) as {
+  exports: Record<string, unknown>;
+  bin: Record<string, string>;
+};
 const subpaths = Object.keys(pkg.exports).filter((k) => k !== './package.json');
 
 /**
@@ -51,7 +54,11 @@ t.test('the root entry carries every name of the public entries, and none of gat
   }
   const internal = Object.keys(await import('gate-mux/internal'));
   t.ok(internal.includes('PeerPool') && internal.includes('planListeners'), 'gate-mux/internal carries the building blocks');
-  t.same(internal.filter((n) => rootNames.has(n)), [], 'no name is both public and internal');
+  t.same(
+    internal.filter((n) => rootNames.has(n)),
+    [],
+    'no name is both public and internal',
+  );
   t.notOk(rootNames.has('firstNonEmpty'), 'helpers stay internal');
 });
 

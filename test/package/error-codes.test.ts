@@ -11,9 +11,21 @@ const documented = new Set(rows);
 
 t.test('docs/errors.md documents every GATE_ERR_* code, once, and only those', async (t) => {
   const codes = new Set<string>(Object.values(ErrorCodes));
-  t.same([...codes].filter((c) => !documented.has(c)), [], 'no code missing from the table');
-  t.same([...documented].filter((c) => !codes.has(c)), [], 'no code in the table that does not exist');
-  t.same(rows.filter((c, i) => rows.indexOf(c) !== i), [], 'no code has two rows');
+  t.same(
+    [...codes].filter((c) => !documented.has(c)),
+    [],
+    'no code missing from the table',
+  );
+  t.same(
+    [...documented].filter((c) => !codes.has(c)),
+    [],
+    'no code in the table that does not exist',
+  );
+  t.same(
+    rows.filter((c, i) => rows.indexOf(c) !== i),
+    [],
+    'no code has two rows',
+  );
   t.ok(codes.size > 40, `${codes.size} codes`);
 });
 

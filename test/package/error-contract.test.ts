@@ -81,6 +81,8 @@ t.test('lib/ throws no bare Error and casts no caught value to GateError', async
       });
   }
   t.same(problems, [], 'every error a caller can meet has a stable code');
-  const stale = Object.entries(BARE_ERROR_ALLOWED).flatMap(([rel, texts]) => [texts].flat().map((text) => `${rel}: ${text}`)).filter((entry) => !seen.has(entry));
+  const stale = Object.entries(BARE_ERROR_ALLOWED)
+    .flatMap(([rel, texts]) => [texts].flat().map((text) => `${rel}: ${text}`))
+    .filter((entry) => !seen.has(entry));
   t.same(stale, [], 'every allowed place still needs its entry');
 });

@@ -33,7 +33,10 @@ function* sources(dir: string): Generator<string> {
 }
 
 /** The top-level unit of lib/ a file belongs to: its folder, or its own name for lib/x.ts. */
-const unitOf = (file: string): string => relative(lib, file).split(sep)[0]!.replace(/\.[jt]s$/, '');
+const unitOf = (file: string): string =>
+  relative(lib, file)
+    .split(sep)[0]!
+    .replace(/\.[jt]s$/, '');
 
 const rules = rulesFromDocument();
 /** The package's two whole-library entries re-export from every part, so no rule binds them. */

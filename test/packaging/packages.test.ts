@@ -56,7 +56,8 @@ t.test('gate-mux and gate-ent-updater, built as another version', async (t) => {
   for (const [installed, source] of shipped) {
     t.equal(await readFile(join(root, installed), 'utf8'), await readFile(join(REPO_ROOT, source), 'utf8'), installed);
   }
-  for (const bin of ['gate-mux', 'gate-upgrade']) t.equal((await stat(join(root, 'usr/bin', bin))).mode & 0o111, 0o111, `${bin} is executable`);
+  for (const bin of ['gate-mux', 'gate-upgrade'])
+    t.equal((await stat(join(root, 'usr/bin', bin))).mode & 0o111, 0o111, `${bin} is executable`);
 
   // The installed tree runs on its own: its version, and commands that load every dependency.
   const app = join(root, 'usr/lib/gate-mux/dist/lib/cli');
@@ -76,9 +77,20 @@ t.test('gate-mux and gate-ent-updater, built as another version', async (t) => {
   t.equal(old.code, 1);
   t.match(old.stderr, /'node' is Node.js v18\.19\.0; gate-mux needs 20 or later/);
   const missing = await run(join(control, 'preinst'), ['install'], { env: { PATH: join(dir, 'nothing') } });
-  t.ok(missing.code === 0 || /Node.js 20 or later is needed/.test(missing.stderr), 'without node on PATH the preinst looks in /usr/local/bin and /usr/bin, else says what is needed');
+  t.ok(
+    missing.code === 0 || /Node.js 20 or later is needed/.test(missing.stderr),
+    'without node on PATH the preinst looks in /usr/local/bin and /usr/bin, else says what is needed',
+  );
   const current = await run(join(control, 'preinst'), ['install'], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
   t.equal(current.code, 0, `this machine's Node.js passes: ${current.stderr}`);
-  t.equal((await run(join(control, 'preinst'), ['upgrade'], { env: { PATH: `${fakeBin}:/usr/bin:/bin` } })).code, 1, 'an upgrade is checked too');
-  t.equal((await run(join(control, 'preinst'), ['abort-upgrade'], { env: { PATH: `${fakeBin}:/usr/bin:/bin` } })).code, 0, 'other actions are not');
+  t.equal(
+    (await run(join(control, 'preinst'), ['upgrade'], { env: { PATH: `${fakeBin}:/usr/bin:/bin` } })).code,
+    1,
+    'an upgrade is checked too',
+  );
+  t.equal(
+    (await run(join(control, 'preinst'), ['abort-upgrade'], { env: { PATH: `${fakeBin}:/usr/bin:/bin` } })).code,
+    0,
+    'other actions are not',
+  );
 });

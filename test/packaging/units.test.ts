@@ -39,11 +39,21 @@ t.test('the long-running units carry every field the document lists', async (t) 
     for (const [section, key, value] of DOCUMENTED) t.equal(unitValue(u, section, key), value, `${name} ${key}`);
   }
   t.equal(unitValue(unit('gate.service'), 'Service', 'PIDFile'), '/run/gate.pid');
-  t.equal(unitValue(unit('gate.service'), 'Service', 'ExecStart'), '/usr/bin/gate-mux proxy --config /etc/gate/gate.yaml --pid-file /run/gate.pid $GATE_FLAGS');
-  t.equal(unitValue(unit('gate-agent.service'), 'Service', 'ExecStart'), '/usr/bin/gate-mux agent --config /etc/gate/agent.yaml $GATE_AGENT_FLAGS');
+  t.equal(
+    unitValue(unit('gate.service'), 'Service', 'ExecStart'),
+    '/usr/bin/gate-mux proxy --config /etc/gate/gate.yaml --pid-file /run/gate.pid $GATE_FLAGS',
+  );
+  t.equal(
+    unitValue(unit('gate-agent.service'), 'Service', 'ExecStart'),
+    '/usr/bin/gate-mux agent --config /etc/gate/agent.yaml $GATE_AGENT_FLAGS',
+  );
   const updater = unit('gate-upgrade.service');
   t.equal(unitValue(updater, 'Service', 'EnvironmentFile'), '-/etc/default/gate');
-  t.equal(unitValue(updater, 'Service', 'ExecStart'), '/usr/bin/gate-upgrade run --lock /run/gate-upgrade/lock', 'the updater reads everything else from /etc/gate/agent.yaml');
+  t.equal(
+    unitValue(updater, 'Service', 'ExecStart'),
+    '/usr/bin/gate-upgrade run --lock /run/gate-upgrade/lock',
+    'the updater reads everything else from /etc/gate/agent.yaml',
+  );
   t.equal(unitValue(unit('gate-upgrade.timer'), 'Install', 'WantedBy'), 'timers.target');
   t.same(unitValues(unit('gate-ent-updater.conf'), 'Service', 'Environment'), ['GATE_EXT_UPGRADER=unit']);
 });
@@ -76,7 +86,9 @@ const runArgv = ([command, ...args]: string[]): ReturnType<typeof run> => run(co
 const tapEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k === 'NODE_OPTIONS' || k.startsWith('_TAPJS_')));
 const baseEnv = { ...tapEnv, PATH: process.env.PATH ?? '/usr/bin:/bin' };
 const withTapOptions = (env: Record<string, string | undefined>): Record<string, string | undefined> =>
-  tapEnv.NODE_OPTIONS && env.NODE_OPTIONS !== tapEnv.NODE_OPTIONS ? { ...env, NODE_OPTIONS: `${tapEnv.NODE_OPTIONS} ${env.NODE_OPTIONS ?? ''}` } : env;
+  tapEnv.NODE_OPTIONS && env.NODE_OPTIONS !== tapEnv.NODE_OPTIONS
+    ? { ...env, NODE_OPTIONS: `${tapEnv.NODE_OPTIONS} ${env.NODE_OPTIONS ?? ''}` }
+    : env;
 
 t.test('gate.service and gate-agent.service run as systemd runs them', async (t) => {
   const dir = await tempDir(t, 'unit-run');
@@ -101,7 +113,10 @@ t.test('gate.service and gate-agent.service run as systemd runs them', async (t)
   // The packaged /etc/default/gate (every line a comment), plus the flags variable set as an
   // operator would: $GATE_FLAGS must reach the command line as words.
   await copyFile(DEFAULT_FILE, paths.defaults);
-  await writeFile(paths.defaults, `${await readFile(paths.defaults, 'utf8')}GATE_FLAGS=--log-level info --drain-timeout 1\nGATE_AGENT_FLAGS=--log-level info\n`);
+  await writeFile(
+    paths.defaults,
+    `${await readFile(paths.defaults, 'utf8')}GATE_FLAGS=--log-level info --drain-timeout 1\nGATE_AGENT_FLAGS=--log-level info\n`,
+  );
   const replace = {
     '/usr/bin/gate-mux': [process.execPath, GATE_MUX],
     '/etc/gate/gate.yaml': [paths.config],
@@ -114,7 +129,17 @@ t.test('gate.service and gate-agent.service run as systemd runs them', async (t)
   const gate = unit('gate.service');
   const gateEnv = withTapOptions(unitEnvironment(gate, { base: baseEnv, files }));
   t.equal(gateEnv.NODE_OPTIONS?.endsWith('--max-semi-space-size=2'), true, 'Environment= reaches the command');
-  t.same(execArgv(unitValue(gate, 'Service', 'ExecStart')!, gateEnv, replace).slice(2), ['proxy', '--config', paths.config, '--pid-file', paths.pid, '--log-level', 'info', '--drain-timeout', '1']);
+  t.same(execArgv(unitValue(gate, 'Service', 'ExecStart')!, gateEnv, replace).slice(2), [
+    'proxy',
+    '--config',
+    paths.config,
+    '--pid-file',
+    paths.pid,
+    '--log-level',
+    'info',
+    '--drain-timeout',
+    '1',
+  ]);
   const proxy = startUnitCommand(t, unitValue(gate, 'Service', 'ExecStart')!, gateEnv, replace);
   await until(() => proxy.output().includes('try: curl') || proxy.child.exitCode !== null, 'the proxy started', 20_000);
   const pid = Number((await readFile(paths.pid, 'utf8')).trim());
@@ -137,8 +162,27 @@ t.test('gate.service and gate-agent.service run as systemd runs them', async (t)
 
   // The agent, from the file `gate-mux agent configure` writes.
   const token = (await readFile(join(dir, 'data', 'join-token'), 'utf8')).trim();
-  const configure = await run(process.execPath, [GATE_MUX, 'agent', 'configure', '--proxy', `127.0.0.1:${port}`, '--server-name', 'localhost', '--token', token,
-    '--ca-pin', caPin(ca), '--name', 'unit-agent', '--resource', `db:orders=${target}@orders.example.test`, '--state-dir', join(dir, 'agent-state'), '--output', paths.agentConfig]);
+  const configure = await run(process.execPath, [
+    GATE_MUX,
+    'agent',
+    'configure',
+    '--proxy',
+    `127.0.0.1:${port}`,
+    '--server-name',
+    'localhost',
+    '--token',
+    token,
+    '--ca-pin',
+    caPin(ca),
+    '--name',
+    'unit-agent',
+    '--resource',
+    `db:orders=${target}@orders.example.test`,
+    '--state-dir',
+    join(dir, 'agent-state'),
+    '--output',
+    paths.agentConfig,
+  ]);
   t.equal(configure.code, 0, configure.stderr);
   t.equal((await stat(paths.agentConfig)).mode & 0o777, 0o600, 'the file holding the token is 0600');
   const agentUnit = unit('gate-agent.service');
@@ -157,7 +201,8 @@ t.test('gate.service and gate-agent.service run as systemd runs them', async (t)
   // Reload: a broken file is refused and the tunnel stays; a good one restarts the tunnel in place.
   const good = await readFile(paths.agentConfig, 'utf8');
   await writeFile(paths.agentConfig, `${good}\nbogus_key: 1\n`);
-  const hup = (): Promise<unknown> => runArgv(execArgv(unitValue(agentUnit, 'Service', 'ExecReload')!, { MAINPID: String(agent.child.pid) }));
+  const hup = (): Promise<unknown> =>
+    runArgv(execArgv(unitValue(agentUnit, 'Service', 'ExecReload')!, { MAINPID: String(agent.child.pid) }));
   await hup();
   await until(() => agent.output().includes('reload refused'), 'a broken file refused', 10_000);
   t.match(agent.output(), /GATE_ERR_CONFIG_INVALID: invalid configuration .*\n {2}line \d+: bogus_key: unknown key/);

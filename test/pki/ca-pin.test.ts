@@ -35,5 +35,7 @@ t.test('certificate requests: the name and the key come back out; a tampered req
   const middle = Math.floor(body.length / 2);
   body[middle] = body[middle]!.replace(/[A-Za-z]/, (c) => (c === 'A' ? 'B' : 'A'));
   t.throws(() => verifyRequest(body.join('\n')), { code: ErrorCodes.JOIN_CSR_INVALID });
-  t.throws(() => verifyRequest('-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n'), { code: ErrorCodes.JOIN_CSR_INVALID });
+  t.throws(() => verifyRequest('-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n'), {
+    code: ErrorCodes.JOIN_CSR_INVALID,
+  });
 });

@@ -7,13 +7,7 @@
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import {
-  encodeProxyHeaderV1,
-  encodeProxyHeaderV2,
-  parseProxyHeader,
-  PP2_TYPE,
-  type ProxyHeader,
-} from '../../lib/proxy-protocol/header.js';
+import { encodeProxyHeaderV1, encodeProxyHeaderV2, parseProxyHeader, PP2_TYPE, type ProxyHeader } from '../../lib/proxy-protocol/header.js';
 import { requirePeer } from '../helpers/peers.js';
 import { startHaproxy } from '../helpers/haproxy.js';
 
@@ -80,7 +74,13 @@ t.test('curl --haproxy-protocol sends a v1 header we parse', async (t) => {
   const child = spawn(curl, ['-sS', '--max-time', '5', '--haproxy-protocol', `http://127.0.0.1:${sink.port}/`], { stdio: 'ignore' });
   t.teardown(() => child.kill('SIGKILL'));
   const h = await sink.next();
-  t.match(h, { version: 1, command: 'proxy', transport: 'tcp4', source: { address: '127.0.0.1', family: 'IPv4' }, destination: { address: '127.0.0.1', port: sink.port } });
+  t.match(h, {
+    version: 1,
+    command: 'proxy',
+    transport: 'tcp4',
+    source: { address: '127.0.0.1', family: 'IPv4' },
+    destination: { address: '127.0.0.1', port: sink.port },
+  });
 });
 
 t.test('HAProxy accepts our headers and relays the client in its own v1 and v2+CRC32C headers', async (t) => {
@@ -124,5 +124,8 @@ t.test('HAProxy accepts our headers and relays the client in its own v1 and v2+C
   send(v1In, encodeProxyHeaderV1(src4, dst4));
   const viaV2 = await sink.next();
   t.match(viaV2, { version: 2, transport: 'tcp4', source: src4, destination: dst4 }, `HAProxy read our v1 header ${daemon.output()}`);
-  t.ok(viaV2.tlvs.some((x) => x.type === PP2_TYPE.CRC32C), 'HAProxy sent a CRC32C TLV, and it verified');
+  t.ok(
+    viaV2.tlvs.some((x) => x.type === PP2_TYPE.CRC32C),
+    'HAProxy sent a CRC32C TLV, and it verified',
+  );
 });

@@ -49,14 +49,20 @@ function checkPrefixes(t: Test, bytes: Buffer, length: number, label: string): v
 
 t.test('v1 valid headers', async (t) => {
   const cases: Array<[string, Partial<ProxyHeader>]> = [
-    ['PROXY TCP4 192.168.0.1 192.168.0.11 56324 443\r\n', { transport: 'tcp4', source: v4('192.168.0.1', 56324), destination: v4('192.168.0.11', 443) }],
+    [
+      'PROXY TCP4 192.168.0.1 192.168.0.11 56324 443\r\n',
+      { transport: 'tcp4', source: v4('192.168.0.1', 56324), destination: v4('192.168.0.11', 443) },
+    ],
     ['PROXY TCP4 0.0.0.0 255.255.255.255 0 65535\r\n', { source: v4('0.0.0.0', 0), destination: v4('255.255.255.255', 65535) }],
     [
       'PROXY TCP6 ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff 65535 65535\r\n',
       { transport: 'tcp6', source: v6('ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 65535) },
     ],
     ['PROXY TCP6 2001:DB8::1 ::1 1 2\r\n', { source: v6('2001:db8::1', 1), destination: v6('::1', 2) }],
-    ['PROXY TCP6 ::ffff:10.0.0.1 0:0:0:0:0:ffff:a00:2 1 2\r\n', { source: v6('::ffff:10.0.0.1', 1), destination: v6('::ffff:10.0.0.2', 2) }],
+    [
+      'PROXY TCP6 ::ffff:10.0.0.1 0:0:0:0:0:ffff:a00:2 1 2\r\n',
+      { source: v6('::ffff:10.0.0.1', 1), destination: v6('::ffff:10.0.0.2', 2) },
+    ],
     ['PROXY UNKNOWN\r\n', { command: 'local', transport: 'unknown', source: undefined }],
     ['PROXY UNKNOWN ffff::1 ffff::2 1 2\r\n', { command: 'local', transport: 'unknown' }],
   ];
@@ -67,7 +73,7 @@ t.test('v1 valid headers', async (t) => {
     checkPrefixes(t, bytes, text.length, JSON.stringify(text));
   }
   const longest = 'PROXY TCP6 ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff 65535 65535\r\n';
-  t.equal(longest.length, 104, 'the spec\'s worst case fits');
+  t.equal(longest.length, 104, "the spec's worst case fits");
   const unknown107 = `PROXY UNKNOWN ${'x'.repeat(107 - 16)}\r\n`;
   t.equal(unknown107.length, 107);
   t.equal(done(parseProxyHeader(b(unknown107))).length, 107, '107 bytes is the limit');
@@ -109,10 +115,23 @@ t.test('v1 invalid headers', async (t) => {
     ['leading space', ' PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\n', MISSING],
     ['TLS', '\x16\x03\x01\x02\x00', MISSING],
   ];
-  for (const [label, text, expected] of cases) t.equal(code(() => parseProxyHeader(b(text))), expected, label);
+  for (const [label, text, expected] of cases)
+    t.equal(
+      code(() => parseProxyHeader(b(text))),
+      expected,
+      label,
+    );
   // refused early, before any CRLF
-  t.equal(code(() => parseProxyHeader(b('PROXY TCPX'))), MALFORMED, 'unknown protocol refused before the CRLF');
-  t.equal(code(() => parseProxyHeader(b('PROXY TCP4 1.2.3.4\x00'))), MALFORMED, 'control byte refused at once');
+  t.equal(
+    code(() => parseProxyHeader(b('PROXY TCPX'))),
+    MALFORMED,
+    'unknown protocol refused before the CRLF',
+  );
+  t.equal(
+    code(() => parseProxyHeader(b('PROXY TCP4 1.2.3.4\x00'))),
+    MALFORMED,
+    'control byte refused at once',
+  );
   t.same(parseProxyHeader(b('PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r')), { status: 'need', bytes: 1 }, 'CR waits for LF');
   t.same(parseProxyHeader(b('PROXY TCP4 1.2')), { status: 'need', bytes: 2 });
   t.same(parseProxyHeader(b('PRO')), { status: 'need', bytes: 12 });
@@ -124,7 +143,15 @@ const haproxyV2 = Buffer.from('0d0a0d0a000d0a515549540a211100' + '0cac130001ac13
 t.test('v2 valid headers', async (t) => {
   // Bytes HAProxy sent with send-proxy-v2 (from a public capture): 172.19.0.1:42578 -> 172.19.0.3:80.
   const h = done(parseProxyHeader(Buffer.concat([haproxyV2, b('GET / HTTP/1.1\r\n')])));
-  t.match(h, { version: 2, command: 'proxy', transport: 'tcp4', source: v4('172.19.0.1', 42578), destination: v4('172.19.0.3', 80), tlvs: [], length: 28 });
+  t.match(h, {
+    version: 2,
+    command: 'proxy',
+    transport: 'tcp4',
+    source: v4('172.19.0.1', 42578),
+    destination: v4('172.19.0.3', 80),
+    tlvs: [],
+    length: 28,
+  });
   checkPrefixes(t, haproxyV2, 28, 'haproxy v2');
 
   const local = encodeProxyHeaderV2Local();
@@ -186,15 +213,34 @@ t.test('v2 invalid headers', async (t) => {
     ['CRC32C TLV of 3 bytes', header(0x21, 0x11, Buffer.concat([inet, Buffer.from([3, 0, 3, 0, 0, 0])]))],
     ['CRC32C wrong', header(0x21, 0x11, Buffer.concat([inet, Buffer.from([3, 0, 4, 1, 2, 3, 4])]))],
   ];
-  for (const [label, bytes] of cases) t.equal(code(() => parseProxyHeader(bytes)), MALFORMED, label);
+  for (const [label, bytes] of cases)
+    t.equal(
+      code(() => parseProxyHeader(bytes)),
+      MALFORMED,
+      label,
+    );
   // refused from the fixed 16 bytes, before the block arrives
-  t.equal(code(() => parseProxyHeader(header(0x21, 0x12, inet).subarray(0, 16))), MALFORMED, 'UDP refused at 16 bytes');
-  t.equal(code(() => parseProxyHeader(header(0x11, 0x11, inet).subarray(0, 13))), MALFORMED, 'version refused at 13 bytes');
-  t.equal(code(() => parseProxyHeader(Buffer.from('\r\n\r\n\0\r\nQUIX'))), MISSING, 'wrong signature');
+  t.equal(
+    code(() => parseProxyHeader(header(0x21, 0x12, inet).subarray(0, 16))),
+    MALFORMED,
+    'UDP refused at 16 bytes',
+  );
+  t.equal(
+    code(() => parseProxyHeader(header(0x11, 0x11, inet).subarray(0, 13))),
+    MALFORMED,
+    'version refused at 13 bytes',
+  );
+  t.equal(
+    code(() => parseProxyHeader(Buffer.from('\r\n\r\n\0\r\nQUIX'))),
+    MISSING,
+    'wrong signature',
+  );
 
   // Flipping any byte of a CRC-protected block is caught, except the CRC TLV's own type byte
   // (it then becomes another TLV and nothing claims a checksum: inherent in §2.2.5).
-  const signed = encodeProxyHeaderV2(v4('10.1.2.3', 1234), v4('10.3.2.1', 443), [{ type: PP2_TYPE.UNIQUE_ID, value: b('abc') }], { crc32c: true });
+  const signed = encodeProxyHeaderV2(v4('10.1.2.3', 1234), v4('10.3.2.1', 443), [{ type: PP2_TYPE.UNIQUE_ID, value: b('abc') }], {
+    crc32c: true,
+  });
   let caught = 0;
   for (let i = 16; i < signed.length; i++) {
     if (i === signed.length - 7) continue;
@@ -216,7 +262,11 @@ t.test('encoders round-trip through the parser', async (t) => {
   for (const [src, dst, wantSrc, wantDst] of pairs) {
     for (const bytes of [encodeProxyHeaderV1(src, dst), encodeProxyHeaderV2(src, dst)]) {
       const h = done(parseProxyHeader(bytes));
-      t.same([h.source, h.destination, h.length, h.command], [wantSrc, wantDst, bytes.length, 'proxy'], `${src.address} -> ${dst.address} v${h.version}`);
+      t.same(
+        [h.source, h.destination, h.length, h.command],
+        [wantSrc, wantDst, bytes.length, 'proxy'],
+        `${src.address} -> ${dst.address} v${h.version}`,
+      );
     }
   }
   t.equal(encodeProxyHeaderV1(v4('1.2.3.4', 5), v4('6.7.8.9', 10)).toString('latin1'), 'PROXY TCP4 1.2.3.4 6.7.8.9 5 10\r\n');
@@ -272,7 +322,17 @@ t.test('seeded fuzz: only ProxyHeaderError, and what parses re-encodes to the sa
       const h = r.header;
       if (h.length > fed.length) throw new Error('length past the input');
       if (h.source && h.destination) {
-        const again = done(parseProxyHeader(h.version === 1 ? encodeProxyHeaderV1(h.source, h.destination) : encodeProxyHeaderV2(h.source, h.destination, h.tlvs.filter((x) => x.type !== PP2_TYPE.CRC32C))));
+        const again = done(
+          parseProxyHeader(
+            h.version === 1
+              ? encodeProxyHeaderV1(h.source, h.destination)
+              : encodeProxyHeaderV2(
+                  h.source,
+                  h.destination,
+                  h.tlvs.filter((x) => x.type !== PP2_TYPE.CRC32C),
+                ),
+          ),
+        );
         if (JSON.stringify([again.source, again.destination]) !== JSON.stringify([h.source, h.destination])) throw new Error('round trip');
       }
     } catch (err) {

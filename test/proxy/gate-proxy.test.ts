@@ -44,13 +44,31 @@ const mysql = await startTaggedTcpServer('MYSQL-HANDSHAKE');
 const postgres = await recordingServer();
 const redis = await recordingServer();
 const kube = await startTaggedTlsServer('KUBE');
-const dataDir = (await tempDir(t, 'proxy-test'));
+const dataDir = await tempDir(t, 'proxy-test');
 t.teardown(async () => {
-  await Promise.all([closeServer(ssh.server), closeServer(ssh2.server), closeServer(mysql.server), closeServer(kube.server), postgres.close(), redis.close()]);
+  await Promise.all([
+    closeServer(ssh.server),
+    closeServer(ssh2.server),
+    closeServer(mysql.server),
+    closeServer(kube.server),
+    postgres.close(),
+    redis.close(),
+  ]);
 });
 
 function yaml(mode: 'multiplex' | 'separate', sshPort = ssh.port): string {
-  const own = mode === 'separate' ? ['  listen_addr: 127.0.0.1:0', '  mysql_listen_addr: 127.0.0.1:0', '  postgres_listen_addr: 127.0.0.1:0', '  tunnel_listen_addr: 127.0.0.1:0', '  kube_listen_addr: 127.0.0.1:0', '  redis_listen_addr: 127.0.0.1:0', '  mongo_listen_addr: 127.0.0.1:0'] : [];
+  const own =
+    mode === 'separate'
+      ? [
+          '  listen_addr: 127.0.0.1:0',
+          '  mysql_listen_addr: 127.0.0.1:0',
+          '  postgres_listen_addr: 127.0.0.1:0',
+          '  tunnel_listen_addr: 127.0.0.1:0',
+          '  kube_listen_addr: 127.0.0.1:0',
+          '  redis_listen_addr: 127.0.0.1:0',
+          '  mongo_listen_addr: 127.0.0.1:0',
+        ]
+      : [];
   return [
     'version: v3',
     `data_dir: ${dataDir}`,
@@ -108,7 +126,11 @@ t.test('multiplex mode: one port serves web, SSH, Postgres, Redis-ping, MySQL AL
   t.equal(body.proxy.ssh.public_addr, 'gate.example.com:443', 'the first public address');
   t.equal(body.server_version, '0.1.0');
 
-  t.same(await get(port, '/v1/webapi/automaticupgrades/channel/default/version', ca), { status: 200, body: 'v0.1.0', type: 'text/plain; charset=utf-8' });
+  t.same(await get(port, '/v1/webapi/automaticupgrades/channel/default/version', ca), {
+    status: 200,
+    body: 'v0.1.0',
+    type: 'text/plain; charset=utf-8',
+  });
   t.equal((await get(port, '/v1/webapi/automaticupgrades/channel/stable/cloud/version', ca)).body, 'v1.2.4');
   t.equal((await get(port, '/v1/webapi/automaticupgrades/channel/nope/version', ca)).status, 404);
   t.equal((await get(port, '/nothing-here', ca)).status, 404);
@@ -157,7 +179,11 @@ t.test('multiplex mode: one port serves web, SSH, Postgres, Redis-ping, MySQL AL
 
   const kubeSocket = tlsConnect({ host: '127.0.0.1', port, servername: 'kube-gate-proxy-alpn.cluster.test', rejectUnauthorized: false });
   await once(kubeSocket, 'secureConnect');
-  t.match(await readUntil(kubeSocket, (s) => s.includes('\n')), /^KUBE sni=kube-gate-proxy-alpn\.cluster\.test/, 'kube TLS passed through to the upstream');
+  t.match(
+    await readUntil(kubeSocket, (s) => s.includes('\n')),
+    /^KUBE sni=kube-gate-proxy-alpn\.cluster\.test/,
+    'kube TLS passed through to the upstream',
+  );
   kubeSocket.destroy();
 
   const refused = await tlsTo(port, ca, { ALPNProtocols: ['unknown-protocol'] }).then(
@@ -179,7 +205,11 @@ t.test('separate mode: each protocol on its own port; MySQL forwarded without wa
   t.equal(body.proxy.db.mysql_listen_addr, `127.0.0.1:${byName.mysql}`);
 
   const mysqlClient = await tcpClient(byName.mysql!);
-  t.equal(await readUntil(mysqlClient, (s) => s.includes('\n')), 'MYSQL-HANDSHAKE\n', 'server greeting arrives though the client said nothing');
+  t.equal(
+    await readUntil(mysqlClient, (s) => s.includes('\n')),
+    'MYSQL-HANDSHAKE\n',
+    'server greeting arrives though the client said nothing',
+  );
   mysqlClient.destroy();
 
   const sshClient = await tcpClient(byName.ssh!);
@@ -212,14 +242,16 @@ t.test('a reload with a broken configuration leaves the running proxy untouched'
   const proxy = await GateProxy.start({ config: parseConfig(yaml('multiplex')).config, version: '0.1.0' });
   t.teardown(() => proxy.close({ graceMs: 100 }));
   const port = proxy.plan.listeners[0]!.port;
-  const broken = parseConfig(yaml('multiplex').replace('https_keypairs', 'x') + '  https_keypairs:\n    - cert_file: /nonexistent/cert.pem\n      key_file: /nonexistent/key.pem\n').config;
+  const broken = parseConfig(
+    yaml('multiplex').replace('https_keypairs', 'x') +
+      '  https_keypairs:\n    - cert_file: /nonexistent/cert.pem\n      key_file: /nonexistent/key.pem\n',
+  ).config;
   await t.rejects(proxy.reload(broken), { code: 'GATE_ERR_CONFIG_INVALID' });
   const client = await tcpClient(port);
   client.write('SSH-2.0-x\r\n');
   t.match(await readUntil(client, (s) => s.includes('SSH-2.0-x')), /upstream-one/, 'still routing with the old configuration');
   client.destroy();
 });
-
 
 t.test('reload is all or nothing: a new port that is taken leaves the old configuration running and nothing new open', async (t) => {
   const proxy = await GateProxy.start({ config: parseConfig(yaml('multiplex')).config, version: '0.1.0' });
@@ -236,9 +268,16 @@ t.test('reload is all or nothing: a new port that is taken leaves the old config
     .replace('  listen_addr: 127.0.0.1:0', `  listen_addr: 127.0.0.1:${wouldOpen}`)
     .replace('  mysql_listen_addr: 127.0.0.1:0', `  mysql_listen_addr: 127.0.0.1:${takenPort}`)
     .replace('web_listen_addr: 127.0.0.1:0', `web_listen_addr: 127.0.0.1:${port}`);
-  await t.rejects(proxy.reload(parseConfig(next).config), { code: 'GATE_ERR_LISTEN_FAILED', message: /mysql_listen_addr: cannot listen on 127\.0\.0\.1:\d+ \(EADDRINUSE\)/ });
+  await t.rejects(proxy.reload(parseConfig(next).config), {
+    code: 'GATE_ERR_LISTEN_FAILED',
+    message: /mysql_listen_addr: cannot listen on 127\.0\.0\.1:\d+ \(EADDRINUSE\)/,
+  });
 
-  t.same(proxy.plan.listeners.map((l) => [l.name, l.port]), [['multiplex', port]], 'the plan is the old one');
+  t.same(
+    proxy.plan.listeners.map((l) => [l.name, l.port]),
+    [['multiplex', port]],
+    'the plan is the old one',
+  );
   const client = await tcpClient(port);
   client.write('SSH-2.0-x\r\n');
   t.match(await readUntil(client, (s) => s.includes('SSH-2.0-x')), /^SSH-2.0-upstream-one\n/, 'the old routes, the old upstream');
@@ -267,13 +306,19 @@ t.test('a start whose second listener cannot bind closes the first and fails', a
   const takenPort = await listening(taken);
   t.teardown(() => closeServer(taken));
   const webPort = await freePort('127.0.0.1');
-  const config = yaml('separate').replace('web_listen_addr: 127.0.0.1:0', `web_listen_addr: 127.0.0.1:${webPort}`).replace('  mysql_listen_addr: 127.0.0.1:0', `  mysql_listen_addr: 127.0.0.1:${takenPort}`);
+  const config = yaml('separate')
+    .replace('web_listen_addr: 127.0.0.1:0', `web_listen_addr: 127.0.0.1:${webPort}`)
+    .replace('  mysql_listen_addr: 127.0.0.1:0', `  mysql_listen_addr: 127.0.0.1:${takenPort}`);
   await t.rejects(GateProxy.start({ config: parseConfig(config).config, version: '0.1.0' }), { code: 'GATE_ERR_LISTEN_FAILED' });
   const again = createServer();
-  t.equal(await new Promise<number>((resolve, reject) => {
-    again.once('error', reject);
-    again.listen(webPort, '127.0.0.1', () => resolve((again.address() as { port: number }).port));
-  }), webPort, 'the web port was released');
+  t.equal(
+    await new Promise<number>((resolve, reject) => {
+      again.once('error', reject);
+      again.listen(webPort, '127.0.0.1', () => resolve((again.address() as { port: number }).port));
+    }),
+    webPort,
+    'the web port was released',
+  );
   await closeServer(again);
 });
 
@@ -294,7 +339,11 @@ t.test('reload: changed timeouts, limits and PROXY protocol apply to new connect
   const proxy = await GateProxy.start({ config: parseConfig(tuned(['detect_timeout: 120s'])).config, version: '0.1.0', logger });
   t.teardown(() => proxy.close({ graceMs: 100 }));
   const port = proxy.plan.listeners[0]!.port;
-  t.match(lines.find((l) => l.msg.startsWith('connection cap')), { maxConnections: proxy.connectionCap.cap, capFrom: /open-file limit \d+/ }, 'the derived cap is logged at start');
+  t.match(
+    lines.find((l) => l.msg.startsWith('connection cap')),
+    { maxConnections: proxy.connectionCap.cap, capFrom: /open-file limit \d+/ },
+    'the derived cap is logged at start',
+  );
 
   // Opened under the old settings: one undecided, one routed.
   const undecidedBefore = await tcpClient(port);
@@ -304,7 +353,9 @@ t.test('reload: changed timeouts, limits and PROXY protocol apply to new connect
   routedBefore.write('SSH-2.0-before\r\n');
   await readUntil(routedBefore, (s) => s.includes('before'));
 
-  await proxy.reload(parseConfig(tuned(['detect_timeout: 200ms', 'idle_timeout: 300ms', 'max_connections: 50', 'max_connections_per_source: 3'])).config);
+  await proxy.reload(
+    parseConfig(tuned(['detect_timeout: 200ms', 'idle_timeout: 300ms', 'max_connections: 50', 'max_connections_per_source: 3'])).config,
+  );
   t.equal(proxy.plan.listeners[0]!.port, port, 'the same listener');
   t.same(proxy.connectionCap, { cap: 50, from: 'proxy_service.max_connections' }, 'the new cap');
 
@@ -361,7 +412,11 @@ t.test('reload: changed timeouts, limits and PROXY protocol apply to new connect
   const over = await tcpClient(port);
   over.on('error', () => {});
   await closedWithin(over);
-  t.equal(proxy.stats().multiplex!.failures.GATE_ERR_TOO_MANY_CONNECTIONS, 1, 'the new max_connections counts the connections already open');
+  t.equal(
+    proxy.stats().multiplex!.failures.GATE_ERR_TOO_MANY_CONNECTIONS,
+    1,
+    'the new max_connections counts the connections already open',
+  );
   fits.destroy();
   routedBefore.destroy();
   undecidedBefore.destroy();

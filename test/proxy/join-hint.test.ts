@@ -14,7 +14,13 @@ t.test('one ready-to-paste command per configured agent, with its --allow list; 
     redis: tunnel:cache/10.0.0.7:6379
     ssh: 127.0.0.1:22
 `);
-  t.same([...agentsInConfig(config)], [['db', ['10.0.0.5:5432', '10.0.0.6:3306']], ['cache', ['10.0.0.7:6379']]]);
+  t.same(
+    [...agentsInConfig(config)],
+    [
+      ['db', ['10.0.0.5:5432', '10.0.0.6:3306']],
+      ['cache', ['10.0.0.7:6379']],
+    ],
+  );
   const hint = agentJoinHint({ config, plan: planListeners(config), caPin: PIN, tokenFile: '/srv/gate data/join-token' });
   const lines = hint.split('\n');
   t.equal(lines[0], `agents: CA pin ${PIN}`);
@@ -36,7 +42,13 @@ proxy_service:
 `);
   const hint = agentJoinHint({ config, plan: planListeners(config), caPin: PIN, tokenFile: 'join-token', agentCommand: 'gate-mux agent' });
   t.match(hint, /start an agent \(no upstream is tunnel:<agent>\/<host:port> yet\)/);
-  t.match(hint, `  gate-mux agent --proxy gate.example.com:443 --tunnel-addr tunnel.example.com:3024 --ca-pin ${PIN} --token "$(cat join-token)" --name my-agent --allow HOST:PORT --state-dir .agent-my-agent`);
+  t.match(
+    hint,
+    `  gate-mux agent --proxy gate.example.com:443 --tunnel-addr tunnel.example.com:3024 --ca-pin ${PIN} --token "$(cat join-token)" --name my-agent --allow HOST:PORT --state-dir .agent-my-agent`,
+  );
   const local = parseConfig(`auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  web_listen_addr: 127.0.0.1:3080\n`).config;
-  t.match(agentJoinHint({ config: local, plan: planListeners(local), caPin: PIN, tokenFile: 't' }), /--proxy 127\.0\.0\.1:3080 --tunnel-addr 127\.0\.0\.1:3024 /);
+  t.match(
+    agentJoinHint({ config: local, plan: planListeners(local), caPin: PIN, tokenFile: 't' }),
+    /--proxy 127\.0\.0\.1:3080 --tunnel-addr 127\.0\.0\.1:3024 /,
+  );
 });

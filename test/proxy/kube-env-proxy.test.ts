@@ -25,7 +25,11 @@ t.test('kube upstream: through HTTPS_PROXY unless NO_PROXY names it or kube.gate
   t.equal(connects(), 1, 'through tinyproxy (CONNECT 0.0.0.0:port)');
   t.equal(kube.accepted(), 1);
 
-  const direct = await startGateProxy(t, { mode: 'multiplex', upstreams: { kube: target }, env: { HTTPS_PROXY: tinyproxy.url, NO_PROXY: '0.0.0.0' } });
+  const direct = await startGateProxy(t, {
+    mode: 'multiplex',
+    upstreams: { kube: target },
+    env: { HTTPS_PROXY: tinyproxy.url, NO_PROXY: '0.0.0.0' },
+  });
   const second = await tlsClient(direct.port('multiplex'), { servername: 'kube.gate.cluster.local', ca: ca.cert });
   t.equal(await echoOnce(second, 'direct\n'), 'direct\n');
   second.destroy();
@@ -35,8 +39,16 @@ t.test('kube upstream: through HTTPS_PROXY unless NO_PROXY names it or kube.gate
   // The document's fix for a local cluster: kube.gate.cluster.local in NO_PROXY (the upstream's
   // own address is not named), alone and among other entries, with and without its port.
   let accepted = 2;
-  for (const noProxy of ['kube.gate.cluster.local', '.example.com,kube.gate.cluster.local,10.0.0.0/8', `kube.gate.cluster.local:${kube.port}`]) {
-    const byName = await startGateProxy(t, { mode: 'multiplex', upstreams: { kube: target }, env: { HTTPS_PROXY: tinyproxy.url, NO_PROXY: noProxy } });
+  for (const noProxy of [
+    'kube.gate.cluster.local',
+    '.example.com,kube.gate.cluster.local,10.0.0.0/8',
+    `kube.gate.cluster.local:${kube.port}`,
+  ]) {
+    const byName = await startGateProxy(t, {
+      mode: 'multiplex',
+      upstreams: { kube: target },
+      env: { HTTPS_PROXY: tinyproxy.url, NO_PROXY: noProxy },
+    });
     const socket = await tlsClient(byName.port('multiplex'), { servername: 'kube.gate.cluster.local', ca: ca.cert });
     t.equal(await echoOnce(socket, 'local\n'), 'local\n');
     socket.destroy();
@@ -44,14 +56,24 @@ t.test('kube upstream: through HTTPS_PROXY unless NO_PROXY names it or kube.gate
     t.equal(kube.accepted(), ++accepted);
   }
   // Another port on that name, or another name, does not exempt it.
-  const otherPort = await startGateProxy(t, { mode: 'multiplex', upstreams: { kube: target }, env: { HTTPS_PROXY: tinyproxy.url, NO_PROXY: 'kube.gate.cluster.local:1,kube.example.com' } });
+  const otherPort = await startGateProxy(t, {
+    mode: 'multiplex',
+    upstreams: { kube: target },
+    env: { HTTPS_PROXY: tinyproxy.url, NO_PROXY: 'kube.gate.cluster.local:1,kube.example.com' },
+  });
   const third = await tlsClient(otherPort.port('multiplex'), { servername: 'kube.gate.cluster.local', ca: ca.cert });
   t.equal(await echoOnce(third, 'proxied\n'), 'proxied\n');
   third.destroy();
   t.equal(connects(), 2, 'through tinyproxy again');
 
-  const unreachable = await startGateProxy(t, { mode: 'multiplex', upstreams: { kube: target }, env: { HTTPS_PROXY: 'http://127.0.0.2:1' } });
-  const failed = await tlsClient(unreachable.port('multiplex'), { servername: 'kube.gate.cluster.local', ca: ca.cert }).catch((err: Error) => err);
+  const unreachable = await startGateProxy(t, {
+    mode: 'multiplex',
+    upstreams: { kube: target },
+    env: { HTTPS_PROXY: 'http://127.0.0.2:1' },
+  });
+  const failed = await tlsClient(unreachable.port('multiplex'), { servername: 'kube.gate.cluster.local', ca: ca.cert }).catch(
+    (err: Error) => err,
+  );
   t.ok(failed instanceof Error, 'no TLS session when the environment proxy is down');
   t.equal(unreachable.stats('multiplex').failures.GATE_ERR_PROXY_UNREACHABLE, 1, 'the failure carries the dialer code');
 });

@@ -2,7 +2,13 @@ import t from 'tap';
 import { parseConfig } from '../../lib/config/load.js';
 import { RouteTable, type RouteQuery } from '../../lib/mux/route-table.js';
 import type { DetectedProtocol } from '../../lib/handlers/types.js';
-import { planListeners, routeMatchFor, routeMatchesFor, SSH_PORT_SILENT_AFTER_MS, type ListenerSpec } from '../../lib/proxy/listener-plan.js';
+import {
+  planListeners,
+  routeMatchFor,
+  routeMatchesFor,
+  SSH_PORT_SILENT_AFTER_MS,
+  type ListenerSpec,
+} from '../../lib/proxy/listener-plan.js';
 
 const ALL_UPSTREAMS = `  upstreams:
     ssh: 127.0.0.1:22
@@ -31,9 +37,24 @@ t.test('multiplex: one listener on the web address carries every protocol', asyn
   const names = routes.map((r) => r.name);
   t.same(new Set(names).size, names.length, 'route names are unique');
   for (const expected of [
-    'web', 'web-plaintext', 'web-default-tls', 'ssh', 'ssh-tls', 'tunnel', 'kube', 'kube-local',
-    'postgres', 'postgres-ping', 'postgres-startup',
-    'mysql', 'mysql-ping', 'mysql-versioned', 'mongodb', 'mongodb-ping', 'redis', 'redis-ping',
+    'web',
+    'web-plaintext',
+    'web-default-tls',
+    'ssh',
+    'ssh-tls',
+    'tunnel',
+    'kube',
+    'kube-local',
+    'postgres',
+    'postgres-ping',
+    'postgres-startup',
+    'mysql',
+    'mysql-ping',
+    'mysql-versioned',
+    'mongodb',
+    'mongodb-ping',
+    'redis',
+    'redis-ping',
   ]) {
     t.ok(names.includes(expected), `has ${expected}`);
   }
@@ -41,13 +62,26 @@ t.test('multiplex: one listener on the web address carries every protocol', asyn
   t.ok(names.indexOf('mysql-ping') < names.indexOf('mysql-versioned'), 'exact ALPN before the prefix');
 
   const route = (name: string) => routes.find((r) => r.name === name);
-  t.match(route('web'), { protocol: 'web', match: { alpn: ['http/1.1', 'h2', 'acme-tls/1'], protocol: 'tls' }, transport: 'tls-terminate', upstream: undefined });
+  t.match(route('web'), {
+    protocol: 'web',
+    match: { alpn: ['http/1.1', 'h2', 'acme-tls/1'], protocol: 'tls' },
+    transport: 'tls-terminate',
+    upstream: undefined,
+  });
   t.same(route('web-default-tls')?.match, { protocol: 'tls' });
   t.match(route('web-plaintext'), { match: { protocol: ['http1', 'h2'] }, transport: 'plaintext' });
   t.match(route('ssh'), { match: { protocol: 'ssh' }, transport: 'plaintext', upstream: { host: '127.0.0.1', port: 22 } });
   t.match(route('ssh-tls'), { match: { alpn: 'gate-proxy-ssh' }, transport: 'tls-terminate' });
-  t.match(route('tunnel'), { match: { alpn: 'gate-reversetunnel' }, transport: 'tls-terminate', upstream: undefined }, 'the proxy hosts agents itself');
-  t.match(route('kube'), { match: { sniPrefix: 'kube-gate-proxy-alpn.', protocol: 'tls' }, transport: 'tls-passthrough', upstream: { port: 6443 } });
+  t.match(
+    route('tunnel'),
+    { match: { alpn: 'gate-reversetunnel' }, transport: 'tls-terminate', upstream: undefined },
+    'the proxy hosts agents itself',
+  );
+  t.match(route('kube'), {
+    match: { sniPrefix: 'kube-gate-proxy-alpn.', protocol: 'tls' },
+    transport: 'tls-passthrough',
+    upstream: { port: 6443 },
+  });
   t.match(route('kube-local'), { match: { sni: 'kube.gate.cluster.local' }, transport: 'tls-passthrough' });
   t.same(route('postgres')?.match, { alpn: ['gate-postgres', 'postgresql'] }, 'no protocol: TLS after SSLRequest too');
   t.match(route('postgres-ping'), { match: { alpn: 'gate-postgres-ping' }, framing: 'ping' });
@@ -61,12 +95,17 @@ t.test('multiplex: one listener on the web address carries every protocol', asyn
 t.test('multiplex: a protocol without upstream has no route (fails closed); the tunnel route is always there', async (t) => {
   const { config } = parseConfig('proxy_service:\n  upstreams: {postgres: "tunnel:db/127.0.0.1:5432"}\n');
   const routes = planListeners(config).listeners[0]?.routes ?? [];
-  t.same(routes.map((r) => r.name).filter((n) => !n.startsWith('web')), ['tunnel', 'postgres', 'postgres-ping', 'postgres-startup']);
+  t.same(
+    routes.map((r) => r.name).filter((n) => !n.startsWith('web')),
+    ['tunnel', 'postgres', 'postgres-ping', 'postgres-startup'],
+  );
   t.same(routes.find((r) => r.name === 'postgres')?.upstream, { agent: 'db', target: '127.0.0.1:5432' }, 'an upstream behind an agent');
 });
 
 t.test('separate: each protocol on its legacy port, web still routes TLS by ALPN', async (t) => {
-  const { config } = parseConfig(`auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  web_listen_addr: 127.0.0.1:3080\n${ALL_UPSTREAMS}`);
+  const { config } = parseConfig(
+    `auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  web_listen_addr: 127.0.0.1:3080\n${ALL_UPSTREAMS}`,
+  );
   const plan = planListeners(config);
   t.equal(plan.mode, 'separate');
   t.same(
@@ -94,7 +133,10 @@ t.test('separate: each protocol on its legacy port, web still routes TLS by ALPN
   }
 
   const ssh = byName(plan.listeners, 'ssh');
-  t.same(ssh.routes.map((r) => [r.name, r.match]), [['ssh', { protocol: 'ssh' }]]);
+  t.same(
+    ssh.routes.map((r) => [r.name, r.match]),
+    [['ssh', { protocol: 'ssh' }]],
+  );
   t.equal(ssh.silentRoute, 'ssh');
   t.equal(ssh.silentAfterMs, SSH_PORT_SILENT_AFTER_MS);
   t.equal(ssh.configKey, 'proxy_service.listen_addr');
@@ -115,7 +157,9 @@ t.test('separate: each protocol on its legacy port, web still routes TLS by ALPN
   t.equal(postgres.silentRoute, undefined);
 
   t.match(byName(plan.listeners, 'kube').routes, [{ match: { protocol: 'tls' }, transport: 'tls-passthrough' }]);
-  t.match(byName(plan.listeners, 'tunnel').routes, [{ name: 'tunnel', match: { alpn: 'gate-reversetunnel' }, transport: 'tls-terminate', upstream: undefined }]);
+  t.match(byName(plan.listeners, 'tunnel').routes, [
+    { name: 'tunnel', match: { alpn: 'gate-reversetunnel' }, transport: 'tls-terminate', upstream: undefined },
+  ]);
   t.equal(byName(plan.listeners, 'tunnel').routes.length, 1, 'no plaintext SSH route: agents speak TLS');
   t.match(byName(plan.listeners, 'redis').routes, [{ match: { protocol: 'tls' }, transport: 'tls-terminate', framing: 'per-alpn' }]);
 });
@@ -128,22 +172,52 @@ proxy_service:
   upstreams: {mysql: 127.0.0.1:3306}
 `);
   const plan = planListeners(config);
-  t.same(plan.listeners.map((l) => [l.name, l.host, l.port]), [
-    ['web', '0.0.0.0', 443],
-    ['tunnel', '0.0.0.0', 3024],
-    ['mysql', '10.0.0.1', 13306],
-  ], 'the tunnel port is always open in separate mode');
+  t.same(
+    plan.listeners.map((l) => [l.name, l.host, l.port]),
+    [
+      ['web', '0.0.0.0', 443],
+      ['tunnel', '0.0.0.0', 3024],
+      ['mysql', '10.0.0.1', 13306],
+    ],
+    'the tunnel port is always open in separate mode',
+  );
 });
 
 t.test('peering has its own port in both modes, served by the proxy itself', async (t) => {
-  const multiplex = planListeners(parseConfig('proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n  peer_listen_addr: 127.0.0.1:3021\n').config);
-  t.same(multiplex.listeners.map((l) => [l.name, l.port]), [['multiplex', 3080], ['peer', 3021]]);
-  t.match(byName(multiplex.listeners, 'peer').routes, [{ name: 'peer', match: { alpn: 'gate-proxy-peer', protocol: 'tls' }, transport: 'tls-terminate', upstream: undefined }]);
-  t.notOk(multiplex.listeners[0]?.routes.some((r) => r.protocol === 'peer'), 'no peer route on the shared port');
-  const separate = planListeners(parseConfig('auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  peer_listen_addr: :13021\n').config);
-  t.same(separate.listeners.map((l) => [l.name, l.host, l.port]), [['web', '0.0.0.0', 3080], ['tunnel', '0.0.0.0', 3024], ['peer', '0.0.0.0', 13021]]);
+  const multiplex = planListeners(
+    parseConfig('proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n  peer_listen_addr: 127.0.0.1:3021\n').config,
+  );
+  t.same(
+    multiplex.listeners.map((l) => [l.name, l.port]),
+    [
+      ['multiplex', 3080],
+      ['peer', 3021],
+    ],
+  );
+  t.match(byName(multiplex.listeners, 'peer').routes, [
+    { name: 'peer', match: { alpn: 'gate-proxy-peer', protocol: 'tls' }, transport: 'tls-terminate', upstream: undefined },
+  ]);
+  t.notOk(
+    multiplex.listeners[0]?.routes.some((r) => r.protocol === 'peer'),
+    'no peer route on the shared port',
+  );
+  const separate = planListeners(
+    parseConfig('auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  peer_listen_addr: :13021\n').config,
+  );
+  t.same(
+    separate.listeners.map((l) => [l.name, l.host, l.port]),
+    [
+      ['web', '0.0.0.0', 3080],
+      ['tunnel', '0.0.0.0', 3024],
+      ['peer', '0.0.0.0', 13021],
+    ],
+  );
   const without = planListeners(parseConfig('proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n').config);
-  t.same(without.listeners.map((l) => l.name), ['multiplex'], 'no peer_listen_addr: no peering');
+  t.same(
+    without.listeners.map((l) => l.name),
+    ['multiplex'],
+    'no peer_listen_addr: no peering',
+  );
 });
 
 t.test('routeMatchFor gives the primary TLS recognition', async (t) => {
@@ -167,7 +241,9 @@ t.test('routeMatchFor gives the primary TLS recognition', async (t) => {
 
 /** The plan's routes loaded into the real route table, to check what each client would reach. */
 function table(listener: ListenerSpec): (protocol: DetectedProtocol, alpn?: string[], sni?: string) => string | undefined {
-  const routes = new RouteTable(listener.routes.map((r) => ({ name: r.name, match: r.match, handler: { kind: 'custom' as const, handle: () => {} } })));
+  const routes = new RouteTable(
+    listener.routes.map((r) => ({ name: r.name, match: r.match, handler: { kind: 'custom' as const, handle: () => {} } })),
+  );
   return (protocol, alpn = [], sni) => routes.select({ protocol, alpn, sni } satisfies RouteQuery)?.name;
 }
 

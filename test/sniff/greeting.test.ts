@@ -18,11 +18,14 @@ import { loadHelloFixtures } from '../fixtures/hello-fixtures.js';
 import { prng } from '../helpers/prng.js';
 
 const b = (s: string): Buffer => Buffer.from(s, 'latin1');
-const int32 = (...ns: number[]): Buffer => Buffer.concat(ns.map((n) => {
-  const x = Buffer.alloc(4);
-  x.writeInt32BE(n);
-  return x;
-}));
+const int32 = (...ns: number[]): Buffer =>
+  Buffer.concat(
+    ns.map((n) => {
+      const x = Buffer.alloc(4);
+      x.writeInt32BE(n);
+      return x;
+    }),
+  );
 
 const sslRequest = int32(8, 80877103);
 const gssencRequest = int32(8, 80877104);
@@ -56,19 +59,33 @@ const CASES: Case[] = [
   { label: 'lower-case ssh', bytes: b('ssh-2.0-x\r\n'), protocol: 'no', decidedAt: 1 },
   { label: 'SSH_ (RFC 4253 §4.2 wants a dash)', bytes: b('SSH_2.0\r\n'), protocol: 'no', decidedAt: 4 },
   { label: 'banner line before SSH- (only servers may)', bytes: b('hello\r\nSSH-2.0-x\r\n'), protocol: 'no', decidedAt: 1 },
-  ...HTTP1_METHODS.map((m): Case => ({ label: `HTTP ${m}`, bytes: b(`${m} / HTTP/1.1\r\nHost: a\r\n\r\n`), protocol: 'http1', decidedAt: m.length + 1 })),
+  ...HTTP1_METHODS.map(
+    (m): Case => ({ label: `HTTP ${m}`, bytes: b(`${m} / HTTP/1.1\r\nHost: a\r\n\r\n`), protocol: 'http1', decidedAt: m.length + 1 }),
+  ),
   { label: 'CONNECT authority form', bytes: b('CONNECT gate.test:443 HTTP/1.1\r\n\r\n'), protocol: 'http1', decidedAt: 8 },
   { label: 'lower-case method', bytes: b('get / HTTP/1.1\r\n'), protocol: 'no', decidedAt: 1 },
   { label: 'method without space', bytes: b('GET/ HTTP/1.1\r\n'), protocol: 'no', decidedAt: 4 },
   { label: 'unknown method', bytes: b('BREW /pot HTCPCP/1.0\r\n'), protocol: 'no', decidedAt: 1 },
   { label: 'GETS is not GET', bytes: b('GETS / HTTP/1.1\r\n'), protocol: 'no', decidedAt: 4 },
-  { label: 'HTTP/2 preface', bytes: Buffer.concat([HTTP2_PREFACE, Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])]), protocol: 'h2', decidedAt: 24, length: 24 },
+  {
+    label: 'HTTP/2 preface',
+    bytes: Buffer.concat([HTTP2_PREFACE, Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])]),
+    protocol: 'h2',
+    decidedAt: 24,
+    length: 24,
+  },
   { label: 'PRI with HTTP/1.1 is neither', bytes: b('PRI * HTTP/1.1\r\n\r\n'), protocol: 'no', decidedAt: 12 },
   { label: 'preface with a wrong last byte', bytes: Buffer.concat([HTTP2_PREFACE.subarray(0, 23), b('X')]), protocol: 'no', decidedAt: 24 },
   { label: 'SSLRequest', bytes: sslRequest, protocol: 'postgres-ssl', decidedAt: 8, length: 8 },
   { label: 'GSSENCRequest', bytes: gssencRequest, protocol: 'postgres-gssenc', decidedAt: 8, length: 8 },
   { label: 'CancelRequest', bytes: cancelRequest, protocol: 'postgres-cancel', decidedAt: 8, length: 16 },
-  { label: 'CancelRequest with a 3.2 key of 32 bytes', bytes: Buffer.concat([int32(44, 80877102, 1), Buffer.alloc(32, 7)]), protocol: 'postgres-cancel', decidedAt: 8, length: 44 },
+  {
+    label: 'CancelRequest with a 3.2 key of 32 bytes',
+    bytes: Buffer.concat([int32(44, 80877102, 1), Buffer.alloc(32, 7)]),
+    protocol: 'postgres-cancel',
+    decidedAt: 8,
+    length: 44,
+  },
   { label: 'psql StartupMessage', bytes: psqlStartup, protocol: 'postgres-startup', decidedAt: 8, length: psqlStartup.length },
   { label: 'StartupMessage 3.2', bytes: startup({ user: 'u' }, 196610), protocol: 'postgres-startup', decidedAt: 8, length: 16 },
   { label: 'StartupMessage at the size bound', bytes: int32(10004, 196608), protocol: 'postgres-startup', decidedAt: 8, length: 10004 },
@@ -83,7 +100,12 @@ const CASES: Case[] = [
   { label: 'PROXY with a tab', bytes: b('PROXY\tTCP4'), protocol: 'no', decidedAt: 6 },
   { label: 'PROPFIND is not PROXY', bytes: b('PROPFIND / HTTP/1.1\r\n'), protocol: 'http1', decidedAt: 9 },
   { label: 'PROXY v2', bytes: Buffer.concat([PROXY_V2_SIGNATURE, Buffer.from([0x21, 0x11, 0, 12])]), protocol: 'proxy-v2', decidedAt: 12 },
-  { label: 'v2 signature with a wrong byte', bytes: Buffer.concat([PROXY_V2_SIGNATURE.subarray(0, 11), b('X')]), protocol: 'no', decidedAt: 12 },
+  {
+    label: 'v2 signature with a wrong byte',
+    bytes: Buffer.concat([PROXY_V2_SIGNATURE.subarray(0, 11), b('X')]),
+    protocol: 'no',
+    decidedAt: 12,
+  },
   { label: 'bare CRLF', bytes: b('\r\n\r\nhello'), protocol: 'no', decidedAt: 5 },
   { label: 'MySQL-style server greeting bytes', bytes: Buffer.from([0x4a, 0, 0, 0, 0x0a]), protocol: 'no', decidedAt: 1 },
   { label: 'byte 0xff', bytes: Buffer.from([0xff, 0xff]), protocol: 'no', decidedAt: 1 },
@@ -103,10 +125,16 @@ t.test('byte-at-a-time feeding decides at the right byte, and need is an honest 
     t.equal(verdictAt(final), c.protocol, `${c.label}: verdict`);
     if (c.length !== undefined) t.equal(final.verdict === 'match' ? final.length : -1, c.length, `${c.label}: length`);
     // once decided, more bytes never change the answer
-    t.ok(seen.slice(first).every((r) => verdictAt(r) === verdictAt(final)), `${c.label}: stable`);
+    t.ok(
+      seen.slice(first).every((r) => verdictAt(r) === verdictAt(final)),
+      `${c.label}: stable`,
+    );
     // a need of n at i means no match is possible before i + n bytes ('no' may come sooner)
     const bound = final.verdict === 'match' ? first : Infinity;
-    t.ok(seen.slice(0, first).every((r, i) => r.verdict === 'need' && r.bytes >= 1 && i + r.bytes <= bound), `${c.label}: need bounds`);
+    t.ok(
+      seen.slice(0, first).every((r, i) => r.verdict === 'need' && r.bytes >= 1 && i + r.bytes <= bound),
+      `${c.label}: need bounds`,
+    );
   }
 });
 
@@ -153,7 +181,15 @@ t.test('every captured TLS hello is TLS at three bytes', async (t) => {
 
 t.test('seeded random bytes: a verdict is always one of the three, need always positive', async (t) => {
   const rand = prng(7);
-  const prefixes = [b(''), b('P'), b('PR'), b('SSH'), Buffer.from([0x16, 3]), Buffer.from([0, 0, 0]), Buffer.from(PROXY_V2_SIGNATURE.subarray(0, 5))];
+  const prefixes = [
+    b(''),
+    b('P'),
+    b('PR'),
+    b('SSH'),
+    Buffer.from([0x16, 3]),
+    Buffer.from([0, 0, 0]),
+    Buffer.from(PROXY_V2_SIGNATURE.subarray(0, 5)),
+  ];
   let bad = 0;
   const counts: Record<string, number> = {};
   for (let i = 0; i < 5000; i++) {

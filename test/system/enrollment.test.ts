@@ -47,7 +47,13 @@ const why =
 t.setTimeout(600_000);
 
 t.test('enrollment procedure (Linux agents) with real apt', { skip: why }, async (t) => {
-  for (const [binary, pkg] of [['dpkg-deb', 'dpkg'], ['dpkg-scanpackages', 'dpkg-dev'], ['apt-get', 'apt'], ['systemd-analyze', 'systemd'], ['deb-systemd-helper', 'init-system-helpers']] as const) {
+  for (const [binary, pkg] of [
+    ['dpkg-deb', 'dpkg'],
+    ['dpkg-scanpackages', 'dpkg-dev'],
+    ['apt-get', 'apt'],
+    ['systemd-analyze', 'systemd'],
+    ['deb-systemd-helper', 'init-system-helpers'],
+  ] as const) {
     if (!requirePeer(t, binary, pkg)) return;
   }
   if (sh('dpkg-query', ['-W', '-f=${Status}', 'gate-mux'], true).includes('installed')) {
@@ -56,7 +62,11 @@ t.test('enrollment procedure (Linux agents) with real apt', { skip: why }, async
   }
   const hadEtcGate = existsSync('/etc/gate');
   const work = await tempDir(t, 'enroll');
-  const env = { DEBIAN_FRONTEND: 'noninteractive', APT_CONFIG: join(work, 'apt.conf'), PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+  const env = {
+    DEBIAN_FRONTEND: 'noninteractive',
+    APT_CONFIG: join(work, 'apt.conf'),
+    PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+  };
 
   // Undo everything, whatever happened (registered first, so it runs last).
   t.teardown(async () => {
@@ -71,10 +81,18 @@ t.test('enrollment procedure (Linux agents) with real apt', { skip: why }, async
   const repo = join(work, 'repo');
   for (const version of [V1, V2]) {
     // env -u: without tap's loader hooks, which tap adds to every child's NODE_OPTIONS (tsc fails under them).
-    const built = await run('env', ['-u', 'NODE_OPTIONS', 'npm', '--prefix', REPO_ROOT, 'run', '--silent', 'package'], { env: { ...process.env, GATE_PACKAGE_VERSION: version, GATE_PACKAGE_DIR: repo }, timeoutMs: 300_000 });
+    const built = await run('env', ['-u', 'NODE_OPTIONS', 'npm', '--prefix', REPO_ROOT, 'run', '--silent', 'package'], {
+      env: { ...process.env, GATE_PACKAGE_VERSION: version, GATE_PACKAGE_DIR: repo },
+      timeoutMs: 300_000,
+    });
     t.equal(built.code, 0, `npm run package at ${version}: ${built.stderr.slice(-2000)}`);
   }
-  t.same(sh('ls', [repo]).trim().split('\n').sort(), [`gate-ent-updater_${V1}_all.deb`, `gate-ent-updater_${V2}_all.deb`, `gate-mux_${V1}_${arch()}.deb`, `gate-mux_${V2}_${arch()}.deb`]);
+  t.same(sh('ls', [repo]).trim().split('\n').sort(), [
+    `gate-ent-updater_${V1}_all.deb`,
+    `gate-ent-updater_${V2}_all.deb`,
+    `gate-mux_${V1}_${arch()}.deb`,
+    `gate-mux_${V2}_${arch()}.deb`,
+  ]);
   // -m: every version in the index (by default only the newest of each package is listed).
   await writeFile(join(repo, 'Packages'), sh('dpkg-scanpackages', ['-m', '.', '/dev/null'], false, env, repo));
   // apt sees this repository only (its own lists and cache): nothing leaves the machine, and the
@@ -115,7 +133,11 @@ t.test('enrollment procedure (Linux agents) with real apt', { skip: why }, async
   };
 
   // Step 2: the target version from the channel endpoint, leading v removed.
-  const served = await runClient('curl', ['-sS', '--cacert', gate.caFile, `https://127.0.0.1:${port}/v1/webapi/automaticupgrades/channel/stable/cloud/version`], { env });
+  const served = await runClient(
+    'curl',
+    ['-sS', '--cacert', gate.caFile, `https://127.0.0.1:${port}/v1/webapi/automaticupgrades/channel/stable/cloud/version`],
+    { env },
+  );
   const version = served.stdout.toString().trim().replace(/^v/, '');
   t.equal(version, V1);
 
@@ -129,35 +151,80 @@ t.test('enrollment procedure (Linux agents) with real apt', { skip: why }, async
   t.equal(updaterVersion, V2);
   t.ok(existsSync('/etc/systemd/system/timers.target.wants/gate-upgrade.timer'), 'gate-upgrade.timer enabled on install');
   t.ok(existsSync('/lib/systemd/system/gate-agent.service.d/gate-ent-updater.conf'), 'the enrollment drop-in is installed');
-  t.same(sh('dpkg-query', ['-W', '-f=${Conffiles}', 'gate-mux']).trim().split(' ')[0], '/etc/default/gate', '/etc/default/gate is a conffile');
-  const verified = await run('systemd-analyze', ['verify', '--man=no', ...['gate.service', 'gate-agent.service', 'gate-upgrade.service', 'gate-upgrade.timer'].map((u) => `/lib/systemd/system/${u}`)]);
+  t.same(
+    sh('dpkg-query', ['-W', '-f=${Conffiles}', 'gate-mux']).trim().split(' ')[0],
+    '/etc/default/gate',
+    '/etc/default/gate is a conffile',
+  );
+  const verified = await run('systemd-analyze', [
+    'verify',
+    '--man=no',
+    ...['gate.service', 'gate-agent.service', 'gate-upgrade.service', 'gate-upgrade.timer'].map((u) => `/lib/systemd/system/${u}`),
+  ]);
   t.equal(verified.code, 0, `systemd-analyze verify on the installed units: ${verified.stderr}`);
 
   // The agent: configured by the installed command, started as its installed unit starts it.
   const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
-  sh('/usr/bin/gate-mux', ['agent', 'configure', '--proxy', `127.0.0.1:${port}`, '--server-name', 'localhost', '--token', token, '--ca-pin', caPin(gate.ca), '--name', 'node-1',
-    '--resource', `db:orders=${target}@orders.example.test`, '--upgrade-channel', 'stable/cloud', '--package-manager', 'apt'], false, env);
+  sh(
+    '/usr/bin/gate-mux',
+    [
+      'agent',
+      'configure',
+      '--proxy',
+      `127.0.0.1:${port}`,
+      '--server-name',
+      'localhost',
+      '--token',
+      token,
+      '--ca-pin',
+      caPin(gate.ca),
+      '--name',
+      'node-1',
+      '--resource',
+      `db:orders=${target}@orders.example.test`,
+      '--upgrade-channel',
+      'stable/cloud',
+      '--package-manager',
+      'apt',
+    ],
+    false,
+    env,
+  );
   t.equal((await stat('/etc/gate/agent.yaml')).mode & 0o777, 0o600);
   const unit = readUnit('/lib/systemd/system/gate-agent.service');
   const agent = startUnitCommand(t, unitValue(unit, 'Service', 'ExecStart')!, unitEnvironment(unit, { base: { PATH: env.PATH } }), {});
   await until(() => agent.output().includes('tunnel up: agent node-1'), 'the installed agent holds its tunnel', 30_000);
   const client = await tlsClient(port, { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
-  t.equal((await readUntil(client, (s) => s.includes('\n'))).trim(), 'enrolled-target', 'traffic reaches the resource through the installed agent');
+  t.equal(
+    (await readUntil(client, (s) => s.includes('\n'))).trim(),
+    'enrolled-target',
+    'traffic reaches the resource through the installed agent',
+  );
   client.destroy();
   agent.child.kill('SIGTERM');
   t.equal(await agent.exited, 0);
 
   // Step 5: the agent runs as a non-root user, who owns its files and the schedule file.
   const user = addSystemUser(USER);
-  for (const path of ['/etc/gate/agent.yaml', '/var/lib/gate', '/var/lib/gate/agent', ...['agent-key.pem', 'agent.pem', 'ca.pem'].map((f) => `/var/lib/gate/agent/${f}`)]) {
+  for (const path of [
+    '/etc/gate/agent.yaml',
+    '/var/lib/gate',
+    '/var/lib/gate/agent',
+    ...['agent-key.pem', 'agent.pem', 'ca.pem'].map((f) => `/var/lib/gate/agent/${f}`),
+  ]) {
     await chown(path, user.uid, user.gid);
   }
   await writeFile('/etc/gate-upgrade.d/schedule', '');
   await chown('/etc/gate-upgrade.d/schedule', user.uid, user.gid);
-  const asUser = await runClient('/usr/bin/gate-upgrade', ['export-schedule'], { env: { PATH: env.PATH }, uid: user.uid, gid: user.gid, timeoutMs: 60_000 });
+  const asUser = await runClient('/usr/bin/gate-upgrade', ['export-schedule'], {
+    env: { PATH: env.PATH },
+    uid: user.uid,
+    gid: user.gid,
+    timeoutMs: 60_000,
+  });
   t.equal(asUser.code, 0, asUser.stderr);
   t.match(asUser.stdout.toString(), /wrote the maintenance schedule to \/etc\/gate-upgrade.d\/schedule/);
-  t.equal((await stat('/etc/gate-upgrade.d/schedule')).uid, user.uid, 'still the agent user\'s file');
+  t.equal((await stat('/etc/gate-upgrade.d/schedule')).uid, user.uid, "still the agent user's file");
 
   // Step 6: dry-run, no flags.
   const dry = await gateUpgrade(['dry-run'], env);
@@ -202,7 +269,13 @@ function arch(): string {
 /** Runs a command to completion; its stdout, or (with `tolerate`) '' when it fails. */
 function sh(command: string, args: string[], tolerate = false, env?: NodeJS.ProcessEnv, cwd?: string): string {
   try {
-    return execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], ...(env ? { env } : {}), ...(cwd ? { cwd } : {}), maxBuffer: 64 * 1024 * 1024 });
+    return execFileSync(command, args, {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...(env ? { env } : {}),
+      ...(cwd ? { cwd } : {}),
+      maxBuffer: 64 * 1024 * 1024,
+    });
   } catch (err) {
     if (tolerate) return '';
     const e = err as { stderr?: string; stdout?: string; message: string };

@@ -6,10 +6,7 @@ import { TlsAlert, tlsAlertRecord, ALERT_UNRECOGNIZED_NAME, ALERT_NO_APPLICATION
 t.test('record layout', async (t) => {
   t.same([...tlsAlertRecord(TlsAlert.unrecognizedName)], [21, 3, 3, 0, 2, 2, 112]);
   t.same([...tlsAlertRecord(ALERT_NO_APPLICATION_PROTOCOL)], [21, 3, 3, 0, 2, 2, 120]);
-  t.same(
-    [TlsAlert.handshakeFailure, TlsAlert.decodeError, TlsAlert.internalError, ALERT_UNRECOGNIZED_NAME],
-    [40, 50, 80, 112],
-  );
+  t.same([TlsAlert.handshakeFailure, TlsAlert.decodeError, TlsAlert.internalError, ALERT_UNRECOGNIZED_NAME], [40, 50, 80, 112]);
   t.throws(() => tlsAlertRecord(256), { code: 'GATE_ERR_INVALID_ARGUMENT' });
   t.throws(() => tlsAlertRecord(1.5), { code: 'GATE_ERR_INVALID_ARGUMENT' });
 });

@@ -10,20 +10,7 @@ import {
 } from '../../lib/tls/client-hello.js';
 import { loadHelloFixtures } from '../fixtures/hello-fixtures.js';
 import { prng } from '../helpers/prng.js';
-import {
-  clientHello,
-  ext,
-  extensionsBlock,
-  frame,
-  handshake,
-  helloBody,
-  record,
-  u16,
-  u8,
-  unframe,
-  vec16,
-  vec8,
-} from './hello-builder.js';
+import { clientHello, ext, extensionsBlock, frame, handshake, helloBody, record, u16, u8, unframe, vec16, vec8 } from './hello-builder.js';
 
 const fixtures = loadHelloFixtures();
 
@@ -157,7 +144,11 @@ t.test('not TLS', async (t) => {
     ['minor version 5', Buffer.from([22, 3, 5])],
     ['first byte only', Buffer.from([0x17])],
   ] as const) {
-    t.equal(code(() => parseClientHello(bytes)), ErrorCodes.NOT_TLS, label);
+    t.equal(
+      code(() => parseClientHello(bytes)),
+      ErrorCodes.NOT_TLS,
+      label,
+    );
   }
   t.same(parseClientHello(Buffer.alloc(0)), { status: 'need', bytes: 9 }, 'empty input needs a record and a handshake header');
   t.same(parseClientHello(Buffer.from([22, 3])), { status: 'need', bytes: 7 });
@@ -169,26 +160,66 @@ t.test('record-layer errors', async (t) => {
   t.ok(done(parseClientHello(good)));
 
   const interleaved = Buffer.concat([record(message.subarray(0, 10)), record(Buffer.from([1]), 23), record(message.subarray(10))]);
-  t.equal(code(() => parseClientHello(interleaved)), ErrorCodes.HELLO_MALFORMED, 'another content type inside the hello');
-  t.equal(code(() => parseClientHello(interleaved.subarray(0, 16))), ErrorCodes.HELLO_MALFORMED, 'detected from its first byte');
+  t.equal(
+    code(() => parseClientHello(interleaved)),
+    ErrorCodes.HELLO_MALFORMED,
+    'another content type inside the hello',
+  );
+  t.equal(
+    code(() => parseClientHello(interleaved.subarray(0, 16))),
+    ErrorCodes.HELLO_MALFORMED,
+    'detected from its first byte',
+  );
 
   const zero = Buffer.concat([record(message.subarray(0, 10)), record(Buffer.alloc(0)), record(message.subarray(10))]);
-  t.equal(code(() => parseClientHello(zero)), ErrorCodes.HELLO_MALFORMED, 'zero-length record (RFC 8446 §5.1)');
-  t.equal(code(() => parseClientHello(record(Buffer.alloc(0)))), ErrorCodes.HELLO_MALFORMED, 'zero-length first record');
+  t.equal(
+    code(() => parseClientHello(zero)),
+    ErrorCodes.HELLO_MALFORMED,
+    'zero-length record (RFC 8446 §5.1)',
+  );
+  t.equal(
+    code(() => parseClientHello(record(Buffer.alloc(0)))),
+    ErrorCodes.HELLO_MALFORMED,
+    'zero-length first record',
+  );
 
   const badVersion = Buffer.concat([record(message.subarray(0, 10)), record(message.subarray(10), 22, 0x0203)]);
-  t.equal(code(() => parseClientHello(badVersion)), ErrorCodes.HELLO_MALFORMED, 'second record with a non-TLS version');
+  t.equal(
+    code(() => parseClientHello(badVersion)),
+    ErrorCodes.HELLO_MALFORMED,
+    'second record with a non-TLS version',
+  );
 
   const overflow = Buffer.from([22, 3, 1, 0x40, 0x01, 1, 0, 0x40, 0]);
-  t.equal(code(() => parseClientHello(overflow)), ErrorCodes.HELLO_MALFORMED, 'record over 2^14');
+  t.equal(
+    code(() => parseClientHello(overflow)),
+    ErrorCodes.HELLO_MALFORMED,
+    'record over 2^14',
+  );
 
   const trailing = record(Buffer.concat([message, Buffer.from([0])]));
-  t.equal(code(() => parseClientHello(trailing)), ErrorCodes.HELLO_MALFORMED, 'bytes after the hello in its record');
-  t.equal(code(() => parseClientHello(trailing.subarray(0, 9))), ErrorCodes.HELLO_MALFORMED, 'detected from the headers');
+  t.equal(
+    code(() => parseClientHello(trailing)),
+    ErrorCodes.HELLO_MALFORMED,
+    'bytes after the hello in its record',
+  );
+  t.equal(
+    code(() => parseClientHello(trailing.subarray(0, 9))),
+    ErrorCodes.HELLO_MALFORMED,
+    'detected from the headers',
+  );
 
   const serverHello = record(handshake(helloBody(), 2));
-  t.equal(code(() => parseClientHello(serverHello)), ErrorCodes.HELLO_MALFORMED, 'handshake type 2');
-  t.equal(code(() => parseClientHello(serverHello.subarray(0, 6))), ErrorCodes.HELLO_MALFORMED, 'handshake type known from one byte');
+  t.equal(
+    code(() => parseClientHello(serverHello)),
+    ErrorCodes.HELLO_MALFORMED,
+    'handshake type 2',
+  );
+  t.equal(
+    code(() => parseClientHello(serverHello.subarray(0, 6))),
+    ErrorCodes.HELLO_MALFORMED,
+    'handshake type known from one byte',
+  );
 
   for (const version of [0x0300, 0x0301, 0x0302, 0x0303, 0x0304]) {
     t.ok(done(parseClientHello(frame(message, [message.length], version))), `record version 0x0${version.toString(16)}`);
@@ -198,21 +229,37 @@ t.test('record-layer errors', async (t) => {
 t.test('size cap', async (t) => {
   // Header alone announces 16381 body bytes: 16385 > 16384 → refused before the body arrives.
   const announce = Buffer.from([22, 3, 1, 0x40, 0x00, 1, 0x00, 0x3f, 0xfd]);
-  t.equal(code(() => parseClientHello(announce)), ErrorCodes.HELLO_TOO_LARGE, 'default cap from the header alone');
+  t.equal(
+    code(() => parseClientHello(announce)),
+    ErrorCodes.HELLO_TOO_LARGE,
+    'default cap from the header alone',
+  );
   const atCap = Buffer.from([22, 3, 1, 0x40, 0x00, 1, 0x00, 0x3f, 0xfc]);
   t.equal(parseClientHello(atCap).status, 'need', 'exactly the default cap is accepted');
   t.equal(DEFAULT_MAX_HANDSHAKE_BYTES, 16384);
 
   const chromium = fixtures.find((f) => f.name === 'chromium')!;
   const size = chromium.handshakeLength;
-  t.equal(code(() => parseClientHello(chromium.bytes, { maxHandshakeBytes: 1000 })), ErrorCodes.HELLO_TOO_LARGE, 'configurable cap');
-  t.equal(code(() => parseClientHello(chromium.bytes.subarray(0, 9), { maxHandshakeBytes: size - 1 })), ErrorCodes.HELLO_TOO_LARGE, 'one byte over');
+  t.equal(
+    code(() => parseClientHello(chromium.bytes, { maxHandshakeBytes: 1000 })),
+    ErrorCodes.HELLO_TOO_LARGE,
+    'configurable cap',
+  );
+  t.equal(
+    code(() => parseClientHello(chromium.bytes.subarray(0, 9), { maxHandshakeBytes: size - 1 })),
+    ErrorCodes.HELLO_TOO_LARGE,
+    'one byte over',
+  );
   t.ok(done(parseClientHello(chromium.bytes, { maxHandshakeBytes: size })), 'exactly at the cap');
 
   // A hello larger than one record (2^14) is legal and reassembled when the cap allows it.
   const big = handshake(helloBody({ extensions: [ext.sni('big.test'), ext.raw(0xffce, Buffer.alloc(20000))] }));
   const framed = frame(big, [16384]);
-  t.equal(code(() => parseClientHello(framed)), ErrorCodes.HELLO_TOO_LARGE, 'over the default cap');
+  t.equal(
+    code(() => parseClientHello(framed)),
+    ErrorCodes.HELLO_TOO_LARGE,
+    'over the default cap',
+  );
   const h = done(parseClientHello(framed, { maxHandshakeBytes: 65536 }));
   t.equal(h.sni, 'big.test');
   t.equal(h.recordCount, 2);
@@ -228,7 +275,11 @@ t.test('body fields', async (t) => {
   const plain = parse(head());
   t.same([plain.sni, plain.alpn, plain.supportedVersions, plain.extensionTypes], [undefined, [], [], []], 'no extensions block (TLS 1.2)');
   t.equal(fail(Buffer.concat([u16(0x0303), Buffer.alloc(31)])), M, 'truncated random');
-  t.equal(fail(Buffer.concat([u16(0x0203), Buffer.alloc(32), vec8(Buffer.alloc(0)), vec16(u16(1)), vec8(u8(0))])), M, 'legacy_version 0x0203');
+  t.equal(
+    fail(Buffer.concat([u16(0x0203), Buffer.alloc(32), vec8(Buffer.alloc(0)), vec16(u16(1)), vec8(u8(0))])),
+    M,
+    'legacy_version 0x0203',
+  );
   t.equal(fail(head(vec8(Buffer.alloc(33)))), M, 'session id over 32');
   t.ok(parse(head(vec8(Buffer.alloc(32)))), 'session id of 32');
   t.equal(fail(head(undefined, vec16(Buffer.alloc(0)))), M, 'no cipher suites');
@@ -321,7 +372,11 @@ t.test('corrupted length fields of the real fixtures', async (t) => {
     // handshake length one short: the record then carries a byte past the hello
     const short = Buffer.from(f.bytes);
     short.writeUIntBE(f.handshakeLength - 5, 6, 3);
-    t.equal(code(() => parseClientHello(short)), ErrorCodes.HELLO_MALFORMED, `${f.name} handshake length -1`);
+    t.equal(
+      code(() => parseClientHello(short)),
+      ErrorCodes.HELLO_MALFORMED,
+      `${f.name} handshake length -1`,
+    );
     // one long: the record ends before the hello, so another record would be needed
     const long = Buffer.from(f.bytes);
     long.writeUIntBE(f.handshakeLength - 3, 6, 3);
@@ -329,7 +384,11 @@ t.test('corrupted length fields of the real fixtures', async (t) => {
     // record length +1 runs past the hello; -1 leaves its last byte for another record
     const rec = Buffer.from(f.bytes);
     rec.writeUInt16BE(f.bytes.length - 4, 3);
-    t.equal(code(() => parseClientHello(rec)), ErrorCodes.HELLO_MALFORMED, `${f.name} record length +1`);
+    t.equal(
+      code(() => parseClientHello(rec)),
+      ErrorCodes.HELLO_MALFORMED,
+      `${f.name} record length +1`,
+    );
     const cut = Buffer.from(f.bytes.subarray(0, -1));
     cut.writeUInt16BE(f.bytes.length - 6, 3);
     t.same(parseClientHello(cut), { status: 'need', bytes: 6 }, `${f.name} record length -1`);
@@ -342,7 +401,11 @@ t.test('corrupted length fields of the real fixtures', async (t) => {
     for (const delta of [-1, 1]) {
       const c = Buffer.from(b);
       c.writeUInt16BE(b.readUInt16BE(p) + delta, p);
-      t.equal(code(() => parseClientHello(c)), ErrorCodes.HELLO_MALFORMED, `${f.name} extensions length ${delta}`);
+      t.equal(
+        code(() => parseClientHello(c)),
+        ErrorCodes.HELLO_MALFORMED,
+        `${f.name} extensions length ${delta}`,
+      );
     }
   }
 });

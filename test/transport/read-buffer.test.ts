@@ -25,8 +25,8 @@ t.test('small reads are copied out of the shared buffer, so the sink may keep th
   const first = read(a, fill(100, 0x61));
   const second = read(b, fill(100, 0x62));
   t.equal(first.buf, second.buf, 'both connections read into the same shared buffer');
-  t.equal(got[0]!.reused, false, 'the chunk is the sink\'s to keep');
-  t.equal(got[0]!.chunk.toString(), 'a'.repeat(100), 'not overwritten by the other connection\'s read');
+  t.equal(got[0]!.reused, false, "the chunk is the sink's to keep");
+  t.equal(got[0]!.chunk.toString(), 'a'.repeat(100), "not overwritten by the other connection's read");
 });
 
 t.test('a read that fills the shared buffer moves the connection to its own buffer, relayed in place', async (t) => {
@@ -53,12 +53,20 @@ t.test('bytes read before a sink attaches are held and delivered on attach', asy
   t.equal(result, false, 'reading stops while nobody consumes');
   read(new ReadBuffer(), Buffer.from('other connection overwrites the shared buffer'));
   let seen = '';
-  t.equal(reader.attach((chunk) => ((seen = chunk.toString()), true)), true, 'caller may resume');
+  t.equal(
+    reader.attach((chunk) => ((seen = chunk.toString()), true)),
+    true,
+    'caller may resume',
+  );
   t.equal(seen, 'early');
-  t.equal(new ReadBuffer().attach(() => false), true, 'nothing held: nothing delivered');
+  t.equal(
+    new ReadBuffer().attach(() => false),
+    true,
+    'nothing held: nothing delivered',
+  );
 });
 
-t.test('the sink\'s verdict stops reading', async (t) => {
+t.test("the sink's verdict stops reading", async (t) => {
   const reader = new ReadBuffer();
   reader.attach(() => false);
   t.equal(read(reader, Buffer.from('x')).result, false);

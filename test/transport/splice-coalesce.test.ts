@@ -81,7 +81,10 @@ t.test('backpressure starts at 256 KiB queued, not at the 16 KiB high-water mark
   for (let i = 0; i < 500; i++) src.push(KiB);
   await settle();
   t.ok(src.isPaused(), 'paused once 256 KiB wait');
-  t.ok(dst.stream.writableLength >= 256 * 1024 && dst.stream.writableLength < 260 * 1024, `bounded (${dst.stream.writableLength} B queued)`);
+  t.ok(
+    dst.stream.writableLength >= 256 * 1024 && dst.stream.writableLength < 260 * 1024,
+    `bounded (${dst.stream.writableLength} B queued)`,
+  );
   src.push(null);
   for (let i = 0; i < 50 && !dst.finished; i++) {
     dst.release();

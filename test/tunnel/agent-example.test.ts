@@ -40,8 +40,23 @@ t.test('the agent example holds a tunnel; SIGKILL fails its streams fast', async
   const script = fileURLToPath(new URL('../../examples/agent.js', import.meta.url));
   const child = spawn(
     process.execPath,
-    [script, '--proxy', `127.0.0.1:${proxy.port}`, '--server-name', 'localhost', '--ca', join(dir, 'ca.pem'), '--name', 'example-agent',
-      '--cert', join(dir, 'agent.pem'), '--key', join(dir, 'agent-key.pem'), '--allow', target],
+    [
+      script,
+      '--proxy',
+      `127.0.0.1:${proxy.port}`,
+      '--server-name',
+      'localhost',
+      '--ca',
+      join(dir, 'ca.pem'),
+      '--name',
+      'example-agent',
+      '--cert',
+      join(dir, 'agent.pem'),
+      '--key',
+      join(dir, 'agent-key.pem'),
+      '--allow',
+      target,
+    ],
     { env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const exited = once(child, 'exit');

@@ -2,18 +2,32 @@
 // how many tunnels an agent wants and which is a duplicate, and when it dials next.
 import t from 'tap';
 import { AgentPool, RedialSchedule } from '../../lib/tunnel/agent-pool.js';
-import { clusterViewRequestHeaders, isClusterViewRequest, normalizeClusterView, readClusterView, sameClusterView } from '../../lib/tunnel/cluster-view.js';
+import {
+  clusterViewRequestHeaders,
+  isClusterViewRequest,
+  normalizeClusterView,
+  readClusterView,
+  sameClusterView,
+} from '../../lib/tunnel/cluster-view.js';
 import { PROXY_IDS_HEADER, PROXY_ID_HEADER, TUNNEL_CLUSTER_VIEW_PATH } from '../../lib/wire/names.js';
 import { ErrorCodes, isGateError } from '../../lib/errors.js';
 import { TunnelRegistry } from '../../lib/tunnel/registry.js';
 
 t.test('cluster view: canonical form, header round trip, bounds', async (t) => {
-  t.same(normalizeClusterView({ proxyId: 'b', proxyIds: ['c', 'a', 'c'] }), { proxyId: 'b', proxyIds: ['a', 'b', 'c'] }, 'the sender is added; sorted; no repeats');
+  t.same(
+    normalizeClusterView({ proxyId: 'b', proxyIds: ['c', 'a', 'c'] }),
+    { proxyId: 'b', proxyIds: ['a', 'b', 'c'] },
+    'the sender is added; sorted; no repeats',
+  );
   t.equal(normalizeClusterView({ proxyId: '', proxyIds: [] }), undefined, 'an empty id');
   t.equal(normalizeClusterView({ proxyId: 'a', proxyIds: ['b,c'] }), undefined, 'a comma would split on the wire');
   t.equal(normalizeClusterView({ proxyId: 'a', proxyIds: ['x\r\ny'] }), undefined, 'no control characters in a header');
   t.equal(normalizeClusterView({ proxyId: 'x'.repeat(129), proxyIds: [] }), undefined, 'ids are short');
-  t.equal(normalizeClusterView({ proxyId: 'a', proxyIds: Array.from({ length: 1025 }, (_, i) => `p${i}`) }), undefined, 'at most 1024 proxies');
+  t.equal(
+    normalizeClusterView({ proxyId: 'a', proxyIds: Array.from({ length: 1025 }, (_, i) => `p${i}`) }),
+    undefined,
+    'at most 1024 proxies',
+  );
   const uuid = '6f1c1a52-8f0e-4c53-9d7a-0b9c4f7e2a11';
   const view = normalizeClusterView({ proxyId: uuid, proxyIds: ['0a8d5b8e-93f1-4a8e-8d1e-4b2a6c1d9e00'] })!;
   const headers = clusterViewRequestHeaders(view);
@@ -23,7 +37,11 @@ t.test('cluster view: canonical form, header round trip, bounds', async (t) => {
   t.ok(isClusterViewRequest(headers as never), 'recognised by the agent');
   t.notOk(isClusterViewRequest({ ':method': 'CONNECT', ':authority': '127.0.0.1:5432' }), 'a CONNECT is not a view');
   t.same(readClusterView(headers as never), view, 'what the proxy sends is what the agent reads');
-  t.same(readClusterView({ [PROXY_ID_HEADER]: 'solo', [PROXY_IDS_HEADER]: '' }), { proxyId: 'solo', proxyIds: ['solo'] }, 'an empty list still names the sender');
+  t.same(
+    readClusterView({ [PROXY_ID_HEADER]: 'solo', [PROXY_IDS_HEADER]: '' }),
+    { proxyId: 'solo', proxyIds: ['solo'] },
+    'an empty list still names the sender',
+  );
   t.equal(readClusterView({ [PROXY_ID_HEADER]: 'a' }), undefined, 'the list header is required');
   t.equal(readClusterView({ [PROXY_ID_HEADER]: 'a', [PROXY_IDS_HEADER]: 'b,,c' }), undefined, 'an empty id in the list');
   t.ok(sameClusterView(view, normalizeClusterView({ proxyId: uuid, proxyIds: [...view.proxyIds].reverse() })));
@@ -105,7 +123,10 @@ t.test('registry: the view it tells agents is checked and kept in canonical form
   const copy = registry.clusterView!;
   copy.proxyIds.push('tampered');
   t.same(registry.clusterView, { proxyId: 'p2', proxyIds: ['p1', 'p2'] }, 'a copy is handed out');
-  for (const bad of [{ proxyId: '', proxyIds: [] }, { proxyId: 'p1', proxyIds: ['has space'] }]) {
+  for (const bad of [
+    { proxyId: '', proxyIds: [] },
+    { proxyId: 'p1', proxyIds: ['has space'] },
+  ]) {
     let thrown: unknown;
     try {
       registry.setClusterView(bad);

@@ -52,8 +52,22 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
   const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
   const stateDir = join(await tempDir(t, 'agent-state'), 'e2e');
   const env = { PATH: process.env.PATH, HTTPS_PROXY: tinyproxy.url };
-  const common = ['--proxy', `0.0.0.0:${port}`, '--server-name', 'localhost', '--name', 'e2e', '--state-dir', stateDir,
-    '--allow', targets.postgres, '--allow', targets.ssh, '--allow', targets.redis];
+  const common = [
+    '--proxy',
+    `0.0.0.0:${port}`,
+    '--server-name',
+    'localhost',
+    '--name',
+    'e2e',
+    '--state-dir',
+    stateDir,
+    '--allow',
+    targets.postgres,
+    '--allow',
+    targets.ssh,
+    '--allow',
+    targets.redis,
+  ];
   const connects = (): number => tinyproxy.output().split(`CONNECT 0.0.0.0:${port}`).length - 1;
 
   // The CLI's join failures: exit 1 with the code, nothing written.
@@ -74,9 +88,14 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
   let agent = spawnAgent(t, [...common, '--token', token, '--ca-pin', gate.proxy.caPin], env);
   await readUntil(agent.child.stdout!, () => agent.output().includes('tunnel up'));
   t.match(agent.output(), /joined as e2e; identity kept in /);
-  t.match(agent.output(), `tunnel up: agent e2e via ${tinyproxy.url} (connection 1)`, 'the tunnel went through tinyproxy, from HTTPS_PROXY');
+  t.match(
+    agent.output(),
+    `tunnel up: agent e2e via ${tinyproxy.url} (connection 1)`,
+    'the tunnel went through tinyproxy, from HTTPS_PROXY',
+  );
   t.ok(connects() >= 3, 'tinyproxy carried the CA fetch, the join and the tunnel');
-  for (const file of ['agent-key.pem', 'agent.pem', 'ca.pem']) t.equal((await stat(join(stateDir, file))).mode & 0o777, 0o600, `${file} is 0600`);
+  for (const file of ['agent-key.pem', 'agent.pem', 'ca.pem'])
+    t.equal((await stat(join(stateDir, file))).mode & 0o777, 0o600, `${file} is 0600`);
   t.notOk(agent.output().includes(token), 'the agent never prints its token');
 
   const pgPort = await localProxyTo(t, gate, 'multiplex', ['gate-postgres']);
@@ -90,9 +109,17 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
   t.equal(first.stdout.trim(), 'through the agent|42');
 
   // As the README has it: psql straight at the proxy's port, TLS verified against the cluster CA.
-  const direct = await run(psql, [`host=localhost port=${port} sslmode=verify-full sslrootcert=${gate.caFile} user=${pg.user} dbname=postgres`, '-Atc', "select 'verified'"], {
-    env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
-  });
+  const direct = await run(
+    psql,
+    [
+      `host=localhost port=${port} sslmode=verify-full sslrootcert=${gate.caFile} user=${pg.user} dbname=postgres`,
+      '-Atc',
+      "select 'verified'",
+    ],
+    {
+      env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
+    },
+  );
   t.equal(direct.code, 0, direct.stderr);
   t.equal(direct.stdout.trim(), 'verified', 'psql sslmode=verify-full on the shared port, through the agent');
 
@@ -115,8 +142,22 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
   // The agent dies mid-session: the session errors (bounded by run's deadline), never hangs.
   const longQuery = query('select pg_sleep(60)', 40_000);
   const sleeping = async (): Promise<boolean> => {
-    const seen = await run(psql, ['-h', '127.0.0.1', '-p', String(pg.port), '-U', pg.user, '-d', 'postgres', '-Atc',
-      "select count(*) from pg_stat_activity where query = 'select pg_sleep(60)'"], { env: { ...process.env, PGSSLMODE: 'disable' } });
+    const seen = await run(
+      psql,
+      [
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(pg.port),
+        '-U',
+        pg.user,
+        '-d',
+        'postgres',
+        '-Atc',
+        "select count(*) from pg_stat_activity where query = 'select pg_sleep(60)'",
+      ],
+      { env: { ...process.env, PGSSLMODE: 'disable' } },
+    );
     return seen.stdout.trim() === '1';
   };
   for (let i = 0; i < 100 && !(await sleeping()); i++) await new Promise((resolve) => setTimeout(resolve, 100));

@@ -52,15 +52,35 @@ t.test('a description reaches the registry at admission, and a change follows', 
     env: { GATE_EXT_UPGRADER: 'unit' },
   });
   await a.waitConnected(10_000);
-  const expected: AgentDescription = { serverId: SERVER_ID, hostname: 'db-1.internal', services: [{ kind: 'db', name: 'orders' }], version: '3.0.2', upgrader: 'unit' };
+  const expected: AgentDescription = {
+    serverId: SERVER_ID,
+    hostname: 'db-1.internal',
+    services: [{ kind: 'db', name: 'orders' }],
+    version: '3.0.2',
+    upgrader: 'unit',
+  };
   t.same(a.description, expected);
   t.same(side.registry.describedAgent('db-1')?.description, expected, 'the proxy holds it once the agent counts its tunnel up');
   const described = once(side.registry, 'agent-described');
-  a.setServices([{ kind: 'db', name: 'orders' }, { kind: 'ssh', name: 'db-1' }]);
+  a.setServices([
+    { kind: 'db', name: 'orders' },
+    { kind: 'ssh', name: 'db-1' },
+  ]);
   t.same(await described, ['db-1']);
-  t.same(side.registry.describedAgent('db-1')?.description?.services, [{ kind: 'db', name: 'orders' }, { kind: 'ssh', name: 'db-1' }]);
-  t.throws(() => a.setServices([{ kind: 'printer', name: 'x' }]), { code: ErrorCodes.INVALID_ARGUMENT }, 'a kind the proxy would drop is refused here');
-  t.throws(() => a.setServices(Array.from({ length: 257 }, (_, i) => ({ kind: 'app', name: `a${i}` }))), { code: ErrorCodes.INVALID_ARGUMENT }, 'more services than the proxy takes');
+  t.same(side.registry.describedAgent('db-1')?.description?.services, [
+    { kind: 'db', name: 'orders' },
+    { kind: 'ssh', name: 'db-1' },
+  ]);
+  t.throws(
+    () => a.setServices([{ kind: 'printer', name: 'x' }]),
+    { code: ErrorCodes.INVALID_ARGUMENT },
+    'a kind the proxy would drop is refused here',
+  );
+  t.throws(
+    () => a.setServices(Array.from({ length: 257 }, (_, i) => ({ kind: 'app', name: `a${i}` }))),
+    { code: ErrorCodes.INVALID_ARGUMENT },
+    'more services than the proxy takes',
+  );
 
   // A proxy without a version of its own to compare (the rule is off) takes the package's 0.1.0.
   const open = await startProxySide([]);
@@ -123,7 +143,8 @@ async function echoThrough(side: ProxySide, name: string, target: string, text: 
   return readUntil(stream, (s) => s.length >= text.length);
 }
 
-const description = (extra: Partial<AgentDescription> & Record<string, unknown> = {}) => descriptionLine({ serverId: SERVER_ID, hostname: 'h', services: [], version: '3.1.0', upgrader: 'none', ...extra } as AgentDescription);
+const description = (extra: Partial<AgentDescription> & Record<string, unknown> = {}) =>
+  descriptionLine({ serverId: SERVER_ID, hostname: 'h', services: [], version: '3.1.0', upgrader: 'none', ...extra } as AgentDescription);
 
 t.test('hostile descriptions: refused with the code before admission, sanitised when only untidy', async (t) => {
   const side = await proxySide(t);
@@ -160,7 +181,7 @@ t.test('a bad description after admission resets only the describe stream: CONNE
   await reset;
   t.equal(describe.rstCode, 7, 'REFUSED_STREAM: a running agent cannot change its version');
   t.equal(side.registry.describedAgent('changing')?.description?.hostname, 'second', 'the last valid description stays');
-  t.equal(await echoThrough(side, 'changing', echo.address, 'after'), 'after', 'the tunnel\'s other streams are unaffected');
+  t.equal(await echoThrough(side, 'changing', echo.address, 'after'), 'after', "the tunnel's other streams are unaffected");
   t.ok(side.registry.has('changing'));
 });
 

@@ -61,7 +61,10 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
   early.on('error', () => {});
   await once(early, 'close');
   await until(() => gate.stats('multiplex').failures[ErrorCodes.AGENT_OFFLINE] === 1, 'offline recorded');
-  t.ok(logs.lines.some((l) => l.code === ErrorCodes.AGENT_OFFLINE), 'GATE_ERR_AGENT_OFFLINE logged');
+  t.ok(
+    logs.lines.some((l) => l.code === ErrorCodes.AGENT_OFFLINE),
+    'GATE_ERR_AGENT_OFFLINE logged',
+  );
 
   // The development token: 0600 in data_dir, any name.
   const tokenFile = gate.proxy.devTokenFile;
@@ -72,10 +75,26 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
   // Failures one by one, each with its code, nothing issued.
   t.equal(await fetchPinnedCa(endpoint, pin), gate.ca, 'the CA fetched and pinned');
   const wrongPin = `sha256:${'0'.repeat(64)}`;
-  t.equal((await rejection(joinProxy(endpoint, { token: STATIC_TOKEN, name: 'edge', caPin: wrongPin }))).code, ErrorCodes.JOIN_PIN_MISMATCH, 'wrong pin');
-  t.equal((await rejection(joinProxy(endpoint, { token: 'not-a-token-at-all-xxxxx', name: 'edge', caPin: pin }))).code, ErrorCodes.JOIN_TOKEN_INVALID, 'unknown token');
-  t.equal((await rejection(joinProxy(endpoint, { token: EXPIRED_TOKEN, name: 'edge', caPin: pin }))).code, ErrorCodes.JOIN_TOKEN_EXPIRED, 'expired token');
-  t.equal((await rejection(joinProxy(endpoint, { token: STATIC_TOKEN, name: 'other', caPin: pin }))).code, ErrorCodes.JOIN_NAME_NOT_ALLOWED, 'a name the token does not allow');
+  t.equal(
+    (await rejection(joinProxy(endpoint, { token: STATIC_TOKEN, name: 'edge', caPin: wrongPin }))).code,
+    ErrorCodes.JOIN_PIN_MISMATCH,
+    'wrong pin',
+  );
+  t.equal(
+    (await rejection(joinProxy(endpoint, { token: 'not-a-token-at-all-xxxxx', name: 'edge', caPin: pin }))).code,
+    ErrorCodes.JOIN_TOKEN_INVALID,
+    'unknown token',
+  );
+  t.equal(
+    (await rejection(joinProxy(endpoint, { token: EXPIRED_TOKEN, name: 'edge', caPin: pin }))).code,
+    ErrorCodes.JOIN_TOKEN_EXPIRED,
+    'expired token',
+  );
+  t.equal(
+    (await rejection(joinProxy(endpoint, { token: STATIC_TOKEN, name: 'other', caPin: pin }))).code,
+    ErrorCodes.JOIN_NAME_NOT_ALLOWED,
+    'a name the token does not allow',
+  );
   const mismatch = await postJoin(port, gate.ca, { token: STATIC_TOKEN, name: 'edge', csr: createKeyAndRequest('someone-else').csr });
   t.equal(mismatch.status, 400);
   t.equal(mismatch.code, ErrorCodes.JOIN_CSR_NAME_MISMATCH, 'a CSR for another name');
@@ -84,7 +103,11 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
 
   // A proxy that presents another CA's certificate but answers with the right CA: the pin matches,
   // the join's verified TLS does not, and the token is never sent.
-  const foreign = CertificateAuthority.create('impostor').issue({ commonName: 'localhost', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
+  const foreign = CertificateAuthority.create('impostor').issue({
+    commonName: 'localhost',
+    dnsNames: ['localhost'],
+    ipAddresses: ['127.0.0.1'],
+  });
   let impostorSawJoin = false;
   const impostor = createHttpsServer({ ...foreign }, (req, res) => {
     if (req.url === AGENT_JOIN_PATH) impostorSawJoin = true;
@@ -92,7 +115,9 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
   });
   const impostorPort = await listening(impostor);
   t.teardown(() => closeServer(impostor));
-  const untrusted = await rejection(joinProxy({ ...endpoint, proxy: `127.0.0.1:${impostorPort}` }, { token: STATIC_TOKEN, name: 'edge', caPin: pin }));
+  const untrusted = await rejection(
+    joinProxy({ ...endpoint, proxy: `127.0.0.1:${impostorPort}` }, { token: STATIC_TOKEN, name: 'edge', caPin: pin }),
+  );
   t.equal(untrusted.code, ErrorCodes.JOIN_SERVER_UNTRUSTED, 'a proxy presenting another CA');
   t.equal(impostorSawJoin, false, 'the token never reached it');
 
@@ -105,17 +130,33 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
   t.ok(lifetime > 9 * 60_000 && lifetime <= 10 * 60_000 + 1000, `short-lived: ${Math.round(lifetime / 1000)} s left`);
   const renewAt = renewalTime(identity.cert);
   t.ok(renewAt > Date.now() && renewAt < Date.parse(cert.validTo), 'renewal is planned ahead, before expiry');
-  t.equal((await rejection(joinProxy(endpoint, { token: STATIC_TOKEN, name: 'edge', caPin: pin }))).code, ErrorCodes.JOIN_TOKEN_EXHAUSTED, 'use limit reached');
+  t.equal(
+    (await rejection(joinProxy(endpoint, { token: STATIC_TOKEN, name: 'edge', caPin: pin }))).code,
+    ErrorCodes.JOIN_TOKEN_EXHAUSTED,
+    'use limit reached',
+  );
   const devIdentity = await joinProxy(endpoint, { token: devToken, name: 'any-name', caPin: pin });
   t.match(new X509Certificate(devIdentity.cert).subject, /CN=any-name/, 'the development token admits any name');
 
   // The joined identity holds the tunnel; the YAML upstream reaches the target through it.
-  const agent = startAgent({ proxy: endpoint.proxy, name: 'edge', ...identity, serverName: 'localhost', env: {}, resources: [target], backoff: { initialMs: 50, maxMs: 400 } });
+  const agent = startAgent({
+    proxy: endpoint.proxy,
+    name: 'edge',
+    ...identity,
+    serverName: 'localhost',
+    env: {},
+    resources: [target],
+    backoff: { initialMs: 50, maxMs: 400 },
+  });
   t.teardown(() => agent.stop());
   await agent.waitConnected();
   t.same(gate.proxy.tunnels.agents(), ['edge']);
   const client = await tlsClient(port, { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
-  t.equal((await readUntil(client, (s) => s.includes('\n'))).trim(), 'behind-the-agent', 'YAML upstream tunnel:edge/... carried the client');
+  t.equal(
+    (await readUntil(client, (s) => s.includes('\n'))).trim(),
+    'behind-the-agent',
+    'YAML upstream tunnel:edge/... carried the client',
+  );
   client.destroy();
 
   // Renewal: the current certificate, no token; a fresh certificate and key for the same name.
@@ -132,8 +173,18 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
   for (const secret of [STATIC_TOKEN, EXPIRED_TOKEN, devToken, 'PRIVATE KEY', identity.key.split('\n')[3]!]) {
     t.notOk(logs.text().includes(secret), `not logged: ${secret.slice(0, 10)}…`);
   }
-  for (const code of [ErrorCodes.JOIN_TOKEN_INVALID, ErrorCodes.JOIN_TOKEN_EXPIRED, ErrorCodes.JOIN_NAME_NOT_ALLOWED, ErrorCodes.JOIN_CSR_NAME_MISMATCH, ErrorCodes.JOIN_TOKEN_EXHAUSTED, ErrorCodes.JOIN_RENEW_REFUSED]) {
-    t.ok(logs.lines.some((l) => l.code === code), `${code} logged`);
+  for (const code of [
+    ErrorCodes.JOIN_TOKEN_INVALID,
+    ErrorCodes.JOIN_TOKEN_EXPIRED,
+    ErrorCodes.JOIN_NAME_NOT_ALLOWED,
+    ErrorCodes.JOIN_CSR_NAME_MISMATCH,
+    ErrorCodes.JOIN_TOKEN_EXHAUSTED,
+    ErrorCodes.JOIN_RENEW_REFUSED,
+  ]) {
+    t.ok(
+      logs.lines.some((l) => l.code === code),
+      `${code} logged`,
+    );
   }
 });
 
@@ -142,7 +193,13 @@ function postJoin(port: number, ca: string, body: unknown): Promise<{ status: nu
   return webRequest(port, ca, 'POST', AGENT_JOIN_PATH, JSON.stringify(body));
 }
 
-function webRequest(port: number, ca: string, method: string, path: string, payload?: string): Promise<{ status: number; code: string | undefined }> {
+function webRequest(
+  port: number,
+  ca: string,
+  method: string,
+  path: string,
+  payload?: string,
+): Promise<{ status: number; code: string | undefined }> {
   return new Promise((resolve, reject) => {
     const req = request(
       { host: '127.0.0.1', port, servername: 'localhost', ca, method, path, headers: { 'content-type': 'application/json' }, agent: false },
@@ -173,15 +230,36 @@ t.test('the join endpoints refuse what is not a join', async (t) => {
   t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, 'not json'), { status: 400, code: ErrorCodes.INVALID_ARGUMENT });
   t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, '[1]'), { status: 400, code: ErrorCodes.INVALID_ARGUMENT });
   // The token is checked before anything else: with a wrong one, a bad name or a missing CSR is never looked at.
-  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'a b', token: 'x', csr: 'y' })), { status: 401, code: ErrorCodes.JOIN_TOKEN_INVALID });
-  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', token: 'x' })), { status: 401, code: ErrorCodes.JOIN_TOKEN_INVALID });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'a b', token: 'x', csr: 'y' })), {
+    status: 401,
+    code: ErrorCodes.JOIN_TOKEN_INVALID,
+  });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', token: 'x' })), {
+    status: 401,
+    code: ErrorCodes.JOIN_TOKEN_INVALID,
+  });
   const devToken = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
-  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'a b', token: devToken, csr: 'y' })), { status: 403, code: ErrorCodes.JOIN_NAME_NOT_ALLOWED });
-  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', token: devToken })), { status: 400, code: ErrorCodes.JOIN_CSR_INVALID });
-  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', csr: 'y' })), { status: 401, code: ErrorCodes.JOIN_TOKEN_INVALID });
-  const big = await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ pad: 'x'.repeat(100_000) })).catch((err: Error) => err);
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'a b', token: devToken, csr: 'y' })), {
+    status: 403,
+    code: ErrorCodes.JOIN_NAME_NOT_ALLOWED,
+  });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', token: devToken })), {
+    status: 400,
+    code: ErrorCodes.JOIN_CSR_INVALID,
+  });
+  t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'ok', csr: 'y' })), {
+    status: 401,
+    code: ErrorCodes.JOIN_TOKEN_INVALID,
+  });
+  const big = await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ pad: 'x'.repeat(100_000) })).catch(
+    (err: Error) => err,
+  );
   t.match(big, { status: 413, code: ErrorCodes.REQUEST_TOO_LARGE }, 'a body over 64 KiB is refused unread (its Content-Length says so)');
-  t.match(await webRequest(port, gate.ca, 'POST', AGENT_RENEW_PATH, JSON.stringify({ csr: 'y' })), { status: 401, code: ErrorCodes.JOIN_RENEW_REFUSED }, 'no client certificate');
+  t.match(
+    await webRequest(port, gate.ca, 'POST', AGENT_RENEW_PATH, JSON.stringify({ csr: 'y' })),
+    { status: 401, code: ErrorCodes.JOIN_RENEW_REFUSED },
+    'no client certificate',
+  );
   t.match(await webRequest(port, gate.ca, 'GET', '/webapi/ping'), { status: 200 }, 'the other web endpoints still answer');
 });
 
@@ -193,12 +271,23 @@ t.test('separate mode: agents join on the web port and hold their tunnel on tunn
   const endpoint: JoinEndpoint = { proxy: gate.address('web'), serverName: 'localhost', env: {} };
   const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
   const identity = await joinProxy(endpoint, { token, name: 'sep', caPin: gate.proxy.caPin });
-  const agent = startAgent({ proxy: gate.address('tunnel'), name: 'sep', ...identity, serverName: 'localhost', env: {}, resources: [target] });
+  const agent = startAgent({
+    proxy: gate.address('tunnel'),
+    name: 'sep',
+    ...identity,
+    serverName: 'localhost',
+    env: {},
+    resources: [target],
+  });
   t.teardown(() => agent.stop());
   await agent.waitConnected();
   t.equal(gate.route('tunnel', 'tunnel').connections, 1, 'the tunnel came in on its own port');
   const client = await tlsClient(gate.port('redis'), { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
-  t.equal((await readUntil(client, (s) => s.includes('\n'))).trim(), 'separate-target', 'the redis port reaches the target through the agent');
+  t.equal(
+    (await readUntil(client, (s) => s.includes('\n'))).trim(),
+    'separate-target',
+    'the redis port reaches the target through the agent',
+  );
   client.destroy();
 
   // A reload that revokes the agent's certificate ends its tunnel at once.

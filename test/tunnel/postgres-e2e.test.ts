@@ -63,7 +63,9 @@ t.test('psql through the local proxy, the multiplexer and an agent behind tinypr
   const first = await query("select 'through the tunnel', 6 * 7");
   t.equal(first.code, 0, first.stderr);
   t.equal(first.stdout.trim(), 'through the tunnel|42');
-  const created = await query('create table notes (id int primary key, body text); insert into notes values (1, repeat($$x$$, 100000)); select length(body) from notes');
+  const created = await query(
+    'create table notes (id int primary key, body text); insert into notes values (1, repeat($$x$$, 100000)); select length(body) from notes',
+  );
   t.equal(created.code, 0, created.stderr);
   t.equal(created.stdout.trim().split('\n').pop(), '100000', 'a 100 kB row came back whole');
 

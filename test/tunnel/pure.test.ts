@@ -8,12 +8,33 @@ import { prng } from '../helpers/prng.js';
 
 t.test('backoff: full jitter under a doubling, capped ceiling', async (t) => {
   const options = { initialMs: 100, maxMs: 1000 };
-  t.equal(backoffDelay(0, options, () => 0), 0, 'full jitter reaches 0');
-  t.equal(backoffDelay(0, options, () => 0.999999), 99);
-  t.equal(backoffDelay(1, options, () => 0.5), 100);
-  t.equal(backoffDelay(3, options, () => 0.999999), 799);
-  t.equal(backoffDelay(4, options, () => 0.999999), 999, 'capped at maxMs');
-  t.equal(backoffDelay(5000, options, () => 0.999999), 999, 'huge attempts stay finite');
+  t.equal(
+    backoffDelay(0, options, () => 0),
+    0,
+    'full jitter reaches 0',
+  );
+  t.equal(
+    backoffDelay(0, options, () => 0.999999),
+    99,
+  );
+  t.equal(
+    backoffDelay(1, options, () => 0.5),
+    100,
+  );
+  t.equal(
+    backoffDelay(3, options, () => 0.999999),
+    799,
+  );
+  t.equal(
+    backoffDelay(4, options, () => 0.999999),
+    999,
+    'capped at maxMs',
+  );
+  t.equal(
+    backoffDelay(5000, options, () => 0.999999),
+    999,
+    'huge attempts stay finite',
+  );
   const random = prng(7);
   for (let attempt = 0; attempt < 200; attempt++) {
     const d = backoffDelay(attempt % 12, options, () => random.u32() / 0x100000000);
@@ -47,7 +68,16 @@ t.test('tunnel upstreams: tunnel:<agent>/<host:port>', async (t) => {
   t.same(parseTunnelUpstream('tunnel:db-agent/127.0.0.1:5432'), { agent: 'db-agent', target: '127.0.0.1:5432' });
   t.same(parseTunnelUpstream('tunnel:edge.1/[::1]:6379'), { agent: 'edge.1', target: '[::1]:6379' });
   t.same(parseTunnelUpstream('tunnel:a/db.internal:5432'), { agent: 'a', target: 'db.internal:5432' });
-  for (const bad of ['127.0.0.1:5432', 'tunnel:127.0.0.1:5432', 'tunnel:/127.0.0.1:5432', 'tunnel:a b/h:1', 'tunnel:a/h', 'tunnel:a/h:99999', 'tunnel:a/https://h:1', 'tunnel:a/::1:5432']) {
+  for (const bad of [
+    '127.0.0.1:5432',
+    'tunnel:127.0.0.1:5432',
+    'tunnel:/127.0.0.1:5432',
+    'tunnel:a b/h:1',
+    'tunnel:a/h',
+    'tunnel:a/h:99999',
+    'tunnel:a/https://h:1',
+    'tunnel:a/::1:5432',
+  ]) {
     t.throws(() => parseTunnelUpstream(bad), { code: ErrorCodes.CONFIG_INVALID }, bad);
   }
 });

@@ -5,7 +5,14 @@ import { PassThrough } from 'node:stream';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ErrorCodes } from '../../lib/errors.js';
-import { descriptionLine, MAX_DESCRIPTION_BYTES, parseService, readDescription, upgraderFrom, type AgentDescription } from '../../lib/tunnel/agent-description.js';
+import {
+  descriptionLine,
+  MAX_DESCRIPTION_BYTES,
+  parseService,
+  readDescription,
+  upgraderFrom,
+  type AgentDescription,
+} from '../../lib/tunnel/agent-description.js';
 import { readOrCreateServerId } from '../../lib/tunnel/agent-state.js';
 import { readLines } from '../../lib/tunnel/describe-stream.js';
 import { isServerId, serverIdForName } from '../../lib/tunnel/server-id.js';
@@ -16,7 +23,13 @@ import type { InventoryRecord } from '../../lib/cluster/route-store.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 const ID = '0b7c6a1e-2f4d-4c3b-9a8e-1d2c3b4a5f60';
-const good: AgentDescription = { serverId: ID, hostname: 'db-1.internal', services: [{ kind: 'db', name: 'orders' }], version: '3.1.0', upgrader: 'unit' };
+const good: AgentDescription = {
+  serverId: ID,
+  hostname: 'db-1.internal',
+  services: [{ kind: 'db', name: 'orders' }],
+  version: '3.1.0',
+  upgrader: 'unit',
+};
 const line = (extra: Record<string, unknown>) => JSON.stringify({ ...good, ...extra });
 
 t.test('a description round-trips as one JSON line', async (t) => {
@@ -48,9 +61,17 @@ t.test('hostile descriptions: refused with the code, or sanitised and said so', 
   const forged = readDescription(line({ hostname: 'db-1\n2026-11-25 INFO admin logged in\u001b[2J\u202e' }));
   t.equal(forged.description.hostname, 'db-12026-11-25 INFO admin logged in[2J', 'control, escape and bidi characters removed');
   t.same(forged.sanitised, ['hostname']);
-  t.equal(readDescription(line({ hostname: 'h'.repeat(400) })).description.hostname.length, 253, 'cut to a DNS name\'s length');
-  const services = readDescription(line({ services: [{ kind: 'db', name: 'a\tb' }, { kind: 'printer', name: 'p' }, { kind: 'ssh', name: '\u0007' }] }));
-  t.same(services.description.services, [{ kind: 'db', name: 'ab' }], 'unknown kinds (a newer agent\'s) and empty names left out');
+  t.equal(readDescription(line({ hostname: 'h'.repeat(400) })).description.hostname.length, 253, "cut to a DNS name's length");
+  const services = readDescription(
+    line({
+      services: [
+        { kind: 'db', name: 'a\tb' },
+        { kind: 'printer', name: 'p' },
+        { kind: 'ssh', name: '\u0007' },
+      ],
+    }),
+  );
+  t.same(services.description.services, [{ kind: 'db', name: 'ab' }], "unknown kinds (a newer agent's) and empty names left out");
   t.same(services.sanitised, ['services']);
   t.same(readDescription(line({ extra: 'x'.repeat(1000) })).description, good, 'unknown fields are ignored');
 });
@@ -75,9 +96,15 @@ t.test('the version rule: at most one major behind the proxy, never ahead; major
   const behind = versionRefusal('3.1.0', '1.4.2');
   t.equal(behind?.code, ErrorCodes.AGENT_VERSION_INCOMPATIBLE);
   t.equal(behind?.message, 'proxy 3.1.0 accepts agents 2.x and 3.x; this agent is 1.4.2: upgrade it');
-  t.match(versionRefusal('3.1.0', '4.0.0')?.message, /^proxy 3\.1\.0 accepts agents 2\.x and 3\.x; this agent is 4\.0\.0: upgrade the proxies first/);
+  t.match(
+    versionRefusal('3.1.0', '4.0.0')?.message,
+    /^proxy 3\.1\.0 accepts agents 2\.x and 3\.x; this agent is 4\.0\.0: upgrade the proxies first/,
+  );
   t.equal(versionRefusal('0.1.0', '0.7.3'), undefined, 'major 0 is a major like any other');
-  t.equal(versionRefusal('0.1.0', '1.0.0')?.message, 'proxy 0.1.0 accepts agents 0.x; this agent is 1.0.0: upgrade the proxies first, or install an older agent');
+  t.equal(
+    versionRefusal('0.1.0', '1.0.0')?.message,
+    'proxy 0.1.0 accepts agents 0.x; this agent is 1.0.0: upgrade the proxies first, or install an older agent',
+  );
   t.equal(versionRefusal('1.0.0', '0.1.0'), undefined, 'a 1.x proxy takes 0.x agents');
   t.equal(versionRefusal('1.2.3-interop', '0.1.0'), undefined);
   t.equal(versionRefusal('dev', '9.9.9'), undefined, 'a proxy whose own version is not semver cannot apply the rule');
@@ -101,7 +128,12 @@ t.test('lines are read whole, across chunks, and never held past the bound', asy
   const stream = new PassThrough();
   const lines: string[] = [];
   let overflow = 0;
-  readLines(stream, 10, (l) => lines.push(l.toString()), (n) => (overflow = n));
+  readLines(
+    stream,
+    10,
+    (l) => lines.push(l.toString()),
+    (n) => (overflow = n),
+  );
   stream.write('ab');
   stream.write('c\nde\n');
   stream.write('f');
@@ -113,18 +145,35 @@ t.test('lines are read whole, across chunks, and never held past the bound', asy
   t.same(lines, ['abc', 'de', 'f'], 'nothing more is read');
 });
 
-t.test('inventory rows: one per server ID, the newest tunnel\'s description, the holders listed', async (t) => {
-  const record = (extra: Partial<InventoryRecord>): InventoryRecord => ({ ...good, agent: 'db-1', proxyId: 'p1', generation: 1, since: 1000, ...extra });
+t.test("inventory rows: one per server ID, the newest tunnel's description, the holders listed", async (t) => {
+  const record = (extra: Partial<InventoryRecord>): InventoryRecord => ({
+    ...good,
+    agent: 'db-1',
+    proxyId: 'p1',
+    generation: 1,
+    since: 1000,
+    ...extra,
+  });
   const rows = mergeInventory([
     record({}),
-    record({ proxyId: 'p2', since: 2000, services: [{ kind: 'db', name: 'orders' }, { kind: 'ssh', name: 'db-1' }] }),
+    record({
+      proxyId: 'p2',
+      since: 2000,
+      services: [
+        { kind: 'db', name: 'orders' },
+        { kind: 'ssh', name: 'db-1' },
+      ],
+    }),
     record({ serverId: serverIdForName('old'), hostname: '', services: [], version: '', upgrader: 'unknown', agent: 'old' }),
   ]);
   t.equal(rows.length, 2);
   t.same(rows[1], {
     server_id: ID,
     hostname: 'db-1.internal',
-    services: [{ kind: 'db', name: 'orders' }, { kind: 'ssh', name: 'db-1' }],
+    services: [
+      { kind: 'db', name: 'orders' },
+      { kind: 'ssh', name: 'db-1' },
+    ],
     version: '3.1.0',
     upgrader: 'unit',
     agent: 'db-1',
@@ -133,18 +182,36 @@ t.test('inventory rows: one per server ID, the newest tunnel\'s description, the
   });
   t.equal(rows[0]!.agent, 'old', 'sorted by hostname (an undescribed agent has none)');
   const table = inventoryTable(rows).split('\n');
-  t.match(table[0], /^Server ID\s+Hostname\s+Services\s+Version\s+Upgrader$/, 'the platform\'s columns, in its order');
+  t.match(table[0], /^Server ID\s+Hostname\s+Services\s+Version\s+Upgrader$/, "the platform's columns, in its order");
   t.match(table[3], new RegExp(`^${ID}\\s+db-1\\.internal\\s+db:orders,ssh:db-1\\s+3\\.1\\.0\\s+unit$`));
   t.match(table[2], /^\S+\s+-\s+-\s+-\s+unknown$/, 'what an agent did not say is shown as -');
   t.equal(parseInventoryRecord(JSON.stringify(record({}))) !== undefined, true);
   t.equal(parseInventoryRecord('{"serverId":1}'), undefined);
   t.equal(parseInventoryRecord('nope'), undefined);
   t.same(recordFor({ name: 'old', description: undefined, since: 5 }, 'p9', 3), {
-    serverId: serverIdForName('old'), hostname: '', services: [], version: '', upgrader: 'unknown', agent: 'old', proxyId: 'p9', generation: 3, since: 5,
+    serverId: serverIdForName('old'),
+    hostname: '',
+    services: [],
+    version: '',
+    upgrader: 'unknown',
+    agent: 'old',
+    proxyId: 'p9',
+    generation: 3,
+    since: 5,
   });
-  t.same(fleetCounts([{ name: 'a', description: good, since: 0 }, { name: 'b', description: { ...good, upgrader: 'none' }, since: 0 }, { name: 'c', description: undefined, since: 0 }], { GATE_ERR_AGENT_VERSION_INCOMPATIBLE: 2 }), {
-    byVersion: { '3.1.0': 2, '': 1 },
-    byUpgrader: { unit: 1, none: 1, unknown: 1 },
-    refused: { GATE_ERR_AGENT_VERSION_INCOMPATIBLE: 2 },
-  });
+  t.same(
+    fleetCounts(
+      [
+        { name: 'a', description: good, since: 0 },
+        { name: 'b', description: { ...good, upgrader: 'none' }, since: 0 },
+        { name: 'c', description: undefined, since: 0 },
+      ],
+      { GATE_ERR_AGENT_VERSION_INCOMPATIBLE: 2 },
+    ),
+    {
+      byVersion: { '3.1.0': 2, '': 1 },
+      byUpgrader: { unit: 1, none: 1, unknown: 1 },
+      refused: { GATE_ERR_AGENT_VERSION_INCOMPATIBLE: 2 },
+    },
+  );
 });

@@ -52,7 +52,11 @@ interface Cluster {
  * `count` GateProxy instances sharing one cluster CA and one route store (unless `ownStores`: each
  * its own, so each tells agents only itself until the test says otherwise), and HAProxy in front.
  */
-async function startBalancedCluster(t: Teardownable & Parameters<typeof requirePeer>[0], count: number, options: { ownStores?: boolean } = {}): Promise<Cluster | undefined> {
+async function startBalancedCluster(
+  t: Teardownable & Parameters<typeof requirePeer>[0],
+  count: number,
+  options: { ownStores?: boolean } = {},
+): Promise<Cluster | undefined> {
   const haproxy = requirePeer(t, 'haproxy', 'haproxy');
   if (!haproxy) return undefined;
   const echo = await startTaggedTcpServer('through-the-agent');
@@ -97,7 +101,8 @@ async function startBalancedCluster(t: Teardownable & Parameters<typeof requireP
     { host: '127.0.0.2', port: frontPort },
   );
   // Every proxy sees the others at its next refresh (a third of presence_ttl).
-  if (!options.ownStores) await until(() => proxies.every((p) => p.proxy.tunnels.clusterView?.proxyIds.length === count), 'every proxy sees the cluster');
+  if (!options.ownStores)
+    await until(() => proxies.every((p) => p.proxy.tunnels.clusterView?.proxyIds.length === count), 'every proxy sees the cluster');
   return {
     proxies,
     ids,
@@ -136,7 +141,11 @@ function tunnelIds(agent: TunnelAgent): string[] {
 
 /** Reads the greeting a client gets through proxy `p`'s redis route (so through the agent's tunnel to p). */
 async function throughProxy(cluster: Cluster, p: number): Promise<string> {
-  const socket = await tlsClient(cluster.proxies[p]!.port('multiplex'), { servername: 'localhost', ca: cluster.ca, ALPNProtocols: ['gate-redis'] });
+  const socket = await tlsClient(cluster.proxies[p]!.port('multiplex'), {
+    servername: 'localhost',
+    ca: cluster.ca,
+    ALPNProtocols: ['gate-redis'],
+  });
   try {
     return (await readUntil(socket, (s) => s.includes('\n'))).trim();
   } finally {
@@ -154,48 +163,57 @@ async function dialsDuring(agent: TunnelAgent, ms: number): Promise<number> {
   return agent.dials - before;
 }
 
-t.test('two proxies behind HAProxy round robin, connection_count 2: one tunnel on each, clients on either proxy reach the agent', async (t) => {
-  const cluster = await startBalancedCluster(t, 2);
-  if (!cluster) return;
-  const agent = poolAgent(t, cluster, { connectionCount: 2 });
-  await until(() => agent.tunnels.length === 2, 'two tunnels up', 15_000);
-  t.same(tunnelIds(agent), [...cluster.ids].sort(), 'on two distinct proxies');
-  t.same(agent.proxies, [...cluster.ids].sort(), 'the agent learned the cluster from the proxies');
-  t.same(cluster.holders(), [0, 1], 'each proxy holds the agent');
-  t.equal(await throughProxy(cluster, 0), 'through-the-agent', 'a client on proxy a reaches the target');
-  t.equal(await throughProxy(cluster, 1), 'through-the-agent', 'a client on proxy b reaches the target');
-  t.equal(await dialsDuring(agent, 1500), 0, 'settled: no further dials');
-  t.equal(agent.tunnels.length, 2, 'still exactly two');
-});
+t.test(
+  'two proxies behind HAProxy round robin, connection_count 2: one tunnel on each, clients on either proxy reach the agent',
+  async (t) => {
+    const cluster = await startBalancedCluster(t, 2);
+    if (!cluster) return;
+    const agent = poolAgent(t, cluster, { connectionCount: 2 });
+    await until(() => agent.tunnels.length === 2, 'two tunnels up', 15_000);
+    t.same(tunnelIds(agent), [...cluster.ids].sort(), 'on two distinct proxies');
+    t.same(agent.proxies, [...cluster.ids].sort(), 'the agent learned the cluster from the proxies');
+    t.same(cluster.holders(), [0, 1], 'each proxy holds the agent');
+    t.equal(await throughProxy(cluster, 0), 'through-the-agent', 'a client on proxy a reaches the target');
+    t.equal(await throughProxy(cluster, 1), 'through-the-agent', 'a client on proxy b reaches the target');
+    t.equal(await dialsDuring(agent, 1500), 0, 'settled: no further dials');
+    t.equal(agent.tunnels.length, 2, 'still exactly two');
+  },
+);
 
-t.test('a dial that lands on a proxy the agent holds is refused there as a duplicate and retried, never taken for a failure; a shrunk list stops it', async (t) => {
-  // Only proxy a is behind this balancer, but the store says a proxy b is up too (one this balancer
-  // does not reach): every further dial lands on a, which refuses a second tunnel under the same
-  // name (GATE_ERR_AGENT_DUPLICATE).
-  const cluster = await startBalancedCluster(t, 1);
-  if (!cluster) return;
-  const a = cluster.ids[0]!;
-  await cluster.store.announce({ id: 'proxy-b', peerAddr: '', version: 'test', draining: false, channelFingerprint: '' }, 120_000);
-  await until(() => cluster.proxies[0]!.proxy.tunnels.clusterView?.proxyIds.length === 2, 'proxy a lists proxy b');
-  const refusedAtProxy: GateError[] = [];
-  cluster.proxies[0]!.proxy.tunnels.on('agent-refused', (e: GateError) => refusedAtProxy.push(e));
-  const lost: unknown[] = [];
-  const agent = poolAgent(t, cluster, { connectionCount: 2 });
-  agent.on('disconnected', (e) => lost.push(e));
-  await agent.waitConnected();
-  await until(() => agent.duplicates >= 3, 'three dials landed on the held proxy', 20_000);
-  t.ok(refusedAtProxy.length >= 3 && refusedAtProxy.every((e) => e.code === ErrorCodes.AGENT_DUPLICATE), 'the proxy refused each with GATE_ERR_AGENT_DUPLICATE');
-  t.same(tunnelIds(agent), [a], 'the held tunnel is untouched');
-  t.equal(agent.connections, 1, 'it never dropped');
-  t.same(lost, []);
-  t.equal(await throughProxy(cluster, 0), 'through-the-agent');
-  await cluster.store.withdraw('proxy-b');
-  await until(() => agent.proxies?.length === 1, 'the agent forgot proxy b once the store did');
-  // A dial already under way when the list shrank may still finish; after that the pool is settled.
-  await dialsDuring(agent, 500);
-  t.equal(await dialsDuring(agent, 1500), 0, 'one proxy left in the list: no more dials');
-  t.same(tunnelIds(agent), [a]);
-});
+t.test(
+  'a dial that lands on a proxy the agent holds is refused there as a duplicate and retried, never taken for a failure; a shrunk list stops it',
+  async (t) => {
+    // Only proxy a is behind this balancer, but the store says a proxy b is up too (one this balancer
+    // does not reach): every further dial lands on a, which refuses a second tunnel under the same
+    // name (GATE_ERR_AGENT_DUPLICATE).
+    const cluster = await startBalancedCluster(t, 1);
+    if (!cluster) return;
+    const a = cluster.ids[0]!;
+    await cluster.store.announce({ id: 'proxy-b', peerAddr: '', version: 'test', draining: false, channelFingerprint: '' }, 120_000);
+    await until(() => cluster.proxies[0]!.proxy.tunnels.clusterView?.proxyIds.length === 2, 'proxy a lists proxy b');
+    const refusedAtProxy: GateError[] = [];
+    cluster.proxies[0]!.proxy.tunnels.on('agent-refused', (e: GateError) => refusedAtProxy.push(e));
+    const lost: unknown[] = [];
+    const agent = poolAgent(t, cluster, { connectionCount: 2 });
+    agent.on('disconnected', (e) => lost.push(e));
+    await agent.waitConnected();
+    await until(() => agent.duplicates >= 3, 'three dials landed on the held proxy', 20_000);
+    t.ok(
+      refusedAtProxy.length >= 3 && refusedAtProxy.every((e) => e.code === ErrorCodes.AGENT_DUPLICATE),
+      'the proxy refused each with GATE_ERR_AGENT_DUPLICATE',
+    );
+    t.same(tunnelIds(agent), [a], 'the held tunnel is untouched');
+    t.equal(agent.connections, 1, 'it never dropped');
+    t.same(lost, []);
+    t.equal(await throughProxy(cluster, 0), 'through-the-agent');
+    await cluster.store.withdraw('proxy-b');
+    await until(() => agent.proxies?.length === 1, 'the agent forgot proxy b once the store did');
+    // A dial already under way when the list shrank may still finish; after that the pool is settled.
+    await dialsDuring(agent, 500);
+    t.equal(await dialsDuring(agent, 1500), 0, 'one proxy left in the list: no more dials');
+    t.same(tunnelIds(agent), [a]);
+  },
+);
 
 t.test('a tunnel the agent learns landed on a proxy it already holds (same proxy id) is closed with GOAWAY', async (t) => {
   // Two proxies, each on its own store, that the test makes both say they are "proxy-x" (as a
@@ -213,7 +231,15 @@ t.test('a tunnel the agent learns landed on a proxy it already holds (same proxy
   await until(() => seen.some((e) => e.event === 'disconnected'), 'a tunnel closed', 15_000);
   const first = seen[0]!.proxy;
   const other = first === 0 ? 1 : 0;
-  t.same(seen.slice(0, 3).map((e) => [e.proxy, e.event]), [[first, 'connected'], [other, 'connected'], [other, 'disconnected']], 'the second proxy admitted it, then lost it');
+  t.same(
+    seen.slice(0, 3).map((e) => [e.proxy, e.event]),
+    [
+      [first, 'connected'],
+      [other, 'connected'],
+      [other, 'disconnected'],
+    ],
+    'the second proxy admitted it, then lost it',
+  );
   t.match(seen[2]!.reason, /agent sent GOAWAY \(NO_ERROR\)/, 'the agent closed it cleanly');
   t.ok(agent.duplicates >= 1, 'counted as a duplicate');
   t.same(tunnelIds(agent), ['proxy-x'], 'one tunnel to proxy-x');
@@ -221,33 +247,36 @@ t.test('a tunnel the agent learns landed on a proxy it already holds (same proxy
   t.equal(agent.connections, 1, 'only the first tunnel ever counted as up');
 });
 
-t.test('three proxies, connection_count 2: a closed proxy is replaced, a proxy that leaves the list is forgotten, fewer proxies than the count hold one each without spinning', async (t) => {
-  const cluster = await startBalancedCluster(t, 3);
-  if (!cluster) return;
-  const agent = poolAgent(t, cluster, { connectionCount: 2 });
-  await until(() => agent.tunnels.length === 2, 'two tunnels up', 15_000);
-  const held = tunnelIds(agent).map((id) => cluster.ids.indexOf(id));
-  t.same([...held].sort(), cluster.holders(), 'the two proxies the agent names hold it');
-  const [gone, kept] = held as [number, number];
-  const spare = [0, 1, 2].find((i) => !held.includes(i))!;
-  // Proxy `gone` stops: it leaves the store and sends its agents GOAWAY; the others drop it from
-  // their lists at their next refresh.
-  await cluster.proxies[gone]!.proxy.close({ graceMs: 200 });
-  const live = [cluster.ids[kept]!, cluster.ids[spare]!].sort();
-  await until(() => tunnelIds(agent).join() === live.join(), 'the agent re-established on the spare proxy', 15_000);
-  t.pass('tunnels on the two live proxies');
-  t.ok(cluster.proxies[spare]!.proxy.tunnels.has(AGENT) && cluster.proxies[kept]!.proxy.tunnels.has(AGENT), 'both hold it');
-  await until(() => agent.proxies?.length === 2, 'the agent forgot the closed proxy once the store did');
-  t.same(agent.proxies, live, 'the closed proxy is forgotten');
-  t.equal(await throughProxy(cluster, spare), 'through-the-agent', 'the new tunnel carries clients');
+t.test(
+  'three proxies, connection_count 2: a closed proxy is replaced, a proxy that leaves the list is forgotten, fewer proxies than the count hold one each without spinning',
+  async (t) => {
+    const cluster = await startBalancedCluster(t, 3);
+    if (!cluster) return;
+    const agent = poolAgent(t, cluster, { connectionCount: 2 });
+    await until(() => agent.tunnels.length === 2, 'two tunnels up', 15_000);
+    const held = tunnelIds(agent).map((id) => cluster.ids.indexOf(id));
+    t.same([...held].sort(), cluster.holders(), 'the two proxies the agent names hold it');
+    const [gone, kept] = held as [number, number];
+    const spare = [0, 1, 2].find((i) => !held.includes(i))!;
+    // Proxy `gone` stops: it leaves the store and sends its agents GOAWAY; the others drop it from
+    // their lists at their next refresh.
+    await cluster.proxies[gone]!.proxy.close({ graceMs: 200 });
+    const live = [cluster.ids[kept]!, cluster.ids[spare]!].sort();
+    await until(() => tunnelIds(agent).join() === live.join(), 'the agent re-established on the spare proxy', 15_000);
+    t.pass('tunnels on the two live proxies');
+    t.ok(cluster.proxies[spare]!.proxy.tunnels.has(AGENT) && cluster.proxies[kept]!.proxy.tunnels.has(AGENT), 'both hold it');
+    await until(() => agent.proxies?.length === 2, 'the agent forgot the closed proxy once the store did');
+    t.same(agent.proxies, live, 'the closed proxy is forgotten');
+    t.equal(await throughProxy(cluster, spare), 'through-the-agent', 'the new tunnel carries clients');
 
-  // One more proxy goes: fewer proxies than connection_count.
-  await cluster.proxies[kept]!.proxy.close({ graceMs: 200 });
-  await until(() => agent.tunnels.length === 1 && agent.proxies?.length === 1, 'one proxy left, one tunnel', 15_000);
-  t.same(tunnelIds(agent), [cluster.ids[spare]!]);
-  t.equal(await dialsDuring(agent, 1500), 0, 'one tunnel per proxy and no spinning for a second');
-  t.equal(await throughProxy(cluster, spare), 'through-the-agent');
-});
+    // One more proxy goes: fewer proxies than connection_count.
+    await cluster.proxies[kept]!.proxy.close({ graceMs: 200 });
+    await until(() => agent.tunnels.length === 1 && agent.proxies?.length === 1, 'one proxy left, one tunnel', 15_000);
+    t.same(tunnelIds(agent), [cluster.ids[spare]!]);
+    t.equal(await dialsDuring(agent, 1500), 0, 'one tunnel per proxy and no spinning for a second');
+    t.equal(await throughProxy(cluster, spare), 'through-the-agent');
+  },
+);
 
 t.test('connection_count 1: one tunnel although two proxies exist', async (t) => {
   const cluster = await startBalancedCluster(t, 2);
@@ -272,34 +301,53 @@ t.test('through tinyproxy (CONNECT) and HAProxy: two tunnels on distinct proxies
   agent.on('connected', (e: { via: string }) => events.push(e));
   await until(() => agent.tunnels.length === 2, 'two tunnels up', 15_000);
   t.same(tunnelIds(agent), [...cluster.ids].sort());
-  t.ok(agent.tunnels.every((x) => x.via === tinyproxy.url), 'both went through tinyproxy');
-  t.equal((tinyproxy.output().match(new RegExp(`CONNECT 127\\.0\\.0\\.2:${cluster.frontPort}`, 'g')) ?? []).length >= 2, true, 'tinyproxy carried both');
+  t.ok(
+    agent.tunnels.every((x) => x.via === tinyproxy.url),
+    'both went through tinyproxy',
+  );
+  t.equal(
+    (tinyproxy.output().match(new RegExp(`CONNECT 127\\.0\\.0\\.2:${cluster.frontPort}`, 'g')) ?? []).length >= 2,
+    true,
+    'tinyproxy carried both',
+  );
   t.equal(await throughProxy(cluster, 0), 'through-the-agent');
   t.equal(await throughProxy(cluster, 1), 'through-the-agent');
 });
 
-t.test('an older agent, which answers the view like any non-CONNECT stream, keeps working with one tunnel and is sent no more views', async (t) => {
-  const cluster = await startBalancedCluster(t, 1);
-  if (!cluster) return;
-  const registry = cluster.proxies[0]!.proxy.tunnels;
-  // An agent from before several proxies, reduced to what the proxy sees: one tunnel, every stream served by
-  // serveAgentStream, which refuses anything but CONNECT with 400.
-  const { session } = await rawAgentSession(t, cluster.front, cluster.agentPair, cluster.ca);
-  const methods: string[] = [];
-  session.on('stream', (stream, headers) => {
-    methods.push(String(headers[':method']));
-    serveAgentStream(stream, headers, { allow: () => true, dialTimeoutMs: 5000, log: { debug() {}, warn() {} } as never, track: () => {} });
-  });
-  await registry.waitFor(AGENT);
-  await until(() => methods.length === 2, 'the view and the describe request arrived');
-  t.same(methods, ['POST', 'POST'], 'the proxy sent its view and asked the agent to describe itself');
-  t.same(registry.describedAgents().map((a) => [a.name, a.description]), [[AGENT, undefined]], 'admitted undescribed');
-  t.equal(await throughProxy(cluster, 0), 'through-the-agent', 'clients reach the older agent');
-  t.same(methods, ['POST', 'POST', 'CONNECT']);
-  registry.setClusterView({ proxyId: cluster.ids[0]!, proxyIds: [cluster.ids[0]!, 'proxy-b'] });
-  t.equal(await throughProxy(cluster, 0), 'through-the-agent');
-  t.same(methods, ['POST', 'POST', 'CONNECT', 'CONNECT'], 'no second view to an agent that refused the first');
-});
+t.test(
+  'an older agent, which answers the view like any non-CONNECT stream, keeps working with one tunnel and is sent no more views',
+  async (t) => {
+    const cluster = await startBalancedCluster(t, 1);
+    if (!cluster) return;
+    const registry = cluster.proxies[0]!.proxy.tunnels;
+    // An agent from before several proxies, reduced to what the proxy sees: one tunnel, every stream served by
+    // serveAgentStream, which refuses anything but CONNECT with 400.
+    const { session } = await rawAgentSession(t, cluster.front, cluster.agentPair, cluster.ca);
+    const methods: string[] = [];
+    session.on('stream', (stream, headers) => {
+      methods.push(String(headers[':method']));
+      serveAgentStream(stream, headers, {
+        allow: () => true,
+        dialTimeoutMs: 5000,
+        log: { debug() {}, warn() {} } as never,
+        track: () => {},
+      });
+    });
+    await registry.waitFor(AGENT);
+    await until(() => methods.length === 2, 'the view and the describe request arrived');
+    t.same(methods, ['POST', 'POST'], 'the proxy sent its view and asked the agent to describe itself');
+    t.same(
+      registry.describedAgents().map((a) => [a.name, a.description]),
+      [[AGENT, undefined]],
+      'admitted undescribed',
+    );
+    t.equal(await throughProxy(cluster, 0), 'through-the-agent', 'clients reach the older agent');
+    t.same(methods, ['POST', 'POST', 'CONNECT']);
+    registry.setClusterView({ proxyId: cluster.ids[0]!, proxyIds: [cluster.ids[0]!, 'proxy-b'] });
+    t.equal(await throughProxy(cluster, 0), 'through-the-agent');
+    t.same(methods, ['POST', 'POST', 'CONNECT', 'CONNECT'], 'no second view to an agent that refused the first');
+  },
+);
 
 t.test('a proxy that sends no view (on its own, or older): the agent keeps one tunnel whatever connection_count says', async (t) => {
   const side = await startProxySide([]);
@@ -328,7 +376,9 @@ t.test('a new tunnel admitted on a proxy whose held tunnel went silent: the held
     echo.server.close();
   });
   const target = `127.0.0.1:${echo.port}`;
-  const side = await startProxySide([{ alpn: 'gate-redis', agent: 'stale', target }], { registry: { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 1000 } });
+  const side = await startProxySide([{ alpn: 'gate-redis', agent: 'stale', target }], {
+    registry: { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 1000 },
+  });
   t.teardown(() => side.close());
   // The proxy says a second proxy exists, so the agent keeps dialling for it; every dial lands here.
   side.registry.setClusterView({ proxyId: 'only', proxyIds: ['only', 'elsewhere'] });
@@ -405,7 +455,11 @@ t.test('a malformed view is answered 400 and ignored by the agent; CONNECT strea
     });
   t.equal(await answer(clusterViewRequestHeaders({ proxyId: 'ok', proxyIds: ['ok'] }) as Record<string, string>), 204, 'a good view: 204');
   t.same(agent.proxies, ['ok']);
-  t.equal(await answer({ ':method': 'POST', ':path': TUNNEL_CLUSTER_VIEW_PATH, [PROXY_ID_HEADER]: 'bad id', [PROXY_IDS_HEADER]: '' }), 400, 'a malformed one: 400');
+  t.equal(
+    await answer({ ':method': 'POST', ':path': TUNNEL_CLUSTER_VIEW_PATH, [PROXY_ID_HEADER]: 'bad id', [PROXY_IDS_HEADER]: '' }),
+    400,
+    'a malformed one: 400',
+  );
   t.equal(await answer({ ':method': 'POST', ':path': TUNNEL_CLUSTER_VIEW_PATH, [PROXY_ID_HEADER]: 'x', [PROXY_IDS_HEADER]: 'a,,b' }), 400);
   t.same(agent.proxies, ['ok'], 'ignored: the list is unchanged');
   const stream = session.request({ ':method': 'CONNECT', ':authority': target }, { endStream: false });

@@ -35,7 +35,13 @@ async function taggedEcho(t: Teardownable, tag: string): Promise<{ address: stri
   return { address: `127.0.0.1:${port}`, sockets, server: srv };
 }
 
-function agent(t: Teardownable, proxy: ProxySide | number, name: string, resources: string[], extra: Partial<AgentOptions> = {}): TunnelAgent {
+function agent(
+  t: Teardownable,
+  proxy: ProxySide | number,
+  name: string,
+  resources: string[],
+  extra: Partial<AgentOptions> = {},
+): TunnelAgent {
   const port = typeof proxy === 'number' ? proxy : proxy.port;
   const a = startAgent({
     proxy: `127.0.0.1:${port}`,
@@ -285,43 +291,48 @@ t.test('heartbeats: a path that goes silent (no FIN) is torn down on both sides,
   again.socket.destroy();
 });
 
-t.test('a proxy that completes TLS and then says nothing: the dial is given up at the PING deadline, not held until a heartbeat', async (t) => {
-  // A stand-in that takes the tunnel ALPN and never speaks HTTP/2: no SETTINGS, no PING answer.
-  const held = new Set<TLSSocket>();
-  let accepted = 0;
-  const silent = createTlsServer({ ...server, ALPNProtocols: [ALPN_REVERSE_TUNNEL] }, (socket) => {
-    accepted++;
-    held.add(socket);
-    socket.on('error', () => {});
-    socket.once('close', () => held.delete(socket));
-    socket.resume(); // reads (and drops) the agent's preface, so its FIN is seen
-  });
-  const port = await listening(silent);
-  t.teardown(() => {
-    for (const s of held) s.destroy();
-    return closeServer(silent);
-  });
-  const logs = captureLogs();
-  // No heartbeat is due for a minute: only the admission deadline can end a silent dial.
-  const a = agent(t, port, 'patient', [], { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 300, logger: logs.logger });
-  // One dial at a time: the third reaching the stand-in means the first two were given up.
-  await until(() => accepted >= 3, 'the agent kept dialling', 10_000);
-  const failures = logs.lines.filter((l) => l.msg === 'tunnel connection failed');
-  t.ok(failures.length >= 2, 'each silent dial failed');
-  t.ok(
-    failures.every((l) => l.code === ErrorCodes.AGENT_HEARTBEAT_TIMEOUT),
-    'with GATE_ERR_AGENT_HEARTBEAT_TIMEOUT',
-  );
-  t.match(JSON.stringify(failures[0]), /did not admit the tunnel within 300 ms/, 'and says so');
-  t.equal(a.connections, 0, 'no tunnel counted');
-  await a.stop();
-  await until(() => held.size === 0, 'every silent connection was closed by the agent');
-});
+t.test(
+  'a proxy that completes TLS and then says nothing: the dial is given up at the PING deadline, not held until a heartbeat',
+  async (t) => {
+    // A stand-in that takes the tunnel ALPN and never speaks HTTP/2: no SETTINGS, no PING answer.
+    const held = new Set<TLSSocket>();
+    let accepted = 0;
+    const silent = createTlsServer({ ...server, ALPNProtocols: [ALPN_REVERSE_TUNNEL] }, (socket) => {
+      accepted++;
+      held.add(socket);
+      socket.on('error', () => {});
+      socket.once('close', () => held.delete(socket));
+      socket.resume(); // reads (and drops) the agent's preface, so its FIN is seen
+    });
+    const port = await listening(silent);
+    t.teardown(() => {
+      for (const s of held) s.destroy();
+      return closeServer(silent);
+    });
+    const logs = captureLogs();
+    // No heartbeat is due for a minute: only the admission deadline can end a silent dial.
+    const a = agent(t, port, 'patient', [], { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 300, logger: logs.logger });
+    // One dial at a time: the third reaching the stand-in means the first two were given up.
+    await until(() => accepted >= 3, 'the agent kept dialling', 10_000);
+    const failures = logs.lines.filter((l) => l.msg === 'tunnel connection failed');
+    t.ok(failures.length >= 2, 'each silent dial failed');
+    t.ok(
+      failures.every((l) => l.code === ErrorCodes.AGENT_HEARTBEAT_TIMEOUT),
+      'with GATE_ERR_AGENT_HEARTBEAT_TIMEOUT',
+    );
+    t.match(JSON.stringify(failures[0]), /did not admit the tunnel within 300 ms/, 'and says so');
+    t.equal(a.connections, 0, 'no tunnel counted');
+    await a.stop();
+    await until(() => held.size === 0, 'every silent connection was closed by the agent');
+  },
+);
 
 t.test('revocation at reload ends a live tunnel, streams included, and tells the agent', async (t) => {
   const echo = await taggedEcho(t, 'soon-revoked');
   let revoked = '';
-  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'revokee', target: echo.address }], { registry: { isRevoked: (s) => s === revoked } });
+  const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'revokee', target: echo.address }], {
+    registry: { isRevoked: (s) => s === revoked },
+  });
   const a = agent(t, proxy, 'revokee', [echo.address], { backoff: { initialMs: 5000, maxMs: 5000 } });
   await a.waitConnected();
   const { socket, line } = await greet(proxy.port, 'gate-redis');
@@ -367,7 +378,11 @@ t.test("the proxy's GOAWAY: the agent dials a new tunnel at once while open stre
   t.match(((await down) as [{ reason: string }])[0].reason, /proxy sent GOAWAY \(NO_ERROR\)/);
   t.equal(((await up) as [{ connections: number }])[0].connections, 2, 'a new tunnel came up');
   before.socket.write('still flowing\n');
-  t.match(await readUntil(before.socket, (s) => s.includes('still flowing')), /still flowing/, 'the open stream finished on the old tunnel');
+  t.match(
+    await readUntil(before.socket, (s) => s.includes('still flowing')),
+    /still flowing/,
+    'the open stream finished on the old tunnel',
+  );
   before.socket.destroy();
   await proxy.registry.waitFor('drainer');
   const after = await greet(proxy.port, 'gate-redis');

@@ -23,7 +23,10 @@ t.test('failures name the file and leave it as it was', async (t) => {
   const dir = await tempDir(t, 'atomic');
   const blocker = join(dir, 'not-a-dir');
   await writeFile(blocker, 'x');
-  await t.rejects(writeFileAtomic(join(blocker, 'schedule'), 'y'), { code: ErrorCodes.UPGRADE_SCHEDULE_WRITE, message: /not-a-dir\/schedule: / });
+  await t.rejects(writeFileAtomic(join(blocker, 'schedule'), 'y'), {
+    code: ErrorCodes.UPGRADE_SCHEDULE_WRITE,
+    message: /not-a-dir\/schedule: /,
+  });
   // The target is a directory: rename(2) cannot replace it; the temporary file is cleaned up.
   const target = join(dir, 'schedule');
   await (await import('node:fs/promises')).mkdir(target);

@@ -4,9 +4,13 @@ import { commandWithVersion, splitCommandLine } from '../../lib/upgrade/command-
 
 t.test('words as sh splits them, quotes and backslashes, nothing else special', async (t) => {
   t.same(splitCommandLine('apt-get install -y gate-mux={version}'), ['apt-get', 'install', '-y', 'gate-mux={version}']);
-  t.same(splitCommandLine("  a  'b c'  \"d \\\"e\\\" \\\\ f\"  g\\ h\t"), ['a', 'b c', 'd "e" \\ f', 'g h']);
+  t.same(splitCommandLine('  a  \'b c\'  "d \\"e\\" \\\\ f"  g\\ h\t'), ['a', 'b c', 'd "e" \\ f', 'g h']);
   t.same(splitCommandLine("x'y'\"z\" ''"), ['xyz', ''], 'adjacent quoted parts join; an empty quoted word stays');
-  t.same(splitCommandLine('echo $HOME; rm -rf / | cat > f'), ['echo', '$HOME;', 'rm', '-rf', '/', '|', 'cat', '>', 'f'], 'no shell syntax: plain words');
+  t.same(
+    splitCommandLine('echo $HOME; rm -rf / | cat > f'),
+    ['echo', '$HOME;', 'rm', '-rf', '/', '|', 'cat', '>', 'f'],
+    'no shell syntax: plain words',
+  );
   t.same(splitCommandLine("'it''s'"), ['its']);
 });
 
@@ -17,6 +21,11 @@ t.test('mistakes are refused', async (t) => {
 });
 
 t.test('{version} is substituted after splitting, in every word, never re-split', async (t) => {
-  t.same(commandWithVersion("dnf install 'gate-mux-{version}' --comment={version}", '1.2.4'), ['dnf', 'install', 'gate-mux-1.2.4', '--comment=1.2.4']);
+  t.same(commandWithVersion("dnf install 'gate-mux-{version}' --comment={version}", '1.2.4'), [
+    'dnf',
+    'install',
+    'gate-mux-1.2.4',
+    '--comment=1.2.4',
+  ]);
   t.same(commandWithVersion('x {version}', 'a b;c'), ['x', 'a b;c'], 'a value with blanks stays one word');
 });

@@ -35,7 +35,10 @@ const caFile = proxy.caFile!;
 const example = fileURLToPath(new URL('../../examples/upgrade-dry-run.js', import.meta.url));
 function dryRun(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [example, '--proxy', url, '--ca', caFile, ...args], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [example, '--proxy', url, '--ca', caFile, ...args], {
+      env: { PATH: process.env.PATH },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -53,7 +56,10 @@ t.test('fetchTargetVersion strips the v; unknown and bad channels fail with a co
   const ca = await import('node:fs/promises').then((fs) => fs.readFile(caFile));
   t.equal(await fetchTargetVersion({ proxy: url, ca, env: {} }), '1.2.3', 'default serves the proxy version');
   t.equal(await fetchTargetVersion({ proxy: url, channel: 'stable/cloud', ca, env: {} }), '1.2.4');
-  await t.rejects(fetchTargetVersion({ proxy: url, channel: 'beta', ca, env: {} }), { code: ErrorCodes.UPGRADE_CHANNEL, message: /HTTP 404: no channel named "beta"/ });
+  await t.rejects(fetchTargetVersion({ proxy: url, channel: 'beta', ca, env: {} }), {
+    code: ErrorCodes.UPGRADE_CHANNEL,
+    message: /HTTP 404: no channel named "beta"/,
+  });
   await t.rejects(fetchTargetVersion({ proxy: url, channel: '../x', ca, env: {} }), { code: ErrorCodes.UPGRADE_CHANNEL });
 });
 
@@ -87,13 +93,26 @@ t.test('an invalid schedule is warned about, naming the field; errors exit 1 wit
 
 t.test('a channel answering none or garbage (plain HTTP server standing in for a forwarded channel)', async (t) => {
   const { createServer } = await import('node:http');
-  const answers: Record<string, string> = { '/v1/webapi/automaticupgrades/channel/quiet/version': 'none\n', '/v1/webapi/automaticupgrades/channel/noisy/version': '<html>' };
+  const answers: Record<string, string> = {
+    '/v1/webapi/automaticupgrades/channel/quiet/version': 'none\n',
+    '/v1/webapi/automaticupgrades/channel/noisy/version': '<html>',
+  };
   const server = createServer((req, res) => res.end(answers[req.url ?? ''] ?? ''));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
   const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  await t.rejects(fetchTargetVersion({ proxy: base, channel: 'quiet', env: {} }), { code: ErrorCodes.UPGRADE_INSECURE }, 'http only when allowed');
+  await t.rejects(
+    fetchTargetVersion({ proxy: base, channel: 'quiet', env: {} }),
+    { code: ErrorCodes.UPGRADE_INSECURE },
+    'http only when allowed',
+  );
   t.equal(await fetchTargetVersion({ proxy: base, channel: 'quiet', env: {}, allowHttp: true }), undefined);
-  await t.rejects(fetchTargetVersion({ proxy: base, channel: 'noisy', env: {}, allowHttp: true }), { code: ErrorCodes.UPGRADE_CHANNEL, message: /"<html>", not a version/ });
-  await t.rejects(fetchCritical({ proxy: base, channel: 'quiet', env: {}, allowHttp: true }), { code: ErrorCodes.UPGRADE_CHANNEL, message: /answered "" to critical, not yes or no/ });
+  await t.rejects(fetchTargetVersion({ proxy: base, channel: 'noisy', env: {}, allowHttp: true }), {
+    code: ErrorCodes.UPGRADE_CHANNEL,
+    message: /"<html>", not a version/,
+  });
+  await t.rejects(fetchCritical({ proxy: base, channel: 'quiet', env: {}, allowHttp: true }), {
+    code: ErrorCodes.UPGRADE_CHANNEL,
+    message: /answered "" to critical, not yes or no/,
+  });
 });

@@ -4,14 +4,26 @@ import { formatMaintenanceConfig, parseMaintenanceConfig, type MaintenanceConfig
 import { maintenanceWindow } from '../../lib/upgrade/maintenance-window.js';
 import { shouldUpgrade } from '../../lib/upgrade/should-upgrade.js';
 
-const doc = (agentUpgrades: string): string => `kind: cluster_maintenance_config\nversion: v1\nmetadata:\n  name: cluster-maintenance-config\nspec:\n  agent_upgrades:\n${agentUpgrades}`;
+const doc = (agentUpgrades: string): string =>
+  `kind: cluster_maintenance_config\nversion: v1\nmetadata:\n  name: cluster-maintenance-config\nspec:\n  agent_upgrades:\n${agentUpgrades}`;
 
 t.test('parse: YAML and JSON, short and long names in any case, defaults', async (t) => {
-  t.same(parseMaintenanceConfig(doc('    utc_start_hour: 2\n    weekdays: [Mon, wednesday, FRI, Monday]\n')), { utcStartHour: 2, weekdays: [1, 3, 5] });
-  t.same(parseMaintenanceConfig(JSON.stringify({ kind: 'cluster_maintenance_config', spec: { agent_upgrades: { utc_start_hour: 23, weekdays: ['sun', 'SATURDAY'] } } })), {
-    utcStartHour: 23,
-    weekdays: [0, 6],
+  t.same(parseMaintenanceConfig(doc('    utc_start_hour: 2\n    weekdays: [Mon, wednesday, FRI, Monday]\n')), {
+    utcStartHour: 2,
+    weekdays: [1, 3, 5],
   });
+  t.same(
+    parseMaintenanceConfig(
+      JSON.stringify({
+        kind: 'cluster_maintenance_config',
+        spec: { agent_upgrades: { utc_start_hour: 23, weekdays: ['sun', 'SATURDAY'] } },
+      }),
+    ),
+    {
+      utcStartHour: 23,
+      weekdays: [0, 6],
+    },
+  );
   t.same(parseMaintenanceConfig(doc('    utc_start_hour: 0\n')).weekdays, [0, 1, 2, 3, 4, 5, 6], 'no weekdays: every day');
   t.same(parseMaintenanceConfig(doc('    utc_start_hour: 0\n    weekdays: []\n')).weekdays, [0, 1, 2, 3, 4, 5, 6], 'empty list: every day');
 });
@@ -41,7 +53,8 @@ t.test('parse: every invalid field is named', async (t) => {
     ['[1, 2]', /^\(document\): expected/],
     ['{"spec": ', /^not YAML or JSON/],
   ];
-  for (const [text, message] of cases) t.throws(() => parseMaintenanceConfig(text), { code: ErrorCodes.UPGRADE_SCHEDULE_INVALID, message }, String(message));
+  for (const [text, message] of cases)
+    t.throws(() => parseMaintenanceConfig(text), { code: ErrorCodes.UPGRADE_SCHEDULE_INVALID, message }, String(message));
 });
 
 const at = (iso: string): Date => new Date(iso);
@@ -54,13 +67,13 @@ t.test('window arithmetic: midnight, weekday and week boundaries', async (t) => 
     ['inside, first instant', cfg(2, [0]), '2026-08-02T02:00:00.000Z', true, '2026-08-09T02:00:00.000Z'],
     ['inside, last millisecond', cfg(2, [0]), '2026-08-02T02:59:59.999Z', true, '2026-08-09T02:00:00.000Z'],
     ['end is exclusive', cfg(2, [0]), '2026-08-02T03:00:00.000Z', false, '2026-08-09T02:00:00.000Z'],
-    ['before today\'s window', cfg(2, [0]), '2026-08-02T01:59:59.999Z', false, '2026-08-02T02:00:00.000Z'],
+    ["before today's window", cfg(2, [0]), '2026-08-02T01:59:59.999Z', false, '2026-08-02T02:00:00.000Z'],
     ['23:00 window runs to midnight', cfg(23, [0]), '2026-08-02T23:30:00.000Z', true, '2026-08-09T23:00:00.000Z'],
     ['midnight after a 23:00 window is outside it', cfg(23, [0]), '2026-08-03T00:00:00.000Z', false, '2026-08-09T23:00:00.000Z'],
     ['next start across midnight', cfg(1, ALL), '2026-08-02T23:30:00.000Z', false, '2026-08-03T01:00:00.000Z'],
     ['hour 0 on Monday, seen from Sunday night', cfg(0, [1]), '2026-08-02T23:59:00.000Z', false, '2026-08-03T00:00:00.000Z'],
     ['Sunday -> Monday: Saturday night waits for Monday', cfg(4, [1]), '2026-08-01T23:00:00.000Z', false, '2026-08-03T04:00:00.000Z'],
-    ['Saturday -> next week\'s Saturday', cfg(5, [6]), '2026-08-01T06:00:00.000Z', false, '2026-08-08T05:00:00.000Z'],
+    ["Saturday -> next week's Saturday", cfg(5, [6]), '2026-08-01T06:00:00.000Z', false, '2026-08-08T05:00:00.000Z'],
     ['every day, inside', cfg(12, ALL), '2026-08-05T12:15:00.000Z', true, '2026-08-06T12:00:00.000Z'],
     ['every day, just after', cfg(12, ALL), '2026-08-05T13:00:00.000Z', false, '2026-08-06T12:00:00.000Z'],
     ['month end', cfg(3, [2]), '2026-08-31T04:00:00.000Z', false, '2026-09-01T03:00:00.000Z'],
@@ -83,8 +96,16 @@ t.test('shouldUpgrade: equality with the served version, window unless critical,
   const ask = (current: string, target: string | undefined, critical: boolean, window: MaintenanceConfig | undefined, now: Date) =>
     shouldUpgrade({ current, target, critical, window, now });
   t.match(ask('v1.2.3', '1.2.3', false, sundays2am, inside), { upgrade: false, reason: 'up-to-date', available: false });
-  t.match(ask('1.2.4', 'v1.2.3', false, sundays2am, inside), { upgrade: true, reason: 'in-window', available: true, downgrade: true, target: '1.2.3' }, 'a lower target is followed down');
-  t.match(ask('1.2.4', 'v1.2.3', false, sundays2am, outside), { upgrade: false, reason: 'outside-window', downgrade: true }, 'a downgrade waits for the window too');
+  t.match(
+    ask('1.2.4', 'v1.2.3', false, sundays2am, inside),
+    { upgrade: true, reason: 'in-window', available: true, downgrade: true, target: '1.2.3' },
+    'a lower target is followed down',
+  );
+  t.match(
+    ask('1.2.4', 'v1.2.3', false, sundays2am, outside),
+    { upgrade: false, reason: 'outside-window', downgrade: true },
+    'a downgrade waits for the window too',
+  );
   t.match(
     shouldUpgrade({ current: '1.2.4', target: '1.2.3', critical: true, window: sundays2am, now: inside, allowDowngrade: false }),
     { upgrade: false, reason: 'downgrade-refused', available: true, downgrade: true },
@@ -96,8 +117,17 @@ t.test('shouldUpgrade: equality with the served version, window unless critical,
     'allowDowngrade: false does not stop an upgrade',
   );
   // Build metadata: same precedence (SemVer §10), so the same version; a rebuild is not reinstalled.
-  t.match(ask('1.2.3+build.4', 'v1.2.3+build.5', true, sundays2am, inside), { upgrade: false, reason: 'up-to-date', available: false, target: '1.2.3' });
-  t.match(ask('1.2.3+build.4', '1.2.4+build.4', false, sundays2am, inside), { upgrade: true, target: '1.2.4' }, 'the version part still counts');
+  t.match(ask('1.2.3+build.4', 'v1.2.3+build.5', true, sundays2am, inside), {
+    upgrade: false,
+    reason: 'up-to-date',
+    available: false,
+    target: '1.2.3',
+  });
+  t.match(
+    ask('1.2.3+build.4', '1.2.4+build.4', false, sundays2am, inside),
+    { upgrade: true, target: '1.2.4' },
+    'the version part still counts',
+  );
   t.match(ask('1.2.3', undefined, true, sundays2am, inside), { upgrade: false, reason: 'no-target' });
   t.match(ask('1.2.3', 'v1.2.4', false, sundays2am, inside), { upgrade: true, reason: 'in-window', target: '1.2.4' });
   const waiting = ask('1.2.3', '1.2.4', false, sundays2am, outside);

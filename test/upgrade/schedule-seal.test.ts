@@ -9,7 +9,8 @@ import { readSchedule } from '../../lib/upgrade/schedule.js';
 import { sealSchedule, unsealSchedule } from '../../lib/upgrade/schedule-seal.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
-const doc = (hour: number, days: string): string => `kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: ${hour}\n    weekdays: [${days}]\n`;
+const doc = (hour: number, days: string): string =>
+  `kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: ${hour}\n    weekdays: [${days}]\n`;
 
 t.test('seal and unseal', async (t) => {
   const body = doc(2, 'Sunday');

@@ -51,7 +51,21 @@ t.test('table: v prefix, build metadata, numeric vs alphanumeric identifiers', a
 });
 
 t.test('invalid versions are refused with a stable code', async (t) => {
-  for (const bad of ['', 'v', '1.2', '1.2.3.4', '01.2.3', '1.02.3', '1.2.3-01', '1.2.3-', '1.2.3+', 'vv1.2.3', '1.2.3-a..b', 'none', '99999999999999999999.0.0']) {
+  for (const bad of [
+    '',
+    'v',
+    '1.2',
+    '1.2.3.4',
+    '01.2.3',
+    '1.02.3',
+    '1.2.3-01',
+    '1.2.3-',
+    '1.2.3+',
+    'vv1.2.3',
+    '1.2.3-a..b',
+    'none',
+    '99999999999999999999.0.0',
+  ]) {
     t.throws(() => parseVersion(bad), { code: ErrorCodes.UPGRADE_VERSION_INVALID }, JSON.stringify(bad));
   }
 });

@@ -41,9 +41,18 @@ function trackSockets(server: Server): Set<Socket> {
 }
 
 /** Serves the web routes on 127.0.0.1; paths they decline get 404 from here. */
-async function serveRoutes(t: Test, channels: VersionChannels, pingFile = 'proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n', maintenance?: () => MaintenanceConfig | undefined) {
+async function serveRoutes(
+  t: Test,
+  channels: VersionChannels,
+  pingFile = 'proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n',
+  maintenance?: () => MaintenanceConfig | undefined,
+) {
   const { config } = parseConfig(pingFile);
-  const handler = createWebRoutes({ ping: () => buildPing(config, planListeners(config), 'v0.1.0'), channels, ...(maintenance ? { maintenance } : {}) });
+  const handler = createWebRoutes({
+    ping: () => buildPing(config, planListeners(config), 'v0.1.0'),
+    channels,
+    ...(maintenance ? { maintenance } : {}),
+  });
   const server = createHttpServer((req, res) => {
     if (!handler(req, res)) {
       res.statusCode = 404;
@@ -115,7 +124,10 @@ t.test('critical answers yes or no; the schedule is served as a cluster_maintena
   const schedule = await web.get(`${SCHEDULE}?x=1`);
   t.equal(schedule.status, 200);
   t.equal(schedule.headers['content-type'], 'application/yaml; charset=utf-8');
-  t.equal(schedule.body, 'kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: 2\n    weekdays: [Sunday, Wednesday]\n');
+  t.equal(
+    schedule.body,
+    'kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: 2\n    weekdays: [Sunday, Wednesday]\n',
+  );
 });
 
 t.test('errors: 400, 404, 405 with short JSON', async (t) => {

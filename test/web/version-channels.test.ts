@@ -40,14 +40,17 @@ t.test('construction checks', async (t) => {
   } catch (err) {
     t.notMatch((err as Error).message, /secret/, 'password not in the message');
   }
-  t.throws(() => new VersionChannels({ channels: { 'A': { kind: 'static', version: 'v1.0.0' } }, proxyVersion: '1.0.0' }), {
+  t.throws(() => new VersionChannels({ channels: { A: { kind: 'static', version: 'v1.0.0' } }, proxyVersion: '1.0.0' }), {
     code: 'GATE_ERR_CONFIG_INVALID',
   });
 });
 
 t.test('forward: fetches <url>/version, normalizes, caches for the TTL, refetches after', async (t) => {
   let now = 1_000_000;
-  const upstream = fakeFetch([{ status: 200, body: '1.4.0\n' }, { status: 200, body: 'v1.5.0' }]);
+  const upstream = fakeFetch([
+    { status: 200, body: '1.4.0\n' },
+    { status: 200, body: 'v1.5.0' },
+  ]);
   const channels = new VersionChannels({
     channels: { 'stable/rolling': { kind: 'forward', url: 'https://updates.example.com/v1/stable/rolling' } },
     proxyVersion: '0.1.0',
@@ -79,7 +82,10 @@ t.test('forward: concurrent requests share one fetch', async (t) => {
 
 t.test('forward: failures are cached too, then retried', async (t) => {
   let now = 0;
-  const upstream = fakeFetch([{ status: 503, body: 'down' }, { status: 200, body: 'none' }]);
+  const upstream = fakeFetch([
+    { status: 503, body: 'down' },
+    { status: 200, body: 'none' },
+  ]);
   const channels = new VersionChannels({
     channels: { edge: { kind: 'forward', url: 'https://u:secret@x.example.com/edge' } },
     proxyVersion: '0.1.0',

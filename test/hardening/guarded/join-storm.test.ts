@@ -13,10 +13,18 @@ t.test(`${AGENTS} agents join, then renew, ${IN_FLIGHT} at a time: all served, r
   const proxy = await startGuardedProxy(t);
   const agents = stormAgents(AGENTS, 'fleet');
   const joins = await underPingGuard(t, proxy, `${AGENTS} joins`, () => joinStorm(proxy, proxy.devToken, agents, IN_FLIGHT));
-  t.same(joins.filter((j) => j.answer.status !== 200).map((j) => j.answer.code), [], 'every join served');
+  t.same(
+    joins.filter((j) => j.answer.status !== 200).map((j) => j.answer.code),
+    [],
+    'every join served',
+  );
   const first = new X509Certificate(agents[0]!.cert!);
   t.match(first.subject, /CN=fleet-0/, 'each certificate names its agent');
   t.ok(first.verify(new X509Certificate(proxy.ca).publicKey), 'signed by the cluster CA');
   const renewals = await underPingGuard(t, proxy, `${AGENTS} renewals`, () => renewStorm(proxy, agents, IN_FLIGHT));
-  t.same(renewals.filter((r) => r.answer.status !== 200).map((r) => r.answer.code), [], 'every renewal served');
+  t.same(
+    renewals.filter((r) => r.answer.status !== 200).map((r) => r.answer.code),
+    [],
+    'every renewal served',
+  );
 });

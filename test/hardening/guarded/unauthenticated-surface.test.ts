@@ -93,7 +93,9 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
   const giveUpMs = DETECT_TIMEOUT_MS + REFUSAL_BOUND_MS;
 
   // The shared port, before anything is routed.
-  const silent = await underPingGuard(t, proxy, '400 silent connections at once', () => inParallel(400, 400, () => hold(proxy.port, Buffer.alloc(0), { giveUpMs })));
+  const silent = await underPingGuard(t, proxy, '400 silent connections at once', () =>
+    inParallel(400, 400, () => hold(proxy.port, Buffer.alloc(0), { giveUpMs })),
+  );
   allClosedWithin(t, 'silent connections (detection deadline)', silent, giveUpMs);
   const hello = records(clientHelloHandshake({ sni: 'localhost', alpn: ['http/1.1'], pqKeyShareBytes: 1184 }));
   const slowloris = await underPingGuard(t, proxy, '200 hellos dribbled a byte every 50 ms', () =>
@@ -106,38 +108,81 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
     for (let flips = random.range(1, 12); flips > 0; flips--) bytes[random.int(bytes.length)] = random.u32() & 0xff;
     return random.chance(0.3) ? bytes.subarray(0, random.int(bytes.length)) : bytes;
   });
-  const fuzz = await underPingGuard(t, proxy, '400 fuzzed ClientHellos, 50 in flight', () => inParallel(400, 50, (i) => hold(proxy.port, fuzzed[i]!, { giveUpMs })));
+  const fuzz = await underPingGuard(t, proxy, '400 fuzzed ClientHellos, 50 in flight', () =>
+    inParallel(400, 50, (i) => hold(proxy.port, fuzzed[i]!, { giveUpMs })),
+  );
   // Refused at once, or routed to the web server and failed there, or held to the deadline (the
   // detection deadline, or the web server's handshake timeout, which is set to the same).
   allClosedWithin(t, 'fuzzed hellos', fuzz, giveUpMs);
   const biggest = Buffer.concat([Buffer.from([0x16, 0x03, 0x01, 0x40, 0x00]), Buffer.alloc(64 * 1024, 1)]);
-  const big = await underPingGuard(t, proxy, '100 records past the hello cap', () => inParallel(100, 100, () => hold(proxy.port, biggest, { giveUpMs })));
+  const big = await underPingGuard(t, proxy, '100 records past the hello cap', () =>
+    inParallel(100, 100, () => hold(proxy.port, biggest, { giveUpMs })),
+  );
   allClosedWithin(t, 'hellos past the cap', big, REFUSAL_BOUND_MS);
 
   // The web endpoints.
   const get = (path: string, headers: Record<string, string> = {}) => timed(() => webRequest(proxy, path, { method: 'GET', headers }));
   const pings = await underPingGuard(t, proxy, '300 pings, 20 in flight', () => inParallel(300, 20, () => get(PING_PATH)));
-  t.ok(pings.every((p) => p.value.status === 200), 'every ping of the flood answered 200');
+  t.ok(
+    pings.every((p) => p.value.status === 200),
+    'every ping of the flood answered 200',
+  );
   const cas = await underPingGuard(t, proxy, '300 CA downloads, 20 in flight', () => inParallel(300, 20, () => get(AGENT_CA_PATH)));
-  t.ok(cas.every((p) => p.value.status === 200 && p.value.body.includes('BEGIN CERTIFICATE')), 'every CA download answered');
-  const channelPaths = ['/v1/webapi/automaticupgrades/channel/stable/cloud/version', `/v1/webapi/automaticupgrades/channel/${'a/'.repeat(2000)}version`, '/v1/webapi/automaticupgrades/channel/%ff%fe/version'];
-  const channels = await underPingGuard(t, proxy, '300 channel lookups (good, deep and bad names)', () => inParallel(300, 20, (i) => get(channelPaths[i % 3]!)));
-  t.ok(channels.every((c, i) => (i % 3 === 0 ? c.value.status === 200 : c.value.status === 400 || c.value.status === 404)), 'answered 200, or 400/404 for the bad names');
-  const hungAnswers = await underPingGuard(t, proxy, '100 lookups of the channel whose upstream hangs, 25 at once', () => inParallel(100, 25, () => get('/v1/webapi/automaticupgrades/channel/hung/version')));
-  expectRefusals(t, 'a hanging upstream', hungAnswers.map((a) => ({ ...a, ms: a.ms - 5000 })), ['upstream_failed']);
+  t.ok(
+    cas.every((p) => p.value.status === 200 && p.value.body.includes('BEGIN CERTIFICATE')),
+    'every CA download answered',
+  );
+  const channelPaths = [
+    '/v1/webapi/automaticupgrades/channel/stable/cloud/version',
+    `/v1/webapi/automaticupgrades/channel/${'a/'.repeat(2000)}version`,
+    '/v1/webapi/automaticupgrades/channel/%ff%fe/version',
+  ];
+  const channels = await underPingGuard(t, proxy, '300 channel lookups (good, deep and bad names)', () =>
+    inParallel(300, 20, (i) => get(channelPaths[i % 3]!)),
+  );
+  t.ok(
+    channels.every((c, i) => (i % 3 === 0 ? c.value.status === 200 : c.value.status === 400 || c.value.status === 404)),
+    'answered 200, or 400/404 for the bad names',
+  );
+  const hungAnswers = await underPingGuard(t, proxy, '100 lookups of the channel whose upstream hangs, 25 at once', () =>
+    inParallel(100, 25, () => get('/v1/webapi/automaticupgrades/channel/hung/version')),
+  );
+  expectRefusals(
+    t,
+    'a hanging upstream',
+    hungAnswers.map((a) => ({ ...a, ms: a.ms - 5000 })),
+    ['upstream_failed'],
+  );
   t.equal(upstreamConnections, 1, 'the 100 lookups shared one upstream fetch (then its cached failure)');
   const bigHeaders = await underPingGuard(t, proxy, '100 requests with 60 KiB of headers', () =>
-    inParallel(100, 20, () => timed(() => webRequest(proxy, PING_PATH, { method: 'GET', headers: { 'X-Pad': 'x'.repeat(60 * 1024) } }).then((a) => ({ ...a, code: String(a.status) })))),
+    inParallel(100, 20, () =>
+      timed(() =>
+        webRequest(proxy, PING_PATH, { method: 'GET', headers: { 'X-Pad': 'x'.repeat(60 * 1024) } }).then((a) => ({
+          ...a,
+          code: String(a.status),
+        })),
+      ),
+    ),
   );
   expectRefusals(t, 'oversized headers', bigHeaders, ['431', '0']);
 
   // Slow headers after TLS: node:http holds them until its headersTimeout (60 s; bounded in
   // number by the connection caps); what matters here is that holding them costs the loop nothing.
   const slowHeaders = await underPingGuard(t, proxy, '100 requests whose headers come a byte every 50 ms', async () => {
-    const dribbling = Array.from({ length: 100 }, () => webRequest(proxy, PING_PATH, { method: 'GET', headers: { 'X-Slow': 'x'.repeat(64) }, dribble: { chunkBytes: 1, everyMs: 50, head: true }, giveUpMs: 1500 }));
+    const dribbling = Array.from({ length: 100 }, () =>
+      webRequest(proxy, PING_PATH, {
+        method: 'GET',
+        headers: { 'X-Slow': 'x'.repeat(64) },
+        dribble: { chunkBytes: 1, everyMs: 50, head: true },
+        giveUpMs: 1500,
+      }),
+    );
     return Promise.all(dribbling);
   });
-  t.ok(slowHeaders.every((a) => a.code === 'no-answer'), 'held, unanswered, for their 1.5 s (the loop paid nothing for them)');
+  t.ok(
+    slowHeaders.every((a) => a.code === 'no-answer'),
+    'held, unanswered, for their 1.5 s (the loop paid nothing for them)',
+  );
 
   // The tunnel route before an agent is admitted: TLS with its ALPN and no certificate, or
   // another CA's, then garbage.
@@ -146,7 +191,14 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
     timed(
       () =>
         new Promise((resolve) => {
-          const socket = tlsConnect({ host: '127.0.0.1', port: proxy.port, servername: 'localhost', ca: proxy.ca, ALPNProtocols: ['gate-reversetunnel'], ...(withForeign ? foreign : {}) });
+          const socket = tlsConnect({
+            host: '127.0.0.1',
+            port: proxy.port,
+            servername: 'localhost',
+            ca: proxy.ca,
+            ALPNProtocols: ['gate-reversetunnel'],
+            ...(withForeign ? foreign : {}),
+          });
           const timer = setTimeout(() => finish('still-open'), giveUpMs);
           const finish = (code: string): void => {
             clearTimeout(timer);
@@ -159,7 +211,9 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
           socket.on('data', () => {});
         }),
     );
-  const tunnels = await underPingGuard(t, proxy, '200 tunnel attempts without an agent certificate', () => inParallel(200, 25, (i) => tunnelAttempt(i % 2 === 0)));
+  const tunnels = await underPingGuard(t, proxy, '200 tunnel attempts without an agent certificate', () =>
+    inParallel(200, 25, (i) => tunnelAttempt(i % 2 === 0)),
+  );
   expectRefusals(t, 'tunnel route before admission', tunnels, ['closed']);
 
   // The connection upgrade (TLS routing through load balancers that end TLS): refused before the
@@ -178,7 +232,13 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
       timed(async () => {
         const r = await rawUpgrade({ port: proxy.port, tls: tlsToProxy, headers: badUpgradeHeaders[i % badUpgradeHeaders.length]! });
         r.socket.destroy();
-        return { status: r.status, code: r.status >= 400 && r.rest.toString().includes('GATE_ERR_CONN_UPGRADE_REFUSED') ? 'GATE_ERR_CONN_UPGRADE_REFUSED' : `${r.status}` };
+        return {
+          status: r.status,
+          code:
+            r.status >= 400 && r.rest.toString().includes('GATE_ERR_CONN_UPGRADE_REFUSED')
+              ? 'GATE_ERR_CONN_UPGRADE_REFUSED'
+              : `${r.status}`,
+        };
       }),
     ),
   );
@@ -193,7 +253,12 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
     ),
   );
   // Bounded by the detection deadline, as a silent connection on the port is.
-  expectRefusals(t, 'silent upgrades', silentUpgrades.map((u) => ({ ...u, ms: u.ms - DETECT_TIMEOUT_MS })), ['closed']);
+  expectRefusals(
+    t,
+    'silent upgrades',
+    silentUpgrades.map((u) => ({ ...u, ms: u.ms - DETECT_TIMEOUT_MS })),
+    ['closed'],
+  );
   const oversized = await underPingGuard(t, proxy, '50 upgrades sending a 1 MiB message', () =>
     inParallel(50, 25, () =>
       timed(async () => {
@@ -208,7 +273,9 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
 
   // The peering port before a peer is admitted.
   const peers = await underPingGuard(t, proxy, '200 peering attempts without a proxy certificate', () =>
-    inParallel(200, 25, (i) => (i % 2 === 0 ? hold(proxy.peerPort, hello, { giveUpMs }) : hold(proxy.peerPort, random.bytes(4096), { giveUpMs }))),
+    inParallel(200, 25, (i) =>
+      i % 2 === 0 ? hold(proxy.peerPort, hello, { giveUpMs }) : hold(proxy.peerPort, random.bytes(4096), { giveUpMs }),
+    ),
   );
   allClosedWithin(t, 'peering port', peers, giveUpMs);
 
@@ -225,10 +292,17 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
           req.end();
         }),
     );
-  const diag = await underPingGuard(t, proxy, '200 /metrics scrapes and 200 probes, 20 in flight', () => inParallel(400, 20, (i) => diagGet(i % 2 === 0 ? '/metrics' : '/readyz')));
-  t.ok(diag.every((d) => d.value === 200), 'every scrape and probe answered');
+  const diag = await underPingGuard(t, proxy, '200 /metrics scrapes and 200 probes, 20 in flight', () =>
+    inParallel(400, 20, (i) => diagGet(i % 2 === 0 ? '/metrics' : '/readyz')),
+  );
+  t.ok(
+    diag.every((d) => d.value === 200),
+    'every scrape and probe answered',
+  );
 
   const metrics = await scrape(proxy.diagPort);
   t.ok(metrics.samples.has('gate_mux_event_loop_delay_seconds{stat="max"}'), 'the event loop delay is exported');
-  t.comment(`event loop delay since start: p99 ${metrics.value('gate_mux_event_loop_delay_seconds{stat="p99"}')} s, max ${metrics.value('gate_mux_event_loop_delay_seconds{stat="max"}')} s`);
+  t.comment(
+    `event loop delay since start: p99 ${metrics.value('gate_mux_event_loop_delay_seconds{stat="p99"}')} s, max ${metrics.value('gate_mux_event_loop_delay_seconds{stat="max"}')} s`,
+  );
 });
