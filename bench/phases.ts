@@ -247,7 +247,9 @@ export function phaseInstructions(files: string[], router: string, explain?: Pha
   const out = Object.fromEntries(ORDER.map((p) => [p, 0])) as Record<Phase, number>;
   for (const [f, self] of graph.self) {
     const s = shares.get(f)!;
-    ORDER.forEach((p, i) => (out[p] += self * s[i]!));
+    ORDER.forEach((p, i) => {
+      out[p] += self * s[i]!;
+    });
   }
   return { ...out, total: graph.total };
 }

@@ -25,7 +25,9 @@ const top = Number(topArg ?? 30);
 const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const selfUs = new Map<number, number>();
-profile.samples.forEach((id, i) => selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+profile.samples.forEach((id, i) => {
+  selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+});
 const total = [...selfUs.values()].reduce((a, b) => a + b, 0);
 
 function add(map: Map<string, number>, key: string, us: number): void {

@@ -126,6 +126,7 @@ export class GateError extends Error {
    * prototype check.
    */
   static override [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the class `instanceof` asked about, a subclass included.
     if (this !== GateError) return Function.prototype[Symbol.hasInstance].call(this, value);
     return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[GATE_ERROR_BRAND] === true;
   }

@@ -1,5 +1,4 @@
 import { once } from 'node:events';
-import { readFile } from 'node:fs/promises';
 import { Redis } from 'ioredis';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';

@@ -8,7 +8,7 @@ import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
 import { forwardOnHandles, type NativeRelayUse } from '../handlers/forward-handles.js';
 import { HandleEnd, SocketEnd, StreamEnd, type ByteCounts, type ClientEnd } from '../transport/client-end.js';
 import { Connection, type Part } from './connection.js';
-import { HandleRelay } from '../transport/handle-relay.js';
+import type { HandleRelay } from '../transport/handle-relay.js';
 import { IdleSweep } from '../transport/idle-sweep.js';
 import { errnoError, takeConnections, type TcpHandle } from '../transport/uv.js';
 import { checkHandles } from '../transport/self-test.js';

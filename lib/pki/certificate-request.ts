@@ -2,7 +2,7 @@ import { createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } fr
 import forge from 'node-forge';
 import { ErrorCodes, GateError } from '../errors.js';
 import { acceptAgentKey } from './agent-key-policy.js';
-import { bytesOf, childrenOf, contentOf, DerTag, expectElement, malformed, readElement } from './der.js';
+import { bytesOf, childrenOf, contentOf, DerTag, expectElement, malformed, type readElement } from './der.js';
 import { derToPem, pemToDer } from './pem.js';
 import { signedStructure } from './signed-structure.js';
 import { signatureAlgorithmFor, signatureAlgorithmOf } from './signature-algorithms.js';

@@ -15,7 +15,7 @@ export const PP2_CMD_PROXY = 0x1;
 export const PP2_FAM_INET_STREAM = 0x11;
 export const PP2_FAM_INET6_STREAM = 0x21;
 export const PP2_FAM_UNSPEC = 0x00;
-const ADDRESS_BLOCK = { 0x1: 12, 0x2: 36, 0x3: 216 } as const; // INET, INET6, UNIX
+const ADDRESS_BLOCK = { 1: 12, 2: 36, 3: 216 } as const; // INET, INET6, UNIX
 
 /** TLV types from §2.2.x (only CRC32C is interpreted here; the rest are passed through). */
 export const PP2_TYPE = {

@@ -38,6 +38,7 @@ const UPGRADER_PATTERN = /^[A-Za-z0-9._-]{1,32}$/;
 // C0, DEL, C1, and the Unicode line and bidirectional controls: nothing that can forge a log
 // line or a table row, or reorder what an operator reads.
 // eslint-disable-next-line no-control-regex
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is this pattern's job.
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 /** The upgrader an environment names: `GATE_EXT_UPGRADER` trimmed, `none` when unset or empty. */

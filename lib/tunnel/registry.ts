@@ -125,7 +125,7 @@ export class TunnelRegistry extends EventEmitter {
   describedAgent(name: string): DescribedAgent | undefined {
     // By the name's holder, not a scan: the cluster member asks once per agent at every refresh.
     const entry = this.sessions.get(name) as AgentSession | undefined;
-    return entry && entry.admitted && this.all.has(entry) ? describedOf(entry) : undefined;
+    return entry?.admitted && this.all.has(entry) ? describedOf(entry) : undefined;
   }
 
   /** Names of the agents connected now. */

@@ -74,7 +74,7 @@ t.test('SOCKS5 through dante without auth: socks5h sends the name, socks5 resolv
 t.test('SOCKS5 username/password through dante (system user, password needing percent-encoding)', async (t) => {
   const password = 'p@ss:w/rd %#x';
   const proxy = await startDante(t, { auth: { password } });
-  if (!proxy || !proxy.user) return;
+  if (!proxy?.user) return;
   const echo = await startEchoServer(t);
   const base = `${proxy.host}:${proxy.port}`;
   await t.rejects(dial(echo.address, { proxy: parseProxyUrl(`socks5://${base}`) }), {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { configure, parseResourceFlag } from '../../lib/cli/agent-configure.js';
 import { renderAgentConfig } from '../../lib/config/agent-config-text.js';
 import { allowedTargets, parseAgentConfig, servicesOf, DEFAULT_AGENT_STATE_DIR } from '../../lib/config/agent-config.js';
-import { ConfigError } from '../../lib/config/load.js';
+import type { ConfigError } from '../../lib/config/load.js';
 import { ErrorCodes } from '../../lib/errors.js';
 import { tempDir } from '../helpers/temp-dir.js';
 

@@ -5,7 +5,6 @@
 // the timer is due before the connect is polled. The connection must carry its bytes, on every
 // transport (a dial that never completes still times out: test/hardening/faults.test.ts, stall-dial).
 import t from 'tap';
-import { once } from 'node:events';
 import { ErrorCodes } from '../../lib/errors.js';
 import { forward } from '../../lib/handlers/builders.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';

@@ -6,7 +6,6 @@
  */
 import t from 'tap';
 import { createHash, X509Certificate } from 'node:crypto';
-import { once } from 'node:events';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward, terminate } from '../../lib/handlers/builders.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';

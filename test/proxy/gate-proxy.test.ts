@@ -2,7 +2,6 @@ import t from 'tap';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { connect, createServer, type Socket } from 'node:net';
 import { parseConfig } from '../../lib/config/load.js';

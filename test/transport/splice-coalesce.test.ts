@@ -22,7 +22,9 @@ function sink(): Sink {
     batches: [],
     bytes: 0,
     finished: false,
-    release: () => held.splice(0).forEach((cb) => cb()),
+    release: () => {
+      for (const cb of held.splice(0)) cb();
+    },
     stream: new Duplex({
       allowHalfOpen: true,
       read() {},
