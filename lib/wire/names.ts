@@ -50,7 +50,7 @@ export function pingAlpn(alpn: string): string {
 
 /** True when a negotiated ALPN asks for the ping framing. */
 export function isPingAlpn(alpn: string | undefined): boolean {
-  return alpn?.endsWith(PING_SUFFIX);
+  return alpn?.endsWith(PING_SUFFIX) === true;
 }
 
 /**
