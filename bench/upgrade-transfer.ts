@@ -6,8 +6,9 @@
 // Both ends share the process, so the CPU figure is client + server. ROUNDS rounds per way,
 // alternating; one JSON line: {"bytes":..,"direct":{"cpuSecondsPerGB","mbPerSecond"},"upgraded":{...}}
 // (medians). Under valgrind it counts instructions instead, which repeat to within about 1 % on a
-// busy machine: with CALLGRIND=1 the counters are zeroed before the last round and dumped after
-// it (callgrind_control), so the `summary:` line of the second dump is that round alone:
+// busy machine: with CALLGRIND=1 the counters are dumped (which zeroes them) before the last round
+// and after it (callgrind_control -d), so the `summary:` line of the second dump, `<file>.2`, is
+// that round alone:
 //   BYTES=33554432 ROUNDS=2 WAYS=upgraded CALLGRIND=1 valgrind --tool=callgrind \
 //     --smc-check=all-non-file --callgrind-out-file=/tmp/cg.%p node dist/bench/upgrade-transfer.js
 import { execFileSync } from 'node:child_process';
@@ -87,14 +88,14 @@ async function transfer(way: 'direct' | 'upgraded'): Promise<{ cpuSeconds: numbe
 }
 
 const results: Record<string, Array<{ cpuSeconds: number; seconds: number }>> = { direct: [], upgraded: [] };
-const callgrind = (flag: '-z' | '-d'): void => {
-  if (process.env.CALLGRIND === '1') execFileSync('callgrind_control', [flag, String(process.pid)], { stdio: 'ignore' });
+const callgrindDump = (): void => {
+  if (process.env.CALLGRIND === '1') execFileSync('callgrind_control', ['-d', String(process.pid)], { stdio: 'ignore' });
 };
 for (let round = 0; round < rounds; round++) {
-  if (round === rounds - 1) callgrind('-z');
+  if (round === rounds - 1) callgrindDump();
   for (const way of ways) results[way]!.push(await transfer(way));
 }
-callgrind('-d');
+callgrindDump();
 const gb = bytes / 2 ** 30;
 const summary = (runs: Array<{ cpuSeconds: number; seconds: number }>) =>
   runs.length === 0 ? undefined : { cpuSecondsPerGB: median(runs.map((r) => r.cpuSeconds / gb)), mbPerSecond: median(runs.map((r) => bytes / 2 ** 20 / r.seconds)) };
