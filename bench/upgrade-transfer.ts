@@ -55,7 +55,10 @@ async function open(way: 'direct' | 'upgraded'): Promise<Duplex> {
   const port = ((way === 'direct' ? direct : web).address() as AddressInfo).port;
   const raw = netConnect(port, '127.0.0.1');
   await once(raw, 'connect');
-  const carrier = way === 'direct' ? raw : await openUpgrade(raw, { authority: `127.0.0.1:${port}`, servername: 'localhost', ca: ca.cert, timeoutMs: 10_000 });
+  const carrier =
+    way === 'direct'
+      ? raw
+      : await openUpgrade(raw, { authority: `127.0.0.1:${port}`, servername: 'localhost', ca: ca.cert, timeoutMs: 10_000 });
   const tls = tlsConnect({ socket: carrier, servername: 'localhost', ca: ca.cert });
   await once(tls, 'secureConnect');
   return tls;
@@ -98,7 +101,9 @@ for (let round = 0; round < rounds; round++) {
 callgrindDump();
 const gb = bytes / 2 ** 30;
 const summary = (runs: Array<{ cpuSeconds: number; seconds: number }>) =>
-  runs.length === 0 ? undefined : { cpuSecondsPerGB: median(runs.map((r) => r.cpuSeconds / gb)), mbPerSecond: median(runs.map((r) => bytes / 2 ** 20 / r.seconds)) };
+  runs.length === 0
+    ? undefined
+    : { cpuSecondsPerGB: median(runs.map((r) => r.cpuSeconds / gb)), mbPerSecond: median(runs.map((r) => bytes / 2 ** 20 / r.seconds)) };
 process.stdout.write(`${JSON.stringify({ bytes, rounds, direct: summary(results.direct!), upgraded: summary(results.upgraded!) })}\n`);
 upgrade.close();
 process.exit(0);
