@@ -59,14 +59,15 @@ function processMetrics(): Registry {
  * so its worst delay is what an anonymous request that does work on the main thread would show.
  * prom-client's nodejs_eventloop_lag_* are reset at each scrape and sampled every 10 ms; this one
  * samples every 5 ms and keeps the maximum since start, so no stall falls between two scrapes.
- * A second monitor gives the worst of the last one to two seconds (`max_recent`): a stall at start
+ * Two more monitors give the worst of the last one to two seconds (`max_recent`): a stall at start
  * (key generation) does not hide one that came later, and a probe polling it sees each stall.
+ * They are reset in turn, a window apart, because a monitor drops the first delay after a reset
+ * (it has no previous tick to measure from): a stall that began just after one was reset is
+ * still seen whole by the other.
  */
 interface LoopDelay {
   sinceStart: IntervalHistogram;
-  recent: IntervalHistogram;
-  /** The worst of the window before the current one, in ns. */
-  previousWindowMax: number;
+  recent: [IntervalHistogram, IntervalHistogram];
 }
 let loopDelay: LoopDelay | undefined;
 const LOOP_DELAY_RESOLUTION_MS = 5;
@@ -74,20 +75,25 @@ const LOOP_DELAY_WINDOW_MS = 1000;
 
 function eventLoopDelay(): LoopDelay {
   if (!loopDelay) {
-    const delay: LoopDelay = {
-      sinceStart: monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS }),
-      recent: monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS }),
-      previousWindowMax: 0,
+    const monitor = (): IntervalHistogram => {
+      const histogram = monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS });
+      histogram.enable();
+      return histogram;
     };
-    delay.sinceStart.enable();
-    delay.recent.enable();
+    const delay: LoopDelay = { sinceStart: monitor(), recent: [monitor(), monitor()] };
+    let turn = 0;
     setInterval(() => {
-      delay.previousWindowMax = delay.recent.count === 0 ? 0 : delay.recent.max;
-      delay.recent.reset();
+      delay.recent[turn]!.reset();
+      turn = 1 - turn;
     }, LOOP_DELAY_WINDOW_MS).unref();
     loopDelay = delay;
   }
   return loopDelay;
+}
+
+/** The worst delay a monitor recorded, in ns (0 before its first sample). */
+function worstOf(histogram: IntervalHistogram): number {
+  return histogram.count === 0 ? 0 : histogram.max;
 }
 
 /**
@@ -237,11 +243,11 @@ export class GateMetrics {
       (add) => {
         // Node records the whole interval between two samples; the resolution itself is not delay.
         const seconds = (ns: number): number => Math.max(0, ns / 1e9 - LOOP_DELAY_RESOLUTION_MS / 1000);
-        const { sinceStart, recent, previousWindowMax } = delay;
+        const { sinceStart, recent } = delay;
         add({ stat: 'p50' }, sinceStart.count === 0 ? 0 : seconds(sinceStart.percentile(50)));
         add({ stat: 'p99' }, sinceStart.count === 0 ? 0 : seconds(sinceStart.percentile(99)));
-        add({ stat: 'max' }, sinceStart.count === 0 ? 0 : seconds(sinceStart.max));
-        add({ stat: 'max_recent' }, seconds(Math.max(previousWindowMax, recent.count === 0 ? 0 : recent.max)));
+        add({ stat: 'max' }, seconds(worstOf(sinceStart)));
+        add({ stat: 'max_recent' }, seconds(Math.max(worstOf(recent[0]), worstOf(recent[1]))));
       },
     );
     gauge('gate_mux_tunnel_agents', 'Agents with a reverse tunnel to this proxy now.', [], (add, s) => add({}, s.tunnels.agents));
