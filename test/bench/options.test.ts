@@ -49,5 +49,6 @@ t.test('a mistake names what is wrong', async (t) => {
   t.throws(() => parse('--bogus'), { code: 'ERR_PARSE_ARGS_UNKNOWN_OPTION', message: /'--bogus'/ });
   t.throws(() => parse('--only', 'bulk,nope'), { message: 'unknown workload nope (bulk, rate, idle, parser, workers, tunnel)' });
   t.throws(() => parse('--rounds'), { code: 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE', message: /--rounds/ });
+  t.throws(() => parse('--quick', '--node-args'), { code: 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE', message: /--node-args/ });
   t.throws(() => parse('stray'), { code: 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL' });
 });
