@@ -101,6 +101,7 @@ export class PeerPool {
     } catch (err) {
       throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${(err as Error).message}`, { cause: err });
     }
+    if (options.firstBytes) stream.write(options.firstBytes);
     const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
     return awaitConnectAnswer(stream, {
       timeoutMs,
