@@ -1,5 +1,6 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type MetricType } from 'prom-client';
+import type { UpgradeCounts } from '../conn-upgrade/upgrade-server.js';
 import type { ErrorCode } from '../errors.js';
 import { DETECT_MS_BOUNDS, type StatsSnapshot } from '../mux/stats.js';
 import { addSnapshot, emptySnapshot } from './stats-sum.js';
@@ -12,6 +13,8 @@ export interface MetricSources {
   tunnels(): { agents: number; streamsOpened: number; streamsReset: number };
   /** This proxy's agents by what they said (version, upgrader), and the agents it refused by code. */
   fleet?(): FleetCounts;
+  /** The connection upgrade's counts (TLS routing through load balancers that end TLS). */
+  upgrades?(): UpgradeCounts;
 }
 
 /** Agents counted by label value (see `fleetCounts` in inventory.ts). */
@@ -23,8 +26,10 @@ export interface FleetCounts {
 
 const NO_FLEET: FleetCounts = { byVersion: {}, byUpgrader: {}, refused: {} };
 
-/** One scrape's figures: the listeners' sum, the tunnels and the agents. */
-type Scrape = StatsSnapshot & { tunnels: ReturnType<MetricSources['tunnels']>; fleet: FleetCounts };
+const NO_UPGRADES: UpgradeCounts = { upgraded: 0, refused: 0, refusedByStatus: {}, bytesIn: 0, bytesOut: 0, pingsSent: 0 };
+
+/** One scrape's figures: the listeners' sum, the tunnels, the agents and the connection upgrade. */
+type Scrape = StatsSnapshot & { tunnels: ReturnType<MetricSources['tunnels']>; fleet: FleetCounts; upgrades: UpgradeCounts };
 
 /** How a dial to another proxy ended (peering). */
 export type PeerDialOutcome = 'ok' | 'failed';
@@ -145,7 +150,7 @@ export class GateMetrics {
   /** Counts of listeners closed by a reload: added in, so no counter ever goes down. */
   private readonly retired: StatsSnapshot = emptySnapshot();
   /** What the sources said, read once per scrape and by every collector of that scrape. */
-  private current: Scrape = { ...emptySnapshot(), tunnels: NO_SOURCES.tunnels(), fleet: NO_FLEET };
+  private current: Scrape = { ...emptySnapshot(), tunnels: NO_SOURCES.tunnels(), fleet: NO_FLEET, upgrades: NO_UPGRADES };
   private readonly peerDials: Counter<'outcome'>;
   private readonly peerDialFailures: Counter<'code'>;
   private readonly storeErrors: Counter<'operation'>;
@@ -278,6 +283,31 @@ export class GateMetrics {
         for (const [code, n] of Object.entries(s.fleet.refused)) add({ code }, n);
       },
     );
+    // The upgraded streams themselves are connections of the multiplexer: routed, failed (with
+    // GATE_ERR_CONN_UPGRADE_MESSAGE, ..._PING_TIMEOUT) and counted in bytes by route above.
+    counter('gate_mux_conn_upgrades_total', 'Connection upgrades answered 101: streams handed to the multiplexer.', [], (add, s) =>
+      add({}, s.upgrades.upgraded),
+    );
+    counter(
+      'gate_mux_conn_upgrades_refused_total',
+      'Connection upgrade requests refused, by HTTP status (GATE_ERR_CONN_UPGRADE_REFUSED; 404: another upgrade path).',
+      ['status'],
+      (add, s) => {
+        for (const [status, n] of Object.entries(s.upgrades.refusedByStatus)) add({ status }, n);
+      },
+    );
+    counter(
+      'gate_mux_conn_upgrade_bytes_total',
+      "Bytes carried in the connection upgrade's binary messages, open streams included (in: from the client).",
+      ['direction'],
+      (add, s) => {
+        add({ direction: 'in' }, s.upgrades.bytesIn);
+        add({ direction: 'out' }, s.upgrades.bytesOut);
+      },
+    );
+    counter('gate_mux_conn_upgrade_pings_total', 'WebSocket pings sent on alpn-ping upgrades.', [], (add, s) =>
+      add({}, s.upgrades.pingsSent),
+    );
 
     this.peerDials = new Counter({
       name: 'gate_mux_peer_dials_total',
@@ -339,7 +369,12 @@ export class GateMetrics {
     const sum = emptySnapshot();
     addSnapshot(sum, this.retired);
     for (const s of this.sources.listeners()) addSnapshot(sum, s);
-    this.current = { ...sum, tunnels: this.sources.tunnels(), fleet: this.sources.fleet?.() ?? NO_FLEET };
+    this.current = {
+      ...sum,
+      tunnels: this.sources.tunnels(),
+      fleet: this.sources.fleet?.() ?? NO_FLEET,
+      upgrades: this.sources.upgrades?.() ?? NO_UPGRADES,
+    };
     const own = await this.registry.metrics();
     const process = await processMetrics().metrics();
     return `${own}\n${process}`;

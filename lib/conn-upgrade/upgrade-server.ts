@@ -3,13 +3,14 @@ import { isIPv6, type BlockList } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { ErrorCodes, GateError } from '../errors.js';
+import { sourceOf } from '../handlers/connection-source.js';
 import { componentLogger, type Logger } from '../log.js';
 import { LogLimiter } from '../log-limiter.js';
 import { isTrusted, trustedNetworks } from '../proxy-protocol/trusted-networks.js';
 import type { Endpoint } from '../transport/endpoint.js';
 import { UPGRADE_PROTOCOL_ALPN, UPGRADE_PROTOCOL_ALPN_PING } from '../wire/names.js';
 import { checkUpgradeRequest, forwardedFor, isConnectionUpgradePath } from './upgrade-request.js';
-import { CLOSE_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, SEND_MESSAGE_BYTES, WebSocketStream } from './websocket-stream.js';
+import { CLOSE_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, SEND_MESSAGE_BYTES, WebSocketStream, type CarriedTally } from './websocket-stream.js';
 
 /**
  * What takes an upgraded stream as a new connection: a Multiplexer (its `accept`), or anything
@@ -17,6 +18,14 @@ import { CLOSE_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, SEND_MESSAGE_BYTES, WebSoc
  */
 export interface StreamAcceptor {
   accept(stream: Duplex, endpoints: { remote: Endpoint; local: Endpoint }): boolean;
+}
+
+/** What a ConnectionUpgrade has done since it was made (every figure only grows). */
+export interface UpgradeCounts extends CarriedTally {
+  upgraded: number;
+  refused: number;
+  /** Refusals by the HTTP status answered ('400', '405', '426', '503', '404' for another path). */
+  refusedByStatus: Record<string, number>;
 }
 
 /** Often enough for the common idle timeouts (nginx 60 s, AWS ALB 60 s, Cloudflare 100 s). */
@@ -64,8 +73,12 @@ export class ConnectionUpgrade {
   private trusted: BlockList | undefined = undefined;
   private pingIntervalMs = DEFAULT_UPGRADE_PING_INTERVAL_MS;
   private maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES;
-  /** Upgrades answered 101, and requests refused. */
-  readonly counts = { upgraded: 0, refused: 0 };
+  /**
+   * Upgrades answered 101, requests refused (in all, and by the HTTP status they were answered
+   * with), and what the upgraded streams carried and sent: counted as it happens, so a scrape
+   * sees the bytes of streams still open too.
+   */
+  readonly counts: UpgradeCounts = { upgraded: 0, refused: 0, refusedByStatus: {}, bytesIn: 0, bytesOut: 0, pingsSent: 0 };
 
   constructor(options: ConnectionUpgradeOptions) {
     const { target } = options;
@@ -104,7 +117,10 @@ export class ConnectionUpgrade {
   /** Mounts the upgrade on `server`'s 'upgrade' event; other upgrade paths get 404. */
   attach(server: { on(event: 'upgrade', listener: (req: IncomingMessage, socket: Duplex, head: Buffer) => void): unknown }): void {
     server.on('upgrade', (req, socket, head) => {
-      if (!this.handleUpgrade(req, socket, head)) refuse(socket, 404, 'not_found', 'no such upgrade endpoint');
+      if (!this.handleUpgrade(req, socket, head)) {
+        this.count(404);
+        refuse(socket, 404, 'not_found', 'no such upgrade endpoint');
+      }
     });
   }
 
@@ -130,14 +146,19 @@ export class ConnectionUpgrade {
     const pingIntervalMs = check.protocol === UPGRADE_PROTOCOL_ALPN_PING ? this.pingIntervalMs : 0;
     this.wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
       this.counts.upgraded++;
-      const stream = new WebSocketStream(ws, { pingIntervalMs });
+      const stream = new WebSocketStream(ws, { pingIntervalMs, tally: this.counts });
       target.accept(stream, { remote, local });
     });
     return true;
   }
 
-  private refuse(socket: Duplex, from: Endpoint, status: number, message: string): true {
+  private count(status: number): void {
     this.counts.refused++;
+    this.counts.refusedByStatus[status] = (this.counts.refusedByStatus[status] ?? 0) + 1;
+  }
+
+  private refuse(socket: Duplex, from: Endpoint, status: number, message: string): true {
+    this.count(status);
     const code = ErrorCodes.CONN_UPGRADE_REFUSED;
     this.failureLog.log('info', code, { remote: from.address, status, code }, message);
     refuse(socket, status, code, message);
@@ -150,9 +171,18 @@ export class ConnectionUpgrade {
   }
 }
 
+/**
+ * Where the request came from: the socket's peer, or, when the connection came through a
+ * multiplexer whose PROXY protocol named a client (from a trusted network), that client. A
+ * balancer speaking PROXY protocol to the port sits in front of the HTTP hop, so its client is
+ * the one the upgraded stream belongs to (and the one whose X-Forwarded-For may be trusted).
+ */
 function peer(req: IncomingMessage): Endpoint {
   const s = req.socket;
-  return { address: s.remoteAddress ?? '', port: s.remotePort ?? 0, family: s.remoteFamily ?? '' };
+  const address = sourceOf(s) ?? '';
+  if (address === (s.remoteAddress ?? '')) return { address, port: s.remotePort ?? 0, family: s.remoteFamily ?? '' };
+  // The PROXY header's port is not kept with the address: 0, as for an X-Forwarded-For client.
+  return { address, port: 0, family: isIPv6(address) ? 'IPv6' : 'IPv4' };
 }
 
 const REASONS: Record<number, string> = {

@@ -18,6 +18,16 @@ export const CLOSE_TIMEOUT_MS = 2000;
 /** Largest message accepted by default (a receiver may not go below SEND_MESSAGE_BYTES). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
 
+/** Running totals several streams add to (a ConnectionUpgrade's counts, for /metrics). */
+export interface CarriedTally {
+  /** Bytes received in binary messages (from the client, on the proxy). */
+  bytesIn: number;
+  /** Bytes sent in binary messages. */
+  bytesOut: number;
+  /** WebSocket pings sent (alpn-ping). */
+  pingsSent: number;
+}
+
 export interface WebSocketStreamOptions {
   /**
    * Sends a WebSocket ping this often, so a load balancer's idle timeout never cuts a quiet
@@ -26,6 +36,8 @@ export interface WebSocketStreamOptions {
    * gone (HAProxy does, while our pings keep the tunnel busy), and nothing else would tell.
    */
   pingIntervalMs?: number;
+  /** Added to as bytes and pings go, besides the stream's own bytesRead / bytesWritten. */
+  tally?: CarriedTally;
 }
 
 /**
@@ -46,12 +58,14 @@ export class WebSocketStream extends Duplex {
   bytesWritten = 0;
   private idleTimer: NodeJS.Timeout | undefined;
   private pingTimer: NodeJS.Timeout | undefined;
+  private readonly tally: CarriedTally | undefined;
 
   constructor(
     readonly ws: WebSocket,
     options: WebSocketStreamOptions = {},
   ) {
     super({ allowHalfOpen: false });
+    this.tally = options.tally;
     ws.binaryType = 'nodebuffer';
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       if (!isBinary) {
@@ -60,6 +74,7 @@ export class WebSocketStream extends Duplex {
         return;
       }
       this.bytesRead += data.length;
+      if (this.tally) this.tally.bytesIn += data.length;
       this.idleTimer?.refresh();
       if (!this.push(data)) ws.pause();
     });
@@ -96,6 +111,7 @@ export class WebSocketStream extends Duplex {
         }
         answered = false;
         ws.ping();
+        if (this.tally) this.tally.pingsSent++;
       }, pingMs);
     }
   }
@@ -141,6 +157,7 @@ export class WebSocketStream extends Duplex {
     if (ws.readyState !== WebSocket.OPEN) return callback();
     const data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
     this.bytesWritten += data.length;
+    if (this.tally) this.tally.bytesOut += data.length;
     this.idleTimer?.refresh();
     const max = SEND_MESSAGE_BYTES;
     for (let at = 0; at < data.length; at += max) {

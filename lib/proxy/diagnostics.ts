@@ -5,6 +5,7 @@ import { DiagServer } from '../cluster/diag-server.js';
 import { GateMetrics } from '../cluster/metrics.js';
 import type { ReadinessSource } from '../cluster/readiness.js';
 import { fleetCounts, type InventoryRow } from '../cluster/inventory.js';
+import type { UpgradeCounts } from '../conn-upgrade/upgrade-server.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
 import type { ListenerSet } from './listener-set.js';
 
@@ -40,8 +41,8 @@ export class ProxyDiagnostics {
     return this.running?.server.address;
   }
 
-  /** Where each scrape reads the listeners' counters, the tunnels and the fleet from. */
-  observe(listeners: ListenerSet, registry: TunnelRegistry): void {
+  /** Where each scrape reads the listeners' counters, the tunnels, the fleet and the connection upgrade's counts from. */
+  observe(listeners: ListenerSet, registry: TunnelRegistry, upgrades?: () => UpgradeCounts): void {
     this.metrics.setSources({
       listeners: () => listeners.allStats(),
       tunnels: () => ({
@@ -50,6 +51,7 @@ export class ProxyDiagnostics {
         streamsReset: registry.streamStats.reset,
       }),
       fleet: () => fleetCounts(registry.describedAgents(), registry.refusals),
+      ...(upgrades ? { upgrades } : {}),
     });
   }
 

@@ -97,7 +97,7 @@ export class GateProxy {
       upgradeTarget: () => this.listeners.multiplexer('multiplex'),
       logger: options.logger,
     });
-    this.diagnostics.observe(this.listeners, this.registry);
+    this.diagnostics.observe(this.listeners, this.registry, () => this.endpoints.upgrade.counts);
     this.diagnostics.addReadiness(listenersReadiness(() => (this.closing ? [] : this.listeners.readiness())));
   }
 

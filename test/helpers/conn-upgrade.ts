@@ -17,6 +17,8 @@ export interface RawUpgradeOptions {
   path?: string;
   /** Headers replacing the well-formed defaults; a value of undefined leaves the header out. */
   headers?: Record<string, string | undefined>;
+  /** Sent in cleartext before anything else, as a balancer speaking PROXY protocol sends its header. */
+  proxyHeader?: string;
 }
 
 export interface RawUpgrade {
@@ -43,10 +45,13 @@ export function upgradeHeaders(): Record<string, string> {
 /** Sends one upgrade request and reads the response head (bounded: 5 s). */
 export async function rawUpgrade(options: RawUpgradeOptions): Promise<RawUpgrade> {
   const host = options.host ?? '127.0.0.1';
-  const socket = options.tls
-    ? tlsConnect({ host, port: options.port, ALPNProtocols: ['http/1.1'], ...options.tls })
-    : netConnect({ host, port: options.port });
-  await once(socket, options.tls ? 'secureConnect' : 'connect');
+  let socket: Socket | TLSSocket = netConnect({ host, port: options.port });
+  await once(socket, 'connect');
+  if (options.proxyHeader !== undefined) socket.write(options.proxyHeader);
+  if (options.tls) {
+    socket = tlsConnect({ socket, ALPNProtocols: ['http/1.1'], ...options.tls });
+    await once(socket, 'secureConnect');
+  }
   const headers: Record<string, string | undefined> = { ...upgradeHeaders(), ...options.headers };
   const lines = [`${options.method ?? 'GET'} ${options.path ?? CONNECTION_UPGRADE_PATH} HTTP/1.1`];
   for (const [name, value] of Object.entries(headers)) if (value !== undefined) lines.push(`${name}: ${value}`);
