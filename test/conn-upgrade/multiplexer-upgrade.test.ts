@@ -15,28 +15,14 @@ import { dialTls } from '../../lib/client/dial-tls.js';
 import { ErrorCodes } from '../../lib/errors.js';
 import type { ConnectionInfo } from '../../lib/handlers/types.js';
 import { liveHandles, readUntil, until } from '../helpers/net.js';
-import { clientFrame, closeCode, Opcode, rawUpgrade, readFrames } from '../helpers/conn-upgrade.js';
+import { clientFrame, closeCode, failureLogger, Opcode, rawUpgrade, readFrames } from '../helpers/conn-upgrade.js';
 
 const { ca: clusterCa, server: clusterServer, client: clusterClient } = devCertificates();
 const lbCa = CertificateAuthority.create();
 const lbPair = lbCa.issue({ commonName: 'lb.test', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
 
 const seen: ConnectionInfo[] = [];
-const failures: Array<{ code: string; remote?: string }> = [];
-const record = (o: { code?: string; remote?: string }): void => {
-  if (o.code) failures.push({ code: o.code, ...(o.remote ? { remote: o.remote } : {}) });
-};
-const logger = {
-  level: 'warn',
-  child: () => logger,
-  warn: record,
-  info: record,
-  error: () => {},
-  debug: () => {},
-  trace: () => {},
-  fatal: () => {},
-  silent: () => {},
-} as unknown as import('../../lib/log.js').Logger;
+const { logger, failures } = failureLogger();
 
 const web = createHttpsServer({ ...lbPair }, (_req, res) => res.end('web\n'));
 const mux = new Multiplexer({

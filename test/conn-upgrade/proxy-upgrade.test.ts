@@ -4,27 +4,12 @@
 // that address, and /metrics counts upgrades, refusals by status, the bytes carried and the pings.
 import t from 'tap';
 import { ErrorCodes } from '../../lib/errors.js';
-import type { Logger } from '../../lib/log.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
-import { clientFrame, closeCode, Opcode, rawUpgrade, readFrames } from '../helpers/conn-upgrade.js';
+import { clientFrame, closeCode, failureLogger, Opcode, rawUpgrade, readFrames } from '../helpers/conn-upgrade.js';
 import { closeServer, startTaggedTcpServer, until } from '../helpers/net.js';
 import { scrape } from '../helpers/prometheus.js';
 
-const failures: Array<{ code: string; remote?: string }> = [];
-const record = (o: { code?: string; remote?: string }): void => {
-  if (o.code) failures.push({ code: o.code, ...(o.remote ? { remote: o.remote } : {}) });
-};
-const logger = {
-  level: 'info',
-  child: () => logger,
-  warn: record,
-  info: record,
-  error: () => {},
-  debug: () => {},
-  trace: () => {},
-  fatal: () => {},
-  silent: () => {},
-} as unknown as Logger;
+const { logger, failures } = failureLogger();
 
 const ssh = await startTaggedTcpServer('ssh-upstream');
 t.teardown(() => closeServer(ssh.server));
@@ -70,7 +55,12 @@ t.test('behind PROXY protocol, an upgraded stream is recorded with the client th
 
 t.test('X-Forwarded-For is trusted by the address the PROXY header named', async (t) => {
   t.equal(await recordedAddress('198.51.100.4', { 'X-Forwarded-For': '192.0.2.33' }), '192.0.2.33');
-  const two = await rawUpgrade({ port, tls, proxyHeader: proxyHeader('198.51.100.4'), headers: { 'X-Forwarded-For': '192.0.2.1, 192.0.2.2' } });
+  const two = await rawUpgrade({
+    port,
+    tls,
+    proxyHeader: proxyHeader('198.51.100.4'),
+    headers: { 'X-Forwarded-For': '192.0.2.1, 192.0.2.2' },
+  });
   t.equal(two.status, 400, 'two addresses from a trusted balancer: refused');
   two.socket.destroy();
 });

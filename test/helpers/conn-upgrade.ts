@@ -7,6 +7,32 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions, type TLSSocket } from 'node:tls';
 import { once } from 'node:events';
 import { CONNECTION_UPGRADE_PATH } from '../../lib/wire/names.js';
+import type { Logger } from '../../lib/log.js';
+
+/**
+ * A logger that keeps the code and client address of every warn/info line with a code: what the
+ * multiplexer logs for a failed connection, so a test can see the address an upgraded stream was
+ * recorded with.
+ */
+export function failureLogger(): { logger: Logger; failures: Array<{ code: string; remote?: string }> } {
+  const failures: Array<{ code: string; remote?: string }> = [];
+  const record = (o: { code?: string; remote?: string }): void => {
+    if (o.code) failures.push({ code: o.code, ...(o.remote ? { remote: o.remote } : {}) });
+  };
+  const ignore = (): void => {};
+  const logger = {
+    level: 'info',
+    child: () => logger,
+    warn: record,
+    info: record,
+    error: ignore,
+    debug: ignore,
+    trace: ignore,
+    fatal: ignore,
+    silent: ignore,
+  } as unknown as Logger;
+  return { logger, failures };
+}
 
 export interface RawUpgradeOptions {
   port: number;
