@@ -32,9 +32,12 @@ const diag = gate.proxy.diagAddress!.port;
 const tls = { ca: gate.ca, servername: 'localhost' };
 const proxyHeader = (source: string): string => `PROXY TCP4 ${source} 127.0.0.1 40000 ${port}\r\n`;
 
-/** An upgrade behind a PROXY header naming `source`, one unknown protocol inside: the address recorded for its failure. */
-async function recordedAddress(source: string, headers: Record<string, string> = {}): Promise<string | undefined> {
-  const r = await rawUpgrade({ port, tls, proxyHeader: proxyHeader(source), headers });
+/**
+ * An upgrade behind a PROXY header naming `source` (over TLS, or `cleartext` HTTP), one unknown
+ * protocol inside: the address recorded for its failure.
+ */
+async function recordedAddress(source: string, headers: Record<string, string> = {}, cleartext = false): Promise<string | undefined> {
+  const r = await rawUpgrade({ port, ...(cleartext ? {} : { tls }), proxyHeader: proxyHeader(source), headers });
   if (r.status !== 101) throw new Error(`upgrade answered ${r.status}: ${r.rest.toString()}`);
   const before = failures.length;
   r.socket.write(clientFrame(Opcode.binary, Buffer.from('NOT-A-PROTOCOL\r\n')));
@@ -51,6 +54,8 @@ t.test('behind PROXY protocol, an upgraded stream is recorded with the client th
     '203.0.113.7',
     'X-Forwarded-For from a source not trusted for the upgrade is ignored',
   );
+  // A balancer that talks plain HTTP to the proxy (a private network): the same upgrade, no outer TLS.
+  t.equal(await recordedAddress('203.0.113.9', {}, true), '203.0.113.9', 'in cleartext HTTP too');
 });
 
 t.test('X-Forwarded-For is trusted by the address the PROXY header named', async (t) => {
