@@ -1,6 +1,5 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type MetricType } from 'prom-client';
-import type { UpgradeCounts } from '../conn-upgrade/upgrade-server.js';
 import type { ErrorCode } from '../errors.js';
 import { DETECT_MS_BOUNDS, type StatsSnapshot } from '../mux/stats.js';
 import { addSnapshot, emptySnapshot } from './stats-sum.js';
@@ -13,8 +12,19 @@ export interface MetricSources {
   tunnels(): { agents: number; streamsOpened: number; streamsReset: number };
   /** This proxy's agents by what they said (version, upgrader), and the agents it refused by code. */
   fleet?(): FleetCounts;
-  /** The connection upgrade's counts (TLS routing through load balancers that end TLS). */
+  /** The connection upgrade's counts (TLS routing through load balancers that end TLS): `ConnectionUpgrade.counts`. */
   upgrades?(): UpgradeCounts;
+}
+
+/** What the connection upgrade has done (the shape of `ConnectionUpgrade.counts`; every figure only grows). */
+export interface UpgradeCounts {
+  upgraded: number;
+  refused: number;
+  /** Refusals by the HTTP status answered. */
+  refusedByStatus: Record<string, number>;
+  bytesIn: number;
+  bytesOut: number;
+  pingsSent: number;
 }
 
 /** Agents counted by label value (see `fleetCounts` in inventory.ts). */
