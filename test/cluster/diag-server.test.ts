@@ -403,7 +403,7 @@ t.test('tunnel metrics: a joined agent, a stream through it, the agent gone', as
     env: {},
     resources: [target],
   });
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   await agent.waitConnected();
   const before = await scrape(diag);
   t.equal(before.value('gate_mux_tunnel_agents'), 1, 'one agent connected');
@@ -416,7 +416,7 @@ t.test('tunnel metrics: a joined agent, a stream through it, the agent gone', as
     2,
     'two streams through the agent',
   );
-  await agent.stop();
+  await agent.close();
   await until(() => gate.proxy.tunnels.agents().length === 0, 'the proxy to see the agent go');
   t.equal((await scrape(diag)).value('gate_mux_tunnel_agents'), 0, 'no agent connected');
 });

@@ -1,0 +1,80 @@
+import type { GateError } from './errors.js';
+
+/**
+ * One lifecycle for every long-lived part that owns sockets or timers (listeners, servers, pools,
+ * tunnels, stores): `close({graceMs})` finishes (stops taking new work, lets work in flight end
+ * within `graceMs`, then destroys what is left; resolves once everything is released; a second
+ * call returns the same promise), `destroy(err)` stops now (synchronous, releases every socket
+ * and timer, idempotent). A part with nothing to drain has both: its close resolves at once.
+ */
+export type LifecycleState = 'open' | 'closing' | 'closed';
+
+/** The state of a part that is dialled before it is usable (an agent's tunnel). */
+export type ConnectionState = 'connecting' | LifecycleState;
+
+export interface CloseOptions {
+  /** How long work in flight may take to finish before what is left is destroyed; unset: the part's own default. */
+  graceMs?: number;
+}
+
+export interface Closable {
+  readonly state: LifecycleState | ConnectionState;
+  close(options?: CloseOptions): Promise<void>;
+  destroy(err?: GateError): void;
+}
+
+/**
+ * The bookkeeping each part would otherwise repeat: the state, and the one promise every close()
+ * returns. The part keeps its own teardown; this only makes close idempotent and destroy final.
+ */
+export class Lifecycle<S extends string = LifecycleState> {
+  #state: S | LifecycleState;
+  #closing: Promise<void> | undefined;
+  #released = false;
+
+  constructor(initial: S | LifecycleState = 'open') {
+    this.#state = initial;
+  }
+
+  get state(): S | LifecycleState {
+    return this.#state;
+  }
+
+  /** Moves between the states before closing (e.g. 'connecting' → 'open'); ignored once ending. */
+  set(state: S): void {
+    if (!this.ending) this.#state = state;
+  }
+
+  /** Whether close() or destroy() has been called. */
+  get ending(): boolean {
+    return this.#state === 'closing' || this.#state === 'closed';
+  }
+
+  /**
+   * Runs `finish` (synchronously up to its first await) on the first call and returns its promise,
+   * which ends in 'closed' whether it resolves or rejects; every later call, and a call after
+   * destroy(), returns the same promise without running `finish` again.
+   */
+  close(finish: () => Promise<void>): Promise<void> {
+    if (this.#closing) return this.#closing;
+    if (this.#released) return (this.#closing = Promise.resolve());
+    this.#state = 'closing';
+    this.#closing = (async () => {
+      try {
+        await finish();
+      } finally {
+        this.#state = 'closed';
+        this.#released = true;
+      }
+    })();
+    return this.#closing;
+  }
+
+  /** True the first time, while something may still be held (the caller then releases it all now). */
+  destroy(): boolean {
+    if (this.#released) return false;
+    this.#released = true;
+    this.#state = 'closed';
+    return true;
+  }
+}
