@@ -78,3 +78,15 @@ export class Lifecycle<S extends string = LifecycleState> {
     return true;
   }
 }
+
+/** Resolves on the emitter's 'close' (a session, socket or server that has not closed yet). */
+export function closeEvent(emitter: { once(event: 'close', listener: () => void): unknown }): Promise<void> {
+  return new Promise((resolve) => emitter.once('close', () => resolve()));
+}
+
+/** Waits for `work`, but no longer than `ms`: the grace a close gives work in flight. */
+export async function within(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}

@@ -12,6 +12,7 @@ import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import type { CustomHandler, TerminateHandler } from '../handlers/types.js';
 import { terminate } from '../handlers/builders.js';
+import { type CloseOptions, closeEvent, Lifecycle, type LifecycleState, within } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
@@ -57,7 +58,7 @@ export class PeerServer {
   private readonly log: Logger;
   private readonly h2: Http2Server;
   private readonly sessions = new Set<ServerHttp2Session>();
-  private closed = false;
+  private readonly lifecycle = new Lifecycle();
 
   constructor(private readonly options: PeerServerOptions) {
     this.log = componentLogger(options.logger, 'peer-server');
@@ -91,7 +92,7 @@ export class PeerServer {
           throw new GateError(ErrorCodes.PEER_REFUSED, 'the peer handler needs the TLS socket (put it right after terminate)');
         const remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
         try {
-          if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'the peering server is closed');
+          if (this.lifecycle.ending) throw new GateError(ErrorCodes.SHUTDOWN, 'the peering server is closed');
           admitPeer(peerTlsFacts(socket));
         } catch (err) {
           this.refuse(socket, toGateError(err, ErrorCodes.PEER_REFUSED), remote);
@@ -131,10 +132,35 @@ export class PeerServer {
     for (const session of this.sessions) if (!session.closed && !session.destroyed) session.close();
   }
 
-  /** Destroys every peering session and its streams. */
-  close(): void {
-    this.closed = true;
-    for (const session of this.sessions) session.destroy();
+  /** open, closing (peers told GOAWAY, their streams finishing), closed (every session gone). */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /**
+   * Refuses new peers; with `graceMs`, tells every peer GOAWAY and gives open streams that long to
+   * finish; then destroys every peering session and its streams. Resolves once every session has
+   * closed; a second call returns the same promise.
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => {
+      const gone = Promise.all([...this.sessions].map((session) => closeEvent(session)));
+      if (options.graceMs !== undefined && options.graceMs > 0 && this.sessions.size > 0) {
+        this.goAway();
+        await within(gone, options.graceMs);
+      }
+      this.endAll();
+      await gone;
+    });
+  }
+
+  /** Destroys every peering session and its streams now; new peers are refused. */
+  destroy(err?: GateError): void {
+    if (this.lifecycle.destroy()) this.endAll(err);
+  }
+
+  private endAll(error?: GateError): void {
+    for (const session of this.sessions) session.destroy(error);
   }
 
   /**

@@ -3,6 +3,7 @@ import { isIPv6, type BlockList } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { ErrorCodes, GateError } from '../errors.js';
+import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { LogLimiter } from '../log-limiter.js';
 import { isTrusted, trustedNetworks } from '../proxy-protocol/trusted-networks.js';
@@ -58,6 +59,7 @@ export interface ConnectionUpgradeOptions extends ConnectionUpgradeSettings {
  */
 export class ConnectionUpgrade {
   private readonly wss: WebSocketServer;
+  private readonly lifecycle = new Lifecycle();
   private readonly logger: Logger;
   private readonly failureLog: LogLimiter;
   private readonly target: () => StreamAcceptor | undefined;
@@ -144,9 +146,19 @@ export class ConnectionUpgrade {
     return true;
   }
 
-  /** Flushes the held-back failure counts (no timer left behind). */
-  close(): void {
-    this.failureLog.flush();
+  /** open, or closed: the upgraded streams belong to the multiplexer they were handed to. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /** Flushes the held-back failure counts (no timer left behind); nothing to drain, resolves at once. */
+  close(_options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => this.failureLog.flush());
+  }
+
+  /** Flushes the held-back failure counts now. */
+  destroy(_err?: GateError): void {
+    if (this.lifecycle.destroy()) this.failureLog.flush();
   }
 }
 

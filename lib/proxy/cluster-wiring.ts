@@ -140,7 +140,7 @@ export class ClusterWiring {
 
   /** Out of the store: no other proxy sends this one a dial it is about to refuse. */
   async leave(): Promise<void> {
-    await this.joined?.member.stop();
+    await this.joined?.member.close();
   }
 
   /** Tells every peer session served here to finish and go elsewhere. */

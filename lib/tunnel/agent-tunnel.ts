@@ -5,7 +5,7 @@ import type { TLSSocket } from 'node:tls';
 import { dialTls, type ConnectionUpgradeDial } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import { ErrorCodes, GateError } from '../errors.js';
-import type { CloseOptions, ConnectionState } from '../lifecycle.js';
+import { type CloseOptions, type ConnectionState, within } from '../lifecycle.js';
 import type { Logger } from '../log.js';
 import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { readRefusalDebugData } from './admission.js';
@@ -333,9 +333,7 @@ export class AgentTunnel extends EventEmitter {
     const session = this.session;
     if (session && !session.destroyed && !session.closed) {
       session.close();
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.finished, new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
-      clearTimeout(timer);
+      await within(this.finished, graceMs);
     }
     this.destroy(new GateError(ErrorCodes.SHUTDOWN, why));
   }
