@@ -1,5 +1,6 @@
 import type { ClientHttp2Stream } from 'node:http2';
 import { ErrorCodes, GateError } from '../errors.js';
+import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { ClusterConfig } from '../config/types.js';
 import { ClusterDialer } from '../cluster/cluster-dialer.js';
@@ -58,6 +59,7 @@ export class ClusterWiring {
   readonly peers: PeerPool;
   private joined: Joined | undefined;
   private draining = false;
+  private readonly lifecycle = new Lifecycle();
   private readonly logger: Logger;
 
   constructor(private readonly options: ClusterWiringOptions) {
@@ -148,13 +150,33 @@ export class ClusterWiring {
     this.peering.goAway();
   }
 
-  /** Ends the peering parts and the dialer, and the store when this proxy opened it. */
-  async close(): Promise<void> {
-    this.peering.close();
-    this.peers.close();
+  /** open, closing, closed. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /**
+   * Ends the peering parts (peers' open streams get `graceMs`) and the dialer, and the store when
+   * this proxy opened it; the membership is withdrawn first when `leave` was not called. A second
+   * call returns the same promise.
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => {
+      const joined = this.joined;
+      await Promise.all([this.peering.close(options), this.peers.close(), joined?.member.close(), joined?.dialer.close()]);
+      if (joined?.ownsStore) await joined.store.close(options);
+    });
+  }
+
+  /** Ends the peering sessions, the membership's refreshes, the dialer and an owned store's connection now. */
+  destroy(err?: GateError): void {
+    if (!this.lifecycle.destroy()) return;
+    this.peering.destroy(err);
+    this.peers.destroy(err);
     const joined = this.joined;
-    joined?.dialer.close();
-    if (joined?.ownsStore) await joined.store.close();
+    joined?.member.destroy(err);
+    joined?.dialer.destroy(err);
+    if (joined?.ownsStore) joined.store.destroy?.(err);
   }
 
   private current(): Joined {
