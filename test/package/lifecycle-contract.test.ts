@@ -243,3 +243,23 @@ t.test('no part keeps an old lifecycle name (stop(), a synchronous close()) but 
   }
   t.strictSame(found, [], 'every lifecycle is close({graceMs}) / destroy(err)');
 });
+
+t.test("docs/api names the lifecycle, in the same words, under each lifecycle class's heading", async (t) => {
+  const api = fileURLToPath(new URL('../../../docs/api/', import.meta.url));
+  const WORDS = 'Lifecycle: `close({graceMs})`, `destroy(err)`, `state`';
+  const HEADINGS: Record<string, string[]> = {
+    'mux.md': ['Multiplexer', 'runWorkers'],
+    'proxy.md': ['GateProxy'],
+    'tunnel.md': ['startAgent', 'TunnelRegistry'],
+    'client.md': ['startLocalProxy'],
+    'gate-mux.md': ['ConnectionUpgrade', 'MemoryRouteStore', 'RedisRouteStore'],
+  };
+  t.match(readFileSync(`${api}README.md`, 'utf8'), '## One lifecycle', 'the rule itself');
+  for (const [page, names] of Object.entries(HEADINGS)) {
+    const text = readFileSync(`${api}${page}`, 'utf8');
+    for (const name of names) {
+      const section = text.split(`### \`${name}\`\n`)[1]?.split(/\n#{2,3} /)[0] ?? '';
+      t.ok(section.includes(WORDS), `${page} ${name}`);
+    }
+  }
+});
