@@ -63,7 +63,10 @@ const registryFor = (t: Test): TunnelRegistry => {
 
 const MAKERS: Record<string, Maker> = {
   async Multiplexer(t) {
-    const mux = new Multiplexer({ routes: [{ name: 'any', match: { protocol: ['tls', 'http1', 'ssh', 'silent'] }, handler: custom(() => {}) }], detectTimeoutMs: 60_000 });
+    const mux = new Multiplexer({
+      routes: [{ name: 'any', match: { protocol: ['tls', 'http1', 'ssh', 'silent'] }, handler: custom(() => {}) }],
+      detectTimeoutMs: 60_000,
+    });
     const { port } = await mux.listen({ host: '127.0.0.1', port: 0 });
     await idleClient(t, port);
     return { part: mux };
