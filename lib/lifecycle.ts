@@ -90,3 +90,23 @@ export async function within(work: Promise<unknown>, ms: number): Promise<void> 
   await Promise.race([work, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
   clearTimeout(timer);
 }
+
+/**
+ * The close of a part that holds HTTP/2 sessions: with a `graceMs`, GOAWAY first (`goAway`) and
+ * that long for their open streams; then `endAll` destroys what is left. Resolves once every
+ * session held when it began has closed.
+ */
+export async function closeSessions(
+  sessions: Iterable<{ once(event: 'close', listener: () => void): unknown }>,
+  options: CloseOptions,
+  how: { goAway: () => void; endAll: () => void },
+): Promise<void> {
+  const held = [...sessions];
+  const gone = Promise.all(held.map((session) => closeEvent(session)));
+  if (options.graceMs !== undefined && options.graceMs > 0 && held.length > 0) {
+    how.goAway();
+    await within(gone, options.graceMs);
+  }
+  how.endAll();
+  await gone;
+}

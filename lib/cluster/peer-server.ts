@@ -12,7 +12,7 @@ import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import type { CustomHandler, TerminateHandler } from '../handlers/types.js';
 import { terminate } from '../handlers/builders.js';
-import { type CloseOptions, closeEvent, Lifecycle, type LifecycleState, within } from '../lifecycle.js';
+import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
@@ -143,15 +143,7 @@ export class PeerServer {
    * closed; a second call returns the same promise.
    */
   close(options: CloseOptions = {}): Promise<void> {
-    return this.lifecycle.close(async () => {
-      const gone = Promise.all([...this.sessions].map((session) => closeEvent(session)));
-      if (options.graceMs !== undefined && options.graceMs > 0 && this.sessions.size > 0) {
-        this.goAway();
-        await within(gone, options.graceMs);
-      }
-      this.endAll();
-      await gone;
-    });
+    return this.lifecycle.close(() => closeSessions(this.sessions, options, { goAway: () => this.goAway(), endAll: () => this.endAll() }));
   }
 
   /** Destroys every peering session and its streams now; new peers are refused. */

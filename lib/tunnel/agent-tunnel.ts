@@ -40,7 +40,7 @@ export interface AgentTunnelSettings {
   h2: Http2Server;
   allow: (target: string) => boolean;
   signal: AbortSignal;
-  /** Told about each target socket and each stream served, for the agent's counts and stop(). */
+  /** Told about each target socket and each stream served, for the agent's counts and close(). */
   track: (target: Socket) => void;
   served: () => void;
   /** What the agent tells a proxy that asks (see TUNNEL_DESCRIBE_PATH): read when asked. */

@@ -2,7 +2,7 @@ import { EventEmitter, once } from 'node:events';
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { TLSSocket } from 'node:tls';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
-import { type CloseOptions, closeEvent, Lifecycle, type LifecycleState, within } from '../lifecycle.js';
+import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { CustomHandler } from '../handlers/types.js';
 import { admitAgent, normalizeSerial, refusalDebugData, verifyErrorCode } from './admission.js';
@@ -597,15 +597,8 @@ export class TunnelRegistry extends EventEmitter {
    * once every session has closed; a second call returns the same promise.
    */
   close(options: CloseOptions = {}): Promise<void> {
-    return this.lifecycle.close(async () => {
-      const gone = Promise.all([...this.all].map((entry) => closeEvent(entry.session)));
-      if (options.graceMs !== undefined && options.graceMs > 0 && this.all.size > 0) {
-        this.goAway();
-        await within(gone, options.graceMs);
-      }
-      this.endAll();
-      await gone;
-    });
+    const sessions = [...this.all].map((entry) => entry.session);
+    return this.lifecycle.close(() => closeSessions(sessions, options, { goAway: () => this.goAway(), endAll: () => this.endAll() }));
   }
 
   /** Destroys every agent session now (streams reset with `err`); new tunnels are refused. */
