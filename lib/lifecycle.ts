@@ -17,8 +17,10 @@ export interface CloseOptions {
   graceMs?: number;
 }
 
+/** What every such part has (`implements Closable` lets the compiler hold each to it). */
 export interface Closable {
-  readonly state: LifecycleState | ConnectionState;
+  /** LifecycleState; an agent's tunnel starts 'connecting'. */
+  readonly state: ConnectionState;
   close(options?: CloseOptions): Promise<void>;
   destroy(err?: GateError): void;
 }
@@ -27,22 +29,13 @@ export interface Closable {
  * The bookkeeping each part would otherwise repeat: the state, and the one promise every close()
  * returns. The part keeps its own teardown; this only makes close idempotent and destroy final.
  */
-export class Lifecycle<S extends string = LifecycleState> {
-  #state: S | LifecycleState;
+export class Lifecycle {
+  #state: LifecycleState = 'open';
   #closing: Promise<void> | undefined;
   #released = false;
 
-  constructor(initial: S | LifecycleState = 'open') {
-    this.#state = initial;
-  }
-
-  get state(): S | LifecycleState {
+  get state(): LifecycleState {
     return this.#state;
-  }
-
-  /** Moves between the states before closing (e.g. 'connecting' → 'open'); ignored once ending. */
-  set(state: S): void {
-    if (!this.ending) this.#state = state;
   }
 
   /** Whether close() or destroy() has been called. */

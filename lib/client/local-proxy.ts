@@ -2,7 +2,7 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { PingFramedStream } from '../framing/ping-stream.js';
 import type { GateError } from '../errors.js';
-import { type CloseOptions, closeEvent, Lifecycle, type LifecycleState, within } from '../lifecycle.js';
+import { type Closable, type CloseOptions, closeEvent, Lifecycle, type LifecycleState, within } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { isPingAlpn } from '../wire/names.js';
 import { dialTls, type ConnectionUpgradeDial } from './dial-tls.js';
@@ -50,7 +50,7 @@ export interface LocalProxyOptions {
 /** What carries one client's bytes to the multiplexer, and how it got there. */
 type Carrier = { socket: Duplex; via: ProxyConfig | undefined; alpn: string | undefined };
 
-export interface LocalProxy {
+export interface LocalProxy extends Closable {
   address(): AddressInfo;
   /** open, closing (close() called, connections finishing), closed. */
   readonly state: LifecycleState;

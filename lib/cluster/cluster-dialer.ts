@@ -1,6 +1,6 @@
 import type { ClientHttp2Stream } from 'node:http2';
 import { ErrorCodes, GateError, isGateError, type ErrorCode } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { OpenStreamOptions, TunnelRegistry } from '../tunnel/registry.js';
 import type { PeerAddress } from './peer-pool.js';
@@ -55,7 +55,7 @@ const FINAL_CODES: ReadonlySet<string> = new Set([ErrorCodes.DIAL_ABORTED, Error
  * another proxy, while local tunnels keep working, and fails without waiting while the membership
  * reports the outage; every holder failing is the last holder's error.
  */
-export class ClusterDialer {
+export class ClusterDialer implements Closable {
   private readonly log: Logger;
   private storeDown = false;
   private readonly lifecycle = new Lifecycle();

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { DescribedAgent } from '../tunnel/registry.js';
 import { recordFor } from './inventory.js';
@@ -51,7 +51,7 @@ export interface ChannelMismatch {
  * the StoreOperation, each failed operation, for counting; the log has one line per outage), `store-recovered`,
  * `channel-mismatch` (ChannelMismatch, once per distinct one).
  */
-export class ClusterMember extends EventEmitter {
+export class ClusterMember extends EventEmitter implements Closable {
   readonly proxyId: string;
   private readonly log: Logger;
   private readonly now: () => number;

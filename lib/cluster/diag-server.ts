@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState, within } from '../lifecycle.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, within, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { GateMetrics } from './metrics.js';
 import { readinessOf, type ReadinessSource } from './readiness.js';
@@ -30,7 +30,7 @@ export const DIAG_PATHS = ['/healthz', '/readyz', '/metrics', '/v1/inventory'] a
  * when the store cannot be read. The listener refuses a public address (config), which is what
  * keeps the inventory (host names, versions) to the proxy's host and its private network.
  */
-export class DiagServer {
+export class DiagServer implements Closable {
   private readonly log: Logger;
   private readonly lifecycle = new Lifecycle();
 

@@ -1,5 +1,5 @@
 import type { GateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
 
 interface Expiring<T> {
@@ -12,7 +12,7 @@ interface Expiring<T> {
  * Several `GateProxy` instances in one process may share one, which is how in-process tests build
  * a cluster without Redis.
  */
-export class MemoryRouteStore implements RouteStore {
+export class MemoryRouteStore implements RouteStore, Closable {
   private readonly lifecycle = new Lifecycle();
   private readonly presence = new Map<string, Expiring<ProxyPresence>>();
   /** agent → proxy id → holding. */

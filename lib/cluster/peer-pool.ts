@@ -1,7 +1,7 @@
 import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, type ErrorCode } from '../errors.js';
-import { type CloseOptions, closeEvent, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type CloseOptions, closeEvent, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { readRefusalDebugData } from '../tunnel/admission.js';
 import { awaitConnectAnswer } from '../tunnel/connect-answer.js';
@@ -66,7 +66,7 @@ const KEPT_CODES: ReadonlySet<ErrorCode> = new Set([
  * even though the same CA signed it). The peer is dialled directly, never through HTTPS_PROXY:
  * peers are in the cluster's own network (as the platform's proxies dial each other).
  */
-export class PeerPool {
+export class PeerPool implements Closable {
   private readonly log: Logger;
   private readonly peers = new Map<string, PeerConnection>();
   private readonly lifecycle = new Lifecycle();

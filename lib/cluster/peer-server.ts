@@ -12,7 +12,7 @@ import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import type { CustomHandler, TerminateHandler } from '../handlers/types.js';
 import { terminate } from '../handlers/builders.js';
-import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
@@ -54,7 +54,7 @@ export interface PeerEndpointTls {
  * forwarded again, so two proxies with stale records cannot bounce a dial between them. A refusal
  * carries a GATE_ERR_* code as the tunnel's do (lib/tunnel/connect-request.ts).
  */
-export class PeerServer {
+export class PeerServer implements Closable {
   private readonly log: Logger;
   private readonly h2: Http2Server;
   private readonly sessions = new Set<ServerHttp2Session>();

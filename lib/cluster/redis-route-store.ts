@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import { ErrorCodes, GateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState, within } from '../lifecycle.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, within, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
 import { parseInventoryRecord } from './inventory.js';
@@ -170,7 +170,7 @@ interface Scripts {
  * waits on a dead store. The client reconnects by itself in the background; the ClusterMember's
  * next refresh then re-registers what its proxy holds.
  */
-export class RedisRouteStore implements RouteStore {
+export class RedisRouteStore implements RouteStore, Closable {
   private readonly redis: Redis & Scripts;
   private readonly prefix: string;
   private readonly label: string;

@@ -3,7 +3,7 @@ import { isIPv6, type BlockList } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { ErrorCodes, GateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { LogLimiter } from '../log-limiter.js';
 import { isTrusted, trustedNetworks } from '../proxy-protocol/trusted-networks.js';
@@ -57,7 +57,7 @@ export interface ConnectionUpgradeOptions extends ConnectionUpgradeSettings {
  * bad request gets an HTTP error with a JSON body naming GATE_ERR_CONN_UPGRADE_REFUSED; refusals
  * are logged through a LogLimiter (a flood cannot become a flood of log lines) and counted.
  */
-export class ConnectionUpgrade {
+export class ConnectionUpgrade implements Closable {
   private readonly wss: WebSocketServer;
   private readonly lifecycle = new Lifecycle();
   private readonly logger: Logger;

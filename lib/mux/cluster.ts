@@ -1,6 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import { ErrorCodes, GateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 
 export interface RunWorkersOptions {
@@ -28,7 +28,7 @@ export interface RunWorkersOptions {
 }
 
 /** The primary's handle on its workers. */
-export interface WorkerPool {
+export interface WorkerPool extends Closable {
   readonly role: 'primary';
   /** Process ids of the live workers. */
   pids(): number[];

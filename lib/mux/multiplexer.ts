@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { createServer, Socket, type AddressInfo, type BlockList, type Server } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
-import type { CloseOptions, LifecycleState } from '../lifecycle.js';
+import type { CloseOptions, LifecycleState, Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { runHandler } from '../handlers/run.js';
 import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
@@ -45,7 +45,7 @@ interface Listener {
  * One or more listeners that peek at each connection's first bytes (PROXY header, TLS
  * ClientHello, plaintext greeting), choose a route and hand the connection to its handler.
  */
-export class Multiplexer {
+export class Multiplexer implements Closable {
   private table: RouteTable;
   private readonly logger: Logger;
   private readonly counters = new Stats();

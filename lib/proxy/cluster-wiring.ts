@@ -1,6 +1,6 @@
 import type { ClientHttp2Stream } from 'node:http2';
 import { ErrorCodes, GateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { ClusterConfig } from '../config/types.js';
 import { ClusterDialer } from '../cluster/cluster-dialer.js';
@@ -54,7 +54,7 @@ export function storeLabel(cluster: ClusterConfig): string {
  * The peering parts exist from construction (the peer listener's route needs them); the store and
  * membership from `join` on.
  */
-export class ClusterWiring {
+export class ClusterWiring implements Closable {
   readonly peering: PeerServer;
   readonly peers: PeerPool;
   private joined: Joined | undefined;

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import type { GateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import type { Logger } from '../log.js';
 import type { HostPort } from '../config/address.js';
 import { DiagServer } from '../cluster/diag-server.js';
@@ -23,7 +23,7 @@ export interface DiagChange {
  * The proxy's diagnostics: the Prometheus metrics every part reports into, the readiness sources
  * /readyz asks, and the listener on `diag_addr` that serves them (none while `diag_addr` is unset).
  */
-export class ProxyDiagnostics {
+export class ProxyDiagnostics implements Closable {
   /** Prometheus metrics, served on `diag_addr`; peering and the route store report through it too. */
   readonly metrics = new GateMetrics();
   private readonly readiness: ReadinessSource[] = [];

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { StatsSnapshot } from '../mux/stats.js';
 import { fetchText as fetchThroughEnvironment } from '../client/fetch-text.js';
@@ -59,7 +59,7 @@ const defaultFetch: FetchText = (url, { timeoutMs }) => fetchThroughEnvironment(
  * before anything is swapped, so it is all or nothing and established connections keep what they
  * started with.
  */
-export class GateProxy {
+export class GateProxy implements Closable {
   /** Random per process start: a restarted proxy is a new member, never mistaken for its predecessor. */
   readonly proxyId = randomUUID();
   private proxyState: ProxyState;

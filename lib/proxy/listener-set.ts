@@ -1,5 +1,5 @@
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState, within } from '../lifecycle.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, within, type Closable } from '../lifecycle.js';
 import type { Logger } from '../log.js';
 import type { GateConfig } from '../config/types.js';
 import { formatAddress } from '../config/address.js';
@@ -111,7 +111,7 @@ function budgetSettings(
  * `commit` swaps; listeners that stay keep their bound socket and take the new routes and settings
  * for new connections, while established connections keep what they started with.
  */
-export class ListenerSet {
+export class ListenerSet implements Closable {
   private running: RunningListener[] = [];
   private readonly lifecycle = new Lifecycle();
   /** Listeners being closed (dropped by a reload, or by close()): still counted until they are gone. */

@@ -5,7 +5,7 @@ import type { TLSSocket } from 'node:tls';
 import { dialTls, type ConnectionUpgradeDial } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import { ErrorCodes, GateError } from '../errors.js';
-import { type CloseOptions, type ConnectionState, within } from '../lifecycle.js';
+import { type CloseOptions, type ConnectionState, within, type Closable } from '../lifecycle.js';
 import type { Logger } from '../log.js';
 import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { readRefusalDebugData } from './admission.js';
@@ -54,7 +54,7 @@ export interface AgentTunnelSettings {
  * (ClusterView) whenever the proxy says which proxy it is and which proxies exist; `refused`
  * (GateError) when the proxy refuses the tunnel, with the proxy's code.
  */
-export class AgentTunnel extends EventEmitter {
+export class AgentTunnel extends EventEmitter implements Closable {
   /** The proxy this tunnel landed on, once it said (see TUNNEL_CLUSTER_VIEW_PATH). */
   proxyId: string | undefined;
   /** True from `up` until the session stops taking new streams. */

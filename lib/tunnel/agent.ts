@@ -6,7 +6,7 @@ import type { Socket } from 'node:net';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import type { ConnectionUpgradeDial } from '../client/dial-tls.js';
 import { ErrorCodes, GateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
 import { AgentPool, DEFAULT_CONNECTION_COUNT, RedialSchedule, type DialOutcome } from './agent-pool.js';
@@ -104,7 +104,7 @@ export interface AgentTunnelInfo {
  * (GATE_ERR_AGENT_CERT_EXPIRED, _REVOKED, _UNTRUSTED, GATE_ERR_AGENT_DUPLICATE, ...; a duplicate
  * while the agent holds tunnels is a dial that landed on a proxy it holds, and is simply retried).
  */
-export interface TunnelAgent extends EventEmitter {
+export interface TunnelAgent extends EventEmitter, Closable {
   readonly name: string;
   /** True while at least one tunnel is up. */
   readonly connected: boolean;

@@ -2,7 +2,7 @@ import { EventEmitter, once } from 'node:events';
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { TLSSocket } from 'node:tls';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
-import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { CustomHandler } from '../handlers/types.js';
 import { admitAgent, normalizeSerial, refusalDebugData, verifyErrorCode } from './admission.js';
@@ -93,7 +93,7 @@ function describedOf(e: AgentSession): DescribedAgent {
  * tunnel is gone: at once after a GOAWAY or a closed connection, within the heartbeat deadline
  * when the old path died silently.
  */
-export class TunnelRegistry extends EventEmitter {
+export class TunnelRegistry extends EventEmitter implements Closable {
   private readonly log: Logger;
   private readonly sessions: AgentSessions;
   private readonly all = new Set<AgentSession>();
