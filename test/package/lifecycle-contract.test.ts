@@ -5,8 +5,9 @@
 // runs), most with something in flight, and taken through both paths. A source scan keeps the
 // old names (`stop()`, a synchronous `close(): void`) from coming back outside deprecated aliases.
 import t, { type Test } from 'tap';
+import cluster from 'node:cluster';
 import { once } from 'node:events';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer as createH2Server } from 'node:http2';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +24,7 @@ import { ConnectionUpgrade } from '../../lib/conn-upgrade/upgrade-server.js';
 import { ErrorCodes, GateError } from '../../lib/errors.js';
 import { custom } from '../../lib/handlers/builders.js';
 import type { Closable } from '../../lib/lifecycle.js';
+import { runWorkers, type WorkerPool } from '../../lib/mux/cluster.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { ProxyDiagnostics } from '../../lib/proxy/diagnostics.js';
@@ -32,9 +34,16 @@ import { TunnelRegistry } from '../../lib/tunnel/registry.js';
 import { silentLogger } from '../../lib/log.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { startRedis } from '../helpers/redis.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { agentCertificate } from '../helpers/tunnel-rig.js';
 
-type Made = { part: Closable; initial?: string; parts?: () => Record<string, Closable> };
+type Made = {
+  part: Closable;
+  initial?: string;
+  parts?: () => Record<string, Closable>;
+  /** Resolves once what destroy() let go of has really gone (a child process exited). */
+  gone?: () => Promise<void>;
+};
 type Maker = (t: Test) => Promise<Made | undefined>;
 
 /** A TCP port on 127.0.0.1 nothing listens on (bound, then closed). */
@@ -61,7 +70,28 @@ const registryFor = (t: Test): TunnelRegistry => {
   return registry;
 };
 
+/**
+ * runWorkers' pool in the primary, with one worker: a small script that starts as a worker and
+ * waits (its default SIGTERM ends it), so that the pool has a real process to stop.
+ */
+async function workerPool(t: Test): Promise<WorkerPool> {
+  const script = `${await tempDir(t, 'worker')}/worker.mjs`;
+  const runWorkersModule = new URL('../../lib/mux/cluster.js', import.meta.url).href;
+  writeFileSync(
+    script,
+    `import { runWorkers } from ${JSON.stringify(runWorkersModule)};\n` +
+      'await runWorkers({ workers: 1, start: () => {} });\nsetInterval(() => {}, 60_000);\n',
+  );
+  cluster.setupPrimary({ exec: script, silent: true });
+  return (await runWorkers({ workers: 1, start: () => {}, stopGraceMs: 5_000 })) as WorkerPool;
+}
+
 const MAKERS: Record<string, Maker> = {
+  async WorkerPool(t) {
+    const pool = await workerPool(t);
+    t.equal(pool.pids().length, 1, 'one worker running');
+    return { part: pool, gone: () => pool.stopped };
+  },
   async Multiplexer(t) {
     const mux = new Multiplexer({
       routes: [{ name: 'any', match: { protocol: ['tls', 'http1', 'ssh', 'silent'] }, handler: custom(() => {}) }],
@@ -228,6 +258,7 @@ t.test('destroy(err) stops at once, and may be called again', async (t) => {
       t.doesNotThrow(() => part.destroy(), 'a second destroy is a no-op');
       await t.resolves(part.close(), 'close after destroy resolves');
       t.equal(part.state, 'closed');
+      if (made.gone) await t.resolves(made.gone(), 'what it held is gone');
     });
   }
 });
