@@ -145,8 +145,6 @@ function startPool(options: RunWorkersOptions): Promise<WorkerPool> {
   };
 
   const detach = (): void => {
-    for (const timer of restartTimers) clearTimeout(timer);
-    restartTimers.clear();
     process.removeListener('SIGTERM', onTerminate);
     process.removeListener('SIGINT', onTerminate);
     process.removeListener('SIGHUP', onHangup);
