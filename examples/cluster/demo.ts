@@ -4,10 +4,10 @@
 // with two tunnels to distinct proxies. It prints what to run against it and tears everything down
 // on Ctrl-C. Needs the Debian packages redis-server and haproxy; nothing leaves 127.0.0.1.
 //
-// The processes are started with the test suite's helpers (test/helpers/cluster-processes.ts), so the demo
+// The processes are started with the test suite's helpers (test/helpers/cluster.ts), so the demo
 // and the test cannot drift apart.
 import { join } from 'node:path';
-import { startClusterProcesses, startClusterAgent, agentSaid } from '../../test/helpers/cluster-processes.js';
+import { startClusterProcesses, startClusterAgent, agentSaid } from '../../test/helpers/cluster.js';
 import { tempDir } from '../../test/helpers/temp-dir.js';
 
 const AGENT = 'demo-agent';

@@ -3,6 +3,7 @@ import { connect as netConnect, isIP, type LookupFunction, type OnReadOpts, type
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
+import { directConnectError } from './connect-direct.js';
 import { DEFAULT_MAX_CONNECT_HEADER_BYTES } from './connect-response.js';
 import { withDeadline } from './deadline.js';
 import { httpConnect } from './http-connect.js';
@@ -62,10 +63,6 @@ function connected(socket: Socket, readyEvent: 'connect' | 'secureConnect'): Pro
   });
 }
 
-function errnoCode(err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
-}
-
 /**
  * Connects to `target` (`host:port`, `[v6]:port` or an http(s) URL) directly or through the
  * proxy the environment (or `options.proxy`) gives: HTTP CONNECT over plain TCP or TLS to an
@@ -117,12 +114,7 @@ async function dialDirect(host: string, port: number, options: DialOptions, trac
     await connected(socket, 'connect');
   } catch (err) {
     socket.destroy();
-    const code = errnoCode(err);
-    const authority = formatHostPort(host, port);
-    if (code === 'ECONNREFUSED') {
-      throw new GateError(ErrorCodes.DIAL_REFUSED, `dial ${authority} (direct): connection refused`, { cause: err });
-    }
-    throw new GateError(ErrorCodes.DIAL_FAILED, `dial ${authority} (direct) failed: ${(err as Error).message}`, { cause: err });
+    throw directConnectError(err, host, port);
   }
   return socket;
 }

@@ -102,6 +102,7 @@ export class PeerPool implements Closable {
     } catch (err) {
       throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${(err as Error).message}`, { cause: err });
     }
+    if (options.firstBytes) stream.write(options.firstBytes);
     const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
     return awaitConnectAnswer(stream, {
       timeoutMs,

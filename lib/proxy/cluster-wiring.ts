@@ -1,8 +1,11 @@
 import type { ClientHttp2Stream } from 'node:http2';
+import { hostname } from 'node:os';
 import { ErrorCodes, GateError } from '../errors.js';
 import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
-import type { ClusterConfig } from '../config/types.js';
+import { formatAddress, isWildcardHost, type HostPort } from '../config/address.js';
+import type { ClusterConfig, GateConfig } from '../config/types.js';
+import { channelFingerprint } from '../cluster/channel-fingerprint.js';
 import { ClusterDialer } from '../cluster/cluster-dialer.js';
 import { ClusterMember } from '../cluster/cluster-member.js';
 import type { GateMetrics } from '../cluster/metrics.js';
@@ -44,6 +47,20 @@ interface Joined {
 
 export function storeLabel(cluster: ClusterConfig): string {
   return cluster.store.kind === 'memory' ? 'memory' : cluster.store.label;
+}
+
+/**
+ * The presence fields `config` decides. The peer address is what other proxies dial for peering:
+ * `peer_public_addr`, else the peer listener's bound address (`boundPeer`; a wildcard host, which
+ * only means "every interface" to a listener, replaced by this machine's host name); empty when
+ * this proxy has no peer listener.
+ */
+export function presenceFor(config: GateConfig, boundPeer: HostPort | undefined): PresenceFields {
+  let peerAddr = '';
+  if (config.proxy.peerPublicAddr) peerAddr = formatAddress(config.proxy.peerPublicAddr);
+  else if (boundPeer)
+    peerAddr = formatAddress({ host: isWildcardHost(boundPeer.host) ? hostname() : boundPeer.host, port: boundPeer.port });
+  return { peerAddr, channelFingerprint: channelFingerprint(config.proxy.automaticUpgradesChannels) };
 }
 
 /**
@@ -125,19 +142,37 @@ export class ClusterWiring implements Closable {
     this.logger.info({ proxyId, store: storeLabel(cluster), peerAddr: presence.peerAddr }, 'joined the cluster');
   }
 
-  /** Announces what a reload changed of the presence. */
-  async update(presence: PresenceFields): Promise<void> {
+  /**
+   * Announces what a reload changed of the presence. The store itself is opened once: a reload
+   * that names another one (or another CA or TTL for it) is told it takes effect at the next start.
+   */
+  async reloaded(was: ClusterConfig, now: ClusterConfig, presence: PresenceFields): Promise<void> {
+    if (storeLabel(was) !== storeLabel(now) || was.storeCaFile !== now.storeCaFile || was.presenceTtlMs !== now.presenceTtlMs) {
+      this.logger.warn(
+        { store: storeLabel(was) },
+        'cluster.store, store_ca_file and presence_ttl take effect at the next start; this proxy keeps the ones it started with',
+      );
+    }
     await this.joined?.member.update(presence);
   }
 
   /**
-   * Marks the presence draining (other proxies try this one last, agents are told to go
-   * elsewhere) and refuses forwarded dials with GATE_ERR_DRAINING. Resolves once the draining
-   * presence has been announced (or the store failed to take it).
+   * The first half of a rolling restart: new tunnels and forwarded dials are refused with
+   * GATE_ERR_DRAINING, the presence is marked draining (other proxies try this one last), then
+   * every agent and peer gets a GOAWAY. Resolves once the draining presence has been announced (or
+   * the store failed to take it).
    */
   async drain(): Promise<void> {
+    if (this.draining) return;
     this.draining = true;
+    this.options.registry.setDraining(true);
+    this.logger.info(
+      { proxyId: this.options.proxyId, agents: this.options.registry.agents().length },
+      'draining: no new tunnels, agents told to go elsewhere, open streams finish',
+    );
+    // Announced before the agents are told, so the tunnels they open next are not sent back here.
     await this.joined?.member.setDraining(true);
+    this.goAway();
   }
 
   /** Out of the store: no other proxy sends this one a dial it is about to refuse. */
@@ -145,8 +180,9 @@ export class ClusterWiring implements Closable {
     await this.joined?.member.close();
   }
 
-  /** Tells every peer session served here to finish and go elsewhere. */
+  /** Tells every agent and every peer session served here to finish and go elsewhere. */
   goAway(): void {
+    this.options.registry.goAway();
     this.peering.goAway();
   }
 

@@ -6,7 +6,9 @@ import type { HostPort } from '../config/address.js';
 import { DiagServer } from '../cluster/diag-server.js';
 import { GateMetrics } from '../cluster/metrics.js';
 import type { ReadinessSource } from '../cluster/readiness.js';
-import type { InventoryRow } from '../cluster/inventory.js';
+import { fleetCounts, type InventoryRow } from '../cluster/inventory.js';
+import type { TunnelRegistry } from '../tunnel/registry.js';
+import type { ListenerSet } from './listener-set.js';
 
 interface RunningDiag {
   server: DiagServer;
@@ -39,6 +41,19 @@ export class ProxyDiagnostics implements Closable {
   /** The diagnostics listener's bound address, while `diag_addr` is set. */
   get address(): AddressInfo | undefined {
     return this.running?.server.address;
+  }
+
+  /** Where each scrape reads the listeners' counters, the tunnels and the fleet from. */
+  observe(listeners: ListenerSet, registry: TunnelRegistry): void {
+    this.metrics.setSources({
+      listeners: () => listeners.allStats(),
+      tunnels: () => ({
+        agents: registry.agents().length,
+        streamsOpened: registry.streamStats.opened,
+        streamsReset: registry.streamStats.reset,
+      }),
+      fleet: () => fleetCounts(registry.describedAgents(), registry.refusals),
+    });
   }
 
   /** One more thing /readyz must find ready. */

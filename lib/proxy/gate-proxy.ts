@@ -1,36 +1,29 @@
 import { randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GateError } from '../errors.js';
-import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
+import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { StatsSnapshot } from '../mux/stats.js';
 import { fetchText as fetchThroughEnvironment } from '../client/fetch-text.js';
 import type { GateConfig } from '../config/types.js';
-import { formatAddress, isWildcardHost } from '../config/address.js';
 import { caPin } from '../pki/ca-pin.js';
-import { createJoinRoutes } from '../tunnel/join-endpoint.js';
 import { JoinTokens } from '../tunnel/join-tokens.js';
 import { TunnelRegistry } from '../tunnel/registry.js';
-import { channelFingerprint } from '../cluster/channel-fingerprint.js';
 import type { ClusterMember } from '../cluster/cluster-member.js';
 import type { GateMetrics } from '../cluster/metrics.js';
 import type { PeerPool } from '../cluster/peer-pool.js';
 import { listenersReadiness, type ReadinessSource } from '../cluster/readiness.js';
 import type { RouteStore } from '../cluster/route-store.js';
-import { createWebRoutes, type WebRequestHandler } from '../web/routes.js';
+import { readInventory } from '../cluster/inventory.js';
 import type { FetchText } from '../web/version-channels.js';
-import { ClusterWiring, storeLabel, type PresenceFields } from './cluster-wiring.js';
+import { ClusterWiring, presenceFor } from './cluster-wiring.js';
 import { ProxyDiagnostics } from './diagnostics.js';
-import { fleetCounts, readInventory } from '../cluster/inventory.js';
 import type { ListenerPlan, ListenerSpec } from './listener-plan.js';
 import { ListenerSet } from './listener-set.js';
-import { buildPing } from './ping.js';
+import { ProxyEndpoints } from './proxy-endpoints.js';
 import { loadProxyState, type ProxyState } from './proxy-state.js';
 import { routeFor } from './route-handlers.js';
 import { WebFrontDoor } from './web-front-door.js';
-import { ConnectionUpgrade } from '../conn-upgrade/upgrade-server.js';
 
 export interface GateProxyOptions {
   config: GateConfig;
@@ -63,27 +56,23 @@ export class GateProxy implements Closable {
   /** Random per process start: a restarted proxy is a new member, never mistaken for its predecessor. */
   readonly proxyId = randomUUID();
   private proxyState: ProxyState;
-  private webRoutes: WebRequestHandler;
   private readonly logger: Logger;
-  private readonly joinTokens: JoinTokens;
   private readonly registry: TunnelRegistry;
   private readonly web: WebFrontDoor;
+  private readonly endpoints: ProxyEndpoints;
   private readonly listeners: ListenerSet;
   private readonly diagnostics: ProxyDiagnostics;
   private readonly clusterWiring: ClusterWiring;
   /** From `close()` on /readyz reports no listener, so the load balancer stops sending at once. */
   private readonly lifecycle = new Lifecycle();
-  /** TLS routing through load balancers that end TLS: upgraded streams go to the shared port's multiplexer. */
-  private readonly upgrade: ConnectionUpgrade;
 
   private constructor(
     private readonly options: GateProxyOptions,
     state: ProxyState,
-    joinTokens: JoinTokens,
+    private readonly joinTokens: JoinTokens,
   ) {
     const logger = options.logger ? { logger: options.logger } : {};
     this.proxyState = state;
-    this.joinTokens = joinTokens;
     this.logger = componentLogger(options.logger, 'proxy');
     this.diagnostics = new ProxyDiagnostics(options.logger, () => readInventory(this.clusterWiring.store));
     this.registry = new TunnelRegistry({ ...logger, isRevoked: (serial) => this.proxyState.revoked.has(serial), version: options.version });
@@ -103,27 +92,14 @@ export class GateProxy implements Closable {
       onRetired: (snapshot) => this.metrics.retire(snapshot),
     });
     this.web = new WebFrontDoor(state.webTls, { handshakeTimeoutMs: options.config.proxy.detectTimeoutMs });
-    this.upgrade = new ConnectionUpgrade({ target: () => this.listeners.multiplexer('multiplex'), ...logger });
-    this.upgrade.attach(this.web.servers.secure);
-    this.upgrade.attach(this.web.servers.http1);
-    const joinRoutes = createJoinRoutes(
-      () => this.proxyState.authority,
-      () => this.proxyState.certificates.clusterCa.cert,
-      options.logger,
-      () => this.proxyState.config.agents.limits,
-    );
-    this.web.use((req, res) => joinRoutes(req as IncomingMessage, res as ServerResponse));
-    this.webRoutes = this.webRoutesFor(state);
-    this.web.use((req, res) => this.webRoutes(req, res as ServerResponse));
-    this.metrics.setSources({
-      listeners: () => this.listeners.allStats(),
-      tunnels: () => ({
-        agents: this.registry.agents().length,
-        streamsOpened: this.registry.streamStats.opened,
-        streamsReset: this.registry.streamStats.reset,
-      }),
-      fleet: () => fleetCounts(this.registry.describedAgents(), this.registry.refusals),
+    this.endpoints = new ProxyEndpoints(this.web, {
+      version: options.version,
+      state: () => this.proxyState,
+      plan: () => this.plan,
+      upgradeTarget: () => this.listeners.multiplexer('multiplex'),
+      logger: options.logger,
     });
+    this.diagnostics.observe(this.listeners, this.registry);
     this.diagnostics.addReadiness(listenersReadiness(() => (this.lifecycle.ending ? [] : this.listeners.readiness())));
   }
 
@@ -134,7 +110,7 @@ export class GateProxy implements Closable {
     const proxy = new GateProxy(options, state, joinTokens);
     await proxy.apply(state);
     try {
-      await proxy.clusterWiring.join(state.config.cluster, proxy.presenceFields(state.config));
+      await proxy.clusterWiring.join(state.config.cluster, presenceFor(state.config, proxy.listeners.boundAddress('peer')));
     } catch (err) {
       await proxy.close({ graceMs: 0 });
       throw err;
@@ -231,17 +207,7 @@ export class GateProxy implements Closable {
   async reload(config: GateConfig): Promise<void> {
     const was = this.proxyState.config;
     await this.apply(await GateProxy.load(this.options, config, this.joinTokens));
-    if (
-      storeLabel(was.cluster) !== storeLabel(config.cluster) ||
-      was.cluster.storeCaFile !== config.cluster.storeCaFile ||
-      was.cluster.presenceTtlMs !== config.cluster.presenceTtlMs
-    ) {
-      this.logger.warn(
-        { store: storeLabel(was.cluster) },
-        'cluster.store, store_ca_file and presence_ttl take effect at the next start; this proxy keeps the ones it started with',
-      );
-    }
-    await this.clusterWiring.update(this.presenceFields(config));
+    await this.clusterWiring.reloaded(was.cluster, config.cluster, presenceFor(config, this.listeners.boundAddress('peer')));
     this.logger.info({ source: config.source }, 'configuration reloaded');
   }
 
@@ -253,17 +219,8 @@ export class GateProxy implements Closable {
    * keep accepting: a client that still lands here is served through another holder. Resolves
    * once the draining presence has been announced (or the store failed to take it).
    */
-  async drain(): Promise<void> {
-    if (this.clusterWiring.isDraining) return;
-    this.registry.setDraining(true);
-    this.logger.info(
-      { proxyId: this.proxyId, agents: this.registry.agents().length },
-      'draining: no new tunnels, agents told to go elsewhere, open streams finish',
-    );
-    // Announced before the agents are told, so the tunnels they open next are not sent back here.
-    await this.clusterWiring.drain();
-    this.registry.goAway();
-    this.clusterWiring.goAway();
+  drain(): Promise<void> {
+    return this.clusterWiring.drain();
   }
 
   /**
@@ -275,13 +232,12 @@ export class GateProxy implements Closable {
     return this.lifecycle.close(async () => {
       // Out of the cluster first: no other proxy sends this one a dial it is about to refuse.
       await this.clusterWiring.leave();
-      // Agents are told (GOAWAY): their open streams may finish within the grace period, and they
-      // reconnect elsewhere or when this proxy is back instead of waiting on a dead path.
-      this.registry.goAway();
+      // Agents and peers are told (GOAWAY): their open streams may finish within the grace period, and
+      // they reconnect elsewhere or when this proxy is back instead of waiting on a dead path.
       this.clusterWiring.goAway();
       await this.listeners.close(options);
       await this.registry.close();
-      await this.upgrade.close();
+      await this.endpoints.close();
       await this.clusterWiring.close();
       await this.diagnostics.close();
     });
@@ -292,7 +248,7 @@ export class GateProxy implements Closable {
     if (!this.lifecycle.destroy()) return;
     this.listeners.destroy(err);
     this.registry.destroy(err);
-    this.upgrade.destroy(err);
+    this.endpoints.destroy(err);
     this.clusterWiring.destroy(err);
     this.diagnostics.destroy(err);
   }
@@ -325,12 +281,7 @@ export class GateProxy implements Closable {
       throw err;
     }
     this.proxyState = state;
-    this.webRoutes = this.webRoutesFor(state);
-    this.web.useTls(state.webTls);
-    this.upgrade.setOptions({
-      trustedNetworks: state.config.proxy.connectionUpgradeTrustedNetworks,
-      pingIntervalMs: state.config.proxy.connectionUpgradePingIntervalMs,
-    });
+    this.endpoints.apply(state);
     this.joinTokens.replace([...state.joinTokenRules]);
     // A certificate revoked by this reload ends its agent's tunnel now, not at its next connect.
     this.registry.revalidate();
@@ -346,31 +297,5 @@ export class GateProxy implements Closable {
       ...(this.options.env ? { env: this.options.env } : {}),
     };
     return spec.routes.map((r) => routeFor(r, state.certificates, this.web.servers, options));
-  }
-
-  private webRoutesFor(state: ProxyState): WebRequestHandler {
-    return createWebRoutes({
-      ping: () => buildPing(this.proxyState.config, this.plan, this.options.version),
-      channels: state.channels,
-      maintenance: () => this.proxyState.config.proxy.clusterMaintenanceConfig,
-      ...(this.options.logger ? { logger: this.options.logger } : {}),
-    });
-  }
-
-  /** The presence fields a configuration decides (a reload may change them). */
-  private presenceFields(config: GateConfig): PresenceFields {
-    return { peerAddr: this.peerAddress(config), channelFingerprint: channelFingerprint(config.proxy.automaticUpgradesChannels) };
-  }
-
-  /**
-   * What other proxies dial for peering: `peer_public_addr`, else the peer listener's bound address
-   * (a wildcard host, which only means "every interface" to a listener, replaced by this machine's
-   * host name); empty when this proxy has no peer listener.
-   */
-  private peerAddress(config: GateConfig): string {
-    if (config.proxy.peerPublicAddr) return formatAddress(config.proxy.peerPublicAddr);
-    const peer = this.listeners.boundSpec('peer');
-    if (!peer) return '';
-    return formatAddress({ host: isWildcardHost(peer.spec.host) ? hostname() : peer.spec.host, port: peer.port });
   }
 }

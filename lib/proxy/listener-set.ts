@@ -2,7 +2,7 @@ import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import { type CloseOptions, Lifecycle, type LifecycleState, within, type Closable } from '../lifecycle.js';
 import type { Logger } from '../log.js';
 import type { GateConfig } from '../config/types.js';
-import { formatAddress } from '../config/address.js';
+import { formatAddress, type HostPort } from '../config/address.js';
 import { ConnectionBudget, processBudget } from '../mux/connection-budget.js';
 import { describeCap } from '../mux/descriptor-limit.js';
 import { Multiplexer } from '../mux/multiplexer.js';
@@ -131,10 +131,10 @@ export class ListenerSet implements Closable {
     return { mode, listeners: this.running.map((l) => ({ ...l.spec, port: l.port })) };
   }
 
-  /** The bound port of the listener named `name` (`peer`, `multiplex`, ...), if there is one. */
-  boundSpec(name: string): { spec: ListenerSpec; port: number } | undefined {
+  /** The configured host and bound port of the listener named `name` (`peer`, `multiplex`, ...), if there is one. */
+  boundAddress(name: string): HostPort | undefined {
     const found = this.running.find((l) => l.spec.name === name);
-    return found && { spec: found.spec, port: found.port };
+    return found && { host: found.spec.host, port: found.port };
   }
 
   /** The multiplexer of the listener named `name`, while it runs (where upgraded streams go). */

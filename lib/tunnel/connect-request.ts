@@ -6,7 +6,10 @@ import { CLIENT_ADDR_HEADER } from '../wire/names.js';
  * The one request the tunnel knows: the proxy opens an HTTP/2 stream with an extended-less CONNECT
  * (RFC 9113 §8.5: `:method CONNECT`, `:authority host:port`, no `:scheme`/`:path`) and the agent
  * answers 200 once it has dialled the target, or an error status with a stable code. After a 200 the
- * stream's DATA frames are the TCP bytes in each direction and END_STREAM is a FIN.
+ * stream's DATA frames are the TCP bytes in each direction and END_STREAM is a FIN. The proxy may
+ * send the client's first bytes before the answer (OpenStreamOptions.firstBytes): the agent reads
+ * nothing from the stream until it has dialled, so they reach the target first, or are dropped
+ * with a refusal.
  */
 
 /** Header carrying the GATE_ERR_* code of a refused stream. */

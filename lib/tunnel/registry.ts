@@ -51,6 +51,13 @@ export interface OpenStreamOptions {
   timeoutMs?: number;
   /** The client's real address (`ip:port`), told to the agent with the CONNECT. */
   client?: string;
+  /**
+   * Bytes the client has sent already (the ClientHello the router peeked), written as DATA right
+   * after the CONNECT's HEADERS: the far end holds them until it has dialled and writes them
+   * first, so the client's first flight does not wait for the answer's round trip. A refused
+   * stream drops them with its refusal; an opener that tries another route sends them again there.
+   */
+  firstBytes?: Buffer;
 }
 
 interface AgentSession extends AgentSessionEntry {
@@ -544,6 +551,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     } catch (err) {
       return Promise.reject(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${(err as Error).message}`, { cause: err }));
     }
+    if (options.firstBytes) stream.write(options.firstBytes);
     this.streamStats.opened++;
     stream.once('close', () => {
       if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) this.streamStats.reset++;

@@ -40,19 +40,33 @@ export function viaTunnel(registry: TunnelRegistry, agent: string, target: strin
   const open = options.open ?? ((name: string, to: string, o: OpenStreamOptions) => registry.open(name, to, o));
   return {
     kind: 'custom',
-    handle: (client, info) =>
-      dialThenRelay<ClientHttp2Stream>(client, {
+    handle: (client, info) => {
+      const firstBytes = takeBuffered(client);
+      return dialThenRelay<ClientHttp2Stream>(client, {
         dial: (signal) =>
           open(agent, target, {
             signal,
             client: formatHostPort(info.remote.address, info.remote.port),
             ...(options.openTimeoutMs === undefined ? {} : { timeoutMs: options.openTimeoutMs }),
+            ...(firstBytes ? { firstBytes } : {}),
           }),
         release: releaseStream,
         fail: (err) => failClient(client, toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)),
         relay: (stream) => relayStream(client, stream, agent, target),
-      }),
+      });
+    },
   };
+}
+
+/**
+ * What the paused client holds already (the peeked first bytes, put back by the multiplexer):
+ * taken now to go with the CONNECT (OpenStreamOptions.firstBytes). Undefined when nothing is
+ * buffered (a terminated client whose TLS has not delivered a record yet).
+ */
+function takeBuffered(client: Duplex): Buffer | undefined {
+  if (client.readableLength === 0) return undefined;
+  const bytes = client.read() as Buffer | null;
+  return bytes ?? undefined;
 }
 
 /** The client and its tunnel stream, both ways; a stream that ends badly fails the client with why. */
@@ -73,5 +87,8 @@ function relayStream(client: Duplex, stream: ClientHttp2Stream, agent: string, t
   // A client that leaves early releases its stream with END_STREAM, never a reset. Both ways
   // coalesced: the stream's many small chunks per read, and no pause per client read.
   splice(client, stream, () => {}, undefined, { releaseB: (s) => releaseStream(s), coalesceA: true, coalesceB: true });
+  // A client whose FIN came with its first bytes ended when takeBuffered emptied it, before
+  // splice listened for 'end': its FIN is passed on here instead.
+  if (client.readableEnded && !stream.writableEnded) stream.end();
   client.resume();
 }

@@ -11,7 +11,7 @@ import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
 import { ErrorCodes, GateError } from '../../lib/errors.js';
 import { captureLogs } from '../hardening/log-capture.js';
-import { closedWithoutAnswer, startCluster as cluster, clusterClient as client } from '../helpers/cluster-rig.js';
+import { closedWithoutAnswer, startPeeringCluster as cluster, clusterClient as client } from '../helpers/cluster.js';
 import { echoOnce, run, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { startPostgres } from '../helpers/postgres.js';

@@ -17,12 +17,12 @@ import { ALPN_PEER } from '../../lib/wire/names.js';
 import { describeResult, runClient } from '../helpers/clients.js';
 import {
   agentSaid,
+  clusterAuthority,
   startClusterAgent,
   startClusterProcesses,
   type ClusterProxy,
   type RunningCluster,
-} from '../helpers/cluster-processes.js';
-import { clusterAuthority } from '../helpers/cluster.js';
+} from '../helpers/cluster.js';
 import { run, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { startPostgres } from '../helpers/postgres.js';

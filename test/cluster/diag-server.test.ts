@@ -1,7 +1,6 @@
 import t, { type Test } from 'tap';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { once } from 'node:events';
-import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { parse as parseYaml, stringify } from 'yaml';
 import { parseConfig } from '../../lib/config/load.js';
@@ -9,9 +8,8 @@ import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward } from '../../lib/handlers/builders.js';
 import { DiagServer } from '../../lib/cluster/diag-server.js';
 import { GateMetrics } from '../../lib/cluster/metrics.js';
-import { joinProxy, type JoinEndpoint } from '../../lib/tunnel/join-client.js';
-import { startAgent } from '../../lib/tunnel/agent.js';
 import { clusterReadiness, listenersReadiness, type ChannelMismatch } from '../../lib/cluster/readiness.js';
+import { joinedAgent } from '../helpers/cluster.js';
 import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, readUntil, run, startTaggedTcpServer, tcpClient, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
@@ -392,19 +390,7 @@ t.test('tunnel metrics: a joined agent, a stream through it, the agent gone', as
     top: { diag_addr: '127.0.0.1:0' },
   });
   const diag = gate.proxy.diagAddress!.port;
-  const endpoint: JoinEndpoint = { proxy: gate.address('multiplex'), serverName: 'localhost', env: {} };
-  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
-  const identity = await joinProxy(endpoint, { token, name: 'metrics-agent', caPin: gate.proxy.caPin });
-  const agent = startAgent({
-    proxy: gate.address('multiplex'),
-    name: 'metrics-agent',
-    ...identity,
-    serverName: 'localhost',
-    env: {},
-    resources: [target],
-  });
-  t.teardown(() => agent.close());
-  await agent.waitConnected();
+  const agent = await (await joinedAgent(t, gate, 'metrics-agent', [target])).connect();
   const before = await scrape(diag);
   t.equal(before.value('gate_mux_tunnel_agents'), 1, 'one agent connected');
   await sshRoundTrip(gate.port('multiplex'));

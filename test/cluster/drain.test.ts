@@ -6,12 +6,12 @@ import t from 'tap';
 import { once } from 'node:events';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
-import { clusterClient as client, startCluster } from '../helpers/cluster-rig.js';
+import { clusterClient as client, startPeeringCluster } from '../helpers/cluster.js';
 import { echoOnce, until } from '../helpers/net.js';
 
 t.test('drain: presence marked, new tunnels and forwarded dials refused, open streams finish', async (t) => {
   const store = new MemoryRouteStore();
-  const c = await startCluster(t, store);
+  const c = await startPeeringCluster(t, store);
   const a = await c.start();
   const b = await c.start();
   const third = await c.start();

@@ -11,7 +11,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { InventoryRow } from '../../lib/cluster/inventory.js';
 import { packageVersion } from '../../lib/wire/package-version.js';
-import { agentSaid, startClusterAgent, startClusterProcesses, type ClusterAgent, type ClusterProxy } from '../helpers/cluster-processes.js';
+import { agentSaid, startClusterAgent, startClusterProcesses, type ClusterAgent, type ClusterProxy } from '../helpers/cluster.js';
 import { run, until } from '../helpers/net.js';
 import { httpGet, scrape } from '../helpers/prometheus.js';
 import { GATE_MUX } from '../helpers/proxy-command.js';

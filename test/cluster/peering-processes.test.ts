@@ -13,7 +13,7 @@ import { startAgent } from '../../lib/tunnel/agent.js';
 import { clusterAuthority } from '../helpers/cluster.js';
 import { run, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
-import { startPostgres } from '../helpers/postgres.js';
+import { queryRunning, startPostgres } from '../helpers/postgres.js';
 import { startProxyCommand, stopProxyCommand, type StartedProxy } from '../helpers/proxy-command.js';
 import { startRedis } from '../helpers/redis.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -102,25 +102,7 @@ t.test('psql through a proxy process to an agent another proxy process holds; ki
 
   // SIGTERM of C while a psql session runs on it.
   const long = query(holders.c, "select pg_sleep(3), 'the session finished'");
-  const sleeping = async (): Promise<boolean> => {
-    const seen = await run(
-      psql,
-      [
-        '-h',
-        '127.0.0.1',
-        '-p',
-        String(pg.port),
-        '-U',
-        pg.user,
-        '-d',
-        'postgres',
-        '-Atc',
-        "select count(*) from pg_stat_activity where query like 'select pg_sleep(3)%'",
-      ],
-      { env: { ...process.env, PGSSLMODE: 'disable' } },
-    );
-    return seen.stdout.trim() === '1';
-  };
+  const sleeping = (): Promise<boolean> => queryRunning(pg, psql, 'select pg_sleep(3)%');
   await until(sleeping, 'the long query running through C');
   const stopped = stopProxyCommand(holders.c.child);
   // Marked draining, then withdrawn as close() begins (the draining mark is a moment's when the

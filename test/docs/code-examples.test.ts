@@ -11,7 +11,8 @@ import { join, relative, resolve } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { devCertificates, dialTls, GateProxy, parseConfig } from '../../lib/index.js';
+import { devCertificates, dialTls } from '../../lib/index.js';
+import { startGateProxy } from '../helpers/gate-proxy.js';
 import { codeBlocks } from '../helpers/markdown.js';
 import { closeServer, echoOnce, readBytes, readUntil, run, startTaggedTcpServer, startTaggedTlsServer } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
@@ -88,23 +89,14 @@ const runners: Record<string, Runner> = {
   'examples/docs/upgrade-decision.ts': async (t, file) => {
     // A real proxy whose stable/cloud channel serves a newer, critical version.
     const dir = await tempDir(t, 'example');
-    const { config } = parseConfig(
-      [
-        'version: v3',
-        `data_dir: ${join(dir, 'data')}`,
-        'proxy_service:',
-        '  web_listen_addr: 127.0.0.1:0',
-        '  automatic_upgrades_channels:',
-        '    stable/cloud:',
-        '      static_version: v1.2.4',
-        '      critical: true',
-        '',
-      ].join('\n'),
-    );
-    const proxy = await GateProxy.start({ config, version: '1.2.3' });
-    t.teardown(() => proxy.close({ graceMs: 0 }));
-    writeFileSync(join(dir, 'ca.pem'), readFileSync(proxy.caFile!));
-    const { stdout } = await runExample(file, dir, { GATE_PROXY: `https://127.0.0.1:${proxy.plan.listeners[0]!.port}` });
+    const gate = await startGateProxy(t, {
+      mode: 'multiplex',
+      upstreams: {},
+      version: '1.2.3',
+      proxyService: { automatic_upgrades_channels: { 'stable/cloud': { static_version: 'v1.2.4', critical: true } } },
+    });
+    writeFileSync(join(dir, 'ca.pem'), gate.ca);
+    const { stdout } = await runExample(file, dir, { GATE_PROXY: `https://${gate.address('multiplex')}` });
     t.equal(stdout, 'critical: upgrade to 1.2.4 now\n', 'a critical version is installed at once, whatever the schedule');
   },
 

@@ -7,15 +7,33 @@ export interface Teardownable {
 }
 
 /** A free TCP port on `host` (bind to port 0, read it, release it). */
-export function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, host, () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
+export async function freePort(host: string): Promise<number> {
+  return (await freePorts(host, 1))[0]!;
+}
+
+/**
+ * `count` distinct free TCP ports on `host`: all bound at once, then released, so two of them are
+ * never the same (one port at a time, the kernel may hand out a port it just released again).
+ */
+export async function freePorts(host: string, count: number): Promise<number[]> {
+  const servers = Array.from({ length: count }, () => createServer());
+  try {
+    return await Promise.all(
+      servers.map(
+        (server) =>
+          new Promise<number>((resolve, reject) => {
+            server.once('error', reject);
+            server.listen(0, host, () => {
+              const address = server.address();
+              if (typeof address === 'object' && address) resolve(address.port);
+              else reject(new Error('no port'));
+            });
+          }),
+      ),
+    );
+  } finally {
+    await Promise.all(servers.map((server) => new Promise((resolve) => (server.listening ? server.close(resolve) : resolve(undefined)))));
+  }
 }
 
 function accepts(host: string, port: number): Promise<boolean> {

@@ -52,6 +52,8 @@ export interface StartGateProxyOptions {
   routeStore?: RouteStore;
   /** Further top-level keys (diag_addr, ...). */
   top?: Record<string, unknown>;
+  /** The proxy's own version: ping's server_version and the `default` upgrade channel (default PROXY_VERSION). */
+  version?: string;
 }
 
 /**
@@ -86,7 +88,7 @@ export async function startGateProxy(t: Teardownable, options: StartGateProxyOpt
   const { config } = parseConfig(yaml, { source: `interop ${options.mode} config` });
   const proxy = await GateProxy.start({
     config,
-    version: PROXY_VERSION,
+    version: options.version ?? PROXY_VERSION,
     env: options.env ?? {},
     ...(options.routeStore ? { routeStore: options.routeStore } : {}),
     ...(options.logger ? { logger: options.logger } : {}),

@@ -3,6 +3,7 @@ import { chown } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort, startDaemon, type Teardownable } from './daemon.js';
+import { run } from './net.js';
 import { findBinary, requirePeer } from './peers.js';
 import { isRoot, systemUser } from './system-user.js';
 import { tempDir } from './temp-dir.js';
@@ -73,4 +74,16 @@ export async function startPostgres(t: PeerTest): Promise<RunningPostgres | unde
     readyTimeoutMs: 30_000,
   });
   return { host, port, user: 'postgres', database: 'postgres', output: daemon.output };
+}
+
+/**
+ * Whether exactly one session of `pg` is running a query that matches `pattern` (SQL LIKE), asked
+ * of PostgreSQL itself with `psql` straight to its port: proof that a query sent through the
+ * proxy reached the database and is still running there.
+ */
+export async function queryRunning(pg: RunningPostgres, psql: string, pattern: string): Promise<boolean> {
+  const sql = `select count(*) from pg_stat_activity where query like '${pattern}'`;
+  const args = ['-h', pg.host, '-p', String(pg.port), '-U', pg.user, '-d', pg.database, '-Atc', sql];
+  const seen = await run(psql, args, { env: { ...process.env, PGSSLMODE: 'disable' } });
+  return seen.stdout.trim() === '1';
 }

@@ -20,7 +20,7 @@ import type { Teardownable } from '../helpers/daemon.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { readUntil, run, tlsClient, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
-import { startPostgres } from '../helpers/postgres.js';
+import { queryRunning, startPostgres } from '../helpers/postgres.js';
 import { startRedis } from '../helpers/redis.js';
 import { sshClientArgs, startSshd } from '../helpers/sshd.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -141,25 +141,7 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
 
   // The agent dies mid-session: the session errors (bounded by run's deadline), never hangs.
   const longQuery = query('select pg_sleep(60)', 40_000);
-  const sleeping = async (): Promise<boolean> => {
-    const seen = await run(
-      psql,
-      [
-        '-h',
-        '127.0.0.1',
-        '-p',
-        String(pg.port),
-        '-U',
-        pg.user,
-        '-d',
-        'postgres',
-        '-Atc',
-        "select count(*) from pg_stat_activity where query = 'select pg_sleep(60)'",
-      ],
-      { env: { ...process.env, PGSSLMODE: 'disable' } },
-    );
-    return seen.stdout.trim() === '1';
-  };
+  const sleeping = (): Promise<boolean> => queryRunning(pg, psql, 'select pg_sleep(60)');
   for (let i = 0; i < 100 && !(await sleeping()); i++) await new Promise((resolve) => setTimeout(resolve, 100));
   t.ok(await sleeping(), 'the long query is running in PostgreSQL, through the agent');
   agent.child.kill('SIGKILL');

@@ -19,13 +19,11 @@ import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunne
 import { serveAgentStream } from '../../lib/tunnel/agent-stream.js';
 import { ALPN_REVERSE_TUNNEL, PROXY_IDS_HEADER, PROXY_ID_HEADER, TUNNEL_CLUSTER_VIEW_PATH } from '../../lib/wire/names.js';
 import { clusterViewRequestHeaders } from '../../lib/tunnel/cluster-view.js';
-import { clusterAuthority } from '../helpers/cluster.js';
-import { freePort, type Teardownable } from '../helpers/daemon.js';
-import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js';
-import { startHaproxy } from '../helpers/haproxy.js';
+import { everyProxySeesTheCluster, roundRobinFront, startClusterInProcess } from '../helpers/cluster.js';
+import type { Teardownable } from '../helpers/daemon.js';
+import type { RunningGateProxy } from '../helpers/gate-proxy.js';
 import { freezableRelay, readUntil, startTaggedTcpServer, tlsClient, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
-import { tempDir } from '../helpers/temp-dir.js';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import { startTinyproxy } from '../helpers/tinyproxy.js';
 import { agentCertificate, rawAgentSession, startProxySide } from '../helpers/tunnel-rig.js';
@@ -44,6 +42,8 @@ interface Cluster {
   /** The cluster CA (PEM) and an agent certificate from it. */
   ca: string;
   agentPair: KeyPair;
+  /** Options for the pool agent through the balancer (one certificate from the cluster CA). */
+  agentOptions(extra: Partial<AgentOptions>): AgentOptions;
   /** The proxies (by index) whose registry holds the agent now. */
   holders(): number[];
 }
@@ -64,72 +64,32 @@ async function startBalancedCluster(
     for (const s of echo.sockets) s.destroy();
     echo.server.close();
   });
-  const dataDir = await tempDir(t, 'cluster-data');
-  const proxies: RunningGateProxy[] = [];
   const store = new MemoryRouteStore();
+  const cluster = await startClusterInProcess(t, {
+    upstreams: { redis: `tunnel:${AGENT}/127.0.0.1:${echo.port}` },
+    store: options.ownStores ? 'own' : store,
+  });
   // One after the other: the first makes the cluster CA in the shared data_dir, the others load it.
-  for (let i = 0; i < count; i++) {
-    proxies.push(
-      await startGateProxy(t, {
-        mode: 'multiplex',
-        dataDir,
-        upstreams: { redis: `tunnel:${AGENT}/127.0.0.1:${echo.port}` },
-        cluster: { presence_ttl: '3s' },
-        ...(options.ownStores ? {} : { routeStore: store }),
-      }),
-    );
-  }
-  const authority = await clusterAuthority(dataDir);
-  const ca = authority.cert;
-  const agentPair = authority.issue({ commonName: AGENT, usage: 'client' });
-  const ids = proxies.map((p) => p.proxy.proxyId);
-  const frontPort = await freePort('127.0.0.2');
-  await startHaproxy(
-    t,
-    haproxy,
-    [
-      'listen tunnels',
-      `  bind 127.0.0.2:${frontPort}`,
-      '  balance roundrobin',
-      // Tunnels are long-lived: the agent's heartbeat (1 s here) keeps them from looking idle.
-      '  timeout client 1m',
-      '  timeout server 1m',
-      '  retries 1',
-      '  option redispatch',
-      ...proxies.map((p, n) => `  server s${n} 127.0.0.1:${p.port('multiplex')}`),
-    ],
-    { host: '127.0.0.2', port: frontPort },
-  );
+  for (let i = 0; i < count; i++) await cluster.start();
+  const { proxies } = cluster;
+  const { front, port } = await roundRobinFront(t, haproxy, proxies);
   // Every proxy sees the others at its next refresh (a third of presence_ttl).
-  if (!options.ownStores)
-    await until(() => proxies.every((p) => p.proxy.tunnels.clusterView?.proxyIds.length === count), 'every proxy sees the cluster');
+  if (!options.ownStores) await everyProxySeesTheCluster(cluster);
   return {
     proxies,
-    ids,
+    ids: proxies.map((p) => p.proxy.proxyId),
     store,
-    front: `127.0.0.2:${frontPort}`,
-    frontPort,
-    ca,
-    agentPair,
+    front,
+    frontPort: port,
+    ca: cluster.ca.cert,
+    agentPair: cluster.agentPair(AGENT),
+    agentOptions: (extra) => cluster.agentOptions(front, AGENT, extra),
     holders: () => proxies.flatMap((p, i) => (p.proxy.tunnels.has(AGENT) ? [i] : [])),
   };
 }
 
 function poolAgent(t: Teardownable, cluster: Cluster, extra: Partial<AgentOptions> = {}): TunnelAgent {
-  const agent = startAgent({
-    proxy: cluster.front,
-    name: AGENT,
-    ...cluster.agentPair,
-    ca: cluster.ca,
-    serverName: 'localhost',
-    resources: [],
-    allow: () => true,
-    env: {},
-    backoff: { initialMs: 50, maxMs: 400 },
-    heartbeatIntervalMs: 1000,
-    heartbeatTimeoutMs: 5000,
-    ...extra,
-  });
+  const agent = startAgent(cluster.agentOptions({ allow: () => true, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 5000, ...extra }));
   t.teardown(() => agent.close());
   return agent;
 }

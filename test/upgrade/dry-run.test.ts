@@ -7,30 +7,20 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseConfig } from '../../lib/config/load.js';
 import { ErrorCodes } from '../../lib/errors.js';
-import { GateProxy } from '../../lib/proxy/gate-proxy.js';
 import { fetchCritical, fetchTargetVersion } from '../../lib/upgrade/target-version.js';
+import { startGateProxy } from '../helpers/gate-proxy.js';
 
 const dir = await mkdtemp(join(tmpdir(), 'gate-upgrade-'));
 t.teardown(() => rm(dir, { recursive: true, force: true }));
-const { config } = parseConfig(
-  [
-    'version: v3',
-    `data_dir: ${join(dir, 'data')}`,
-    'proxy_service:',
-    '  web_listen_addr: 127.0.0.1:0',
-    '  automatic_upgrades_channels:',
-    '    stable/cloud:',
-    '      static_version: v1.2.4',
-    '',
-  ].join('\n'),
-);
-const proxy = await GateProxy.start({ config, version: '1.2.3' });
-t.teardown(() => proxy.close({ graceMs: 0 }));
-const port = proxy.plan.listeners[0]!.port;
-const url = `https://127.0.0.1:${port}`;
-const caFile = proxy.caFile!;
+const gate = await startGateProxy(t, {
+  mode: 'multiplex',
+  upstreams: {},
+  version: '1.2.3',
+  proxyService: { automatic_upgrades_channels: { 'stable/cloud': { static_version: 'v1.2.4' } } },
+});
+const url = `https://${gate.address('multiplex')}`;
+const caFile = gate.caFile;
 
 const example = fileURLToPath(new URL('../../examples/upgrade-dry-run.js', import.meta.url));
 function dryRun(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {

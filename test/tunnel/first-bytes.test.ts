@@ -1,0 +1,141 @@
+// The client's first bytes travel with the CONNECT (OpenStreamOptions.firstBytes): the agent has
+// them before it answers, writes them to its target first, and drops them with a refusal.
+import t from 'tap';
+import { once } from 'node:events';
+import type { IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
+import { connect } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { ErrorCodes } from '../../lib/errors.js';
+import { Multiplexer } from '../../lib/mux/multiplexer.js';
+import { devCertificates } from '../../lib/pki/dev-certificates.js';
+import { startAgent } from '../../lib/tunnel/agent.js';
+import { refusalHeaders } from '../../lib/tunnel/connect-request.js';
+import { tunnelRoute } from '../../lib/tunnel/endpoint.js';
+import { TunnelRegistry } from '../../lib/tunnel/registry.js';
+import { viaTunnel } from '../../lib/tunnel/via-tunnel.js';
+import type { Teardownable } from '../helpers/daemon.js';
+import { closeServer, readUntil, startTaggedTlsServer, tlsClient, until } from '../helpers/net.js';
+import { agentCertificate, rawAgentSession } from '../helpers/tunnel-rig.js';
+import { descriptionLine } from '../../lib/tunnel/agent-description.js';
+import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
+import { packageVersion } from '../../lib/wire/package-version.js';
+
+const { ca, server } = devCertificates();
+const TARGET = '127.0.0.1:9';
+const SERVER_ID = '5e0d8f9a-6b1c-4d2e-8f3a-9b8c7d6e5f40';
+
+/** A proxy whose TLS clients offering ALPN gate-bench (passed through) and HTTP/1 clients go to `target` via agent `agent`. */
+async function proxy(
+  t: Teardownable,
+  agent: string,
+  target: string,
+): Promise<{ port: number; registry: TunnelRegistry; mux: Multiplexer }> {
+  const registry = new TunnelRegistry({});
+  const mux = new Multiplexer({
+    routes: [
+      tunnelRoute(registry, { cert: server.cert, key: server.key, ca: ca.cert }),
+      { name: 'tls-via-agent', match: { alpn: 'gate-bench', protocol: 'tls' }, handler: viaTunnel(registry, agent, target) },
+      { name: 'http-via-agent', match: { protocol: 'http1' }, handler: viaTunnel(registry, agent, target) },
+    ],
+  });
+  const { port } = await mux.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(async () => {
+    const closed = mux.close({ graceMs: 0 });
+    registry.close();
+    await closed;
+  });
+  return { port, registry, mux };
+}
+
+/**
+ * An agent reduced to its session, registered (it answers the proxy's describe request): the
+ * test answers its CONNECT streams itself. `nextConnect` is the next one, with its headers.
+ */
+async function handMadeAgent(
+  t: Teardownable,
+  port: number,
+  registry: TunnelRegistry,
+  name: string,
+): Promise<{ session: ServerHttp2Session; nextConnect: () => Promise<[ServerHttp2Stream, IncomingHttpHeaders]> }> {
+  const { session } = await rawAgentSession(t, `127.0.0.1:${port}`, agentCertificate(name));
+  const waiting: Array<(s: [ServerHttp2Stream, IncomingHttpHeaders]) => void> = [];
+  session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+    stream.on('error', () => {});
+    if (isDescribeRequest(headers)) {
+      stream.respond({ ':status': 200 });
+      stream.write(descriptionLine({ serverId: SERVER_ID, hostname: 'h', services: [], version: packageVersion, upgrader: 'none' }));
+      return;
+    }
+    if (headers[':method'] !== 'CONNECT') return void stream.respond({ ':status': 204 }, { endStream: true });
+    waiting.shift()?.([stream, headers]);
+  });
+  await until(() => registry.has(name), `${name} registered`);
+  return { session, nextConnect: () => new Promise((resolve) => waiting.push(resolve)) };
+}
+
+t.test("a passed-through TLS client's ClientHello reaches the agent before it answers, and the handshake completes", async (t) => {
+  const upstream = await startTaggedTlsServer('behind-agent');
+  t.teardown(() => closeServer(upstream.server));
+  const target = `127.0.0.1:${upstream.port}`;
+  const side = await proxy(t, 'agent-hello', target);
+
+  // First a hand-made agent, to see what arrives with the CONNECT before any answer.
+  const raw = await handMadeAgent(t, side.port, side.registry, 'agent-hello');
+  const streamP = raw.nextConnect();
+  const client = connect(side.port, '127.0.0.1');
+  client.on('error', () => {});
+  const tls = tlsConnect({ socket: client, servername: 'localhost', ALPNProtocols: ['gate-bench'], ca: ca.cert });
+  tls.on('error', () => {});
+  const [stream, headers] = await streamP;
+  t.equal(headers[':authority'], target);
+  const [first] = (await once(stream, 'data')) as [Buffer];
+  t.equal(first[0], 0x16, 'a TLS handshake record arrived before the answer');
+  t.equal(first[5], 0x01, 'it is the ClientHello');
+  stream.respond(refusalHeaders(ErrorCodes.AGENT_TARGET_DENIED, 'not this one'), { endStream: true });
+  await new Promise((resolve) => tls.once('close', resolve));
+  await until(() => side.mux.stats().failures[ErrorCodes.AGENT_TARGET_DENIED] === 1, 'the refusal recorded with its code');
+  raw.session.destroy();
+  await until(() => !side.registry.has('agent-hello'), 'the hand-made agent gone');
+
+  // Then a real agent: the hello it got with the CONNECT is written to the target first.
+  const agent = startAgent({
+    proxy: `127.0.0.1:${side.port}`,
+    name: 'agent-hello',
+    ...agentCertificate('agent-hello'),
+    ca: ca.cert,
+    serverName: 'localhost',
+    resources: [target],
+    env: {},
+    backoff: { initialMs: 50, maxMs: 400 },
+  });
+  t.teardown(() => agent.close());
+  await agent.waitConnected();
+  const secure = await tlsClient(side.port, { servername: 'localhost', ALPNProtocols: ['gate-bench'], ca: ca.cert });
+  t.teardown(() => secure.destroy());
+  t.match(await readUntil(secure, (s) => s.includes('\n')), /^behind-agent sni=localhost/);
+  secure.write('ping\n');
+  t.match(await readUntil(secure, (s) => s.includes('ping')), /ping/, 'echoed through the tunnel');
+});
+
+t.test('a client that sends its request and its FIN at once: the agent gets both, the answer comes back', async (t) => {
+  const side = await proxy(t, 'agent-fin', TARGET);
+  const raw = await handMadeAgent(t, side.port, side.registry, 'agent-fin');
+  const streamP = raw.nextConnect();
+  const client = connect({ port: side.port, host: '127.0.0.1', allowHalfOpen: true });
+  const request = 'GET / HTTP/1.1\r\nHost: x\r\n\r\n';
+  client.end(request);
+  const [stream] = await streamP;
+  let got = '';
+  stream.on('data', (d: Buffer) => (got += d.toString()));
+  await until(() => got.length > 0, 'first bytes before the answer');
+  stream.respond({ ':status': 200 });
+  await once(stream, 'end');
+  t.equal(got, request, 'every byte, then the FIN as END_STREAM');
+  let answer = '';
+  client.on('data', (d: Buffer) => (answer += d.toString()));
+  stream.end('HTTP/1.1 204 No Content\r\n\r\n');
+  await once(client, 'end');
+  t.equal(answer, 'HTTP/1.1 204 No Content\r\n\r\n');
+  client.destroy();
+  t.equal(side.mux.stats().failures[ErrorCodes.AGENT_STREAM_FAILED], undefined);
+});
