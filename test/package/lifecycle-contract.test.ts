@@ -114,7 +114,7 @@ const MAKERS: Record<string, Maker> = {
         ClusterWiring: inner('clusterWiring'),
         ProxyDiagnostics: inner('diagnostics'),
         TunnelRegistry: inner('registry'),
-        ConnectionUpgrade: inner('upgrade'),
+        ProxyEndpoints: inner('endpoints'),
       }),
     };
   },
