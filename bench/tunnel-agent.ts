@@ -18,7 +18,7 @@ const agent = startAgent({
     : { connectionUpgrade: { mode: false } }),
 });
 const stop = (): void => {
-  void agent.stop({ graceMs: 500 }).then(() => process.exit(0));
+  void agent.close({ graceMs: 500 }).then(() => process.exit(0));
 };
 process.once('SIGTERM', stop);
 // stdin is a pipe from the router (bench/tunnel-side.ts): its end means the router is gone.

@@ -23,4 +23,4 @@ const agent = startAgent({ proxy: `localhost:${port}`, name: 'db-agent', ...agen
 agent.on('connected', ({ via, connections }) => console.log(`tunnel up via ${via} (connection ${connections})`));
 await agent.waitConnected();
 console.log(`listening on port ${port}; a TLS client with ALPN gate-postgres reaches ${database} through the agent`);
-process.once('SIGINT', () => void agent.stop({ graceMs: 1000 }).then(() => mux.close({ graceMs: 1000 })));
+process.once('SIGINT', () => void agent.close({ graceMs: 1000 }).then(() => mux.close({ graceMs: 1000 })));

@@ -376,7 +376,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   const why = await Promise.race([hooks.stopSignal ?? untilSignal(), expiry, reload.requested]);
   reload.cancel();
   stopRenewal();
-  await agent.stop({ graceMs: STOP_GRACE_MS });
+  await agent.close({ graceMs: STOP_GRACE_MS });
   io.out('tunnel closed');
   // A reload is a restart inside the process: the same command line, the file read again, the
   // identity from the state directory (no new join), open streams given the same grace as a stop.

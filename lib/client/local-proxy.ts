@@ -1,6 +1,8 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { PingFramedStream } from '../framing/ping-stream.js';
+import type { GateError } from '../errors.js';
+import { type Closable, type CloseOptions, closeEvent, Lifecycle, type LifecycleState, within } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { isPingAlpn } from '../wire/names.js';
 import { dialTls, type ConnectionUpgradeDial } from './dial-tls.js';
@@ -48,10 +50,18 @@ export interface LocalProxyOptions {
 /** What carries one client's bytes to the multiplexer, and how it got there. */
 type Carrier = { socket: Duplex; via: ProxyConfig | undefined; alpn: string | undefined };
 
-export interface LocalProxy {
+export interface LocalProxy extends Closable {
   address(): AddressInfo;
-  /** Stops accepting, destroys open tunnels and pending dials; resolves when the listener is closed. */
-  close(): Promise<void>;
+  /** open, closing (close() called, connections finishing), closed. */
+  readonly state: LifecycleState;
+  /**
+   * Stops accepting; open connections get `graceMs` (default 0) to end, then what is left (open
+   * tunnels, pending dials) is destroyed. Resolves when the listener is closed; a second call
+   * returns the same promise.
+   */
+  close(options?: CloseOptions): Promise<void>;
+  /** Stops accepting and destroys every open tunnel and pending dial now. */
+  destroy(err?: GateError): void;
 }
 
 /**
@@ -117,14 +127,29 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
   server.on('error', (err) => log.error({ err }, 'listener error'));
   log.info({ listen: server.address(), target: options.target, alpn: options.alpn }, 'local proxy listening');
 
+  const lifecycle = new Lifecycle();
+  const release = (): void => {
+    for (const abort of pending) abort.abort(new Error('local proxy closing'));
+    for (const socket of open) socket.destroy();
+  };
   return {
     address: () => server.address() as AddressInfo,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const abort of pending) abort.abort(new Error('local proxy closing'));
-        for (const socket of open) socket.destroy();
+    get state() {
+      return lifecycle.state;
+    },
+    close: (closeOptions: CloseOptions = {}) =>
+      lifecycle.close(async () => {
+        const listenerClosed = new Promise<void>((resolve) => server.close(() => resolve()));
+        const graceMs = closeOptions.graceMs ?? 0;
+        if (graceMs > 0 && open.size > 0) await within(Promise.all([...open].map((socket) => closeEvent(socket))), graceMs);
+        release();
+        await listenerClosed;
       }),
+    destroy: () => {
+      if (!lifecycle.destroy()) return;
+      server.close();
+      release();
+    },
   };
 }
 

@@ -1,5 +1,6 @@
 import type { ClientHttp2Stream } from 'node:http2';
 import { ErrorCodes, GateError, isGateError, type ErrorCode } from '../errors.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { OpenStreamOptions, TunnelRegistry } from '../tunnel/registry.js';
 import type { PeerAddress } from './peer-pool.js';
@@ -54,9 +55,10 @@ const FINAL_CODES: ReadonlySet<string> = new Set([ErrorCodes.DIAL_ABORTED, Error
  * another proxy, while local tunnels keep working, and fails without waiting while the membership
  * reports the outage; every holder failing is the last holder's error.
  */
-export class ClusterDialer {
+export class ClusterDialer implements Closable {
   private readonly log: Logger;
   private storeDown = false;
+  private readonly lifecycle = new Lifecycle();
   private readonly onStoreError = (): void => {
     this.storeDown = true;
   };
@@ -70,8 +72,22 @@ export class ClusterDialer {
     options.member.on('store-recovered', this.onStoreRecovered);
   }
 
+  /** open, or closed: the dialer holds no socket or timer, only its listeners on the membership. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /** Stops following the membership's store health (nothing to drain: resolves at once). */
+  close(_options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => this.detach());
+  }
+
   /** Stops following the membership's store health. */
-  close(): void {
+  destroy(_err?: GateError): void {
+    if (this.lifecycle.destroy()) this.detach();
+  }
+
+  private detach(): void {
     this.options.member.off('store-error', this.onStoreError);
     this.options.member.off('store-recovered', this.onStoreRecovered);
   }

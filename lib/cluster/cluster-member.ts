@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { DescribedAgent } from '../tunnel/registry.js';
 import { recordFor } from './inventory.js';
@@ -50,7 +51,7 @@ export interface ChannelMismatch {
  * the StoreOperation, each failed operation, for counting; the log has one line per outage), `store-recovered`,
  * `channel-mismatch` (ChannelMismatch, once per distinct one).
  */
-export class ClusterMember extends EventEmitter {
+export class ClusterMember extends EventEmitter implements Closable {
   readonly proxyId: string;
   private readonly log: Logger;
   private readonly now: () => number;
@@ -71,7 +72,7 @@ export class ClusterMember extends EventEmitter {
   private inFlight: Promise<void> | undefined;
   private again = false;
   private started = false;
-  private stopped = false;
+  private readonly lifecycle = new Lifecycle();
 
   private readonly onConnected = (agent: string): void => {
     const generation = (this.issued.get(agent) ?? 0) + 1;
@@ -162,34 +163,54 @@ export class ClusterMember extends EventEmitter {
     if (this.started && !this.stopped) await this.refresh();
   }
 
+  /** open, closing (withdrawing from the store), closed. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
   /**
    * Stops refreshing and withdraws this proxy's presence, which takes it out of every dial at once
    * (`holders` filters by presence); its tunnel records are dropped too, best effort. Never throws:
-   * a store that is down at shutdown leaves the records to their TTL.
+   * a store that is down at shutdown leaves the records to their TTL. The withdrawal is bounded by
+   * the store's own timeouts, so `graceMs` is not needed here. A second call returns the same promise.
    */
-  async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopped = true;
+  close(_options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => {
+      this.detach();
+      if (!this.started) return;
+      await this.inFlight;
+      const store = this.options.store;
+      try {
+        await store.withdraw(this.proxyId);
+        await Promise.all([...this.held].map(([agent, generation]) => store.dropTunnel(this.holding(agent, generation))));
+        await Promise.all([...this.records.values()].map((record) => store.dropAgentRecord(record)));
+      } catch (err) {
+        this.log.warn({ err, code: codeOf(err) }, 'could not withdraw from the route store; the records expire with their TTL');
+        this.emit(
+          'store-error',
+          isGateError(err) ? err : new GateError(ErrorCodes.STORE_UNAVAILABLE, `route store: ${(err as Error)?.message}`, { cause: err }),
+          'withdraw',
+        );
+      }
+      this.held.clear();
+      this.records.clear();
+    });
+  }
+
+  /** Stops refreshing now without withdrawing: the store's records expire with their TTL. */
+  destroy(_err?: GateError): void {
+    if (this.lifecycle.destroy()) this.detach();
+  }
+
+  private detach(): void {
     if (this.timer) clearInterval(this.timer);
     this.options.registry.off('agent-connected', this.onConnected);
     this.options.registry.off('agent-disconnected', this.onDisconnected);
-    if (!this.started) return;
-    await this.inFlight;
-    const store = this.options.store;
-    try {
-      await store.withdraw(this.proxyId);
-      await Promise.all([...this.held].map(([agent, generation]) => store.dropTunnel(this.holding(agent, generation))));
-      await Promise.all([...this.records.values()].map((record) => store.dropAgentRecord(record)));
-    } catch (err) {
-      this.log.warn({ err, code: codeOf(err) }, 'could not withdraw from the route store; the records expire with their TTL');
-      this.emit(
-        'store-error',
-        isGateError(err) ? err : new GateError(ErrorCodes.STORE_UNAVAILABLE, `route store: ${(err as Error)?.message}`, { cause: err }),
-        'withdraw',
-      );
-    }
-    this.held.clear();
-    this.records.clear();
+  }
+
+  /** Whether close() or destroy() was called: no more refreshes. */
+  private get stopped(): boolean {
+    return this.lifecycle.ending;
   }
 
   /**

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, within, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { GateMetrics } from './metrics.js';
 import { readinessOf, type ReadinessSource } from './readiness.js';
@@ -29,8 +30,9 @@ export const DIAG_PATHS = ['/healthz', '/readyz', '/metrics', '/v1/inventory'] a
  * when the store cannot be read. The listener refuses a public address (config), which is what
  * keeps the inventory (host names, versions) to the proxy's host and its private network.
  */
-export class DiagServer {
+export class DiagServer implements Closable {
   private readonly log: Logger;
+  private readonly lifecycle = new Lifecycle();
 
   private constructor(
     private readonly server: Server,
@@ -76,12 +78,34 @@ export class DiagServer {
     return this.server.address() as AddressInfo;
   }
 
-  /** Stops listening and ends every connection (keep-alive ones included) at once. */
-  close(): Promise<void> {
-    return new Promise((resolve) => {
-      this.server.close(() => resolve());
+  /** open, closing (requests in flight finishing), closed. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /**
+   * Stops listening; requests in flight get `graceMs` (default 0) to be answered, then every
+   * connection (keep-alive ones included) ends. Resolves when the listener is closed; a second
+   * call returns the same promise.
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => {
+      const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+      const graceMs = options.graceMs ?? 0;
+      if (graceMs > 0) {
+        this.server.closeIdleConnections();
+        await within(closed, graceMs);
+      }
       this.server.closeAllConnections();
+      await closed;
     });
+  }
+
+  /** Stops listening and ends every connection now. */
+  destroy(_err?: GateError): void {
+    if (!this.lifecycle.destroy()) return;
+    this.server.close();
+    this.server.closeAllConnections();
   }
 
   private serveInventory(res: ServerResponse): void {

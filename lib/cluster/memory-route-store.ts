@@ -1,3 +1,5 @@
+import type { GateError } from '../errors.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
 
 interface Expiring<T> {
@@ -10,7 +12,8 @@ interface Expiring<T> {
  * Several `GateProxy` instances in one process may share one, which is how in-process tests build
  * a cluster without Redis.
  */
-export class MemoryRouteStore implements RouteStore {
+export class MemoryRouteStore implements RouteStore, Closable {
+  private readonly lifecycle = new Lifecycle();
   private readonly presence = new Map<string, Expiring<ProxyPresence>>();
   /** agent → proxy id → holding. */
   private readonly tunnels = new Map<string, Map<string, Expiring<TunnelHolding>>>();
@@ -86,7 +89,18 @@ export class MemoryRouteStore implements RouteStore {
     return found;
   }
 
-  async close(): Promise<void> {}
+  /** open, or closed: nothing is held but memory, so close resolves at once. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  close(_options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => {});
+  }
+
+  destroy(_err?: GateError): void {
+    this.lifecycle.destroy();
+  }
 
   private livePresence(): Map<string, ProxyPresence> {
     const now = this.now();

@@ -1,6 +1,7 @@
 import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, type ErrorCode } from '../errors.js';
+import { type CloseOptions, closeEvent, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { readRefusalDebugData } from '../tunnel/admission.js';
 import { awaitConnectAnswer } from '../tunnel/connect-answer.js';
@@ -65,10 +66,10 @@ const KEPT_CODES: ReadonlySet<ErrorCode> = new Set([
  * even though the same CA signed it). The peer is dialled directly, never through HTTPS_PROXY:
  * peers are in the cluster's own network (as the platform's proxies dial each other).
  */
-export class PeerPool {
+export class PeerPool implements Closable {
   private readonly log: Logger;
   private readonly peers = new Map<string, PeerConnection>();
-  private closed = false;
+  private readonly lifecycle = new Lifecycle();
 
   constructor(private readonly options: PeerPoolOptions) {
     this.log = componentLogger(options.logger, 'peer-pool');
@@ -87,7 +88,7 @@ export class PeerPool {
    */
   async open(peer: PeerAddress, agent: string, target: string, options: OpenStreamOptions = {}): Promise<ClientHttp2Stream> {
     const where = `agent ${agent} -> ${target} via proxy ${peer.id} (${peer.peerAddr})`;
-    if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, `${where}: the peer pool is closed`);
+    if (this.lifecycle.ending) throw new GateError(ErrorCodes.SHUTDOWN, `${where}: the peer pool is closed`);
     const connection = this.connection(peer);
     let session: ClientHttp2Session;
     try {
@@ -135,15 +136,40 @@ export class PeerPool {
     }
   }
 
-  /** Closes every session at once (their streams too). */
-  close(): void {
-    this.closed = true;
-    for (const connection of this.peers.values())
-      connection.session.then(
-        (s) => s.destroy(),
-        () => {},
-      );
+  /** open, or closed: the pool holds no session of its own to finish (the peer serves the streams). */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /**
+   * Closes every session at once (their streams too): the forwarded connections on them are the
+   * clients' and end with them, so there is nothing to drain. Resolves once each session (a dial in
+   * progress included) has closed; a second call returns the same promise.
+   */
+  close(_options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(() => this.endAll());
+  }
+
+  /** Destroys every session now (their streams reset with `err`); new dials are refused. */
+  destroy(err?: GateError): void {
+    if (this.lifecycle.destroy()) void this.endAll(err);
+  }
+
+  private async endAll(error?: GateError): Promise<void> {
+    const connections = [...this.peers.values()];
     this.peers.clear();
+    await Promise.all(
+      connections.map((connection) =>
+        connection.session.then(
+          (s) => {
+            const gone = s.destroyed && s.closed ? Promise.resolve() : closeEvent(s);
+            s.destroy(error);
+            return gone;
+          },
+          () => {},
+        ),
+      ),
+    );
   }
 
   /** The session to `peer`, reused while it lasts; a new one when absent, ended or the address changed. */

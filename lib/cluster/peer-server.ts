@@ -12,6 +12,7 @@ import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import type { CustomHandler, TerminateHandler } from '../handlers/types.js';
 import { terminate } from '../handlers/builders.js';
+import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
@@ -53,11 +54,11 @@ export interface PeerEndpointTls {
  * forwarded again, so two proxies with stale records cannot bounce a dial between them. A refusal
  * carries a GATE_ERR_* code as the tunnel's do (lib/tunnel/connect-request.ts).
  */
-export class PeerServer {
+export class PeerServer implements Closable {
   private readonly log: Logger;
   private readonly h2: Http2Server;
   private readonly sessions = new Set<ServerHttp2Session>();
-  private closed = false;
+  private readonly lifecycle = new Lifecycle();
 
   constructor(private readonly options: PeerServerOptions) {
     this.log = componentLogger(options.logger, 'peer-server');
@@ -91,7 +92,7 @@ export class PeerServer {
           throw new GateError(ErrorCodes.PEER_REFUSED, 'the peer handler needs the TLS socket (put it right after terminate)');
         const remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
         try {
-          if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'the peering server is closed');
+          if (this.lifecycle.ending) throw new GateError(ErrorCodes.SHUTDOWN, 'the peering server is closed');
           admitPeer(peerTlsFacts(socket));
         } catch (err) {
           this.refuse(socket, toGateError(err, ErrorCodes.PEER_REFUSED), remote);
@@ -131,10 +132,27 @@ export class PeerServer {
     for (const session of this.sessions) if (!session.closed && !session.destroyed) session.close();
   }
 
-  /** Destroys every peering session and its streams. */
-  close(): void {
-    this.closed = true;
-    for (const session of this.sessions) session.destroy();
+  /** open, closing (peers told GOAWAY, their streams finishing), closed (every session gone). */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /**
+   * Refuses new peers; with `graceMs`, tells every peer GOAWAY and gives open streams that long to
+   * finish; then destroys every peering session and its streams. Resolves once every session has
+   * closed; a second call returns the same promise.
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(() => closeSessions(this.sessions, options, { goAway: () => this.goAway(), endAll: () => this.endAll() }));
+  }
+
+  /** Destroys every peering session and its streams now; new peers are refused. */
+  destroy(err?: GateError): void {
+    if (this.lifecycle.destroy()) this.endAll(err);
+  }
+
+  private endAll(error?: GateError): void {
+    for (const session of this.sessions) session.destroy(error);
   }
 
   /**

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import { ErrorCodes, GateError } from '../errors.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, within, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
 import { parseInventoryRecord } from './inventory.js';
@@ -169,13 +170,13 @@ interface Scripts {
  * waits on a dead store. The client reconnects by itself in the background; the ClusterMember's
  * next refresh then re-registers what its proxy holds.
  */
-export class RedisRouteStore implements RouteStore {
+export class RedisRouteStore implements RouteStore, Closable {
   private readonly redis: Redis & Scripts;
   private readonly prefix: string;
   private readonly label: string;
   private readonly log: Logger;
   private down = false;
-  private closed = false;
+  private readonly lifecycle = new Lifecycle();
   /** Why the connection failed last (WRONGPASS, ECONNREFUSED…), for the messages of refused commands. */
   private lastError: string | undefined;
 
@@ -302,12 +303,33 @@ export class RedisRouteStore implements RouteStore {
     return out;
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    // quit() waits for Redis to answer; when it is down, drop the connection instead of waiting.
-    if (this.redis.status === 'ready') await this.redis.quit().catch(() => this.redis.disconnect());
-    else this.redis.disconnect();
+  /** open, closing (QUIT sent, waiting for Redis), closed. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /**
+   * QUIT once the commands in flight are answered; Redis gets `graceMs` (when given) to answer,
+   * then the connection is dropped. When Redis is down, the connection is dropped at once.
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => {
+      if (this.redis.status !== 'ready') return this.redis.disconnect();
+      const quit = this.redis.quit().catch(() => this.redis.disconnect());
+      if (options.graceMs === undefined) return void (await quit);
+      await within(quit, options.graceMs);
+      this.redis.disconnect();
+    });
+  }
+
+  /** Drops the connection now (commands in flight fail with GATE_ERR_STORE_UNAVAILABLE). */
+  destroy(_err?: GateError): void {
+    if (this.lifecycle.destroy()) this.redis.disconnect();
+  }
+
+  /** Whether close() or destroy() was called: commands are refused, reconnects not logged. */
+  private get closed(): boolean {
+    return this.lifecycle.ending;
   }
 
   private async run<T>(what: string, command: () => Promise<T>): Promise<T> {

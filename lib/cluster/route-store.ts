@@ -10,6 +10,8 @@
  */
 
 import type { AgentService } from '../tunnel/agent-description.js';
+import type { GateError } from '../errors.js';
+import type { CloseOptions, LifecycleState } from '../lifecycle.js';
 
 /** One proxy of the cluster as the others see it. */
 export interface ProxyPresence {
@@ -75,6 +77,16 @@ export interface RouteStore {
   dropAgentRecord(key: { serverId: string; proxyId: string; generation: number }): Promise<boolean>;
   /** Every inventory record whose proxy presence is live (the whole cluster's fleet). */
   agentRecords(): Promise<InventoryRecord[]>;
-  /** Releases connections and timers; the records are left to expire. */
-  close(): Promise<void>;
+  /**
+   * Releases connections and timers once the commands in flight are answered (within `graceMs`
+   * when given); the records are left to expire. A second call returns the same promise.
+   */
+  close(options?: CloseOptions): Promise<void>;
+  /**
+   * Drops the connection now. Optional so that a store written for an earlier version still fits;
+   * both stores of this package have it.
+   */
+  destroy?(err?: GateError): void;
+  /** open, closing, closed (optional, as `destroy`). */
+  readonly state?: LifecycleState;
 }

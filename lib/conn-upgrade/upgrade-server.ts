@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { ErrorCodes, GateError } from '../errors.js';
 import { sourceOf } from '../handlers/connection-source.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { LogLimiter } from '../log-limiter.js';
 import { isTrusted, trustedNetworks } from '../proxy-protocol/trusted-networks.js';
@@ -65,8 +66,9 @@ export interface ConnectionUpgradeOptions extends ConnectionUpgradeSettings {
  * bad request gets an HTTP error with a JSON body naming GATE_ERR_CONN_UPGRADE_REFUSED; refusals
  * are logged through a LogLimiter (a flood cannot become a flood of log lines) and counted.
  */
-export class ConnectionUpgrade {
+export class ConnectionUpgrade implements Closable {
   private readonly wss: WebSocketServer;
+  private readonly lifecycle = new Lifecycle();
   private readonly logger: Logger;
   private readonly failureLog: LogLimiter;
   private readonly target: () => StreamAcceptor | undefined;
@@ -165,9 +167,19 @@ export class ConnectionUpgrade {
     return true;
   }
 
-  /** Flushes the held-back failure counts (no timer left behind). */
-  close(): void {
-    this.failureLog.flush();
+  /** open, or closed: the upgraded streams belong to the multiplexer they were handed to. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /** Flushes the held-back failure counts (no timer left behind); nothing to drain, resolves at once. */
+  close(_options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => this.failureLog.flush());
+  }
+
+  /** Flushes the held-back failure counts now. */
+  destroy(_err?: GateError): void {
+    if (this.lifecycle.destroy()) this.failureLog.flush();
   }
 }
 

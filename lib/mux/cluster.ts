@@ -1,5 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import { ErrorCodes, GateError } from '../errors.js';
+import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 
 export interface RunWorkersOptions {
@@ -27,13 +28,23 @@ export interface RunWorkersOptions {
 }
 
 /** The primary's handle on its workers. */
-export interface WorkerPool {
+export interface WorkerPool extends Closable {
   readonly role: 'primary';
   /** Process ids of the live workers. */
   pids(): number[];
-  /** Sends SIGTERM to every worker, stops restarting them and resolves when all have exited. */
+  /** open, closing (close() called), closed (every worker exited, or destroy()). */
+  readonly state: LifecycleState;
+  /**
+   * Sends SIGTERM to every worker, stops restarting them and resolves when all have exited; one
+   * still running after `graceMs` (default: the `stopGraceMs` option) gets SIGKILL. A second call
+   * returns the same promise.
+   */
+  close(options?: CloseOptions): Promise<void>;
+  /** SIGKILL to every worker now, no more restarts; `stopped` resolves once they have exited. */
+  destroy(err?: GateError): void;
+  /** @deprecated Use `close()`: the same call under its old name, kept for one release. */
   stop(): Promise<void>;
-  /** Resolves once the pool has stopped (stop() or SIGTERM/SIGINT to the primary). */
+  /** Resolves once the pool has stopped (close(), destroy() or SIGTERM/SIGINT to the primary). */
   readonly stopped: Promise<void>;
 }
 
@@ -78,6 +89,8 @@ function startPool(options: RunWorkersOptions): Promise<WorkerPool> {
   const live = new Map<number, { worker: Worker; startedAt: number; ready: boolean }>();
   const restartTimers = new Set<NodeJS.Timeout>();
   let delay = minDelay;
+  const lifecycle = new Lifecycle();
+  /** Set once the pool stops (close, destroy, or a worker that never started): no more restarts. */
   let stopping: Promise<void> | undefined;
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
@@ -113,7 +126,7 @@ function startPool(options: RunWorkersOptions): Promise<WorkerPool> {
       const error = new GateError(ErrorCodes.WORKER_START_FAILED, `worker exited before it started (code ${code}, signal ${signal})`);
       logger.error({ code, signal }, error.message);
       settleStart(error);
-      void stop();
+      void close();
       return;
     }
     const livedMs = Date.now() - (entry?.startedAt ?? 0);
@@ -126,29 +139,48 @@ function startPool(options: RunWorkersOptions): Promise<WorkerPool> {
     restartTimers.add(timer);
   };
 
-  const onTerminate = (): void => void stop();
+  const onTerminate = (): void => void close();
   const onHangup = (): void => {
     for (const { worker } of live.values()) worker.process.kill('SIGHUP');
   };
 
-  function stop(): Promise<void> {
-    if (stopping) return stopping;
+  const detach = (): void => {
+    process.removeListener('SIGTERM', onTerminate);
+    process.removeListener('SIGINT', onTerminate);
+    process.removeListener('SIGHUP', onHangup);
+  };
+
+  function beginStop(): void {
+    stopping ??= stopped;
     if (pendingFirstStarts > 0) settleStart(new GateError(ErrorCodes.SHUTDOWN, 'stopped before every worker started'));
     for (const timer of restartTimers) clearTimeout(timer);
     restartTimers.clear();
     if (live.size === 0) resolveStopped();
-    for (const { worker } of live.values()) worker.process.kill('SIGTERM');
-    const killTimer = setTimeout(() => {
-      for (const { worker } of live.values()) worker.process.kill('SIGKILL');
-    }, stopGraceMs);
-    stopping = stopped.then(() => {
+  }
+
+  function close(closeOptions: CloseOptions = {}): Promise<void> {
+    // The pool's `stopped` waits for this: the signal listeners are gone by then.
+    stopping = lifecycle.close(async () => {
+      beginStop();
+      for (const { worker } of live.values()) worker.process.kill('SIGTERM');
+      const killTimer = setTimeout(() => {
+        for (const { worker } of live.values()) worker.process.kill('SIGKILL');
+      }, closeOptions.graceMs ?? stopGraceMs);
+      await stopped;
       clearTimeout(killTimer);
-      process.removeListener('SIGTERM', onTerminate);
-      process.removeListener('SIGINT', onTerminate);
-      process.removeListener('SIGHUP', onHangup);
+      detach();
     });
     return stopping;
   }
+
+  function destroy(): void {
+    if (!lifecycle.destroy()) return;
+    beginStop();
+    for (const { worker } of live.values()) worker.process.kill('SIGKILL');
+    detach();
+  }
+
+  const stop = (): Promise<void> => close();
 
   process.on('SIGTERM', onTerminate);
   process.on('SIGINT', onTerminate);
@@ -158,6 +190,11 @@ function startPool(options: RunWorkersOptions): Promise<WorkerPool> {
   const pool: WorkerPool = {
     role: 'primary',
     pids: () => [...live.values()].flatMap(({ worker }) => (worker.process.pid === undefined ? [] : [worker.process.pid])),
+    get state() {
+      return lifecycle.state;
+    },
+    close,
+    destroy,
     stop,
     stopped: stopped.then(() => stopping).then(() => undefined),
   };

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { createServer, Socket, type AddressInfo, type BlockList, type Server } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
+import type { CloseOptions, LifecycleState, Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { runHandler } from '../handlers/run.js';
 import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
@@ -44,7 +45,7 @@ interface Listener {
  * One or more listeners that peek at each connection's first bytes (PROXY header, TLS
  * ClientHello, plaintext greeting), choose a route and hand the connection to its handler.
  */
-export class Multiplexer {
+export class Multiplexer implements Closable {
   private table: RouteTable;
   private readonly logger: Logger;
   private readonly counters = new Stats();
@@ -61,6 +62,9 @@ export class Multiplexer {
   private readonly failureLog: LogLimiter;
   private nextId = 1;
   private closing: Promise<void> | undefined;
+  private graceTimer: NodeJS.Timeout | undefined;
+  /** Set once nothing is held any more (close() finished, or destroy()). */
+  private released = false;
   private drained: (() => void) | undefined;
 
   /** What new connections get (setOptions replaces it whole); read through the getters below. */
@@ -244,11 +248,18 @@ export class Multiplexer {
     return this.connections.size;
   }
 
+  /** open, closing (not accepting, connections finishing), closed (every listener, connection and timer gone). */
+  get state(): LifecycleState {
+    if (this.released) return 'closed';
+    return this.closing === undefined ? 'open' : 'closing';
+  }
+
   /**
-   * Stops accepting, lets open connections finish for `graceMs`, then destroys what is left.
-   * Resolves when every listener, connection and timer is gone.
+   * Stops accepting, lets open connections finish for `graceMs` (default 10 s), then destroys
+   * what is left. Resolves when every listener, connection and timer is gone; a second call
+   * returns the same promise.
    */
-  close(options: { graceMs?: number } = {}): Promise<void> {
+  close(options: CloseOptions = {}): Promise<void> {
     if (this.closing) return this.closing;
     const graceMs = options.graceMs ?? DEFAULT_CLOSE_GRACE_MS;
     const listenersClosed = Promise.all(this.listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve()))));
@@ -256,18 +267,31 @@ export class Multiplexer {
       this.drained = resolve;
       if (this.connections.size === 0) resolve();
     });
-    let timer: NodeJS.Timeout | undefined;
     const forced = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
+      this.graceTimer = setTimeout(() => {
         for (const conn of this.connections) conn.fail(new GateError(ErrorCodes.SHUTDOWN, 'shutdown grace period over'));
         resolve();
       }, graceMs);
     });
     this.closing = Promise.all([listenersClosed, Promise.race([drained, forced.then(() => drained)])]).then(() => {
-      clearTimeout(timer);
+      clearTimeout(this.graceTimer);
       this.failureLog.flush(); // the counts of lines held back, and no timer left behind
+      this.released = true;
     });
     return this.closing;
+  }
+
+  /** Stops accepting and fails every open connection now with `err` (default GATE_ERR_SHUTDOWN). */
+  destroy(err: GateError = new GateError(ErrorCodes.SHUTDOWN, 'multiplexer destroyed')): void {
+    if (this.released) return;
+    this.released = true;
+    clearTimeout(this.graceTimer);
+    if (this.closing === undefined) {
+      for (const l of this.listeners) l.server.close();
+      this.closing = Promise.resolve();
+    }
+    for (const conn of this.connections) conn.fail(err);
+    this.failureLog.flush();
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { ClientHttp2Stream } from 'node:http2';
 import { hostname } from 'node:os';
 import { ErrorCodes, GateError } from '../errors.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { formatAddress, isWildcardHost, type HostPort } from '../config/address.js';
 import type { ClusterConfig, GateConfig } from '../config/types.js';
@@ -70,11 +71,12 @@ export function presenceFor(config: GateConfig, boundPeer: HostPort | undefined)
  * The peering parts exist from construction (the peer listener's route needs them); the store and
  * membership from `join` on.
  */
-export class ClusterWiring {
+export class ClusterWiring implements Closable {
   readonly peering: PeerServer;
   readonly peers: PeerPool;
   private joined: Joined | undefined;
   private draining = false;
+  private readonly lifecycle = new Lifecycle();
   private readonly logger: Logger;
 
   constructor(private readonly options: ClusterWiringOptions) {
@@ -175,7 +177,7 @@ export class ClusterWiring {
 
   /** Out of the store: no other proxy sends this one a dial it is about to refuse. */
   async leave(): Promise<void> {
-    await this.joined?.member.stop();
+    await this.joined?.member.close();
   }
 
   /** Tells every agent and every peer session served here to finish and go elsewhere. */
@@ -184,13 +186,33 @@ export class ClusterWiring {
     this.peering.goAway();
   }
 
-  /** Ends the peering parts and the dialer, and the store when this proxy opened it. */
-  async close(): Promise<void> {
-    this.peering.close();
-    this.peers.close();
+  /** open, closing, closed. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /**
+   * Ends the peering parts (peers' open streams get `graceMs`) and the dialer, and the store when
+   * this proxy opened it; the membership is withdrawn first when `leave` was not called. A second
+   * call returns the same promise.
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => {
+      const joined = this.joined;
+      await Promise.all([this.peering.close(options), this.peers.close(), joined?.member.close(), joined?.dialer.close()]);
+      if (joined?.ownsStore) await joined.store.close(options);
+    });
+  }
+
+  /** Ends the peering sessions, the membership's refreshes, the dialer and an owned store's connection now. */
+  destroy(err?: GateError): void {
+    if (!this.lifecycle.destroy()) return;
+    this.peering.destroy(err);
+    this.peers.destroy(err);
     const joined = this.joined;
-    joined?.dialer.close();
-    if (joined?.ownsStore) await joined.store.close();
+    joined?.member.destroy(err);
+    joined?.dialer.destroy(err);
+    if (joined?.ownsStore) joined.store.destroy?.(err);
   }
 
   private current(): Joined {

@@ -1,4 +1,6 @@
 import type { AddressInfo } from 'node:net';
+import type { GateError } from '../errors.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import type { Logger } from '../log.js';
 import type { HostPort } from '../config/address.js';
 import { DiagServer } from '../cluster/diag-server.js';
@@ -24,11 +26,12 @@ export interface DiagChange {
  * The proxy's diagnostics: the Prometheus metrics every part reports into, the readiness sources
  * /readyz asks, and the listener on `diag_addr` that serves them (none while `diag_addr` is unset).
  */
-export class ProxyDiagnostics {
+export class ProxyDiagnostics implements Closable {
   /** Prometheus metrics, served on `diag_addr`; peering and the route store report through it too. */
   readonly metrics = new GateMetrics();
   private readonly readiness: ReadinessSource[] = [];
   private running: RunningDiag | undefined;
+  private readonly lifecycle = new Lifecycle();
 
   constructor(
     private readonly logger: Logger | undefined,
@@ -91,9 +94,24 @@ export class ProxyDiagnostics {
     };
   }
 
-  async close(): Promise<void> {
-    const running = this.running;
+  /** open, closing (the listener's requests in flight finishing), closed. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /** Closes the diagnostics listener (its requests in flight get `graceMs`). A second call returns the same promise. */
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => {
+      const running = this.running;
+      this.running = undefined;
+      await running?.server.close(options);
+    });
+  }
+
+  /** Closes the diagnostics listener and its connections now. */
+  destroy(err?: GateError): void {
+    if (!this.lifecycle.destroy()) return;
+    this.running?.server.destroy(err);
     this.running = undefined;
-    await running?.server.close();
   }
 }

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import type { GateError } from '../errors.js';
+import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { StatsSnapshot } from '../mux/stats.js';
 import { fetchText as fetchThroughEnvironment } from '../client/fetch-text.js';
@@ -50,10 +52,10 @@ const defaultFetch: FetchText = (url, { timeoutMs }) => fetchThroughEnvironment(
  * before anything is swapped, so it is all or nothing and established connections keep what they
  * started with.
  */
-export class GateProxy {
+export class GateProxy implements Closable {
   /** Random per process start: a restarted proxy is a new member, never mistaken for its predecessor. */
   readonly proxyId = randomUUID();
-  private state: ProxyState;
+  private proxyState: ProxyState;
   private readonly logger: Logger;
   private readonly registry: TunnelRegistry;
   private readonly web: WebFrontDoor;
@@ -61,8 +63,8 @@ export class GateProxy {
   private readonly listeners: ListenerSet;
   private readonly diagnostics: ProxyDiagnostics;
   private readonly clusterWiring: ClusterWiring;
-  /** From `close()` on: /readyz reports no listener, so the load balancer stops sending at once. */
-  private closing = false;
+  /** From `close()` on /readyz reports no listener, so the load balancer stops sending at once. */
+  private readonly lifecycle = new Lifecycle();
 
   private constructor(
     private readonly options: GateProxyOptions,
@@ -70,17 +72,17 @@ export class GateProxy {
     private readonly joinTokens: JoinTokens,
   ) {
     const logger = options.logger ? { logger: options.logger } : {};
-    this.state = state;
+    this.proxyState = state;
     this.logger = componentLogger(options.logger, 'proxy');
     this.diagnostics = new ProxyDiagnostics(options.logger, () => readInventory(this.clusterWiring.store));
-    this.registry = new TunnelRegistry({ ...logger, isRevoked: (serial) => this.state.revoked.has(serial), version: options.version });
+    this.registry = new TunnelRegistry({ ...logger, isRevoked: (serial) => this.proxyState.revoked.has(serial), version: options.version });
     this.clusterWiring = new ClusterWiring({
       proxyId: this.proxyId,
       version: options.version,
       registry: this.registry,
       metrics: this.metrics,
       addReadiness: (source) => this.diagnostics.addReadiness(source),
-      peerIdentity: () => ({ ...this.state.certificates.peer, ca: this.state.certificates.clusterCa.cert }),
+      peerIdentity: () => ({ ...this.proxyState.certificates.peer, ca: this.proxyState.certificates.clusterCa.cert }),
       routeStore: options.routeStore,
       logger: options.logger,
     });
@@ -92,13 +94,13 @@ export class GateProxy {
     this.web = new WebFrontDoor(state.webTls, { handshakeTimeoutMs: options.config.proxy.detectTimeoutMs });
     this.endpoints = new ProxyEndpoints(this.web, {
       version: options.version,
-      state: () => this.state,
+      state: () => this.proxyState,
       plan: () => this.plan,
       upgradeTarget: () => this.listeners.multiplexer('multiplex'),
       logger: options.logger,
     });
     this.diagnostics.observe(this.listeners, this.registry, () => this.endpoints.upgrade.counts);
-    this.diagnostics.addReadiness(listenersReadiness(() => (this.closing ? [] : this.listeners.readiness())));
+    this.diagnostics.addReadiness(listenersReadiness(() => (this.lifecycle.ending ? [] : this.listeners.readiness())));
   }
 
   /** Binds every listener, or none: a listener that cannot be bound closes those that were. */
@@ -148,27 +150,27 @@ export class GateProxy {
 
   /** The configuration running now. */
   get currentConfig(): GateConfig {
-    return this.state.config;
+    return this.proxyState.config;
   }
 
   /** Where the development CA is, when the proxy made its own certificates. */
   get caFile(): string | undefined {
-    return this.state.certificates.caFile;
+    return this.proxyState.certificates.caFile;
   }
 
   /** The cluster CA's certificate file (in data_dir): what agents trust and what signs their certificates. */
   get clusterCaFile(): string {
-    return this.state.certificates.clusterCaFile;
+    return this.proxyState.certificates.clusterCaFile;
   }
 
   /** The pin agents are given to check the cluster CA with: `sha256:<hex of its SubjectPublicKeyInfo>`. */
   get caPin(): string {
-    return caPin(this.state.certificates.clusterCa.cert);
+    return caPin(this.proxyState.certificates.clusterCa.cert);
   }
 
   /** The file holding the development join token (mode 0600 in data_dir). */
   get devTokenFile(): string {
-    return this.state.devTokenFile;
+    return this.proxyState.devTokenFile;
   }
 
   /** The diagnostics listener's bound address, while `diag_addr` is set. */
@@ -178,7 +180,7 @@ export class GateProxy {
 
   /** The listeners with the ports they are bound to. */
   get plan(): ListenerPlan {
-    return this.listeners.plan(this.state.config.listenerMode);
+    return this.listeners.plan(this.proxyState.config.listenerMode);
   }
 
   /** True from `drain()` on. */
@@ -203,7 +205,7 @@ export class GateProxy {
    * routes, deadlines and trust they started with.
    */
   async reload(config: GateConfig): Promise<void> {
-    const was = this.state.config;
+    const was = this.proxyState.config;
     await this.apply(await GateProxy.load(this.options, config, this.joinTokens));
     await this.clusterWiring.reloaded(was.cluster, config.cluster, presenceFor(config, this.listeners.boundAddress('peer')));
     this.logger.info({ source: config.source }, 'configuration reloaded');
@@ -226,18 +228,34 @@ export class GateProxy {
    * listener stays up for the grace period so that the prober sees it; open connections get
    * `graceMs` to finish.
    */
-  async close(options: { graceMs?: number } = {}): Promise<void> {
-    this.closing = true;
-    // Out of the cluster first: no other proxy sends this one a dial it is about to refuse.
-    await this.clusterWiring.leave();
-    // Agents and peers are told (GOAWAY): their open streams may finish within the grace period, and
-    // they reconnect elsewhere or when this proxy is back instead of waiting on a dead path.
-    this.clusterWiring.goAway();
-    await this.listeners.close(options);
-    this.registry.close();
-    this.endpoints.close();
-    await this.clusterWiring.close();
-    await this.diagnostics.close();
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => {
+      // Out of the cluster first: no other proxy sends this one a dial it is about to refuse.
+      await this.clusterWiring.leave();
+      // Agents and peers are told (GOAWAY): their open streams may finish within the grace period, and
+      // they reconnect elsewhere or when this proxy is back instead of waiting on a dead path.
+      this.clusterWiring.goAway();
+      await this.listeners.close(options);
+      await this.registry.close();
+      await this.endpoints.close();
+      await this.clusterWiring.close();
+      await this.diagnostics.close();
+    });
+  }
+
+  /** Stops now: every listener, connection, tunnel, peering session and the diagnostics listener destroyed. */
+  destroy(err?: GateError): void {
+    if (!this.lifecycle.destroy()) return;
+    this.listeners.destroy(err);
+    this.registry.destroy(err);
+    this.endpoints.destroy(err);
+    this.clusterWiring.destroy(err);
+    this.diagnostics.destroy(err);
+  }
+
+  /** open, closing (connections finishing), closed. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
   }
 
   private static load(options: GateProxyOptions, config: GateConfig, joinTokens: JoinTokens): Promise<ProxyState> {
@@ -262,7 +280,7 @@ export class GateProxy {
       await diag.abort();
       throw err;
     }
-    this.state = state;
+    this.proxyState = state;
     this.endpoints.apply(state);
     this.joinTokens.replace([...state.joinTokenRules]);
     // A certificate revoked by this reload ends its agent's tunnel now, not at its next connect.

@@ -1,4 +1,5 @@
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
+import { type CloseOptions, Lifecycle, type LifecycleState, within, type Closable } from '../lifecycle.js';
 import type { Logger } from '../log.js';
 import type { GateConfig } from '../config/types.js';
 import { formatAddress, type HostPort } from '../config/address.js';
@@ -110,8 +111,9 @@ function budgetSettings(
  * `commit` swaps; listeners that stay keep their bound socket and take the new routes and settings
  * for new connections, while established connections keep what they started with.
  */
-export class ListenerSet {
+export class ListenerSet implements Closable {
   private running: RunningListener[] = [];
+  private readonly lifecycle = new Lifecycle();
   /** Listeners being closed (dropped by a reload, or by close()): still counted until they are gone. */
   private readonly retiring = new Set<Multiplexer>();
   private budget: ConnectionBudget | undefined;
@@ -214,11 +216,34 @@ export class ListenerSet {
     };
   }
 
-  /** Stops accepting everywhere; open connections get `graceMs` to finish. */
-  async close(options: { graceMs?: number } = {}): Promise<void> {
-    const running = this.running;
+  /** open, closing (connections finishing), closed (every listener's multiplexer closed). */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /** Stops accepting everywhere; open connections get `graceMs` to finish. A second call returns the same promise. */
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => {
+      const running = this.running;
+      this.running = [];
+      // Listeners a reload retired are finishing on their own grace: they get this one at most.
+      const retired = [...this.retiring].map(async (mux) => {
+        if (options.graceMs !== undefined) {
+          await within(mux.close(), options.graceMs);
+          mux.destroy();
+        }
+        await mux.close();
+      });
+      await Promise.all([...running.map((l) => this.retire(l.mux, options)), ...retired]);
+    });
+  }
+
+  /** Stops accepting everywhere and fails every open connection now (retiring listeners included). */
+  destroy(err?: GateError): void {
+    if (!this.lifecycle.destroy()) return;
+    const muxes = [...this.running.map((l) => l.mux), ...this.retiring];
     this.running = [];
-    await Promise.all(running.map((l) => this.retire(l.mux, options)));
+    for (const mux of muxes) mux.destroy(err);
   }
 
   /** Closes a listener's multiplexer, counting it until it is gone and reporting its totals after. */

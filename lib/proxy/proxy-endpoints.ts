@@ -1,4 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { GateError } from '../errors.js';
+import type { Closable, CloseOptions, LifecycleState } from '../lifecycle.js';
 import type { Logger } from '../log.js';
 import { ConnectionUpgrade, type StreamAcceptor } from '../conn-upgrade/upgrade-server.js';
 import { createJoinRoutes } from '../tunnel/join-endpoint.js';
@@ -26,7 +28,7 @@ export interface ProxyEndpointsOptions {
  * joining and renewal, then ping and the automatic-upgrade version channels. `apply` takes a
  * reloaded state's certificates, channels and upgrade settings.
  */
-export class ProxyEndpoints {
+export class ProxyEndpoints implements Closable {
   readonly upgrade: ConnectionUpgrade;
   private webRoutes: WebRequestHandler;
 
@@ -59,8 +61,17 @@ export class ProxyEndpoints {
     });
   }
 
-  close(): void {
-    this.upgrade.close();
+  /** The connection upgrade's: nothing else here holds a socket or timer. */
+  get state(): LifecycleState {
+    return this.upgrade.state;
+  }
+
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.upgrade.close(options);
+  }
+
+  destroy(err?: GateError): void {
+    this.upgrade.destroy(err);
   }
 
   private webRoutesFor(state: ProxyState): WebRequestHandler {

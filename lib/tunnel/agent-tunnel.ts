@@ -5,6 +5,7 @@ import type { TLSSocket } from 'node:tls';
 import { dialTls, type ConnectionUpgradeDial } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import { ErrorCodes, GateError } from '../errors.js';
+import { type CloseOptions, type ConnectionState, within, type Closable } from '../lifecycle.js';
 import type { Logger } from '../log.js';
 import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
 import { readRefusalDebugData } from './admission.js';
@@ -15,6 +16,9 @@ import { h2ErrorName } from './connect-request.js';
 import { serveAgentStream } from './agent-stream.js';
 import { startHeartbeat } from './heartbeat.js';
 import { TUNNEL_WINDOW_BYTES } from './settings.js';
+
+/** What a tunnel's open streams get to finish after close() when no `graceMs` is given. */
+const DEFAULT_TUNNEL_GRACE_MS = 5_000;
 
 /** What one tunnel needs from its agent. */
 export interface AgentTunnelSettings {
@@ -36,7 +40,7 @@ export interface AgentTunnelSettings {
   h2: Http2Server;
   allow: (target: string) => boolean;
   signal: AbortSignal;
-  /** Told about each target socket and each stream served, for the agent's counts and stop(). */
+  /** Told about each target socket and each stream served, for the agent's counts and close(). */
   track: (target: Socket) => void;
   served: () => void;
   /** What the agent tells a proxy that asks (see TUNNEL_DESCRIBE_PATH): read when asked. */
@@ -50,7 +54,7 @@ export interface AgentTunnelSettings {
  * (ClusterView) whenever the proxy says which proxy it is and which proxies exist; `refused`
  * (GateError) when the proxy refuses the tunnel, with the proxy's code.
  */
-export class AgentTunnel extends EventEmitter {
+export class AgentTunnel extends EventEmitter implements Closable {
   /** The proxy this tunnel landed on, once it said (see TUNNEL_CLUSTER_VIEW_PATH). */
   proxyId: string | undefined;
   /** True from `up` until the session stops taking new streams. */
@@ -74,6 +78,9 @@ export class AgentTunnel extends EventEmitter {
   /** The PING after the proxy's SETTINGS was answered (the other half of admission). */
   private pinged = false;
   private ended = false;
+  /** Set by destroy() (close() ends in it): nothing is held any more. */
+  private released = false;
+  private closing: Promise<void> | undefined;
   /** Resolves once the session (or the socket, when no session began) has closed for good. */
   readonly finished: Promise<void>;
   private finish = (): void => {};
@@ -81,6 +88,7 @@ export class AgentTunnel extends EventEmitter {
   constructor(private readonly settings: AgentTunnelSettings) {
     super();
     this.finished = new Promise((resolve) => (this.finish = resolve));
+    void this.finished.then(() => (this.released = true));
   }
 
   /**
@@ -299,31 +307,47 @@ export class AgentTunnel extends EventEmitter {
   }
 
   /**
-   * Closes the tunnel cleanly: GOAWAY (NO_ERROR), so the proxy stops opening streams and frees the
-   * name at once; open streams get `graceMs`, then everything is destroyed. Resolves when done.
+   * connecting (dialling, or waiting for the proxy's admission), open (taking streams), closing
+   * (no new streams: closed here, or the proxy sent GOAWAY, while open streams finish), closed.
    */
-  async close(graceMs: number, why: string): Promise<void> {
+  get state(): ConnectionState {
+    if (this.released) return 'closed';
+    if (this.ended || (this.cameUp && !this.up)) return 'closing';
+    return this.up ? 'open' : 'connecting';
+  }
+
+  /**
+   * Closes the tunnel cleanly: GOAWAY (NO_ERROR), so the proxy stops opening streams and frees the
+   * name at once; open streams get `graceMs` (default 5 s), then everything is destroyed. Resolves
+   * when done; a second call returns the same promise.
+   */
+  close(options: CloseOptions & { reason?: string } = {}): Promise<void> {
+    this.closing ??= this.closeGracefully(options.graceMs ?? DEFAULT_TUNNEL_GRACE_MS, options.reason ?? 'tunnel closed');
+    return this.closing;
+  }
+
+  private async closeGracefully(graceMs: number, why: string): Promise<void> {
     this.reason ??= why;
     this.ended = true;
     this.up = false;
     const session = this.session;
     if (session && !session.destroyed && !session.closed) {
       session.close();
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.finished, new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
-      clearTimeout(timer);
+      await within(this.finished, graceMs);
     }
     this.destroy(new GateError(ErrorCodes.SHUTDOWN, why));
   }
 
   /**
    * Ends it now. With an error, Node resets each open stream with INTERNAL_ERROR before the socket
-   * goes; without one it would send RST_STREAM NO_ERROR, which reads as a finished stream.
+   * goes; without one it would send RST_STREAM NO_ERROR, which reads as a finished stream (so a
+   * call without one resets them with GATE_ERR_SHUTDOWN).
    */
-  destroy(error: GateError): void {
+  destroy(error: GateError = new GateError(ErrorCodes.SHUTDOWN, 'tunnel destroyed')): void {
     this.reason ??= error.message;
     this.ended = true;
     this.up = false;
+    this.released = true;
     this.session?.destroy(error);
     this.socket?.destroy();
     if (!this.session) this.finish();

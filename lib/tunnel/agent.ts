@@ -6,6 +6,7 @@ import type { Socket } from 'node:net';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import type { ConnectionUpgradeDial } from '../client/dial-tls.js';
 import { ErrorCodes, GateError } from '../errors.js';
+import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
 import { AgentPool, DEFAULT_CONNECTION_COUNT, RedialSchedule, type DialOutcome } from './agent-pool.js';
@@ -103,7 +104,7 @@ export interface AgentTunnelInfo {
  * (GATE_ERR_AGENT_CERT_EXPIRED, _REVOKED, _UNTRUSTED, GATE_ERR_AGENT_DUPLICATE, ...; a duplicate
  * while the agent holds tunnels is a dial that landed on a proxy it holds, and is simply retried).
  */
-export interface TunnelAgent extends EventEmitter {
+export interface TunnelAgent extends EventEmitter, Closable {
   readonly name: string;
   /** True while at least one tunnel is up. */
   readonly connected: boolean;
@@ -127,12 +128,19 @@ export interface TunnelAgent extends EventEmitter {
   readonly streamsServed: number;
   /** Resolves once the tunnel is up (at once if it is); rejects after `timeoutMs`. */
   waitConnected(timeoutMs?: number): Promise<AgentConnectedEvent>;
+  /** open, closing (close() called), closed (everything released). */
+  readonly state: LifecycleState;
   /**
    * Stops reconnecting and destroys the session, its streams and their target sockets. With
    * `graceMs`, first closes the tunnel cleanly: GOAWAY (NO_ERROR) so the proxy stops opening
-   * streams and frees the name at once, then up to `graceMs` for open streams to finish.
+   * streams and frees the name at once, then up to `graceMs` for open streams to finish. A second
+   * call returns the same promise.
    */
-  stop(options?: { graceMs?: number }): Promise<void>;
+  close(options?: CloseOptions): Promise<void>;
+  /** Stops now: every tunnel and target socket destroyed (streams reset with `err`, default GATE_ERR_SHUTDOWN). */
+  destroy(err?: GateError): void;
+  /** @deprecated Use `close(options)`: the same call under its old name, kept for one release. */
+  stop(options?: CloseOptions): Promise<void>;
   /** Use this certificate and key from the next tunnel connection on (after a renewal). */
   setIdentity(identity: { cert: string | Buffer; key: string | Buffer }): void;
   /** What it tells the proxies about itself (the inventory's row). */
@@ -174,7 +182,7 @@ class Agent extends EventEmitter implements TunnelAgent {
   private readonly h2: Http2Server;
   private readonly pool: AgentPool;
   private readonly schedule: RedialSchedule;
-  private stopped = false;
+  private readonly lifecycle = new Lifecycle();
   private readonly abort = new AbortController();
   private wake: (() => void) | undefined;
   /** Set when something changed while the loop was not waiting (a tunnel ended, a list came). */
@@ -187,7 +195,7 @@ class Agent extends EventEmitter implements TunnelAgent {
   private described: AgentDescription;
   /** Tunnels that take new streams, or are being dialled: what the pool counts. */
   private readonly active = new Set<AgentTunnel>();
-  /** Every tunnel not finished yet, those finishing their streams after a GOAWAY included, for stop(). */
+  /** Every tunnel not finished yet, those finishing their streams after a GOAWAY included, for close(). */
   private readonly all = new Set<AgentTunnel>();
 
   constructor(private readonly options: AgentOptions) {
@@ -267,18 +275,48 @@ class Agent extends EventEmitter implements TunnelAgent {
     this.identity = { cert: identity.cert, key: identity.key };
   }
 
-  async stop(options: { graceMs?: number } = {}): Promise<void> {
-    if (this.stopped) return this.loop;
-    this.stopped = true;
-    this.abort.abort(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.lifecycle.close(async () => {
+      const why = new GateError(ErrorCodes.SHUTDOWN, 'agent stopping');
+      this.stopLoop(why);
+      if (options.graceMs !== undefined) {
+        // Each tunnel's close sends GOAWAY NO_ERROR and waits for its open streams; the grace bounds the wait.
+        await Promise.all([...this.active].map((t) => t.close({ graceMs: options.graceMs, reason: why.message })));
+      }
+      this.release(why);
+      await this.loop;
+    });
+  }
+
+  destroy(err: GateError = new GateError(ErrorCodes.SHUTDOWN, 'agent stopping')): void {
+    if (!this.lifecycle.destroy()) return;
+    this.stopLoop(err);
+    this.release(err);
+  }
+
+  /** @deprecated Use close(options); stop() is close() under its old name, kept for one release. */
+  stop(options: CloseOptions = {}): Promise<void> {
+    return this.close(options);
+  }
+
+  /** Stops dialling: the loop sees `stopped`, a dial in progress is aborted, a backoff wait ends. */
+  private stopLoop(why: GateError): void {
+    this.abort.abort(why);
     this.wake?.();
-    if (options.graceMs !== undefined) {
-      // close() sends GOAWAY NO_ERROR and waits for open streams; the grace bounds the wait.
-      await Promise.all([...this.active].map((t) => t.close(options.graceMs!, 'agent stopping')));
-    }
-    for (const tunnel of this.all) tunnel.destroy(new GateError(ErrorCodes.SHUTDOWN, 'agent stopping'));
+  }
+
+  private release(why: GateError): void {
+    for (const tunnel of this.all) tunnel.destroy(why);
     for (const socket of this.targets) socket.destroy();
-    await this.loop;
+  }
+
+  /** Whether close() or destroy() was called: no more dials, no more events. */
+  private get stopped(): boolean {
+    return this.lifecycle.ending;
   }
 
   /** Tells the loop that something it decides on changed (it is not woken from a backoff wait). */
@@ -287,7 +325,7 @@ class Agent extends EventEmitter implements TunnelAgent {
     if (this.wakeOnChange) this.wake?.();
   }
 
-  /** Waits until poked (or stopped), or for `ms` when given (only stop() cuts that short). */
+  /** Waits until poked (or stopped), or for `ms` when given (only close() or destroy() cuts that short). */
   private async pause(ms?: number): Promise<void> {
     if (ms === undefined && this.changed) {
       this.changed = false;
@@ -448,7 +486,7 @@ class Agent extends EventEmitter implements TunnelAgent {
     this.duplicates++;
     this.active.delete(tunnel);
     this.log.info({ proxyId: tunnel.proxyId }, 'a new tunnel landed on a proxy this agent already holds: closed');
-    void tunnel.close(5_000, `duplicate: this agent already holds a tunnel to proxy ${tunnel.proxyId}`);
+    void tunnel.close({ graceMs: 5_000, reason: `duplicate: this agent already holds a tunnel to proxy ${tunnel.proxyId}` });
     this.poke();
   }
 

@@ -2,6 +2,7 @@ import { EventEmitter, once } from 'node:events';
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { TLSSocket } from 'node:tls';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
+import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { CustomHandler } from '../handlers/types.js';
 import { admitAgent, normalizeSerial, refusalDebugData, verifyErrorCode } from './admission.js';
@@ -99,11 +100,11 @@ function describedOf(e: AgentSession): DescribedAgent {
  * tunnel is gone: at once after a GOAWAY or a closed connection, within the heartbeat deadline
  * when the old path died silently.
  */
-export class TunnelRegistry extends EventEmitter {
+export class TunnelRegistry extends EventEmitter implements Closable {
   private readonly log: Logger;
   private readonly sessions: AgentSessions;
   private readonly all = new Set<AgentSession>();
-  private closed = false;
+  private readonly lifecycle = new Lifecycle();
   private view: ClusterView | undefined;
   private draining = false;
   /**
@@ -185,7 +186,7 @@ export class TunnelRegistry extends EventEmitter {
     let name: string;
     let serial = '';
     try {
-      if (this.closed) throw new GateError(ErrorCodes.SHUTDOWN, 'tunnel registry is closed');
+      if (this.lifecycle.ending) throw new GateError(ErrorCodes.SHUTDOWN, 'tunnel registry is closed');
       if (this.draining)
         throw new GateError(ErrorCodes.DRAINING, 'this proxy is draining (shutting down): connect to another proxy of the cluster');
       const peer = socket.getPeerCertificate();
@@ -593,11 +594,29 @@ export class TunnelRegistry extends EventEmitter {
     for (const entry of this.all) if (!entry.session.closed && !entry.session.destroyed) entry.session.close();
   }
 
-  /** Destroys every agent session (and so every stream through them). */
-  close(): void {
-    this.closed = true;
+  /** open, closing (agents told GOAWAY, their streams finishing), closed (every session gone). */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /**
+   * Refuses new tunnels; with `graceMs`, tells every agent GOAWAY and gives open streams that long
+   * to finish; then destroys every agent session (and so every stream through them). Resolves
+   * once every session has closed; a second call returns the same promise.
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    const sessions = [...this.all].map((entry) => entry.session);
+    return this.lifecycle.close(() => closeSessions(sessions, options, { goAway: () => this.goAway(), endAll: () => this.endAll() }));
+  }
+
+  /** Destroys every agent session now (streams reset with `err`); new tunnels are refused. */
+  destroy(err?: GateError): void {
+    if (this.lifecycle.destroy()) this.endAll(err);
+  }
+
+  private endAll(error?: GateError): void {
     this.refusalLog.flush();
-    for (const entry of this.all) this.endTunnel(entry);
+    for (const entry of this.all) this.endTunnel(entry, error);
   }
 
   /**

@@ -73,7 +73,7 @@ function presence(id: string, channelFingerprint = 'sha256:same'): Omit<ProxyPre
 
 function member(t: { teardown(fn: () => unknown): unknown }, options: ConstructorParameters<typeof ClusterMember>[0]): ClusterMember {
   const m = new ClusterMember(options);
-  t.teardown(() => m.stop());
+  t.teardown(() => m.close());
   return m;
 }
 
@@ -133,7 +133,7 @@ t.test('holdings: one generation per connection; a late drop cannot remove a new
   t.same(await store.holders('db'), [{ agent: 'db', proxyId: 'a', generation: 2 }], 'an old refresh does not overwrite generation 2');
 
   // Another proxy's view: holders of a withdrawn proxy are not candidates.
-  await a.stop();
+  await a.close();
   t.same(await store.proxies(), [], 'stop withdraws the presence');
   t.same(await store.holders('db'), [], 'and its tunnels are not candidates any more');
   agents.connect('late');
@@ -210,7 +210,7 @@ t.test('stop never throws when the store is down', async (t) => {
   const a = new ClusterMember({ store, registry: new Agents(), presence: presence('a'), ttlMs: 10_000 });
   await a.start();
   store.down = true;
-  await t.resolves(a.stop());
+  await t.resolves(a.close());
 });
 
 t.test('channel mismatch: one error per distinct mismatch naming both proxies and fingerprints', async (t) => {

@@ -402,7 +402,7 @@ t.test('tunnel metrics: a joined agent, a stream through it, the agent gone', as
     2,
     'two streams through the agent',
   );
-  await agent.stop();
+  await agent.close();
   await until(() => gate.proxy.tunnels.agents().length === 0, 'the proxy to see the agent go');
   t.equal((await scrape(diag)).value('gate_mux_tunnel_agents'), 0, 'no agent connected');
 });

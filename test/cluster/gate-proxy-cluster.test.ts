@@ -63,7 +63,7 @@ t.test("two proxies on one store: presence, an agent's tunnel and its generation
   t.same(await store.holders('edge'), [{ agent: 'edge', proxyId: a.proxy.proxyId, generation: 1 }], 'the tunnel is in the store');
   t.equal(a.proxy.cluster.generationOf('edge'), 1);
 
-  await agent.stop();
+  await agent.close();
   await until(async () => (await store.holders('edge')).length === 0, 'the tunnel record dropped when the agent left');
   agent = await edge.connect();
   t.same(await store.holders('edge'), [{ agent: 'edge', proxyId: a.proxy.proxyId, generation: 2 }], 'its next tunnel is generation 2');
@@ -79,7 +79,7 @@ t.test("two proxies on one store: presence, an agent's tunnel and its generation
   t.same(b.proxy.cluster.channelMismatches(), [{ proxyId: a.proxy.proxyId, theirs: changed, ours: channelFingerprint({}) }]);
 
   // Close: a leaves the store at once, and its agent is no longer a candidate anywhere.
-  await agent.stop();
+  await agent.close();
   await a.proxy.close({ graceMs: 0 });
   t.same(
     (await store.proxies()).map((p) => p.id),

@@ -64,7 +64,7 @@ t.test('psql through a proxy process to an agent another proxy process holds; ki
       env: {},
       backoff: { initialMs: 200, maxMs: 1000 },
     });
-    t.teardown(() => agent.stop());
+    t.teardown(() => agent.close());
     await agent.waitConnected(10_000);
   }
   const observer = new RedisRouteStore({ host: redis.host, port: redis.port });

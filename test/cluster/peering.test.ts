@@ -72,7 +72,7 @@ t.test('two proxies on one data_dir: one CA, mutual TLS peering, forwarded dials
     env: {},
     logger: agentLogs.logger,
   });
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   await agent.waitConnected(10_000);
 
   const peerB = { id: 'proxy-b', peerAddr: b.address('peer') };
@@ -179,7 +179,7 @@ t.test("one peering session carries more than a tunnel's 1,000 streams (two agen
       resources: [echo.address],
       env: {},
     });
-    t.teardown(() => agent.stop());
+    t.teardown(() => agent.close());
     await agent.waitConnected(10_000);
   }
   const peerB = { id: 'proxy-b', peerAddr: b.address('peer') };

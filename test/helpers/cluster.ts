@@ -52,7 +52,7 @@ const TEST_AGENT = { serverName: 'localhost', env: {}, backoff: { initialMs: 50,
 /** Starts an agent (stopped at teardown) and waits until it holds a tunnel. */
 async function connectedAgent(t: Teardownable, options: AgentOptions, timeoutMs?: number): Promise<TunnelAgent> {
   const agent = startAgent(options);
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   await agent.waitConnected(timeoutMs);
   return agent;
 }

@@ -25,7 +25,6 @@ function sources(dir: string): string[] {
  */
 const BARE_ERROR_ALLOWED: Record<string, string | string[]> = {
   // AbortSignal reasons: an aborted dial reports its own GateError, the reason is only why it stopped.
-  'lib/tunnel/agent-stream.ts': "abort.abort(new Error('stream closed'))",
   'lib/client/local-proxy.ts': "abort.abort(new Error('local proxy closing'))",
   'lib/transport/dial-then-relay.ts': "abort.abort(new Error(steps.closedWhy ?? 'client closed'))",
   // Caught two lines below and reported as GATE_ERR_INVALID_ARGUMENT with its message.

@@ -38,7 +38,7 @@ function agent(t: Test, side: ProxySide, name: string, extra: Partial<Parameters
     backoff: { initialMs: 20, maxMs: 100 },
     ...extra,
   });
-  t.teardown(() => a.stop());
+  t.teardown(() => a.close());
   return a;
 }
 

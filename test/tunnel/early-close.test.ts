@@ -64,7 +64,7 @@ t.test('1,200 early-closing clients beside long transfers: no reset, no failure,
     env: {},
     resources: [greeterAddress, bulkAddress],
   });
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   await agent.waitConnected();
 
   const transfers = Array.from({ length: BULK_CLIENTS }, async () => {

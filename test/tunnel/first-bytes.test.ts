@@ -108,7 +108,7 @@ t.test("a passed-through TLS client's ClientHello reaches the agent before it an
     env: {},
     backoff: { initialMs: 50, maxMs: 400 },
   });
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   await agent.waitConnected();
   const secure = await tlsClient(side.port, { servername: 'localhost', ALPNProtocols: ['gate-bench'], ca: ca.cert });
   t.teardown(() => secure.destroy());

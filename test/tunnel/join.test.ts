@@ -148,7 +148,7 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
     resources: [target],
     backoff: { initialMs: 50, maxMs: 400 },
   });
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   await agent.waitConnected();
   t.same(gate.proxy.tunnels.agents(), ['edge']);
   const client = await tlsClient(port, { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
@@ -279,7 +279,7 @@ t.test('separate mode: agents join on the web port and hold their tunnel on tunn
     env: {},
     resources: [target],
   });
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   await agent.waitConnected();
   t.equal(gate.route('tunnel', 'tunnel').connections, 1, 'the tunnel came in on its own port');
   const client = await tlsClient(gate.port('redis'), { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });

@@ -41,7 +41,7 @@ t.test('psql through the local proxy, the multiplexer and an agent behind tinypr
     dialProxy: parseProxyUrl(proxy.url),
     backoff: { initialMs: 50, maxMs: 500 },
   });
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   t.same(await agent.waitConnected(), { via: proxy.url, connections: 1 }, 'the tunnel went through tinyproxy');
   t.match(proxy.output(), new RegExp(`CONNECT 127\\.0\\.0\\.1:${port}`), 'tinyproxy carried the tunnel');
 

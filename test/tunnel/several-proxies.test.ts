@@ -90,7 +90,7 @@ async function startBalancedCluster(
 
 function poolAgent(t: Teardownable, cluster: Cluster, extra: Partial<AgentOptions> = {}): TunnelAgent {
   const agent = startAgent(cluster.agentOptions({ allow: () => true, heartbeatIntervalMs: 1000, heartbeatTimeoutMs: 5000, ...extra }));
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   return agent;
 }
 
@@ -322,7 +322,7 @@ t.test('a proxy that sends no view (on its own, or older): the agent keeps one t
     backoff: { initialMs: 50, maxMs: 400 },
     connectionCount: 3,
   });
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   t.same(await agent.waitConnected(), { via: 'direct', connections: 1 }, 'no proxy id: the proxy said nothing');
   t.equal(agent.proxies, undefined);
   t.equal(await dialsDuring(agent, 1000), 0, 'no second tunnel');
@@ -360,7 +360,7 @@ t.test('a new tunnel admitted on a proxy whose held tunnel went silent: the held
     dialTimeoutMs: 2000,
     connectionCount: 2,
   });
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   await agent.waitConnected();
   await until(() => agent.duplicates >= 1, 'a dial refused as a duplicate while the path is alive', 10_000);
   t.equal(agent.connections, 1, 'the live tunnel was kept');
@@ -404,7 +404,7 @@ t.test('a malformed view is answered 400 and ignored by the agent; CONNECT strea
     env: {},
     connectionCount: 2,
   });
-  t.teardown(() => agent.stop());
+  t.teardown(() => agent.close());
   await agent.waitConnected();
   const session = sessions[0]!;
   const answer = (headers: Record<string, string>): Promise<number> =>

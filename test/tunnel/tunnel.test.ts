@@ -56,7 +56,7 @@ function agent(
     heartbeatTimeoutMs: 5000,
     ...extra,
   });
-  t.teardown(() => a.stop());
+  t.teardown(() => a.close());
   return a;
 }
 
@@ -145,7 +145,7 @@ t.test('a killed agent: its streams fail at once with GATE_ERR_AGENT_STREAM_FAIL
   await Promise.all([doomed.waitConnected(), survivor.waitConnected()]);
   const streams = await Promise.all([greet(proxy.port, 'gate-redis'), greet(proxy.port, 'gate-redis'), greet(proxy.port, 'gate-mongodb')]);
   const gone = once(proxy.registry, 'agent-disconnected');
-  await doomed.stop(); // the agent's process dies: its TCP connection closes under the session
+  await doomed.close(); // the agent's process dies: its TCP connection closes under the session
   t.same((await gone)[0], 'doomed');
   // Both of the dead agent's clients are closed by the proxy, not left waiting for bytes.
   await Promise.all([closed(streams[0]!.socket), closed(streams[1]!.socket)]);
@@ -203,7 +203,7 @@ t.test('expired and revoked certificates are refused with their own codes; a dup
   t.equal(held.line, 'first');
   const second = agent(t, proxy, 'twin', [echo.address]);
   t.equal(((await once(second, 'refused')) as [GateError])[0].code, ErrorCodes.AGENT_DUPLICATE, 'the copy is refused');
-  await second.stop();
+  await second.close();
   held.socket.write('still mine\n');
   t.match(await readUntil(held.socket, (s) => s.includes('still mine')), /still mine/, 'the first tunnel carries on');
   t.equal(first.connected, true);
@@ -221,7 +221,7 @@ t.test('a graceful stop sends GOAWAY: the proxy frees the name at once, and it i
   const a = agent(t, proxy, 'polite', [echo.address]);
   await a.waitConnected();
   const gone = once(proxy.registry, 'agent-disconnected');
-  await a.stop({ graceMs: 2000 });
+  await a.close({ graceMs: 2000 });
   const [name, reason] = (await gone) as [string, string];
   t.equal(name, 'polite');
   t.match(reason, /agent sent GOAWAY \(NO_ERROR\)/, 'the proxy saw a clean GOAWAY');
@@ -322,7 +322,7 @@ t.test(
     );
     t.match(JSON.stringify(failures[0]), /did not admit the tunnel within 300 ms/, 'and says so');
     t.equal(a.connections, 0, 'no tunnel counted');
-    await a.stop();
+    await a.close();
     await until(() => held.size === 0, 'every silent connection was closed by the agent');
   },
 );
@@ -363,7 +363,7 @@ t.test('a second agent under a held name makes the holder prove it is alive: a d
   const again = await greet(proxy.port, 'gate-redis');
   t.equal(again.line, 'successor', 'the restarted agent carries the route');
   again.socket.destroy();
-  await old.stop();
+  await old.close();
 });
 
 t.test("the proxy's GOAWAY: the agent dials a new tunnel at once while open streams finish on the old one", async (t) => {
