@@ -189,6 +189,10 @@ export class AgentTunnel extends EventEmitter implements Closable {
       // A GOAWAY ends this tunnel for new streams (RFC 9113 §6.8): the open ones finish on it
       // while the agent dials a new one, so the proxy is never left without this agent.
       this.reason ??= refused ? `the proxy refused the tunnel: ${refused.message}` : `proxy sent GOAWAY (${h2ErrorName(code)})`;
+      // Nothing more to describe on a tunnel that is ending: the describe stream, open for the
+      // tunnel's life, would hold the session (and a draining proxy's drain) open once the last
+      // client stream finished.
+      this.describe?.end();
       onGoaway();
       if (!refused || this.refusal) return;
       this.refusal = new GateError(refused.code, `the proxy refused the tunnel: ${refused.message}`);
@@ -332,6 +336,9 @@ export class AgentTunnel extends EventEmitter implements Closable {
     this.up = false;
     const session = this.session;
     if (session && !session.destroyed && !session.closed) {
+      // The describe stream stays open for the tunnel's life (later descriptions go on it): ended
+      // here, or the session would wait the whole grace for it although no client stream is open.
+      this.describe?.end();
       session.close();
       await within(this.finished, graceMs);
     }

@@ -193,3 +193,24 @@ t.test('an agent that never answers the describe request is ended at the admissi
   await once(socket, 'close');
   t.notOk(side.registry.has('mute'), 'never registered');
 });
+
+t.test('the describe stream, open for the tunnel’s life, does not hold up a graceful close', async (t) => {
+  // With no client stream open, an agent's close finishes at once, not when the grace runs out
+  // (an hour here: the race below would lose). A GOAWAY from the proxy ends the stream too.
+  const side = await proxySide(t);
+  const a = agent(t, side, 'db-close', { version: '3.0.2' });
+  await a.waitConnected(10_000);
+  t.ok(side.registry.describedAgent('db-close'), 'admitted, so its describe stream is open');
+  const hour = 3_600_000;
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    a.close({ graceMs: hour }).then(() => 'closed'),
+    new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve('still waiting after 20 s'), 20_000);
+    }),
+  ]);
+  clearTimeout(timer);
+  t.equal(outcome, 'closed', 'the close finished without waiting for the describe stream');
+  t.equal(a.state, 'closed');
+  await until(() => side.registry.agents().length === 0, 'the proxy saw the tunnel go');
+});
