@@ -9,6 +9,13 @@ import type { ConnectionBudget } from './connection-budget.js';
 export type { ClientCounts, Part };
 
 /**
+ * Where one accepted connection is: `detecting` until a route takes it, `routed` while its
+ * handler serves it, `closing` once its parts are being destroyed (a failure, a shutdown's grace
+ * over), `closed` when every part has closed and the connection has been counted and logged.
+ */
+export type ConnectionPhase = 'detecting' | 'routed' | 'closing' | 'closed';
+
+/**
  * One accepted client connection and the parts that belong to it (the client, an upstream
  * socket, a TLS wrapper, a handle relay). It ends when every part has closed; then `onFinish`
  * runs exactly once.
@@ -17,7 +24,6 @@ export class Connection implements ConnectionParts {
   readonly info: ConnectionInfo;
   readonly logger: Logger;
   error: GateError | undefined;
-  routed = false;
   /** Whose counts are the client's: the ClientEnd, then the socket or relay it became. */
   counts: ClientCounts;
   /**
@@ -34,7 +40,7 @@ export class Connection implements ConnectionParts {
   // A handful at most (client, upstream, TLS wrapper): an array costs less than a Set per connection.
   private readonly parts: Part[] = [];
   private client: Part;
-  private finished = false;
+  #state: ConnectionPhase = 'detecting';
 
   constructor(
     id: number,
@@ -54,13 +60,28 @@ export class Connection implements ConnectionParts {
     else this.parts.push(clientPart);
   }
 
+  get state(): ConnectionPhase {
+    return this.#state;
+  }
+
+  /** True once a route took it (its counters are the route's too), whatever its state now. */
+  get routed(): boolean {
+    return this.info.route !== '';
+  }
+
+  /** A route took it: `info.route` names the route from here on. */
+  markRouted(route: string): void {
+    this.info.route = route;
+    if (this.#state === 'detecting') this.#state = 'routed';
+  }
+
   /**
    * `side` names whose failure a bare stream error is ('upstream' for dialed sockets), so a
    * reset is logged as GATE_ERR_UPSTREAM_RESET or GATE_ERR_CLIENT_RESET as it really was.
    */
   adopt(stream: Duplex, side: 'client' | 'upstream' = 'client'): void {
     if (this.parts.includes(stream)) return;
-    if (this.finished || stream.destroyed) {
+    if (this.#state === 'closed' || stream.destroyed) {
       stream.destroy();
       return;
     }
@@ -82,7 +103,7 @@ export class Connection implements ConnectionParts {
 
   /** Adds a part that reports its own close with closed(). */
   attach(part: Part): void {
-    if (this.finished) part.destroy();
+    if (this.#state === 'closed') part.destroy();
     else this.parts.push(part);
   }
 
@@ -113,6 +134,7 @@ export class Connection implements ConnectionParts {
 
   /** Destroys every part of this connection (shutdown after grace, failures). */
   destroyAll(): void {
+    if (this.#state !== 'closed') this.#state = 'closing';
     // Newest first: a TLSSocket (or other wrapper) goes before the socket under it. Destroying
     // the raw socket first from inside the TLSSocket's 'secure' event (an mTLS rejection)
     // corrupts memory in Node 20.20 (SIGSEGV / "malloc(): unsorted double linked list corrupted").
@@ -129,8 +151,8 @@ export class Connection implements ConnectionParts {
   }
 
   private finish(): void {
-    if (this.finished) return;
-    this.finished = true;
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
     this.onFinish(this);
   }
 }

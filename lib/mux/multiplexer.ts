@@ -533,8 +533,7 @@ export class Multiplexer implements Closable {
       else client.destroy();
       return;
     }
-    info.route = route.name;
-    conn.routed = true;
+    conn.markRouted(route.name);
     const counters = this.counters.route(route.name);
     counters.connections++;
     counters.open++;
