@@ -142,6 +142,8 @@ export class ConnectionUpgrade implements Closable {
       if (!client.ok) return this.refuse(socket, from, 400, client.message);
       remote = { address: client.address, port: 0, family: isIPv6(client.address) ? 'IPv6' : 'IPv4' };
     }
+    // Closed: its listeners are going too, and a stream handed on now would outlive the close.
+    if (this.lifecycle.ending) return this.refuse(socket, from, 503, 'closing: no new upgrades');
     const target = this.target();
     if (!target) return this.refuse(socket, from, 503, 'TLS routing is off on this listener: nothing to carry the stream to');
     const local = { address: req.socket.localAddress ?? '', port: req.socket.localPort ?? 0, family: req.socket.remoteFamily ?? '' };

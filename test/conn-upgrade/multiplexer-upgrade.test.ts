@@ -4,7 +4,9 @@
 // multiplexer, where the inner TLS (the cluster CA, the client's real SNI and ALPN, its client
 // certificate) is routed like any connection on the port. Hostile upgrades end with a code.
 import t from 'tap';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
+import { once } from 'node:events';
 import type { Duplex } from 'node:stream';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { custom, serve, terminate } from '../../lib/handlers/builders.js';
@@ -259,4 +261,25 @@ t.test('after every hostile upgrade: no connection, socket or timer left', async
   t.equal(liveHandles().sockets, 0, 'no socket left');
   await until(() => liveHandles().timers === 0, 'timers to end', 5000);
   t.equal(liveHandles().timers, 0, 'no timer left (pings, idle timers, close timers, deadlines)');
+});
+
+t.test('a closed upgrade refuses new requests with 503 and the code, and counts them', async (t) => {
+  const plain = createHttpServer((_req, res) => res.end('web\n'));
+  const closed = new ConnectionUpgrade({ target: mux, logger });
+  closed.attach(plain);
+  plain.listen(0, '127.0.0.1');
+  await once(plain, 'listening');
+  t.teardown(() => plain.close());
+  const before = mux.openConnections;
+  const open = await rawUpgrade({ port: (plain.address() as { port: number }).port });
+  t.equal(open.status, 101, 'answered while open');
+  open.socket.destroy();
+  await closed.close();
+  const late = await rawUpgrade({ port: (plain.address() as { port: number }).port });
+  t.equal(late.status, 503, 'refused once closed');
+  t.match(late.rest.toString(), /GATE_ERR_CONN_UPGRADE_REFUSED/);
+  late.socket.destroy();
+  t.equal(closed.counts.upgraded, 1);
+  t.equal(closed.counts.refusedByStatus['503'], 1);
+  await until(() => mux.openConnections === before, 'the one carried stream ended');
 });
