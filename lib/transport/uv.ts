@@ -38,8 +38,12 @@ export interface TcpHandle {
 
 /** Receives a handle's events: reads, write completions, shutdown and connect results. */
 export interface HandleOwner {
-  /** `chunk` is a fresh view that the receiver may keep. */
-  onHandleData(handle: TcpHandle, chunk: Buffer): void;
+  /**
+   * `chunk` is a fresh view that the receiver may keep, except when `reused` (relay reads, see
+   * startRelayReading): then it is a view of the handle's own read buffer, which its next read
+   * overwrites.
+   */
+  onHandleData(handle: TcpHandle, chunk: Buffer, reused?: boolean): void;
   /** `error` undefined: the peer's FIN (EOF); else the errno name (ECONNRESET, ...). */
   onHandleEnd(handle: TcpHandle, error: string | undefined): void;
   /** An asynchronous write finished (`error` undefined) or failed. */
@@ -206,7 +210,7 @@ function onRelayRead(this: TcpHandle): Buffer | undefined {
   const shared = isSharedReadBuffer(buffer);
   const next = nextReadBuffer(buffer, n);
   if (next) this[READ_BUFFER] = next;
-  owner.onHandleData(this, shared ? Buffer.from(buffer.subarray(0, n)) : buffer.subarray(0, n));
+  owner.onHandleData(this, shared ? Buffer.from(buffer.subarray(0, n)) : buffer.subarray(0, n), !shared);
   return next;
 }
 
