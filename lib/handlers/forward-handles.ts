@@ -7,6 +7,7 @@ import { closeHandle, errnoError, type TcpHandle } from '../transport/uv.js';
 import { TcpDial } from '../transport/tcp-dial.js';
 import type { HandleEnd } from '../transport/client-end.js';
 import type { ConnectionParts as Connection } from './context.js';
+import type { WatchRelay } from './bare-client.js';
 import type { ForwardHandler, UpstreamAddress } from './types.js';
 import { DEFAULT_DIAL_TIMEOUT_MS, dialError, proxyHeaderFor, upstreamOf } from './forward.js';
 import { dialDeadline } from './dial-deadline.js';
@@ -24,7 +25,7 @@ export function forwardOnHandles(
   rest: Buffer,
   handler: ForwardHandler,
   conn: Connection,
-  onRelay?: (relay: HandleRelay, conn: Connection) => void,
+  onRelay?: WatchRelay,
   native?: NativeRelayUse,
 ): void {
   const to = upstreamOf(handler, conn.info);
@@ -55,7 +56,7 @@ class HandleDial {
     private readonly handler: ForwardHandler,
     private readonly to: UpstreamAddress,
     private readonly conn: Connection,
-    private readonly onRelay: ((relay: HandleRelay, conn: Connection) => void) | undefined,
+    private readonly onRelay: WatchRelay | undefined,
     private readonly native: NativeRelayUse | undefined,
   ) {}
 
