@@ -1,7 +1,7 @@
 import { lookup } from 'node:dns';
 import { isIP, connect as netConnect, type OnReadOpts, type Socket } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
-import { dialDeadline } from '../handlers/dial-deadline.js';
+import { dialDeadline } from '../transport/dial-deadline.js';
 import { resolveDialOrder } from '../transport/address-order.js';
 import { TcpDial } from '../transport/tcp-dial.js';
 import { closeHandle, errnoError, type TcpHandle } from '../transport/uv.js';

@@ -10,7 +10,7 @@ import type { ConnectionParts as Connection } from './context.js';
 import type { WatchRelay } from './bare-client.js';
 import type { ForwardHandler, UpstreamAddress } from './types.js';
 import { DEFAULT_DIAL_TIMEOUT_MS, dialError, proxyHeaderFor, upstreamOf } from './forward.js';
-import { dialDeadline } from './dial-deadline.js';
+import { dialDeadline } from '../transport/dial-deadline.js';
 import { resolveDialOrder, type DialAddress, type Lookup } from '../transport/address-order.js';
 
 /**

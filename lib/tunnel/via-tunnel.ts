@@ -146,7 +146,7 @@ class BareTunnelClient {
   /** The connection ends while the stream opens: the open is abandoned (nothing is relayed). */
   destroy(): void {
     if (!this.settle()) return;
-    this.abort.abort(new Error('client closed'));
+    this.abort.abort();
   }
 
   /** True the first time: the open's outcome, or its abandonment. Either way no longer a part. */
