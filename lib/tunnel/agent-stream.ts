@@ -72,8 +72,19 @@ export function serveAgentStream(stream: ServerHttp2Stream, headers: IncomingHtt
     refuse(stream, ErrorCodes.AGENT_TARGET_DENIED, `this agent does not serve ${target}`);
     return;
   }
-  if (handlesAvailable && !options.sockets) serveOnHandle(stream, headers, host, port, target, options);
-  else serveOnSocket(stream, headers, host, port, target, options);
+  const allowed: AllowedStream = { stream, headers, host, port, target };
+  if (handlesAvailable && !options.sockets) serveOnHandle(allowed, options);
+  else serveOnSocket(allowed, options);
+}
+
+/** A stream whose CONNECT target the policy allows: to dial and relay. */
+interface AllowedStream {
+  stream: ServerHttp2Stream;
+  headers: IncomingHttpHeaders;
+  host: string;
+  port: number;
+  /** `host:port`, for the log. */
+  target: string;
 }
 
 /** A dial that failed or a stream that went away meanwhile: true when nothing is left to relay. */
@@ -96,14 +107,7 @@ function connectError(stream: Http2Stream): void {
  * no stream machinery on the TCP side (as `forward` relays its connections). A stream that
  * closes while the target is being dialed cancels the dial.
  */
-function serveOnHandle(
-  stream: ServerHttp2Stream,
-  headers: IncomingHttpHeaders,
-  host: string,
-  port: number,
-  target: string,
-  options: AgentStreamOptions,
-): void {
+function serveOnHandle({ stream, headers, host, port, target }: AllowedStream, options: AgentStreamOptions): void {
   const { log } = options;
   const cancel = connectDirectHandle(host, port, options.dialTimeoutMs, (outcome: TcpHandle | GateError) => {
     stream.removeListener('close', cancel);
@@ -132,14 +136,7 @@ function serveOnHandle(
  * buffers managed by ReadBuffer, written to the stream in place (no 64 KiB Buffer allocated per
  * read). A stream that closes while the target is being dialled cancels the dial.
  */
-function serveOnSocket(
-  stream: ServerHttp2Stream,
-  headers: IncomingHttpHeaders,
-  host: string,
-  port: number,
-  target: string,
-  options: AgentStreamOptions,
-): void {
+function serveOnSocket({ stream, headers, host, port, target }: AllowedStream, options: AgentStreamOptions): void {
   const { log } = options;
   const reader = new ReadBuffer();
   const cancel = connectDirect(host, port, { timeoutMs: options.dialTimeoutMs, allowHalfOpen: true, onread: reader.onread }, (outcome) => {

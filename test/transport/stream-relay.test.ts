@@ -21,6 +21,7 @@ import { StreamRelay, type StreamRelayFailure } from '../../lib/transport/stream
 import { handlesAvailable, type TcpHandle } from '../../lib/transport/uv.js';
 import { closeServer, listening, liveHandles, until } from '../helpers/net.js';
 import { prng } from '../helpers/prng.js';
+import { gone, payload, stalled } from '../helpers/relay-checks.js';
 
 const MiB = 1 << 20;
 /** Far more than every buffer on the way (socket buffers, the stream's 64 KiB window) holds. */
@@ -79,22 +80,6 @@ async function rig(t: Test): Promise<Rig> {
   return { target, stream, closed };
 }
 
-/** `total` seeded bytes in chunks of varying size, and their digest. */
-function payload(seed: number, total: number): { chunks: Buffer[]; sha: string } {
-  const rng = prng(seed);
-  const block = rng.bytes(MiB + 4096);
-  const chunks: Buffer[] = [];
-  const hash = createHash('sha256');
-  for (let left = total; left > 0; ) {
-    const n = Math.min(left, rng.range(1, 256 * 1024));
-    const at = rng.int(block.length - n);
-    chunks.push(block.subarray(at, at + n));
-    hash.update(chunks[chunks.length - 1]!);
-    left -= n;
-  }
-  return { chunks, sha: hash.digest('hex') };
-}
-
 interface Progress {
   sent: number;
   done: boolean;
@@ -131,17 +116,6 @@ function digest(input: NodeJS.ReadableStream, rng?: ReturnType<typeof prng>): Pr
     }
   });
   return once(input, 'end').then(() => hash.digest('hex'));
-}
-
-/** Resolves once `progress` has not moved for a few polls (a stalled sender; bounded). */
-async function stalled(progress: Progress): Promise<void> {
-  let last = -1;
-  let still = 0;
-  await until(() => {
-    still = progress.sent === last ? still + 1 : 0;
-    last = progress.sent;
-    return still >= 10;
-  }, 'the sender to stall');
 }
 
 t.test('the relay on bare handles', { skip: handlesAvailable ? false : 'no bare TCP handles in this Node' }, async (t) => {
@@ -297,12 +271,4 @@ function digestText(input: NodeJS.ReadableStream): Promise<string> {
 /** The stream's 'close', or at once if it has already closed. */
 function closedStream(stream: ClientHttp2Stream): Promise<unknown> {
   return stream.closed || stream.destroyed ? Promise.resolve() : new Promise((resolve) => stream.once('close', resolve));
-}
-
-/** Resolves true once the peer closed `socket` (its FIN, a reset, or the close after them). */
-function gone(socket: Socket): Promise<boolean> {
-  return new Promise((resolve) => {
-    for (const event of ['end', 'error', 'close']) socket.once(event, () => resolve(true));
-    socket.resume();
-  });
 }

@@ -20,6 +20,7 @@ import { handlesAvailable } from '../../lib/transport/uv.js';
 import { packageVersion } from '../../lib/wire/package-version.js';
 import { until } from '../helpers/net.js';
 import { agentCertificate, rawAgentSession } from '../helpers/tunnel-rig.js';
+import { gone, stalled } from '../helpers/relay-checks.js';
 
 const { ca, server } = devCertificates();
 const SERVER_ID = '5e0d8f9a-6b1c-4d2e-8f3a-9b8c7d6e5f41';
@@ -110,16 +111,6 @@ function send(out: NodeJS.WritableStream, total: number): { sent: number; sha: s
   };
   pump();
   return progress;
-}
-
-async function stalled(progress: { sent: number }): Promise<void> {
-  let last = -1;
-  let still = 0;
-  await until(() => {
-    still = progress.sent === last ? still + 1 : 0;
-    last = progress.sent;
-    return still >= 10;
-  }, 'the sender to stall');
 }
 
 /** The stream's 'close', or at once when it has closed already. */
@@ -220,13 +211,5 @@ for (const fastPath of transports) {
       await until(() => r.mux.stats().byRoute['via-agent']?.errors === 1, "the client's connection counted failed");
       t.ok((r.mux.stats().failures[ErrorCodes.IDLE_TIMEOUT] ?? 0) >= 1, 'with GATE_ERR_IDLE_TIMEOUT');
     });
-  });
-}
-
-/** Resolves true once the proxy closed `socket` (its FIN, a reset, or the close after them). */
-function gone(socket: Socket): Promise<boolean> {
-  return new Promise((resolve) => {
-    for (const event of ['end', 'error', 'close']) socket.once(event, () => resolve(true));
-    socket.resume();
   });
 }
