@@ -1,4 +1,5 @@
 import { constants, type Http2Stream } from 'node:http2';
+import { COALESCE_LIMIT_BYTES } from './splice.js';
 import { OWNER, closeHandle, shutdown, startRelayReading, stopReading, write, type HandleOwner, type TcpHandle } from './uv.js';
 
 /** Why a stream relay ended early: the TCP side failed (errno name), or the stream was reset. */
@@ -24,7 +25,8 @@ export interface StreamRelayOptions {
  * - Backpressure each way: a stream write() that returns false stops the handle's reads until
  *   'drain', and a read that is a view of the handle's own buffer (bulk) stops them until the
  *   stream's write of it has called back (nghttp2 has framed the bytes by then, so the buffer
- *   may be read into again); a handle write libuv had to queue pauses the stream until it ends.
+ *   may be read into again); writes libuv had to queue pause the stream from COALESCE_LIMIT_BYTES
+ *   (splice.ts) on, until they are out.
  * - Half-close each way: the handle's EOF ends the stream (END_STREAM), the stream's end shuts
  *   the handle's writing side down (FIN once the queued writes are out).
  * - The relay is done when the stream has closed cleanly (both its directions ended, no reset)
@@ -40,10 +42,12 @@ export class StreamRelay implements HandleOwner {
   private finalWritten = 0;
   /** The handle's EOF came (and the stream was ended). */
   private handleEnded = false;
-  /** The stream's reads stop until this handle write ends. */
-  private handleWriting = false;
-  /** The stream ended its side; the handle's FIN follows its queued writes. */
-  private streamEnded = false;
+  /** Handle writes libuv queued that have not completed yet. */
+  private writesQueued = 0;
+  /** The stream is paused until the handle's queued writes are out. */
+  private streamPaused = false;
+  /** Chunks from the stream not written to the handle yet (see streamData). */
+  private pending: Buffer[] | undefined = undefined;
   private finSent = false;
   /** Handle reads stop until the stream drains. */
   private awaitingDrain = false;
@@ -121,10 +125,10 @@ export class StreamRelay implements HandleOwner {
 
   onHandleWritten(_handle: TcpHandle, error: string | undefined): void {
     if (error !== undefined) return this.fail(error);
-    this.handleWriting = false;
-    if (this.closed) return;
-    if (this.streamEnded) this.sendFin();
-    else this.stream.resume();
+    this.writesQueued--;
+    if (this.closed || this.writesQueued > 0 || !this.streamPaused) return;
+    this.streamPaused = false;
+    this.stream.resume();
   }
 
   onHandleShutdown(_handle: TcpHandle, error: string | undefined): void {
@@ -147,19 +151,44 @@ export class StreamRelay implements HandleOwner {
     this.readHandle();
   }
 
+  /*
+   * A stream delivers one socket read of its session as many small chunks (a DATA frame, or the
+   * part of one a TLS record held: 16 KiB at most each). Written one by one they would cost a
+   * write syscall each; gathered until the loop's check phase they go out in one write (as
+   * splice's relayCoalesced does with cork). Backpressure starts, as there, at
+   * COALESCE_LIMIT_BYTES queued in libuv, not at the first queued write: pausing the stream and
+   * resuming it costs, and a stream read by fits and starts holds back its window updates.
+   */
   private streamData(chunk: Buffer): void {
     if (this.closed) return;
     this.reads++;
-    const result = write(this.handle, chunk);
+    if (this.pending) {
+      this.pending.push(chunk);
+      return;
+    }
+    this.pending = [chunk];
+    setImmediate(flushPending, this);
+  }
+
+  /** Writes what the stream delivered since the last write (libuv keeps writes in order). */
+  flush(): void {
+    const { pending } = this;
+    if (!pending || this.closed) return;
+    this.pending = undefined;
+    const result = write(this.handle, pending.length === 1 ? pending[0]! : pending);
     if (result === 'done') return;
     if (result !== 'queued') return this.fail(result);
-    this.handleWriting = true;
-    this.stream.pause();
+    this.writesQueued++;
+    if (!this.streamPaused && this.handle.writeQueueSize >= COALESCE_LIMIT_BYTES) {
+      this.streamPaused = true;
+      this.stream.pause();
+    }
   }
 
   private streamEnd(): void {
-    this.streamEnded = true;
-    if (!this.handleWriting) this.sendFin();
+    this.flush();
+    // libuv sends the FIN after the writes queued before it.
+    this.sendFin();
   }
 
   private sendFin(): void {
@@ -214,3 +243,7 @@ export class StreamRelay implements HandleOwner {
 }
 
 function ignore(): void {}
+
+function flushPending(relay: StreamRelay): void {
+  relay.flush();
+}

@@ -18,6 +18,7 @@ export interface TcpHandle {
   useUserBuffer(buffer: Uint8Array): void;
   readStop(): number;
   writeBuffer(req: object, data: Uint8Array): number;
+  writev(req: object, chunks: Uint8Array[], allBuffers: true): number;
   shutdown(req: object): number;
   close(callback?: () => void): void;
   setNoDelay(enable: boolean): number;
@@ -73,7 +74,7 @@ interface WriteRequest {
   handle: TcpHandle;
   /** Who wrote: the handle may have changed owner (detection → relay) before a queued write ends. */
   owner: HandleOwner | undefined;
-  buffer: Buffer | undefined;
+  buffer: Buffer | Buffer[] | undefined;
   oncomplete: (this: WriteRequest, status: number) => void;
   async: boolean;
 }
@@ -99,6 +100,7 @@ function probe(): Bindings | undefined {
       'readStop',
       'useUserBuffer',
       'writeBuffer',
+      'writev',
       'shutdown',
       'close',
       'setNoDelay',
@@ -247,11 +249,11 @@ function onWritten(this: WriteRequest, status: number): void {
 let spareWrite: WriteRequest | undefined;
 
 /**
- * Writes `data`. Returns 'done' when the kernel took all of it, 'queued' when the rest is
+ * Writes `data` (one buffer, or several in order). Returns 'done' when the kernel took all of it, 'queued' when the rest is
  * queued in libuv (the owner's onHandleWritten follows; `data` must not change until then), or
  * the errno name of a failure.
  */
-export function write(handle: TcpHandle, data: Buffer): 'done' | 'queued' | string {
+export function write(handle: TcpHandle, data: Buffer | Buffer[]): 'done' | 'queued' | string {
   const b = uv!;
   const req = spareWrite ?? new b.WriteWrap();
   spareWrite = undefined;
@@ -261,7 +263,8 @@ export function write(handle: TcpHandle, data: Buffer): 'done' | 'queued' | stri
   req.async = false;
   // The request holds the bytes: libuv keeps a pointer to them until the write completes.
   req.buffer = data;
-  const status = handle.writeBuffer(req, data);
+  // Several buffers go out in one writev (no copy into one buffer first).
+  const status = Array.isArray(data) ? handle.writev(req, data, true) : handle.writeBuffer(req, data);
   if (status < 0) return errorName(status);
   if (b.state[b.kLastWriteWasAsync] === 0) {
     req.buffer = undefined;
