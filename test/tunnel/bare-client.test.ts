@@ -11,15 +11,12 @@ import { connect, type Socket } from 'node:net';
 import { ErrorCodes } from '../../lib/errors.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
-import { descriptionLine } from '../../lib/tunnel/agent-description.js';
-import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
 import { tunnelRoute } from '../../lib/tunnel/endpoint.js';
 import { TunnelRegistry } from '../../lib/tunnel/registry.js';
 import { viaTunnel } from '../../lib/tunnel/via-tunnel.js';
 import { handlesAvailable } from '../../lib/transport/uv.js';
-import { packageVersion } from '../../lib/wire/package-version.js';
 import { until } from '../helpers/net.js';
-import { agentCertificate, rawAgentSession } from '../helpers/tunnel-rig.js';
+import { agentCertificate, answeredDescribe, rawAgentSession } from '../helpers/tunnel-rig.js';
 import { gone, stalled } from '../helpers/relay-checks.js';
 
 const { ca, server } = devCertificates();
@@ -57,11 +54,7 @@ async function rig(t: Test, fastPath: boolean, idleTimeoutMs = 0): Promise<Rig> 
   const waiting: Array<(s: ServerHttp2Stream) => void> = [];
   session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
     stream.on('error', () => {});
-    if (isDescribeRequest(headers)) {
-      stream.respond({ ':status': 200 });
-      stream.write(descriptionLine({ serverId: SERVER_ID, hostname: 'h', services: [], version: packageVersion, upgrader: 'none' }));
-      return;
-    }
+    if (answeredDescribe(stream, headers, SERVER_ID)) return;
     stream.respond({ ':status': 200 });
     waiting.shift()?.(stream);
   });

@@ -15,10 +15,7 @@ import { TunnelRegistry } from '../../lib/tunnel/registry.js';
 import { viaTunnel } from '../../lib/tunnel/via-tunnel.js';
 import type { Teardownable } from '../helpers/daemon.js';
 import { closeServer, readUntil, startTaggedTlsServer, tlsClient, until } from '../helpers/net.js';
-import { agentCertificate, rawAgentSession } from '../helpers/tunnel-rig.js';
-import { descriptionLine } from '../../lib/tunnel/agent-description.js';
-import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
-import { packageVersion } from '../../lib/wire/package-version.js';
+import { agentCertificate, answeredDescribe, rawAgentSession } from '../helpers/tunnel-rig.js';
 
 const { ca, server } = devCertificates();
 const TARGET = '127.0.0.1:9';
@@ -61,11 +58,7 @@ async function handMadeAgent(
   const waiting: Array<(s: [ServerHttp2Stream, IncomingHttpHeaders]) => void> = [];
   session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
     stream.on('error', () => {});
-    if (isDescribeRequest(headers)) {
-      stream.respond({ ':status': 200 });
-      stream.write(descriptionLine({ serverId: SERVER_ID, hostname: 'h', services: [], version: packageVersion, upgrader: 'none' }));
-      return;
-    }
+    if (answeredDescribe(stream, headers, SERVER_ID)) return;
     if (headers[':method'] !== 'CONNECT') return void stream.respond({ ':status': 204 }, { endStream: true });
     waiting.shift()?.([stream, headers]);
   });
