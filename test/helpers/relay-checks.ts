@@ -38,6 +38,8 @@ export async function stalled(progress: { readonly sent: number }): Promise<void
 /** Resolves true once the other side closed `socket` (its FIN, a reset, or the close after them). */
 export function gone(socket: Socket): Promise<boolean> {
   return new Promise((resolve) => {
+    // A reset may have closed it already ('error' and 'close' emitted before anyone listened).
+    if (socket.destroyed || socket.readableEnded) return resolve(true);
     for (const event of ['end', 'error', 'close']) socket.once(event, () => resolve(true));
     socket.resume();
   });
