@@ -1,10 +1,14 @@
 // The client's first bytes travel with the CONNECT (OpenStreamOptions.firstBytes): the agent has
-// them before it answers, writes them to its target first, and drops them with a refusal.
+// them before it answers, writes them to its target first, and drops them with a refusal. On a
+// peered route the holder passes them on with its own CONNECT to the agent, so they reach the agent
+// before any answer there too.
 import t from 'tap';
 import { once } from 'node:events';
 import type { IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
 import { connect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
+import { PeerPool } from '../../lib/cluster/peer-pool.js';
+import { PeerServer } from '../../lib/cluster/peer-server.js';
 import { ErrorCodes } from '../../lib/errors.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
@@ -19,6 +23,7 @@ import { agentCertificate, rawAgentSession } from '../helpers/tunnel-rig.js';
 import { descriptionLine } from '../../lib/tunnel/agent-description.js';
 import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
 import { packageVersion } from '../../lib/wire/package-version.js';
+import { ALPN_PEER, PEER_ROLE_URI } from '../../lib/wire/names.js';
 
 const { ca, server } = devCertificates();
 const TARGET = '127.0.0.1:9';
@@ -45,6 +50,47 @@ async function proxy(
     await closed;
   });
   return { port, registry, mux };
+}
+
+/**
+ * A peered route in one process: a holder proxy (its registry holds the agents' tunnels, its
+ * PeerServer serves forwarded dials on a peering listener) and a front proxy whose TLS (ALPN
+ * gate-bench) and HTTP/1 clients go to `target` via `agent` through the holder (a PeerPool).
+ */
+async function peeredProxies(
+  t: Teardownable,
+  agent: string,
+  target: string,
+): Promise<{ holderPort: number; registry: TunnelRegistry; front: Multiplexer; frontPort: number }> {
+  const proxyPair = (): { cert: string; key: string } => ca.issue({ commonName: 'proxy', uris: [PEER_ROLE_URI], usage: 'both' });
+  const registry = new TunnelRegistry({});
+  const peering = new PeerServer({ registry });
+  const holder = new Multiplexer({
+    routes: [
+      tunnelRoute(registry, { cert: server.cert, key: server.key, ca: ca.cert }),
+      { name: 'peer', match: { alpn: ALPN_PEER, protocol: 'tls' }, handler: peering.endpoint({ ...proxyPair(), ca: ca.cert }) },
+    ],
+  });
+  const { port: holderPort } = await holder.listen({ host: '127.0.0.1', port: 0 });
+  const frontPair = proxyPair();
+  const pool = new PeerPool({ identity: () => ({ ...frontPair, ca: ca.cert }) });
+  const peer = { id: 'holder', peerAddr: `127.0.0.1:${holderPort}` };
+  const handler = viaTunnel(new TunnelRegistry({}), agent, target, { open: (name, to, o) => pool.open(peer, name, to, o) });
+  const front = new Multiplexer({
+    routes: [
+      { name: 'tls-via-peer', match: { alpn: 'gate-bench', protocol: 'tls' }, handler },
+      { name: 'http-via-peer', match: { protocol: 'http1' }, handler },
+    ],
+  });
+  const { port: frontPort } = await front.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(async () => {
+    const closed = Promise.all([front.close({ graceMs: 0 }), holder.close({ graceMs: 0 })]);
+    pool.destroy();
+    peering.destroy();
+    registry.close();
+    await closed;
+  });
+  return { holderPort, registry, front, frontPort };
 }
 
 /**
@@ -138,4 +184,49 @@ t.test('a client that sends its request and its FIN at once: the agent gets both
   t.equal(answer, 'HTTP/1.1 204 No Content\r\n\r\n');
   client.destroy();
   t.equal(side.mux.stats().failures[ErrorCodes.AGENT_STREAM_FAILED], undefined);
+});
+
+t.test("on a peered route the holder passes the ClientHello on with its CONNECT: the agent has it before it answers; a refusal keeps its code", async (t) => {
+  const side = await peeredProxies(t, 'agent-peered', TARGET);
+  const raw = await handMadeAgent(t, side.holderPort, side.registry, 'agent-peered');
+
+  const streamP = raw.nextConnect();
+  const client = connect(side.frontPort, '127.0.0.1');
+  client.on('error', () => {});
+  const tls = tlsConnect({ socket: client, servername: 'localhost', ALPNProtocols: ['gate-bench'], ca: ca.cert });
+  tls.on('error', () => {});
+  let answered = false;
+  tls.once('data', () => (answered = true));
+  const [stream, headers] = await streamP;
+  t.equal(headers[':authority'], TARGET);
+  // The agent (this test) has answered nothing, so the holder has not either: the bytes came early.
+  const [first] = (await once(stream, 'data')) as [Buffer];
+  t.equal(first[0], 0x16, "a TLS handshake record reached the agent before its answer, through both proxies");
+  t.equal(first[5], 0x01, 'it is the ClientHello');
+  t.notOk(answered, 'the front proxy had nothing to pass back yet');
+  stream.respond(refusalHeaders(ErrorCodes.AGENT_TARGET_DENIED, 'not this one'), { endStream: true });
+  await new Promise((resolve) => tls.once('close', resolve));
+  t.notOk(answered, 'the refused client got no bytes, only its close');
+  await until(() => side.front.stats().failures[ErrorCodes.AGENT_TARGET_DENIED] === 1, "the agent's refusal recorded at the front with its code");
+
+  // A client whose FIN comes with its request: the holder takes both, the agent gets every byte
+  // and END_STREAM, and its answer comes back through both proxies.
+  const nextP = raw.nextConnect();
+  const http = connect({ port: side.frontPort, host: '127.0.0.1', allowHalfOpen: true });
+  const request = 'GET / HTTP/1.1\r\nHost: x\r\n\r\n';
+  http.end(request);
+  const [next] = await nextP;
+  let got = '';
+  next.on('data', (d: Buffer) => (got += d.toString()));
+  await until(() => got.length > 0, 'first bytes before the answer');
+  next.respond({ ':status': 200 });
+  await once(next, 'end');
+  t.equal(got, request, 'every byte, then the FIN as END_STREAM');
+  let answer = '';
+  http.on('data', (d: Buffer) => (answer += d.toString()));
+  next.end('HTTP/1.1 204 No Content\r\n\r\n');
+  await once(http, 'end');
+  t.equal(answer, 'HTTP/1.1 204 No Content\r\n\r\n');
+  http.destroy();
+  t.equal(side.front.stats().failures[ErrorCodes.AGENT_STREAM_FAILED], undefined);
 });

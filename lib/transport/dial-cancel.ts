@@ -1,0 +1,72 @@
+/**
+ * "The client left while we were dialling for it", told to whoever waits on the dial: a plain
+ * flag and callbacks, with an `AbortSignal` made only for a dial that asks for one (`signal`).
+ *
+ * Why not an AbortController per dial: on Node 20 creating an AbortSignal and adding an 'abort'
+ * listener costs about 5 µs (BENCHMARKS.md), paid twice per tunnelled connection (the front proxy
+ * and the holder of a peered route) for a cancel that almost never happens. A stream opener
+ * (lib/tunnel/connect-answer.ts) registers a callback here instead; dials that hand a signal on to
+ * Node's own APIs (`net.connect`, the environment's proxies) still get a real one.
+ */
+export class DialCancel {
+  private why: Error | undefined;
+  private listeners: Array<(reason: Error) => void> | undefined;
+  private controller: AbortController | undefined;
+
+  /**
+   * `outside`, when given, is an abort of the caller's own (a listener closing cancels its pending
+   * dials): aborting it cancels this, and this cancelling aborts it, as one.
+   */
+  constructor(outside?: AbortController) {
+    if (!outside) return;
+    this.controller = outside;
+    const signal = outside.signal;
+    if (signal.aborted) this.why = asError(signal.reason);
+    else signal.addEventListener('abort', () => this.cancel(asError(signal.reason)), { once: true });
+  }
+
+  /** Whether the dial has been cancelled. */
+  get cancelled(): boolean {
+    return this.why !== undefined;
+  }
+
+  /** Why it was cancelled (undefined while it is not). */
+  get reason(): Error | undefined {
+    return this.why;
+  }
+
+  /** A signal that aborts with this cancel, made on first use (for APIs that take one). */
+  get signal(): AbortSignal {
+    this.controller ??= new AbortController();
+    if (this.why && !this.controller.signal.aborted) this.controller.abort(this.why);
+    return this.controller.signal;
+  }
+
+  /** Calls `listener` once when cancelled (at once if it already is). */
+  onCancel(listener: (reason: Error) => void): void {
+    if (this.why) return listener(this.why);
+    (this.listeners ??= []).push(listener);
+  }
+
+  /** Forgets a listener the dial no longer needs (it finished). */
+  offCancel(listener: (reason: Error) => void): void {
+    const listeners = this.listeners;
+    if (!listeners) return;
+    const at = listeners.indexOf(listener);
+    if (at >= 0) listeners.splice(at, 1);
+  }
+
+  /** Cancels: tells every listener once, and aborts the signal if one was made. Later calls do nothing. */
+  cancel(reason: Error): void {
+    if (this.why) return;
+    this.why = reason;
+    if (this.controller && !this.controller.signal.aborted) this.controller.abort(reason);
+    const listeners = this.listeners;
+    this.listeners = undefined;
+    if (listeners) for (const listener of listeners) listener(reason);
+  }
+}
+
+function asError(reason: unknown): Error {
+  return reason instanceof Error ? reason : new Error(String(reason ?? 'aborted'));
+}
