@@ -10,7 +10,9 @@
  */
 export class DialCancel {
   private why: Error | undefined;
-  private listeners: Array<(reason: Error) => void> | undefined;
+  // One waiter at a time is the rule (the opener waiting now); an array only for more.
+  private listener: ((reason: Error) => void) | undefined;
+  private more: Array<(reason: Error) => void> | undefined;
   private controller: AbortController | undefined;
 
   /**
@@ -45,15 +47,17 @@ export class DialCancel {
   /** Calls `listener` once when cancelled (at once if it already is). */
   onCancel(listener: (reason: Error) => void): void {
     if (this.why) return listener(this.why);
-    (this.listeners ??= []).push(listener);
+    if (this.listener === undefined) this.listener = listener;
+    else (this.more ??= []).push(listener);
   }
 
   /** Forgets a listener the dial no longer needs (it finished). */
   offCancel(listener: (reason: Error) => void): void {
-    const listeners = this.listeners;
-    if (!listeners) return;
-    const at = listeners.indexOf(listener);
-    if (at >= 0) listeners.splice(at, 1);
+    if (this.listener === listener) this.listener = undefined;
+    else if (this.more) {
+      const at = this.more.indexOf(listener);
+      if (at >= 0) this.more.splice(at, 1);
+    }
   }
 
   /** Cancels: tells every listener once, and aborts the signal if one was made. Later calls do nothing. */
@@ -61,9 +65,11 @@ export class DialCancel {
     if (this.why) return;
     this.why = reason;
     if (this.controller && !this.controller.signal.aborted) this.controller.abort(reason);
-    const listeners = this.listeners;
-    this.listeners = undefined;
-    if (listeners) for (const listener of listeners) listener(reason);
+    const { listener, more } = this;
+    this.listener = undefined;
+    this.more = undefined;
+    listener?.(reason);
+    if (more) for (const each of more) each(reason);
   }
 }
 
