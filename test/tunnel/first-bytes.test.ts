@@ -4,126 +4,24 @@
 // before any answer there too.
 import t from 'tap';
 import { once } from 'node:events';
-import type { IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
 import { connect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import { PeerPool } from '../../lib/cluster/peer-pool.js';
-import { PeerServer } from '../../lib/cluster/peer-server.js';
 import { ErrorCodes } from '../../lib/errors.js';
-import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
 import { refusalHeaders } from '../../lib/tunnel/connect-request.js';
-import { tunnelRoute } from '../../lib/tunnel/endpoint.js';
-import { TunnelRegistry } from '../../lib/tunnel/registry.js';
-import { viaTunnel } from '../../lib/tunnel/via-tunnel.js';
-import type { Teardownable } from '../helpers/daemon.js';
+import { handMadeAgent, peeredProxies, proxyViaAgent } from '../helpers/hand-made-agent.js';
 import { closeServer, readUntil, startTaggedTlsServer, tlsClient, until } from '../helpers/net.js';
-import { agentCertificate, rawAgentSession } from '../helpers/tunnel-rig.js';
-import { descriptionLine } from '../../lib/tunnel/agent-description.js';
-import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
-import { packageVersion } from '../../lib/wire/package-version.js';
-import { ALPN_PEER, PEER_ROLE_URI } from '../../lib/wire/names.js';
+import { agentCertificate } from '../helpers/tunnel-rig.js';
 
-const { ca, server } = devCertificates();
+const { ca } = devCertificates();
 const TARGET = '127.0.0.1:9';
-const SERVER_ID = '5e0d8f9a-6b1c-4d2e-8f3a-9b8c7d6e5f40';
-
-/** A proxy whose TLS clients offering ALPN gate-bench (passed through) and HTTP/1 clients go to `target` via agent `agent`. */
-async function proxy(
-  t: Teardownable,
-  agent: string,
-  target: string,
-): Promise<{ port: number; registry: TunnelRegistry; mux: Multiplexer }> {
-  const registry = new TunnelRegistry({});
-  const mux = new Multiplexer({
-    routes: [
-      tunnelRoute(registry, { cert: server.cert, key: server.key, ca: ca.cert }),
-      { name: 'tls-via-agent', match: { alpn: 'gate-bench', protocol: 'tls' }, handler: viaTunnel(registry, agent, target) },
-      { name: 'http-via-agent', match: { protocol: 'http1' }, handler: viaTunnel(registry, agent, target) },
-    ],
-  });
-  const { port } = await mux.listen({ host: '127.0.0.1', port: 0 });
-  t.teardown(async () => {
-    const closed = mux.close({ graceMs: 0 });
-    registry.close();
-    await closed;
-  });
-  return { port, registry, mux };
-}
-
-/**
- * A peered route in one process: a holder proxy (its registry holds the agents' tunnels, its
- * PeerServer serves forwarded dials on a peering listener) and a front proxy whose TLS (ALPN
- * gate-bench) and HTTP/1 clients go to `target` via `agent` through the holder (a PeerPool).
- */
-async function peeredProxies(
-  t: Teardownable,
-  agent: string,
-  target: string,
-): Promise<{ holderPort: number; registry: TunnelRegistry; front: Multiplexer; frontPort: number }> {
-  const proxyPair = (): { cert: string; key: string } => ca.issue({ commonName: 'proxy', uris: [PEER_ROLE_URI], usage: 'both' });
-  const registry = new TunnelRegistry({});
-  const peering = new PeerServer({ registry });
-  const holder = new Multiplexer({
-    routes: [
-      tunnelRoute(registry, { cert: server.cert, key: server.key, ca: ca.cert }),
-      { name: 'peer', match: { alpn: ALPN_PEER, protocol: 'tls' }, handler: peering.endpoint({ ...proxyPair(), ca: ca.cert }) },
-    ],
-  });
-  const { port: holderPort } = await holder.listen({ host: '127.0.0.1', port: 0 });
-  const frontPair = proxyPair();
-  const pool = new PeerPool({ identity: () => ({ ...frontPair, ca: ca.cert }) });
-  const peer = { id: 'holder', peerAddr: `127.0.0.1:${holderPort}` };
-  const handler = viaTunnel(new TunnelRegistry({}), agent, target, { open: (name, to, o) => pool.open(peer, name, to, o) });
-  const front = new Multiplexer({
-    routes: [
-      { name: 'tls-via-peer', match: { alpn: 'gate-bench', protocol: 'tls' }, handler },
-      { name: 'http-via-peer', match: { protocol: 'http1' }, handler },
-    ],
-  });
-  const { port: frontPort } = await front.listen({ host: '127.0.0.1', port: 0 });
-  t.teardown(async () => {
-    const closed = Promise.all([front.close({ graceMs: 0 }), holder.close({ graceMs: 0 })]);
-    pool.destroy();
-    peering.destroy();
-    registry.close();
-    await closed;
-  });
-  return { holderPort, registry, front, frontPort };
-}
-
-/**
- * An agent reduced to its session, registered (it answers the proxy's describe request): the
- * test answers its CONNECT streams itself. `nextConnect` is the next one, with its headers.
- */
-async function handMadeAgent(
-  t: Teardownable,
-  port: number,
-  registry: TunnelRegistry,
-  name: string,
-): Promise<{ session: ServerHttp2Session; nextConnect: () => Promise<[ServerHttp2Stream, IncomingHttpHeaders]> }> {
-  const { session } = await rawAgentSession(t, `127.0.0.1:${port}`, agentCertificate(name));
-  const waiting: Array<(s: [ServerHttp2Stream, IncomingHttpHeaders]) => void> = [];
-  session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
-    stream.on('error', () => {});
-    if (isDescribeRequest(headers)) {
-      stream.respond({ ':status': 200 });
-      stream.write(descriptionLine({ serverId: SERVER_ID, hostname: 'h', services: [], version: packageVersion, upgrader: 'none' }));
-      return;
-    }
-    if (headers[':method'] !== 'CONNECT') return void stream.respond({ ':status': 204 }, { endStream: true });
-    waiting.shift()?.([stream, headers]);
-  });
-  await until(() => registry.has(name), `${name} registered`);
-  return { session, nextConnect: () => new Promise((resolve) => waiting.push(resolve)) };
-}
 
 t.test("a passed-through TLS client's ClientHello reaches the agent before it answers, and the handshake completes", async (t) => {
   const upstream = await startTaggedTlsServer('behind-agent');
   t.teardown(() => closeServer(upstream.server));
   const target = `127.0.0.1:${upstream.port}`;
-  const side = await proxy(t, 'agent-hello', target);
+  const side = await proxyViaAgent(t, 'agent-hello', target);
 
   // First a hand-made agent, to see what arrives with the CONNECT before any answer.
   const raw = await handMadeAgent(t, side.port, side.registry, 'agent-hello');
@@ -164,7 +62,7 @@ t.test("a passed-through TLS client's ClientHello reaches the agent before it an
 });
 
 t.test('a client that sends its request and its FIN at once: the agent gets both, the answer comes back', async (t) => {
-  const side = await proxy(t, 'agent-fin', TARGET);
+  const side = await proxyViaAgent(t, 'agent-fin', TARGET);
   const raw = await handMadeAgent(t, side.port, side.registry, 'agent-fin');
   const streamP = raw.nextConnect();
   const client = connect({ port: side.port, host: '127.0.0.1', allowHalfOpen: true });
