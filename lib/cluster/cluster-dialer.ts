@@ -114,7 +114,8 @@ export class ClusterDialer implements Closable {
     let offlineEverywhere = failure === undefined || failure.code === ErrorCodes.AGENT_OFFLINE;
     for (const peer of candidates) {
       const cancelled = options.cancel ? options.cancel.reason : options.signal?.aborted ? options.signal.reason : undefined;
-      if (cancelled !== undefined) throw new GateError(ErrorCodes.DIAL_ABORTED, `agent ${agent} -> ${target}: aborted`, { cause: cancelled });
+      if (cancelled !== undefined)
+        throw new GateError(ErrorCodes.DIAL_ABORTED, `agent ${agent} -> ${target}: aborted`, { cause: cancelled });
       try {
         const stream = await this.options.peers.open(peer, agent, target, options);
         this.options.onPeerDial?.('ok');

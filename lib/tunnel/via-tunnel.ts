@@ -45,7 +45,11 @@ export function viaTunnel(registry: TunnelRegistry, agent: string, target: strin
       const firstBytes = takeBuffered(client);
       return dialThenRelay<ClientHttp2Stream>(client, {
         dial: (cancel) =>
-          open(agent, target, new ClientStreamOptions(cancel, formatHostPort(info.remote.address, info.remote.port), options.openTimeoutMs, firstBytes)),
+          open(
+            agent,
+            target,
+            new ClientStreamOptions(cancel, formatHostPort(info.remote.address, info.remote.port), options.openTimeoutMs, firstBytes),
+          ),
         release: releaseStream,
         fail: (err) => failClient(client, toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)),
         relay: (stream) => relayStream(client, stream, agent, target),

@@ -2,10 +2,11 @@
 // them before it answers, writes them to its target first, and drops them with a refusal. On a
 // peered route the holder passes them on with its own CONNECT to the agent, so they reach the agent
 // before any answer there too.
-import t from 'tap';
+import t, { type Test } from 'tap';
+import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { once } from 'node:events';
 import { connect } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { ErrorCodes } from '../../lib/errors.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
@@ -17,6 +18,40 @@ import { agentCertificate } from '../helpers/tunnel-rig.js';
 const { ca } = devCertificates();
 const TARGET = '127.0.0.1:9';
 
+/** A TLS client (ALPN gate-bench, passed through) of the proxy on `port`: its ClientHello goes to the agent. */
+function helloClient(port: number): TLSSocket {
+  const client = connect(port, '127.0.0.1');
+  client.on('error', () => {});
+  const tls = tlsConnect({ socket: client, servername: 'localhost', ALPNProtocols: ['gate-bench'], ca: ca.cert });
+  tls.on('error', () => {});
+  return tls;
+}
+
+/**
+ * An HTTP/1 client that sends its request and its FIN at once, through the proxy on `port` to the
+ * hand-made agent: the agent must have every byte before it answers, then END_STREAM; its answer
+ * must come back to the client.
+ */
+async function requestWithFin(t: Test, port: number, nextConnect: () => Promise<[ServerHttp2Stream, IncomingHttpHeaders]>): Promise<void> {
+  const streamP = nextConnect();
+  const client = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+  const request = 'GET / HTTP/1.1\r\nHost: x\r\n\r\n';
+  client.end(request);
+  const [stream] = await streamP;
+  let got = '';
+  stream.on('data', (d: Buffer) => (got += d.toString()));
+  await until(() => got.length > 0, 'first bytes before the answer');
+  stream.respond({ ':status': 200 });
+  await once(stream, 'end');
+  t.equal(got, request, 'every byte, then the FIN as END_STREAM');
+  let answer = '';
+  client.on('data', (d: Buffer) => (answer += d.toString()));
+  stream.end('HTTP/1.1 204 No Content\r\n\r\n');
+  await once(client, 'end');
+  t.equal(answer, 'HTTP/1.1 204 No Content\r\n\r\n');
+  client.destroy();
+}
+
 t.test("a passed-through TLS client's ClientHello reaches the agent before it answers, and the handshake completes", async (t) => {
   const upstream = await startTaggedTlsServer('behind-agent');
   t.teardown(() => closeServer(upstream.server));
@@ -26,10 +61,7 @@ t.test("a passed-through TLS client's ClientHello reaches the agent before it an
   // First a hand-made agent, to see what arrives with the CONNECT before any answer.
   const raw = await handMadeAgent(t, side.port, side.registry, 'agent-hello');
   const streamP = raw.nextConnect();
-  const client = connect(side.port, '127.0.0.1');
-  client.on('error', () => {});
-  const tls = tlsConnect({ socket: client, servername: 'localhost', ALPNProtocols: ['gate-bench'], ca: ca.cert });
-  tls.on('error', () => {});
+  const tls = helloClient(side.port);
   const [stream, headers] = await streamP;
   t.equal(headers[':authority'], target);
   const [first] = (await once(stream, 'data')) as [Buffer];
@@ -64,67 +96,38 @@ t.test("a passed-through TLS client's ClientHello reaches the agent before it an
 t.test('a client that sends its request and its FIN at once: the agent gets both, the answer comes back', async (t) => {
   const side = await proxyViaAgent(t, 'agent-fin', TARGET);
   const raw = await handMadeAgent(t, side.port, side.registry, 'agent-fin');
-  const streamP = raw.nextConnect();
-  const client = connect({ port: side.port, host: '127.0.0.1', allowHalfOpen: true });
-  const request = 'GET / HTTP/1.1\r\nHost: x\r\n\r\n';
-  client.end(request);
-  const [stream] = await streamP;
-  let got = '';
-  stream.on('data', (d: Buffer) => (got += d.toString()));
-  await until(() => got.length > 0, 'first bytes before the answer');
-  stream.respond({ ':status': 200 });
-  await once(stream, 'end');
-  t.equal(got, request, 'every byte, then the FIN as END_STREAM');
-  let answer = '';
-  client.on('data', (d: Buffer) => (answer += d.toString()));
-  stream.end('HTTP/1.1 204 No Content\r\n\r\n');
-  await once(client, 'end');
-  t.equal(answer, 'HTTP/1.1 204 No Content\r\n\r\n');
-  client.destroy();
+  await requestWithFin(t, side.port, raw.nextConnect);
   t.equal(side.mux.stats().failures[ErrorCodes.AGENT_STREAM_FAILED], undefined);
 });
 
-t.test("on a peered route the holder passes the ClientHello on with its CONNECT: the agent has it before it answers; a refusal keeps its code", async (t) => {
-  const side = await peeredProxies(t, 'agent-peered', TARGET);
-  const raw = await handMadeAgent(t, side.holderPort, side.registry, 'agent-peered');
+t.test(
+  'on a peered route the holder passes the ClientHello on with its CONNECT: the agent has it before it answers; a refusal keeps its code',
+  async (t) => {
+    const side = await peeredProxies(t, 'agent-peered', TARGET);
+    const raw = await handMadeAgent(t, side.holderPort, side.registry, 'agent-peered');
 
-  const streamP = raw.nextConnect();
-  const client = connect(side.frontPort, '127.0.0.1');
-  client.on('error', () => {});
-  const tls = tlsConnect({ socket: client, servername: 'localhost', ALPNProtocols: ['gate-bench'], ca: ca.cert });
-  tls.on('error', () => {});
-  let answered = false;
-  tls.once('data', () => (answered = true));
-  const [stream, headers] = await streamP;
-  t.equal(headers[':authority'], TARGET);
-  // The agent (this test) has answered nothing, so the holder has not either: the bytes came early.
-  const [first] = (await once(stream, 'data')) as [Buffer];
-  t.equal(first[0], 0x16, "a TLS handshake record reached the agent before its answer, through both proxies");
-  t.equal(first[5], 0x01, 'it is the ClientHello');
-  t.notOk(answered, 'the front proxy had nothing to pass back yet');
-  stream.respond(refusalHeaders(ErrorCodes.AGENT_TARGET_DENIED, 'not this one'), { endStream: true });
-  await new Promise((resolve) => tls.once('close', resolve));
-  t.notOk(answered, 'the refused client got no bytes, only its close');
-  await until(() => side.front.stats().failures[ErrorCodes.AGENT_TARGET_DENIED] === 1, "the agent's refusal recorded at the front with its code");
+    const streamP = raw.nextConnect();
+    const tls = helloClient(side.frontPort);
+    let answered = false;
+    tls.once('data', () => (answered = true));
+    const [stream, headers] = await streamP;
+    t.equal(headers[':authority'], TARGET);
+    // The agent (this test) has answered nothing, so the holder has not either: the bytes came early.
+    const [first] = (await once(stream, 'data')) as [Buffer];
+    t.equal(first[0], 0x16, 'a TLS handshake record reached the agent before its answer, through both proxies');
+    t.equal(first[5], 0x01, 'it is the ClientHello');
+    t.notOk(answered, 'the front proxy had nothing to pass back yet');
+    stream.respond(refusalHeaders(ErrorCodes.AGENT_TARGET_DENIED, 'not this one'), { endStream: true });
+    await new Promise((resolve) => tls.once('close', resolve));
+    t.notOk(answered, 'the refused client got no bytes, only its close');
+    await until(
+      () => side.front.stats().failures[ErrorCodes.AGENT_TARGET_DENIED] === 1,
+      "the agent's refusal recorded at the front with its code",
+    );
 
-  // A client whose FIN comes with its request: the holder takes both, the agent gets every byte
-  // and END_STREAM, and its answer comes back through both proxies.
-  const nextP = raw.nextConnect();
-  const http = connect({ port: side.frontPort, host: '127.0.0.1', allowHalfOpen: true });
-  const request = 'GET / HTTP/1.1\r\nHost: x\r\n\r\n';
-  http.end(request);
-  const [next] = await nextP;
-  let got = '';
-  next.on('data', (d: Buffer) => (got += d.toString()));
-  await until(() => got.length > 0, 'first bytes before the answer');
-  next.respond({ ':status': 200 });
-  await once(next, 'end');
-  t.equal(got, request, 'every byte, then the FIN as END_STREAM');
-  let answer = '';
-  http.on('data', (d: Buffer) => (answer += d.toString()));
-  next.end('HTTP/1.1 204 No Content\r\n\r\n');
-  await once(http, 'end');
-  t.equal(answer, 'HTTP/1.1 204 No Content\r\n\r\n');
-  http.destroy();
-  t.equal(side.front.stats().failures[ErrorCodes.AGENT_STREAM_FAILED], undefined);
-});
+    // A client whose FIN comes with its request: the holder takes both, the agent gets every byte
+    // and END_STREAM, and its answer comes back through both proxies.
+    await requestWithFin(t, side.frontPort, raw.nextConnect);
+    t.equal(side.front.stats().failures[ErrorCodes.AGENT_STREAM_FAILED], undefined);
+  },
+);

@@ -6,7 +6,7 @@
 // connection; an opener of the caller's own that reads `signal` still gets one that aborts.
 import t from 'tap';
 import { once } from 'node:events';
-import { constants, type ServerHttp2Stream } from 'node:http2';
+import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { connect, type Socket } from 'node:net';
 import { ErrorCodes } from '../../lib/errors.js';
 import type { TunnelRegistry } from '../../lib/tunnel/registry.js';
@@ -18,12 +18,17 @@ const TARGET = '127.0.0.1:9';
 // want its answer), which the held client does not even read until it is relayed.
 const REQUEST = 'GET / HTTP/1.1\r\nHost: x\r\n\r\n';
 
-/** An HTTP/1 client that has sent its request and waits. */
-function waitingClient(port: number): Socket {
+/** An HTTP/1 client through the proxy on `port` that has sent its request and waits, and its CONNECT at the agent. */
+async function waitingClient(
+  port: number,
+  agent: { nextConnect: () => Promise<[ServerHttp2Stream, IncomingHttpHeaders]> },
+): Promise<{ client: Socket; stream: ServerHttp2Stream }> {
+  const streamP = agent.nextConnect();
   const client = connect({ port, host: '127.0.0.1' });
   client.on('error', () => {});
   client.write(REQUEST);
-  return client;
+  const [stream] = await streamP;
+  return { client, stream };
 }
 
 /** Answers the agent's stream 200 once the proxy has ended its side, then ends it too: its close code. */
@@ -39,9 +44,7 @@ async function answerAfterRelease(stream: ServerHttp2Stream): Promise<number | u
 t.test('a client that leaves before the agent answers: its stream released with END_STREAM, no failure of ours', async (t) => {
   const side = await proxyViaAgent(t, 'agent-left', TARGET);
   const raw = await handMadeAgent(t, side.port, side.registry, 'agent-left');
-  const streamP = raw.nextConnect();
-  const client = waitingClient(side.port);
-  const [stream] = await streamP;
+  const { client, stream } = await waitingClient(side.port, raw);
   client.resetAndDestroy();
   t.equal(await answerAfterRelease(stream), constants.NGHTTP2_NO_ERROR, 'the stream ended cleanly both ways');
   t.equal(side.registry.streamStats.reset, 0, 'no reset');
@@ -51,9 +54,7 @@ t.test('a client that leaves before the agent answers: its stream released with 
 t.test('an agent that never answers: the client is closed with GATE_ERR_AGENT_STREAM_FAILED, the stream cancelled', async (t) => {
   const side = await proxyViaAgent(t, 'agent-mute', TARGET, { registry: { openTimeoutMs: 300 } });
   const raw = await handMadeAgent(t, side.port, side.registry, 'agent-mute');
-  const streamP = raw.nextConnect();
-  const client = waitingClient(side.port);
-  const [stream] = await streamP;
+  const { client, stream } = await waitingClient(side.port, raw);
   await once(stream, 'close');
   t.equal(stream.rstCode, constants.NGHTTP2_CANCEL, 'cancelled by the proxy');
   if (!client.closed) await once(client, 'close');
@@ -73,9 +74,7 @@ t.test("an opener of the caller's own that reads `signal` gets one, aborted when
   });
   registry = side.registry;
   const raw = await handMadeAgent(t, side.port, side.registry, 'agent-own');
-  const streamP = raw.nextConnect();
-  const client = waitingClient(side.port);
-  const [stream] = await streamP;
+  const { client, stream } = await waitingClient(side.port, raw);
   t.equal(signals.length, 1);
   t.equal(signals[0]!.aborted, false, 'not aborted while the client waits');
   client.resetAndDestroy();
@@ -87,9 +86,7 @@ t.test("an opener of the caller's own that reads `signal` gets one, aborted when
 t.test('through a holder: a client that leaves before the agent answers causes no reset anywhere', async (t) => {
   const side = await peeredProxies(t, 'agent-peer-left', TARGET);
   const raw = await handMadeAgent(t, side.holderPort, side.registry, 'agent-peer-left');
-  const streamP = raw.nextConnect();
-  const client = waitingClient(side.frontPort);
-  const [stream] = await streamP;
+  const { client, stream } = await waitingClient(side.frontPort, raw);
   client.resetAndDestroy();
   await until(() => side.front.stats().open === 0, 'the front proxy let the client go');
   // The front released its stream to the holder with END_STREAM; the holder passes that on once
