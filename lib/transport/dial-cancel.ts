@@ -9,10 +9,11 @@
  * Node's own APIs (`net.connect`, the environment's proxies) still get a real one.
  */
 export class DialCancel {
-  private why: Error | undefined;
+  private done = false;
+  private why: unknown;
   // One waiter at a time is the rule (the opener waiting now); an array only for more.
-  private listener: ((reason: Error) => void) | undefined;
-  private more: Array<(reason: Error) => void> | undefined;
+  private listener: ((reason: unknown) => void) | undefined;
+  private more: Array<(reason: unknown) => void> | undefined;
   private controller: AbortController | undefined;
 
   /**
@@ -23,36 +24,38 @@ export class DialCancel {
     if (!outside) return;
     this.controller = outside;
     const signal = outside.signal;
-    if (signal.aborted) this.why = asError(signal.reason);
-    else signal.addEventListener('abort', () => this.cancel(asError(signal.reason)), { once: true });
+    if (signal.aborted) {
+      this.done = true;
+      this.why = signal.reason;
+    } else signal.addEventListener('abort', () => this.cancel(signal.reason), { once: true });
   }
 
   /** Whether the dial has been cancelled. */
   get cancelled(): boolean {
-    return this.why !== undefined;
+    return this.done;
   }
 
-  /** Why it was cancelled (undefined while it is not). */
-  get reason(): Error | undefined {
+  /** Why it was cancelled (undefined while it is not): only why it stopped, the dial reports its own error. */
+  get reason(): unknown {
     return this.why;
   }
 
   /** A signal that aborts with this cancel, made on first use (for APIs that take one). */
   get signal(): AbortSignal {
     this.controller ??= new AbortController();
-    if (this.why && !this.controller.signal.aborted) this.controller.abort(this.why);
+    if (this.done && !this.controller.signal.aborted) this.controller.abort(this.why);
     return this.controller.signal;
   }
 
   /** Calls `listener` once when cancelled (at once if it already is). */
-  onCancel(listener: (reason: Error) => void): void {
-    if (this.why) return listener(this.why);
+  onCancel(listener: (reason: unknown) => void): void {
+    if (this.done) return listener(this.why);
     if (this.listener === undefined) this.listener = listener;
     else (this.more ??= []).push(listener);
   }
 
   /** Forgets a listener the dial no longer needs (it finished). */
-  offCancel(listener: (reason: Error) => void): void {
+  offCancel(listener: (reason: unknown) => void): void {
     if (this.listener === listener) this.listener = undefined;
     else if (this.more) {
       const at = this.more.indexOf(listener);
@@ -61,8 +64,9 @@ export class DialCancel {
   }
 
   /** Cancels: tells every listener once, and aborts the signal if one was made. Later calls do nothing. */
-  cancel(reason: Error): void {
-    if (this.why) return;
+  cancel(reason: unknown): void {
+    if (this.done) return;
+    this.done = true;
     this.why = reason;
     if (this.controller && !this.controller.signal.aborted) this.controller.abort(reason);
     const { listener, more } = this;
@@ -71,8 +75,4 @@ export class DialCancel {
     listener?.(reason);
     if (more) for (const each of more) each(reason);
   }
-}
-
-function asError(reason: unknown): Error {
-  return reason instanceof Error ? reason : new Error(String(reason ?? 'aborted'));
 }

@@ -8,8 +8,8 @@ import { DialCancel } from '../../lib/transport/dial-cancel.js';
 t.test('each waiter is told once, with the reason; one that left is not told', async (t) => {
   const cancel = new DialCancel();
   const told: string[] = [];
-  const first = (why: Error): number => told.push(`first ${why.message}`);
-  const second = (why: Error): number => told.push(`second ${why.message}`);
+  const first = (why: unknown): number => told.push(`first ${(why as Error).message}`);
+  const second = (why: unknown): number => told.push(`second ${(why as Error).message}`);
   const gone = (): number => told.push('gone');
   cancel.onCancel(first);
   cancel.onCancel(gone);
@@ -20,8 +20,8 @@ t.test('each waiter is told once, with the reason; one that left is not told', a
   cancel.cancel(new Error('again'));
   t.same(told, ['first client closed', 'second client closed']);
   t.equal(cancel.cancelled, true);
-  t.equal(cancel.reason?.message, 'client closed', 'the first reason stays');
-  cancel.onCancel((why) => told.push(`late ${why.message}`));
+  t.equal((cancel.reason as Error).message, 'client closed', 'the first reason stays');
+  cancel.onCancel((why) => told.push(`late ${(why as Error).message}`));
   t.same(told.at(-1), 'late client closed', 'a waiter that comes after the cancel is told at once');
 });
 
@@ -53,11 +53,11 @@ t.test('a signal is made when asked for, aborted with the reason, before or afte
 t.test("a caller's own controller and the cancel act as one", async (t) => {
   const outside = new AbortController();
   const cancel = new DialCancel(outside);
-  let told: Error | undefined;
+  let told: unknown;
   cancel.onCancel((why) => (told = why));
   t.equal(cancel.signal, outside.signal, "the caller's signal is the cancel's");
   outside.abort(new Error('listener closing'));
-  t.equal(told?.message, 'listener closing', 'aborting it cancels');
+  t.equal((told as Error).message, 'listener closing', 'aborting it cancels');
 
   const other = new AbortController();
   new DialCancel(other).cancel(new Error('client closed'));
@@ -67,5 +67,5 @@ t.test("a caller's own controller and the cancel act as one", async (t) => {
   already.abort('stopped');
   const late = new DialCancel(already);
   t.equal(late.cancelled, true, 'an aborted controller: cancelled from the start');
-  t.equal(late.reason?.message, 'stopped', 'a reason that is not an Error becomes one');
+  t.equal(late.reason, 'stopped', 'with its reason as it was');
 });
