@@ -1,6 +1,7 @@
 import { constants, type ClientHttp2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
+import type { DialCancel } from '../transport/dial-cancel.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
 import { h2ErrorName } from './connect-request.js';
@@ -43,19 +44,36 @@ export function viaTunnel(registry: TunnelRegistry, agent: string, target: strin
     handle: (client, info) => {
       const firstBytes = takeBuffered(client);
       return dialThenRelay<ClientHttp2Stream>(client, {
-        dial: (signal) =>
-          open(agent, target, {
-            signal,
-            client: formatHostPort(info.remote.address, info.remote.port),
-            ...(options.openTimeoutMs === undefined ? {} : { timeoutMs: options.openTimeoutMs }),
-            ...(firstBytes ? { firstBytes } : {}),
-          }),
+        dial: (cancel) =>
+          open(
+            agent,
+            target,
+            new ClientStreamOptions(cancel, formatHostPort(info.remote.address, info.remote.port), options.openTimeoutMs, firstBytes),
+          ),
         release: releaseStream,
         fail: (err) => failClient(client, toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)),
         relay: (stream) => relayStream(client, stream, agent, target),
       });
     },
   };
+}
+
+/**
+ * The options a client's stream is opened with. `signal` is made only when read: the openers of
+ * this library take `cancel` (no AbortSignal per connection); an opener of the caller's own that
+ * reads `signal` still gets one that aborts when the client leaves.
+ */
+class ClientStreamOptions implements OpenStreamOptions {
+  constructor(
+    readonly cancel: DialCancel,
+    readonly client: string,
+    readonly timeoutMs: number | undefined,
+    readonly firstBytes: Buffer | undefined,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.cancel.signal;
+  }
 }
 
 /**
