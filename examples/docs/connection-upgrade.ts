@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 
 // The web server an L7 load balancer talks to: the balancer ended the client's TLS and opened its own.
 const cert = { cert: readFileSync('server.pem'), key: readFileSync('server-key.pem') };
-const myHttpsServer = createServer(cert, (req, res) => res.end('web\n'));
+const myHttpsServer = createServer(cert, (_req, res) => res.end('web\n'));
 const mux = new Multiplexer({
   routes: [
     // Routed by the ClientHello of the TLS inside the upgrade; here passed through to the database's TLS.

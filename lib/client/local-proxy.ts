@@ -95,7 +95,7 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
 
     void dialThenRelay<Carrier>(client, {
       abort,
-      dial: (signal) => (options.passthrough ? carryUnchanged(options, signal) : dialWithTls(options, signal)),
+      dial: (cancel) => (options.passthrough ? carryUnchanged(options, cancel.signal) : dialWithTls(options, cancel.signal)),
       release: ({ socket: upstream }) => {
         client.removeListener('error', onEarlyError);
         upstream.destroy();

@@ -113,8 +113,9 @@ export class ClusterDialer implements Closable {
     }
     let offlineEverywhere = failure === undefined || failure.code === ErrorCodes.AGENT_OFFLINE;
     for (const peer of candidates) {
-      if (options.signal?.aborted)
-        throw new GateError(ErrorCodes.DIAL_ABORTED, `agent ${agent} -> ${target}: aborted`, { cause: options.signal.reason });
+      const cancel = options.cancel ?? options.signal;
+      if (cancel && (cancel instanceof AbortSignal ? cancel.aborted : cancel.cancelled))
+        throw new GateError(ErrorCodes.DIAL_ABORTED, `agent ${agent} -> ${target}: aborted`, { cause: cancel.reason });
       try {
         const stream = await this.options.peers.open(peer, agent, target, options);
         this.options.onPeerDial?.('ok');

@@ -106,7 +106,7 @@ export class PeerPool implements Closable {
     const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
     return awaitConnectAnswer(stream, {
       timeoutMs,
-      signal: options.signal,
+      cancel: options.cancel ?? options.signal,
       where,
       refused: (refusal) => {
         const code = refusal.code !== undefined && KEPT_CODES.has(refusal.code) ? refusal.code : ErrorCodes.PEER_DIAL_FAILED;

@@ -21,6 +21,7 @@ import { clientOf } from '../tunnel/agent-stream.js';
 import { refusalHeaders } from '../tunnel/connect-request.js';
 import { refuseWithGoAway } from '../tunnel/goaway-refusal.js';
 import { jsStreamOver } from '../tunnel/js-stream.js';
+import { takeArrivedBytes } from '../tunnel/arrived-bytes.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
 import { releaseStream } from '../tunnel/release-stream.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
@@ -217,11 +218,26 @@ export class PeerServer implements Closable {
       return;
     }
     const client = clientOf(headers);
+    // The client's first bytes (the front proxy writes them right after the CONNECT) go on with
+    // this proxy's own CONNECT to the agent, so this hop does not wait for the agent's answer either.
+    takeArrivedBytes(stream, (firstBytes) => this.dialAgent(stream, agent, target, client, firstBytes, refuse));
+  }
+
+  /** The agent's stream for a forwarded dial, relayed to the peer's once the agent has answered. */
+  private dialAgent(
+    stream: ServerHttp2Stream,
+    agent: string,
+    target: string,
+    client: string | undefined,
+    firstBytes: Buffer | undefined,
+    refuse: (error: GateError) => void,
+  ): void {
+    if (stream.destroyed || stream.closed) return; // the peer let go while the bytes were taken
     void dialThenRelay<ClientHttp2Stream>(stream, {
       closedWhy: 'peer stream closed',
       gone: () => stream.destroyed || stream.closed,
       // Local tunnels only: a dial that came from a peer is never forwarded again (no loops).
-      dial: (signal) => this.options.registry.open(agent, target, { signal, ...(client ? { client } : {}) }),
+      dial: (cancel) => this.options.registry.open(agent, target, { cancel, client, firstBytes }),
       release: releaseStream,
       fail: (err) => {
         const error = toGateError(err, ErrorCodes.AGENT_STREAM_FAILED);
@@ -237,6 +253,9 @@ export class PeerServer implements Closable {
           if (!clean && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CONNECT_ERROR);
         });
         splice(stream, upstream, () => {}, undefined, { releaseB: (s) => releaseStream(s) });
+        // A peer stream whose END_STREAM came with its first bytes ended when they were taken,
+        // before splice listened for 'end': its FIN is passed on here instead.
+        if (stream.readableEnded && !upstream.writableEnded) upstream.end();
       },
     });
   }

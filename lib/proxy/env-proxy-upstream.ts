@@ -33,9 +33,9 @@ export function forwardThroughProxy(target: string, via: ProxyConfig, options: {
     kind: 'custom',
     handle: (client: Duplex) =>
       dialThenRelay(client, {
-        dial: async (signal) => {
+        dial: async (cancel) => {
           const timeout = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
-          return (await dial(target, { proxy: via, allowHalfOpen: true, signal, ...timeout })).socket;
+          return (await dial(target, { proxy: via, allowHalfOpen: true, signal: cancel.signal, ...timeout })).socket;
         },
         release: (socket) => socket.destroy(),
         fail: (err) => {

@@ -1,11 +1,16 @@
+import { DialCancel } from './dial-cancel.js';
+
 /**
  * What a side that carries a client to an upstream it dials first needs to say: how to dial,
  * what to do with the upstream once the client is known to be still there, and how to end the
  * client when the dial fails. The client is held (paused, or a stream not yet answered) meanwhile.
  */
 export interface DialThenRelaySteps<Upstream> {
-  /** Opens the upstream; `signal` aborts when the client closes first. */
-  dial(signal: AbortSignal): Promise<Upstream>;
+  /**
+   * Opens the upstream; `cancel` is cancelled when the client closes first. A dial that hands it on
+   * to an API taking an AbortSignal uses `cancel.signal` (made then, not for every client).
+   */
+  dial(cancel: DialCancel): Promise<Upstream>;
   /** Carries the client to the upstream: the client is still open. */
   relay(upstream: Upstream): void;
   /** Lets go of an upstream whose client left while it was being dialled. */
@@ -16,7 +21,7 @@ export interface DialThenRelaySteps<Upstream> {
   gone?: () => boolean;
   /** Aborts the dial; pass one to cancel pending dials from outside too (a listener closing). */
   abort?: AbortController;
-  /** The abort's reason when the client closes first (default "client closed"). */
+  /** The cancel's reason when the client closes first (default "client closed"). */
   closedWhy?: string;
 }
 
@@ -28,25 +33,28 @@ export interface HeldClient {
 }
 
 /**
- * Hold the client, dial with abort-on-close, then relay or fail with a code: the one order every
+ * Hold the client, dial with cancel-on-close, then relay or fail with a code: the one order every
  * dialling handler follows (the tunnel, the environment proxy, peering, the local proxy). A client
- * that closes while the dial runs aborts it (no dial is left running for nobody) and is not told
+ * that closes while the dial runs cancels it (no dial is left running for nobody) and is not told
  * anything; an upstream that arrives after its client left is released, never relayed.
  */
 export async function dialThenRelay<Upstream>(client: HeldClient, steps: DialThenRelaySteps<Upstream>): Promise<void> {
-  const abort = steps.abort ?? new AbortController();
-  const gone = steps.gone ?? ((): boolean => client.destroyed);
-  const onEarlyClose = (): void => abort.abort(new Error(steps.closedWhy ?? 'client closed'));
+  const cancel = new DialCancel(steps.abort);
+  const onEarlyClose = (): void => cancel.cancel(new Error(steps.closedWhy ?? 'client closed'));
   client.once('close', onEarlyClose);
   let upstream: Upstream;
   try {
-    upstream = await steps.dial(abort.signal);
+    upstream = await steps.dial(cancel);
   } catch (err) {
-    if (!abort.signal.aborted && !gone()) steps.fail(err);
+    if (!cancel.cancelled && !isGone(client, steps)) steps.fail(err);
     return;
   } finally {
     client.removeListener('close', onEarlyClose);
   }
-  if (gone()) steps.release(upstream);
+  if (isGone(client, steps)) steps.release(upstream);
   else steps.relay(upstream);
+}
+
+function isGone(client: HeldClient, steps: DialThenRelaySteps<unknown>): boolean {
+  return steps.gone ? steps.gone() : client.destroyed;
 }

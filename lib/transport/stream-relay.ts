@@ -79,8 +79,11 @@ export class StreamRelay implements HandleOwner {
     return this.closed ? this.finalWritten : this.handle.bytesWritten;
   }
 
-  /** Writes `first` (bytes read before the relay) to the stream, then relays both ways. */
-  start(first?: Buffer): void {
+  /**
+   * Writes `first` (bytes read before the relay) to the stream, then relays both ways. `ended`:
+   * the handle's EOF was read before the relay too (it is passed on at once, no read follows).
+   */
+  start(first?: Buffer, ended = false): void {
     const { stream } = this;
     stream.on('data', this.onStreamData);
     stream.once('end', this.onStreamEnd);
@@ -90,6 +93,7 @@ export class StreamRelay implements HandleOwner {
     stream.on('error', ignore);
     if (stream.destroyed || stream.closed) return this.streamClose();
     if (first && first.length > 0 && !stream.write(first)) this.awaitingDrain = true;
+    if (ended) return this.onHandleEnd(this.handle, undefined);
     if (!this.awaitingDrain) this.readHandle();
   }
 

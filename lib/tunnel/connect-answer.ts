@@ -1,11 +1,17 @@
 import { constants, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import { ErrorCodes, GateError } from '../errors.js';
+import { DialCancel } from '../transport/dial-cancel.js';
 import { readRefusal } from './connect-request.js';
 import { releaseStream } from './release-stream.js';
 
 export interface ConnectAnswerOptions {
   timeoutMs: number;
-  signal?: AbortSignal | undefined;
+  /**
+   * Cancels the wait (the client left): the client's DialCancel (lib/transport/dial-cancel.ts),
+   * which the tunnel's handlers pass, or a caller's own AbortSignal. Openers pass
+   * `options.cancel ?? options.signal`, so that a cancel's signal is never made for nothing.
+   */
+  cancel?: DialCancel | AbortSignal | undefined;
   /** `agent x -> host:port`, for messages. */
   where: string;
   /** The error for a refusal (a non-200 answer) with the code and reason the other side gave. */
@@ -19,14 +25,19 @@ export interface ConnectAnswerOptions {
 /**
  * Waits for the answer to a CONNECT stream (lib/tunnel/connect-request.ts): resolves with the
  * stream on 200, rejects with the caller's error otherwise. On a rejection the stream is let go:
- * released with END_STREAM when the caller aborted (its client left; see release-stream.ts),
+ * released with END_STREAM when the caller cancelled (its client left; see release-stream.ts),
  * cancelled when the other side did not answer in time. Used for agents' tunnels and for peering.
  */
 export function awaitConnectAnswer(stream: ClientHttp2Stream, options: ConnectAnswerOptions): Promise<ClientHttp2Stream> {
-  const { signal } = options;
+  const cancel = options.cancel instanceof DialCancel ? options.cancel : undefined;
+  const signal = options.cancel instanceof DialCancel ? undefined : options.cancel;
   return new Promise<ClientHttp2Stream>((resolve, reject) => {
+    let settled = false;
     const done = (err: GateError | undefined): void => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
+      cancel?.offCancel(onAbort);
       signal?.removeEventListener('abort', onAbort);
       stream.removeListener('response', onResponse);
       stream.removeListener('close', onClose);
@@ -40,12 +51,17 @@ export function awaitConnectAnswer(stream: ClientHttp2Stream, options: ConnectAn
       done(options.refused(readRefusal(headers)));
     };
     const onClose = (): void => done(options.lost());
-    const onAbort = (): void => done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: signal?.reason }));
+    const onAbort = (): void =>
+      done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: cancel?.reason ?? signal?.reason }));
     const timer = setTimeout(() => done(options.timedOut()), options.timeoutMs);
-    stream.on('error', () => {}); // the outcome is read from 'close' and rstCode
+    stream.on('error', ignore); // the outcome is read from 'close' and rstCode
     stream.once('response', onResponse);
     stream.once('close', onClose);
-    if (signal?.aborted) onAbort();
-    else signal?.addEventListener('abort', onAbort, { once: true });
+    cancel?.onCancel(onAbort);
+    if (settled || !signal) return;
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+function ignore(): void {}

@@ -11,6 +11,7 @@ import { refuseWithGoAway } from './goaway-refusal.js';
 import { jsStreamOver } from './js-stream.js';
 import { connectRequestHeaders, h2ErrorName } from './connect-request.js';
 import { awaitConnectAnswer } from './connect-answer.js';
+import type { DialCancel } from '../transport/dial-cancel.js';
 import { clusterViewRequestHeaders, normalizeClusterView, sameClusterView, type ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
 import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from './settings.js';
@@ -47,7 +48,13 @@ export interface DescribedAgent {
 }
 
 export interface OpenStreamOptions {
+  /** Aborts the open (the client left): the stream is released with END_STREAM, never reset. */
   signal?: AbortSignal;
+  /**
+   * The same as `signal`, as the tunnel's handlers pass it (lib/transport/dial-cancel.ts): no
+   * AbortSignal per connection. Read first; an opener hands on `cancel ?? signal`.
+   */
+  cancel?: DialCancel;
   timeoutMs?: number;
   /** The client's real address (`ip:port`), told to the agent with the CONNECT. */
   client?: string;
@@ -559,7 +566,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
     return awaitConnectAnswer(stream, {
       timeoutMs,
-      signal: options.signal,
+      cancel: options.cancel ?? options.signal,
       where,
       refused: (refusal) => {
         const code = refusal.code === ErrorCodes.AGENT_TARGET_DENIED ? ErrorCodes.AGENT_TARGET_DENIED : ErrorCodes.AGENT_STREAM_FAILED;

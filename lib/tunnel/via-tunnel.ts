@@ -1,11 +1,12 @@
 import { constants, type ClientHttp2Stream, type Http2Session } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
+import { DialCancel } from '../transport/dial-cancel.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
 import { StreamRelay } from '../transport/stream-relay.js';
 import { errnoError } from '../transport/uv.js';
-import type { HandleEnd } from '../transport/client-end.js';
+import type { ClientReader, HandleEnd } from '../transport/client-end.js';
 import type { Endpoint } from '../transport/endpoint.js';
 import { BARE_CLIENT, type BareClientHook, type WatchRelay } from '../handlers/bare-client.js';
 import type { ConnectionParts } from '../handlers/context.js';
@@ -14,6 +15,9 @@ import { releaseStream } from './release-stream.js';
 import type { CustomHandler } from '../handlers/types.js';
 import type { OpenStreamOptions, TunnelRegistry } from './registry.js';
 import { formatHostPort } from '../client/target.js';
+
+/** Opens the stream for one client (at `remote`), until `cancel`; `firstBytes` go with the CONNECT. */
+type StreamOpen = (remote: Endpoint, cancel: DialCancel, firstBytes: Buffer | undefined) => Promise<ClientHttp2Stream>;
 
 /** Opens the stream for one client connection: this proxy's tunnel, or through a peer proxy. */
 export type TunnelStreamOpener = (agent: string, target: string, options: OpenStreamOptions) => Promise<ClientHttp2Stream>;
@@ -49,13 +53,8 @@ export function viaTunnel(
   options: ViaTunnelOptions = {},
 ): CustomHandler & { [BARE_CLIENT]: BareClientHook } {
   const open = options.open ?? ((name: string, to: string, o: OpenStreamOptions) => registry.open(name, to, o));
-  const openFor = (remote: Endpoint, signal: AbortSignal, firstBytes: Buffer | undefined): Promise<ClientHttp2Stream> =>
-    open(agent, target, {
-      signal,
-      client: formatHostPort(remote.address, remote.port),
-      ...(options.openTimeoutMs === undefined ? {} : { timeoutMs: options.openTimeoutMs }),
-      ...(firstBytes ? { firstBytes } : {}),
-    });
+  const openFor: StreamOpen = (remote, cancel, firstBytes) =>
+    open(agent, target, new ClientStreamOptions(cancel, formatHostPort(remote.address, remote.port), options.openTimeoutMs, firstBytes));
   return {
     kind: 'custom',
     // A passthrough client still on its bare handle is relayed to the stream by a StreamRelay.
@@ -63,13 +62,31 @@ export function viaTunnel(
     handle: (client, info) => {
       const firstBytes = takeBuffered(client);
       return dialThenRelay<ClientHttp2Stream>(client, {
-        dial: (signal) => openFor(info.remote, signal, firstBytes),
+        dial: (cancel) => openFor(info.remote, cancel, firstBytes),
         release: releaseStream,
         fail: (err) => failClient(client, toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)),
         relay: (stream) => relayStream(client, stream, agent, target),
       });
     },
   };
+}
+
+/**
+ * The options a client's stream is opened with. `signal` is made only when read: the openers of
+ * this library take `cancel` (no AbortSignal per connection); an opener of the caller's own that
+ * reads `signal` still gets one that aborts when the client leaves.
+ */
+class ClientStreamOptions implements OpenStreamOptions {
+  constructor(
+    readonly cancel: DialCancel,
+    readonly client: string,
+    readonly timeoutMs: number | undefined,
+    readonly firstBytes: Buffer | undefined,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.cancel.signal;
+  }
 }
 
 /**
@@ -114,6 +131,9 @@ function streamFailure(session: Http2Session | undefined, rstCode: number | unde
   return new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${target} via agent ${agent}: ${why}`);
 }
 
+/** Bytes a bare client may send while its stream opens before it is no longer read. */
+const EARLY_BYTES_LIMIT = 64 * 1024;
+
 /**
  * A passthrough client on its bare handle, carried by a tunnel stream: a part of the connection
  * while the stream opens (destroying it abandons the open), then a StreamRelay between the
@@ -121,9 +141,13 @@ function streamFailure(session: Http2Session | undefined, rstCode: number | unde
  * that leaves releases its stream with END_STREAM, a stream that fails fails the client with
  * GATE_ERR_AGENT_STREAM_FAILED, a client reset is GATE_ERR_CLIENT_RESET.
  */
-class BareTunnelClient {
-  private readonly abort = new AbortController();
+class BareTunnelClient implements ClientReader {
+  private readonly cancel = new DialCancel();
   private settled = false;
+  /** What the client sent while the stream opened, and whether its FIN came too. */
+  private early: Buffer[] | undefined = undefined;
+  private earlyBytes = 0;
+  private ended = false;
 
   constructor(
     private readonly client: HandleEnd,
@@ -133,9 +157,12 @@ class BareTunnelClient {
     private readonly watch: WatchRelay | undefined,
   ) {}
 
-  open(openFor: (remote: Endpoint, signal: AbortSignal, firstBytes: Buffer | undefined) => Promise<ClientHttp2Stream>, rest: Buffer): void {
+  open(openFor: StreamOpen, rest: Buffer): void {
     this.conn.attach(this);
-    openFor(this.conn.info.remote, this.abort.signal, rest.length > 0 ? rest : undefined).then(
+    // The client is read while its stream opens, as the socket path's held client is: a client
+    // that resets then fails its connection at once (GATE_ERR_CLIENT_RESET) and cancels the open.
+    this.client.read(this);
+    openFor(this.conn.info.remote, this.cancel, rest.length > 0 ? rest : undefined).then(
       (stream) => this.relay(stream),
       (err: unknown) => {
         if (this.settle()) this.conn.fail(toGateError(err, ErrorCodes.AGENT_STREAM_FAILED));
@@ -143,10 +170,21 @@ class BareTunnelClient {
     );
   }
 
+  data(chunk: Buffer): void {
+    (this.early ??= []).push(chunk);
+    this.earlyBytes += chunk.length;
+    // Bounded: past this the client waits unread (backpressure) until the relay starts.
+    if (this.earlyBytes >= EARLY_BYTES_LIMIT) this.client.stopReading();
+  }
+
+  end(): void {
+    this.ended = true;
+  }
+
   /** The connection ends while the stream opens: the open is abandoned (nothing is relayed). */
   destroy(): void {
     if (!this.settle()) return;
-    this.abort.abort();
+    this.cancel.cancel('client closed');
   }
 
   /** True the first time: the open's outcome, or its abandonment. Either way no longer a part. */
@@ -171,6 +209,7 @@ class BareTunnelClient {
     });
     conn.handOver(relay, relay);
     this.watch?.(relay, conn);
-    relay.start();
+    const { early } = this;
+    relay.start(early && (early.length === 1 ? early[0] : Buffer.concat(early)), this.ended);
   }
 }

@@ -173,7 +173,10 @@ export async function until(condition: () => boolean | Promise<boolean>, what = 
   const holds = (): Promise<boolean> =>
     Promise.resolve()
       .then(condition)
-      .catch((err: unknown) => ((lastError = err), false));
+      .catch((err: unknown) => {
+        lastError = err;
+        return false;
+      });
   while (!(await holds())) {
     if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`, lastError === undefined ? {} : { cause: lastError });
     await new Promise((r) => setTimeout(r, 10));

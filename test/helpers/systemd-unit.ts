@@ -81,7 +81,7 @@ export function execArgv(line: string, env: Record<string, string | undefined>, 
     const expanded =
       whole && !quoted
         ? (env[whole[1]!] ?? '').split(/\s+/).filter(Boolean)
-        : [text.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (all, name: string | undefined) => (name ? (env[name] ?? '') : '$'))];
+        : [text.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_all, name: string | undefined) => (name ? (env[name] ?? '') : '$'))];
     for (const word of expanded) argv.push(...(replace[word] ?? [word]));
   }
   return argv;

@@ -1,7 +1,4 @@
-import { createServer as createH2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
-import { descriptionLine } from '../../lib/tunnel/agent-description.js';
-import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
-import { packageVersion } from '../../lib/wire/package-version.js';
+import { createServer as createH2Server, type ServerHttp2Session } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import { dialTls } from '../../lib/client/dial-tls.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
@@ -104,15 +101,4 @@ export async function rawAgentSession(
   });
   session!.on('error', () => {});
   return { socket, session: session! };
-}
-
-/**
- * For a hand-made agent's session: answers the proxy's describe request (admission) as an agent
- * of server `serverId` would; true when `headers` were that request.
- */
-export function answeredDescribe(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, serverId: string): boolean {
-  if (!isDescribeRequest(headers)) return false;
-  stream.respond({ ':status': 200 });
-  stream.write(descriptionLine({ serverId, hostname: 'h', services: [], version: packageVersion, upgrader: 'none' }));
-  return true;
 }

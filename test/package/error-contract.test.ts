@@ -24,9 +24,9 @@ function sources(dir: string): string[] {
  * that no longer has it fails the test too, so the list cannot outlive its reasons.
  */
 const BARE_ERROR_ALLOWED: Record<string, string | string[]> = {
-  // AbortSignal reasons: an aborted dial reports its own GateError, the reason is only why it stopped.
+  // AbortSignal and DialCancel reasons: an aborted dial reports its own GateError, the reason is only why it stopped.
   'lib/client/local-proxy.ts': "abort.abort(new Error('local proxy closing'))",
-  'lib/transport/dial-then-relay.ts': "abort.abort(new Error(steps.closedWhy ?? 'client closed'))",
+  'lib/transport/dial-then-relay.ts': "cancel.cancel(new Error(steps.closedWhy ?? 'client closed'))",
   // Caught two lines below and reported as GATE_ERR_INVALID_ARGUMENT with its message.
   'lib/tunnel/join-endpoint.ts': "throw new Error('not an object')",
   // Node's own shapes: a TLSSocket's authorizationError, a libuv errno error, a rejected value that was no Error.

@@ -20,7 +20,10 @@ t.test('small reads are copied out of the shared buffer, so the sink may keep th
   const a = new ReadBuffer();
   const b = new ReadBuffer();
   const got: Array<{ chunk: Buffer; reused: boolean }> = [];
-  a.attach((chunk, reused) => (got.push({ chunk, reused }), true));
+  a.attach((chunk, reused) => {
+    got.push({ chunk, reused });
+    return true;
+  });
   b.attach(() => true);
   const first = read(a, fill(100, 0x61));
   const second = read(b, fill(100, 0x62));
@@ -32,7 +35,10 @@ t.test('small reads are copied out of the shared buffer, so the sink may keep th
 t.test('a read that fills the shared buffer moves the connection to its own buffer, relayed in place', async (t) => {
   const reader = new ReadBuffer();
   const got: Array<{ chunk: Buffer; reused: boolean }> = [];
-  reader.attach((chunk, reused) => (got.push({ chunk, reused }), true));
+  reader.attach((chunk, reused) => {
+    got.push({ chunk, reused });
+    return true;
+  });
   const shared = (reader.onread as unknown as Hooks).buffer();
   read(reader, fill(shared.length, 1));
   const own = (reader.onread as unknown as Hooks).buffer();
@@ -54,7 +60,10 @@ t.test('bytes read before a sink attaches are held and delivered on attach', asy
   read(new ReadBuffer(), Buffer.from('other connection overwrites the shared buffer'));
   let seen = '';
   t.equal(
-    reader.attach((chunk) => ((seen = chunk.toString()), true)),
+    reader.attach((chunk) => {
+      seen = chunk.toString();
+      return true;
+    }),
     true,
     'caller may resume',
   );

@@ -6,7 +6,7 @@
 import t, { type Test } from 'tap';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { constants, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { constants, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { connect, type Socket } from 'node:net';
 import { ErrorCodes } from '../../lib/errors.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
@@ -16,11 +16,10 @@ import { TunnelRegistry } from '../../lib/tunnel/registry.js';
 import { viaTunnel } from '../../lib/tunnel/via-tunnel.js';
 import { handlesAvailable } from '../../lib/transport/uv.js';
 import { until } from '../helpers/net.js';
-import { agentCertificate, answeredDescribe, rawAgentSession } from '../helpers/tunnel-rig.js';
+import { handMadeAgent } from '../helpers/hand-made-agent.js';
 import { gone, stalled } from '../helpers/relay-checks.js';
 
 const { ca, server } = devCertificates();
-const SERVER_ID = '5e0d8f9a-6b1c-4d2e-8f3a-9b8c7d6e5f41';
 const REQUEST = Buffer.from('GET / HTTP/1.1\r\nHost: behind\r\n\r\n');
 const MiB = 1 << 20;
 const BULK = 24 * MiB;
@@ -50,16 +49,13 @@ async function rig(t: Test, fastPath: boolean, idleTimeoutMs = 0): Promise<Rig> 
     registry.close();
     await closed;
   });
-  const { session } = await rawAgentSession(t, `127.0.0.1:${port}`, agentCertificate('a'));
-  const waiting: Array<(s: ServerHttp2Stream) => void> = [];
-  session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
-    stream.on('error', () => {});
-    if (answeredDescribe(stream, headers, SERVER_ID)) return;
+  const { session, nextConnect } = await handMadeAgent(t, port, registry, 'a');
+  const nextStream = async (): Promise<ServerHttp2Stream> => {
+    const [stream] = await nextConnect();
     stream.respond({ ':status': 200 });
-    waiting.shift()?.(stream);
-  });
-  await until(() => registry.has('a'), 'the agent registered');
-  return { mux, port, session, nextStream: () => new Promise((resolve) => waiting.push(resolve)) };
+    return stream;
+  };
+  return { mux, port, session, nextStream };
 }
 
 /** A client of the proxy that has sent its request; and the agent's stream for it. */

@@ -1,84 +1,67 @@
 // The client's first bytes travel with the CONNECT (OpenStreamOptions.firstBytes): the agent has
-// them before it answers, writes them to its target first, and drops them with a refusal.
-import t from 'tap';
+// them before it answers, writes them to its target first, and drops them with a refusal. On a
+// peered route the holder passes them on with its own CONNECT to the agent, so they reach the agent
+// before any answer there too.
+import t, { type Test } from 'tap';
+import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { once } from 'node:events';
-import type { IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
 import { connect } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { ErrorCodes } from '../../lib/errors.js';
-import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
 import { refusalHeaders } from '../../lib/tunnel/connect-request.js';
-import { tunnelRoute } from '../../lib/tunnel/endpoint.js';
-import { TunnelRegistry } from '../../lib/tunnel/registry.js';
-import { viaTunnel } from '../../lib/tunnel/via-tunnel.js';
-import type { Teardownable } from '../helpers/daemon.js';
+import { handMadeAgent, peeredProxies, proxyViaAgent } from '../helpers/hand-made-agent.js';
 import { closeServer, readUntil, startTaggedTlsServer, tlsClient, until } from '../helpers/net.js';
-import { agentCertificate, answeredDescribe, rawAgentSession } from '../helpers/tunnel-rig.js';
+import { agentCertificate } from '../helpers/tunnel-rig.js';
 
-const { ca, server } = devCertificates();
+const { ca } = devCertificates();
 const TARGET = '127.0.0.1:9';
-const SERVER_ID = '5e0d8f9a-6b1c-4d2e-8f3a-9b8c7d6e5f40';
 
-/** A proxy whose TLS clients offering ALPN gate-bench (passed through) and HTTP/1 clients go to `target` via agent `agent`. */
-async function proxy(
-  t: Teardownable,
-  agent: string,
-  target: string,
-): Promise<{ port: number; registry: TunnelRegistry; mux: Multiplexer }> {
-  const registry = new TunnelRegistry({});
-  const mux = new Multiplexer({
-    routes: [
-      tunnelRoute(registry, { cert: server.cert, key: server.key, ca: ca.cert }),
-      { name: 'tls-via-agent', match: { alpn: 'gate-bench', protocol: 'tls' }, handler: viaTunnel(registry, agent, target) },
-      { name: 'http-via-agent', match: { protocol: 'http1' }, handler: viaTunnel(registry, agent, target) },
-    ],
-  });
-  const { port } = await mux.listen({ host: '127.0.0.1', port: 0 });
-  t.teardown(async () => {
-    const closed = mux.close({ graceMs: 0 });
-    registry.close();
-    await closed;
-  });
-  return { port, registry, mux };
+/** A TLS client (ALPN gate-bench, passed through) of the proxy on `port`: its ClientHello goes to the agent. */
+function helloClient(port: number): TLSSocket {
+  const client = connect(port, '127.0.0.1');
+  client.on('error', () => {});
+  const tls = tlsConnect({ socket: client, servername: 'localhost', ALPNProtocols: ['gate-bench'], ca: ca.cert });
+  tls.on('error', () => {});
+  return tls;
 }
 
 /**
- * An agent reduced to its session, registered (it answers the proxy's describe request): the
- * test answers its CONNECT streams itself. `nextConnect` is the next one, with its headers.
+ * An HTTP/1 client that sends its request and its FIN at once, through the proxy on `port` to the
+ * hand-made agent: the agent must have every byte before it answers, then END_STREAM; its answer
+ * must come back to the client.
  */
-async function handMadeAgent(
-  t: Teardownable,
-  port: number,
-  registry: TunnelRegistry,
-  name: string,
-): Promise<{ session: ServerHttp2Session; nextConnect: () => Promise<[ServerHttp2Stream, IncomingHttpHeaders]> }> {
-  const { session } = await rawAgentSession(t, `127.0.0.1:${port}`, agentCertificate(name));
-  const waiting: Array<(s: [ServerHttp2Stream, IncomingHttpHeaders]) => void> = [];
-  session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
-    stream.on('error', () => {});
-    if (answeredDescribe(stream, headers, SERVER_ID)) return;
-    if (headers[':method'] !== 'CONNECT') return void stream.respond({ ':status': 204 }, { endStream: true });
-    waiting.shift()?.([stream, headers]);
-  });
-  await until(() => registry.has(name), `${name} registered`);
-  return { session, nextConnect: () => new Promise((resolve) => waiting.push(resolve)) };
+async function requestWithFin(t: Test, port: number, nextConnect: () => Promise<[ServerHttp2Stream, IncomingHttpHeaders]>): Promise<void> {
+  const streamP = nextConnect();
+  const client = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+  const request = 'GET / HTTP/1.1\r\nHost: x\r\n\r\n';
+  client.end(request);
+  const [stream] = await streamP;
+  let got = '';
+  stream.on('data', (d: Buffer) => (got += d.toString()));
+  await until(() => got.length > 0, 'first bytes before the answer');
+  stream.respond({ ':status': 200 });
+  await once(stream, 'end');
+  t.equal(got, request, 'every byte, then the FIN as END_STREAM');
+  let answer = '';
+  client.on('data', (d: Buffer) => (answer += d.toString()));
+  stream.end('HTTP/1.1 204 No Content\r\n\r\n');
+  await once(client, 'end');
+  t.equal(answer, 'HTTP/1.1 204 No Content\r\n\r\n');
+  client.destroy();
 }
 
 t.test("a passed-through TLS client's ClientHello reaches the agent before it answers, and the handshake completes", async (t) => {
   const upstream = await startTaggedTlsServer('behind-agent');
   t.teardown(() => closeServer(upstream.server));
   const target = `127.0.0.1:${upstream.port}`;
-  const side = await proxy(t, 'agent-hello', target);
+  const side = await proxyViaAgent(t, 'agent-hello', target);
 
   // First a hand-made agent, to see what arrives with the CONNECT before any answer.
   const raw = await handMadeAgent(t, side.port, side.registry, 'agent-hello');
   const streamP = raw.nextConnect();
-  const client = connect(side.port, '127.0.0.1');
-  client.on('error', () => {});
-  const tls = tlsConnect({ socket: client, servername: 'localhost', ALPNProtocols: ['gate-bench'], ca: ca.cert });
-  tls.on('error', () => {});
+  const tls = helloClient(side.port);
   const [stream, headers] = await streamP;
   t.equal(headers[':authority'], target);
   const [first] = (await once(stream, 'data')) as [Buffer];
@@ -111,24 +94,40 @@ t.test("a passed-through TLS client's ClientHello reaches the agent before it an
 });
 
 t.test('a client that sends its request and its FIN at once: the agent gets both, the answer comes back', async (t) => {
-  const side = await proxy(t, 'agent-fin', TARGET);
+  const side = await proxyViaAgent(t, 'agent-fin', TARGET);
   const raw = await handMadeAgent(t, side.port, side.registry, 'agent-fin');
-  const streamP = raw.nextConnect();
-  const client = connect({ port: side.port, host: '127.0.0.1', allowHalfOpen: true });
-  const request = 'GET / HTTP/1.1\r\nHost: x\r\n\r\n';
-  client.end(request);
-  const [stream] = await streamP;
-  let got = '';
-  stream.on('data', (d: Buffer) => (got += d.toString()));
-  await until(() => got.length > 0, 'first bytes before the answer');
-  stream.respond({ ':status': 200 });
-  await once(stream, 'end');
-  t.equal(got, request, 'every byte, then the FIN as END_STREAM');
-  let answer = '';
-  client.on('data', (d: Buffer) => (answer += d.toString()));
-  stream.end('HTTP/1.1 204 No Content\r\n\r\n');
-  await once(client, 'end');
-  t.equal(answer, 'HTTP/1.1 204 No Content\r\n\r\n');
-  client.destroy();
+  await requestWithFin(t, side.port, raw.nextConnect);
   t.equal(side.mux.stats().failures[ErrorCodes.AGENT_STREAM_FAILED], undefined);
 });
+
+t.test(
+  'on a peered route the holder passes the ClientHello on with its CONNECT: the agent has it before it answers; a refusal keeps its code',
+  async (t) => {
+    const side = await peeredProxies(t, 'agent-peered', TARGET);
+    const raw = await handMadeAgent(t, side.holderPort, side.registry, 'agent-peered');
+
+    const streamP = raw.nextConnect();
+    const tls = helloClient(side.frontPort);
+    let answered = false;
+    tls.once('data', () => (answered = true));
+    const [stream, headers] = await streamP;
+    t.equal(headers[':authority'], TARGET);
+    // The agent (this test) has answered nothing, so the holder has not either: the bytes came early.
+    const [first] = (await once(stream, 'data')) as [Buffer];
+    t.equal(first[0], 0x16, 'a TLS handshake record reached the agent before its answer, through both proxies');
+    t.equal(first[5], 0x01, 'it is the ClientHello');
+    t.notOk(answered, 'the front proxy had nothing to pass back yet');
+    stream.respond(refusalHeaders(ErrorCodes.AGENT_TARGET_DENIED, 'not this one'), { endStream: true });
+    await new Promise((resolve) => tls.once('close', resolve));
+    t.notOk(answered, 'the refused client got no bytes, only its close');
+    await until(
+      () => side.front.stats().failures[ErrorCodes.AGENT_TARGET_DENIED] === 1,
+      "the agent's refusal recorded at the front with its code",
+    );
+
+    // A client whose FIN comes with its request: the holder takes both, the agent gets every byte
+    // and END_STREAM, and its answer comes back through both proxies.
+    await requestWithFin(t, side.frontPort, raw.nextConnect);
+    t.equal(side.front.stats().failures[ErrorCodes.AGENT_STREAM_FAILED], undefined);
+  },
+);
