@@ -1,5 +1,10 @@
-import { connect as netConnect, type OnReadOpts, type Socket } from 'node:net';
+import { lookup } from 'node:dns';
+import { isIP, connect as netConnect, type OnReadOpts, type Socket } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
+import { dialDeadline } from '../transport/dial-deadline.js';
+import { resolveDialOrder } from '../transport/address-order.js';
+import { TcpDial } from '../transport/tcp-dial.js';
+import { closeHandle, errnoError, type TcpHandle } from '../transport/uv.js';
 import { formatHostPort } from './target.js';
 
 export interface ConnectDirectOptions {
@@ -18,6 +23,10 @@ export function directConnectError(err: unknown, host: string, port: number): Ga
   if (code === 'ECONNREFUSED')
     return new GateError(ErrorCodes.DIAL_REFUSED, `dial ${authority} (direct): connection refused`, { cause: err });
   return new GateError(ErrorCodes.DIAL_FAILED, `dial ${authority} (direct) failed: ${(err as Error).message}`, { cause: err });
+}
+
+function directTimeout(host: string, port: number, timeoutMs: number): GateError {
+  return new GateError(ErrorCodes.DIAL_TIMEOUT, `dial ${formatHostPort(host, port)} (direct) timed out after ${timeoutMs} ms`);
 }
 
 /**
@@ -48,11 +57,7 @@ export function connectDirect(
   };
   const onConnect = (): void => settle(undefined);
   const onError = (err: Error): void => settle(directConnectError(err, host, port));
-  const timer = setTimeout(
-    () =>
-      settle(new GateError(ErrorCodes.DIAL_TIMEOUT, `dial ${formatHostPort(host, port)} (direct) timed out after ${options.timeoutMs} ms`)),
-    options.timeoutMs,
-  );
+  const timer = setTimeout(() => settle(directTimeout(host, port, options.timeoutMs)), options.timeoutMs);
   socket.once('connect', onConnect);
   socket.once('error', onError);
   return () => {
@@ -60,5 +65,50 @@ export function connectDirect(
     settled = true;
     clearTimeout(timer);
     socket.destroy();
+  };
+}
+
+/**
+ * connectDirect on a bare libuv handle (transport/uv.ts), for a relay that needs no net.Socket
+ * (transport/stream-relay.ts): the name resolved with dns.lookup, its addresses tried as
+ * `forward` on handles tries them (TcpDial), one deadline. The same `done` contract, codes and
+ * messages as connectDirect; the returned function cancels (nothing is called after it).
+ * Only where `handlesAvailable` (uv.ts).
+ */
+export function connectDirectHandle(
+  host: string,
+  port: number,
+  timeoutMs: number,
+  done: (outcome: TcpHandle | GateError) => void,
+): () => void {
+  let settled = false;
+  const settle = (outcome: TcpHandle | GateError): void => {
+    if (settled) {
+      if (!(outcome instanceof GateError)) closeHandle(outcome);
+      return;
+    }
+    settled = true;
+    cancelDeadline();
+    tcp.cancel();
+    done(outcome);
+  };
+  const tcp = new TcpDial(port, (outcome) =>
+    settle(typeof outcome === 'string' ? directConnectError(errnoError(outcome), host, port) : outcome),
+  );
+  const cancelDeadline = dialDeadline(timeoutMs, () => settle(directTimeout(host, port, timeoutMs)));
+  const family = isIP(host);
+  if (family !== 0) tcp.connect([{ address: host, family: family === 6 ? 6 : 4 }]);
+  else
+    resolveDialOrder(host, lookup, (err, addresses) => {
+      if (settled) return;
+      if (err) return settle(directConnectError(err, host, port));
+      if (addresses.length === 0) return settle(directConnectError(errnoError('ENOTFOUND'), host, port));
+      tcp.connect(addresses);
+    });
+  return () => {
+    if (settled) return;
+    settled = true;
+    cancelDeadline();
+    tcp.cancel();
   };
 }

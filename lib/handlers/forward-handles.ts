@@ -3,20 +3,15 @@ import { isIP } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
 import { HandleRelay, type RelayFailure } from '../transport/handle-relay.js';
 import type { NativeEnd, NativeOwner, NativeRelay } from '../transport/native-relay.js';
-import { closeHandle, connectTcp, errnoError, type HandleOwner, type TcpHandle } from '../transport/uv.js';
+import { closeHandle, errnoError, type TcpHandle } from '../transport/uv.js';
+import { TcpDial } from '../transport/tcp-dial.js';
 import type { HandleEnd } from '../transport/client-end.js';
 import type { ConnectionParts as Connection } from './context.js';
+import type { WatchRelay } from './bare-client.js';
 import type { ForwardHandler, UpstreamAddress } from './types.js';
 import { DEFAULT_DIAL_TIMEOUT_MS, dialError, proxyHeaderFor, upstreamOf } from './forward.js';
-import { dialDeadline } from './dial-deadline.js';
+import { dialDeadline } from '../transport/dial-deadline.js';
 import { resolveDialOrder, type DialAddress, type Lookup } from '../transport/address-order.js';
-
-/**
- * RFC 8305's Connection Attempt Delay: while an attempt runs, the next address of a name is tried
- * this long after it started (a failed attempt starts the next one at once). Node's own
- * net.connect uses the same Happy Eyeballs for the socket transport (autoSelectFamily).
- */
-const ATTEMPT_DELAY_MS = 250;
 
 /**
  * `forward` on bare handles (mux/uv.ts): the client handle and a freshly dialed upstream handle
@@ -30,7 +25,7 @@ export function forwardOnHandles(
   rest: Buffer,
   handler: ForwardHandler,
   conn: Connection,
-  onRelay?: (relay: HandleRelay, conn: Connection) => void,
+  onRelay?: WatchRelay,
   native?: NativeRelayUse,
 ): void {
   const to = upstreamOf(handler, conn.info);
@@ -49,13 +44,9 @@ export function forwardOnHandles(
 }
 
 /** One upstream dial: a connection part until the relay takes over. */
-class HandleDial implements HandleOwner {
-  /** Connects under way (several while Happy Eyeballs staggers a name's addresses). */
-  private readonly attempts = new Set<TcpHandle>();
-  /** Addresses not tried yet, in dialOrder. */
-  private pending: DialAddress[] = [];
-  private readonly errors: string[] = [];
-  private nextAttempt: NodeJS.Timeout | undefined;
+class HandleDial {
+  /** The connect attempts of a dial here (none while resolving, or when the native side dials). */
+  private tcp: TcpDial | undefined;
   private done = false;
   private cancelDeadline: (() => void) | undefined;
 
@@ -65,7 +56,7 @@ class HandleDial implements HandleOwner {
     private readonly handler: ForwardHandler,
     private readonly to: UpstreamAddress,
     private readonly conn: Connection,
-    private readonly onRelay: ((relay: HandleRelay, conn: Connection) => void) | undefined,
+    private readonly onRelay: WatchRelay | undefined,
     private readonly native: NativeRelayUse | undefined,
   ) {}
 
@@ -92,49 +83,15 @@ class HandleDial implements HandleOwner {
     const only = addresses.length === 1 ? addresses[0]! : undefined;
     if (this.native && only && this.dialNatively(only.address, only.family, this.native)) return;
     this.startTimer();
-    this.pending = addresses; // ours: shift() consumes it
-    this.attemptNext();
+    this.tcp = new TcpDial(this.to.port, (outcome) => {
+      if (typeof outcome === 'string') this.failed(dialError(errnoError(outcome), this.to));
+      else this.connected(outcome);
+    });
+    this.tcp.connect(addresses);
   }
 
-  /** Starts the next address's connect; schedules the one after while this one runs. */
-  private attemptNext(): void {
-    clearTimeout(this.nextAttempt);
-    this.nextAttempt = undefined;
-    for (let next = this.pending.shift(); next && !this.done; next = this.pending.shift()) {
-      const handle = connectTcp(next.address, this.to.port, next.family, this);
-      if (typeof handle === 'string') {
-        this.errors.push(handle);
-        continue;
-      }
-      this.attempts.add(handle);
-      if (this.pending.length > 0) this.nextAttempt = setTimeout(() => this.attemptNext(), ATTEMPT_DELAY_MS);
-      return;
-    }
-    if (this.attempts.size === 0) this.allFailed();
-  }
-
-  /**
-   * Every address failed: refused if any refused (the host is there, the service is not), else
-   * the first failure.
-   */
-  private allFailed(): void {
-    const code = this.errors.includes('ECONNREFUSED') ? 'ECONNREFUSED' : (this.errors[0] ?? 'ENOTFOUND');
-    this.failed(dialError(errnoError(code), this.to));
-  }
-
-  onHandleConnect(upstream: TcpHandle, error: string | undefined): void {
-    if (this.done || !this.attempts.delete(upstream)) return;
-    if (error !== undefined) {
-      closeHandle(upstream);
-      this.errors.push(error);
-      // A failed attempt starts the next address at once (RFC 8305, section 5).
-      if (this.pending.length > 0) this.attemptNext();
-      else if (this.attempts.size === 0) this.allFailed();
-      return;
-    }
-    // The first to connect wins; the others are abandoned.
-    for (const other of this.attempts) closeHandle(other);
-    this.attempts.clear();
+  private connected(upstream: TcpHandle): void {
+    if (this.done) return closeHandle(upstream);
     this.finish();
     upstream.setNoDelay(true);
     // The relay's callback holds only what it needs, never the dial: an idle relay would keep the
@@ -192,10 +149,6 @@ class HandleDial implements HandleOwner {
     return true;
   }
 
-  // A dialing handle reads nothing: these never fire before the relay owns it.
-  onHandleData(): void {}
-  onHandleEnd(): void {}
-
   failed(error: GateError): void {
     if (this.done) return;
     this.conn.fail(error);
@@ -205,16 +158,13 @@ class HandleDial implements HandleOwner {
   destroy(): void {
     if (this.done) return;
     this.finish();
-    for (const attempt of this.attempts) closeHandle(attempt);
-    this.attempts.clear();
     this.conn.closed(this);
   }
 
   private finish(): void {
     this.done = true;
     this.cancelDeadline?.();
-    clearTimeout(this.nextAttempt);
-    this.nextAttempt = undefined;
+    this.tcp?.cancel();
   }
 }
 

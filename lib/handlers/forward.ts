@@ -7,7 +7,7 @@ import { splice } from '../transport/splice.js';
 import { ReadBuffer } from '../transport/read-buffer.js';
 import type { ConnectionInfo, ForwardHandler, UpstreamAddress } from './types.js';
 import type { HandlerContext } from './context.js';
-import { dialDeadline } from './dial-deadline.js';
+import { dialDeadline } from '../transport/dial-deadline.js';
 
 export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
 /** Postgres SSLRequest: int32 length 8, int32 code 80877103 (PostgreSQL protocol §55.2.10). */

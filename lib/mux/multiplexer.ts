@@ -9,7 +9,7 @@ import { TlsAlert, tlsAlertRecord } from '../tls/alert.js';
 import { forwardOnHandles, type NativeRelayUse } from '../handlers/forward-handles.js';
 import { HandleEnd, SocketEnd, StreamEnd, type ByteCounts, type ClientEnd } from '../transport/client-end.js';
 import { Connection, type Part } from './connection.js';
-import type { HandleRelay } from '../transport/handle-relay.js';
+import { bareClientHook, type WatchRelay } from '../handlers/bare-client.js';
 import { IdleSweep } from '../transport/idle-sweep.js';
 import { errnoError, takeConnections, type TcpHandle } from '../transport/uv.js';
 import { checkHandles } from '../transport/self-test.js';
@@ -23,7 +23,6 @@ import { Stats, type StatsSnapshot } from './stats.js';
 import type { ProxyHeader } from '../proxy-protocol/header.js';
 import { trustedNetworks } from '../proxy-protocol/trusted-networks.js';
 import type { ConnectionInfo, Endpoint } from '../handlers/types.js';
-import type { ConnectionParts } from '../handlers/context.js';
 import type { ListenOptions, MultiplexerOptions, MultiplexerSettings, Route } from './types.js';
 import { MUX_DEFAULTS, normalizeSettings, type NormalizedSettings } from './options.js';
 
@@ -71,7 +70,7 @@ export class Multiplexer implements Closable {
   private settings: NormalizedSettings = normalizeSettings({});
   private useFastPath: boolean;
   /** Puts a new relay under the idle sweep; made once per idle timeout, undefined without one. */
-  private watchRelay: ((relay: HandleRelay, conn: ConnectionParts) => void) | undefined = undefined;
+  private watchRelay: WatchRelay | undefined = undefined;
   /**
    * The native relay when asked for and loaded (forward routes on handles only), with the idle
    * timeout it applies to connections handed over from now on.
@@ -148,7 +147,7 @@ export class Multiplexer implements Closable {
     if (this.native) this.native.idleTimeoutMs = idleTimeoutMs;
     if (idleChanged || (idleTimeoutMs > 0 && !this.watchRelay)) {
       // A new sweep for relays routed from now on; relays in the old one stay there until they end.
-      const idle = idleTimeoutMs > 0 ? new IdleSweep<HandleRelay>(idleTimeoutMs) : undefined;
+      const idle = idleTimeoutMs > 0 ? new IdleSweep<{ readonly reads: number }>(idleTimeoutMs) : undefined;
       this.watchRelay = idle
         ? (relay, conn) => {
             (conn as Connection).idleSweep = idle;
@@ -543,6 +542,12 @@ export class Multiplexer implements Closable {
     // handler, get the client as a net.Socket.
     if (client instanceof HandleEnd && handler.kind === 'forward' && !info.postgresSslRequest) {
       forwardOnHandles(client, detected.rest, handler, conn, this.watchRelay, this.native);
+      return;
+    }
+    // The tunnel handler takes a passthrough client on its handle too (handlers/bare-client.ts).
+    const bare = client instanceof HandleEnd && !info.postgresSslRequest ? bareClientHook(handler) : undefined;
+    if (bare) {
+      bare(client as HandleEnd, detected.rest, conn, this.watchRelay);
       return;
     }
     let socket: Duplex;

@@ -80,7 +80,8 @@ export interface MultiplexerOptions {
   /**
    * Relay `forward` routes on Node's bare libuv TCP handles instead of net.Socket: about half the
    * CPU per connection (BENCHMARKS.md). Default true; ignored (net.Socket) where this Node does
-   * not offer the handles. Other handlers always get a net.Socket.
+   * not offer the handles. A passthrough client on a tunnel route (`viaTunnel`) stays on its
+   * handle too; other handlers (a user's custom handler included) always get a net.Socket.
    */
   fastPath?: boolean;
   /**

@@ -17,8 +17,8 @@ function relay(src: Duplex, dst: Duplex): void {
   src.resume();
 }
 
-/** Bytes a coalescing relay lets gather in `dst` before it pauses `src`. */
-const COALESCE_LIMIT_BYTES = 256 * 1024;
+/** Bytes a coalescing relay lets gather in `dst` before it pauses `src` (StreamRelay's too). */
+export const COALESCE_LIMIT_BYTES = 256 * 1024;
 
 /**
  * `relay` for the two sides of a tunnel stream. An HTTP/2 stream delivers a read as

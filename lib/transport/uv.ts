@@ -18,6 +18,7 @@ export interface TcpHandle {
   useUserBuffer(buffer: Uint8Array): void;
   readStop(): number;
   writeBuffer(req: object, data: Uint8Array): number;
+  writev(req: object, chunks: Uint8Array[], allBuffers: true): number;
   shutdown(req: object): number;
   close(callback?: () => void): void;
   setNoDelay(enable: boolean): number;
@@ -38,8 +39,12 @@ export interface TcpHandle {
 
 /** Receives a handle's events: reads, write completions, shutdown and connect results. */
 export interface HandleOwner {
-  /** `chunk` is a fresh view that the receiver may keep. */
-  onHandleData(handle: TcpHandle, chunk: Buffer): void;
+  /**
+   * `chunk` is a fresh view that the receiver may keep, except when `reused` (relay reads, see
+   * startRelayReading): then it is a view of the handle's own read buffer, which its next read
+   * overwrites.
+   */
+  onHandleData(handle: TcpHandle, chunk: Buffer, reused?: boolean): void;
   /** `error` undefined: the peer's FIN (EOF); else the errno name (ECONNRESET, ...). */
   onHandleEnd(handle: TcpHandle, error: string | undefined): void;
   /** An asynchronous write finished (`error` undefined) or failed. */
@@ -69,7 +74,7 @@ interface WriteRequest {
   handle: TcpHandle;
   /** Who wrote: the handle may have changed owner (detection → relay) before a queued write ends. */
   owner: HandleOwner | undefined;
-  buffer: Buffer | undefined;
+  buffer: Buffer | Buffer[] | undefined;
   oncomplete: (this: WriteRequest, status: number) => void;
   async: boolean;
 }
@@ -95,6 +100,7 @@ function probe(): Bindings | undefined {
       'readStop',
       'useUserBuffer',
       'writeBuffer',
+      'writev',
       'shutdown',
       'close',
       'setNoDelay',
@@ -206,7 +212,7 @@ function onRelayRead(this: TcpHandle): Buffer | undefined {
   const shared = isSharedReadBuffer(buffer);
   const next = nextReadBuffer(buffer, n);
   if (next) this[READ_BUFFER] = next;
-  owner.onHandleData(this, shared ? Buffer.from(buffer.subarray(0, n)) : buffer.subarray(0, n));
+  owner.onHandleData(this, shared ? Buffer.from(buffer.subarray(0, n)) : buffer.subarray(0, n), !shared);
   return next;
 }
 
@@ -243,11 +249,11 @@ function onWritten(this: WriteRequest, status: number): void {
 let spareWrite: WriteRequest | undefined;
 
 /**
- * Writes `data`. Returns 'done' when the kernel took all of it, 'queued' when the rest is
+ * Writes `data` (one buffer, or several in order). Returns 'done' when the kernel took all of it, 'queued' when the rest is
  * queued in libuv (the owner's onHandleWritten follows; `data` must not change until then), or
  * the errno name of a failure.
  */
-export function write(handle: TcpHandle, data: Buffer): 'done' | 'queued' | string {
+export function write(handle: TcpHandle, data: Buffer | Buffer[]): 'done' | 'queued' | string {
   const b = uv!;
   const req = spareWrite ?? new b.WriteWrap();
   spareWrite = undefined;
@@ -257,7 +263,8 @@ export function write(handle: TcpHandle, data: Buffer): 'done' | 'queued' | stri
   req.async = false;
   // The request holds the bytes: libuv keeps a pointer to them until the write completes.
   req.buffer = data;
-  const status = handle.writeBuffer(req, data);
+  // Several buffers go out in one writev (no copy into one buffer first).
+  const status = Array.isArray(data) ? handle.writev(req, data, true) : handle.writeBuffer(req, data);
   if (status < 0) return errorName(status);
   if (b.state[b.kLastWriteWasAsync] === 0) {
     req.buffer = undefined;

@@ -1,11 +1,13 @@
-import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { constants, type Http2Stream, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
-import { connectDirect } from '../client/connect-direct.js';
+import { connectDirect, connectDirectHandle } from '../client/connect-direct.js';
 import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ReadBuffer } from '../transport/read-buffer.js';
 import { splice } from '../transport/splice.js';
+import { StreamRelay } from '../transport/stream-relay.js';
+import { closeHandle, handlesAvailable, type TcpHandle } from '../transport/uv.js';
 import { refusalHeaders } from './connect-request.js';
 import { CLIENT_ADDR_HEADER } from '../wire/names.js';
 
@@ -15,8 +17,18 @@ export interface AgentStreamOptions {
   /** Milliseconds for the TCP connect to the target. */
   dialTimeoutMs: number;
   log: Logger;
-  /** Told about each target socket so the agent can destroy them all on stop. */
-  track: (socket: Socket) => void;
+  /**
+   * Told about each target connection (a net.Socket, or the relay of a bare handle) so the agent
+   * can destroy them all on stop; what it returns is called when that target has closed.
+   */
+  track: (target: AgentTarget) => (() => void) | undefined;
+  /** Relay on net.Socket even where bare handles are available (tests compare both). */
+  sockets?: boolean;
+}
+
+/** A target connection as the agent holds it: destroying it closes the target and its stream. */
+export interface AgentTarget {
+  destroy(): void;
 }
 
 /** The client's address the proxy sent with the CONNECT, or undefined (an older proxy). */
@@ -33,8 +45,8 @@ function refuse(stream: ServerHttp2Stream, code: string, message: string): void 
 /**
  * Serves one stream the proxy opened: checks the CONNECT target against the agent's policy, dials
  * it directly (the resource lives in the agent's own network: no environment proxy), answers 200
- * and splices the stream to the socket; or answers a refusal carrying a GATE_ERR_* code. Either
- * side going away takes the other with it (splice), so no target socket outlives its stream.
+ * and relays the stream to the target; or answers a refusal carrying a GATE_ERR_* code. Either
+ * side going away takes the other with it, so no target connection outlives its stream.
  */
 export function serveAgentStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, options: AgentStreamOptions): void {
   const { log } = options;
@@ -60,34 +72,97 @@ export function serveAgentStream(stream: ServerHttp2Stream, headers: IncomingHtt
     refuse(stream, ErrorCodes.AGENT_TARGET_DENIED, `this agent does not serve ${target}`);
     return;
   }
-  // The target's reads land in buffers managed by ReadBuffer, written to the stream in place (no
-  // 64 KiB Buffer allocated per read), as `forward` does. A stream that closes while the target is
-  // being dialled cancels the dial (the socket is destroyed, nothing is answered).
-  const reader = new ReadBuffer();
-  const cancel = connectDirect(host, port, { timeoutMs: options.dialTimeoutMs, allowHalfOpen: true, onread: reader.onread }, (socket) => {
+  const allowed: AllowedStream = { stream, headers, host, port, target };
+  if (handlesAvailable && !options.sockets) serveOnHandle(allowed, options);
+  else serveOnSocket(allowed, options);
+}
+
+/** A stream whose CONNECT target the policy allows: to dial and relay. */
+interface AllowedStream {
+  stream: ServerHttp2Stream;
+  headers: IncomingHttpHeaders;
+  host: string;
+  port: number;
+  /** `host:port`, for the log. */
+  target: string;
+}
+
+/** A dial that failed or a stream that went away meanwhile: true when nothing is left to relay. */
+function dialFailed(stream: ServerHttp2Stream, outcome: GateError | object, target: string, log: Logger): outcome is GateError {
+  if (!(outcome instanceof GateError)) return false;
+  log.warn({ target, code: outcome.code, err: outcome }, 'could not reach the target');
+  refuse(stream, outcome.code, outcome.message);
+  return true;
+}
+
+// RFC 9113 §8.5: a reset or error on the TCP side is signalled with RST_STREAM CONNECT_ERROR.
+// Destroyed without an error, the stream would be reset with NO_ERROR: the proxy could not tell
+// a broken connection from a finished one.
+function connectError(stream: Http2Stream): void {
+  if (!stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CONNECT_ERROR);
+}
+
+/**
+ * The target dialed as a bare handle and relayed to the stream by a StreamRelay: no net.Socket,
+ * no stream machinery on the TCP side (as `forward` relays its connections). A stream that
+ * closes while the target is being dialed cancels the dial.
+ */
+function serveOnHandle({ stream, headers, host, port, target }: AllowedStream, options: AgentStreamOptions): void {
+  const { log } = options;
+  const cancel = connectDirectHandle(host, port, options.dialTimeoutMs, (outcome: TcpHandle | GateError) => {
     stream.removeListener('close', cancel);
-    if (socket instanceof GateError) {
-      log.warn({ target, code: socket.code, err: socket }, 'could not reach the target');
-      refuse(stream, socket.code, socket.message);
-      return;
-    }
+    if (dialFailed(stream, outcome, target, log)) return;
+    const handle = outcome as TcpHandle;
+    if (stream.destroyed || stream.closed) return closeHandle(handle);
+    handle.setNoDelay(true);
+    log.debug({ target, client: clientOf(headers) }, 'stream opened');
+    stream.respond({ ':status': 200 });
+    let untrack: (() => void) | undefined;
+    const relay = new StreamRelay(handle, stream, {
+      release: connectError,
+      onClose: (failure) => {
+        if (untrack) untrack();
+        if (failure) log.debug({ target, failure }, 'tunnel stream ended with an error');
+      },
+    });
+    untrack = options.track(relay);
+    relay.start();
+  });
+  stream.once('close', cancel);
+}
+
+/**
+ * The same on net.Socket, where bare handles are not available. The target's reads land in
+ * buffers managed by ReadBuffer, written to the stream in place (no 64 KiB Buffer allocated per
+ * read). A stream that closes while the target is being dialled cancels the dial.
+ */
+function serveOnSocket({ stream, headers, host, port, target }: AllowedStream, options: AgentStreamOptions): void {
+  const { log } = options;
+  const reader = new ReadBuffer();
+  const cancel = connectDirect(host, port, { timeoutMs: options.dialTimeoutMs, allowHalfOpen: true, onread: reader.onread }, (outcome) => {
+    stream.removeListener('close', cancel);
+    if (dialFailed(stream, outcome, target, log)) return;
+    const socket = outcome as Socket;
     if (stream.destroyed || stream.closed) {
       socket.destroy();
       return;
     }
     socket.setNoDelay(true);
-    options.track(socket);
+    const untrack = options.track(socket);
+    if (untrack) socket.once('close', untrack);
     // Who the proxy dials for: the client's real address, as the proxy it reached had it.
     log.debug({ target, client: clientOf(headers) }, 'stream opened');
     stream.respond({ ':status': 200 });
-    // RFC 9113 §8.5: a reset or error on the TCP side is signalled with RST_STREAM CONNECT_ERROR.
-    // Left to splice, the stream would be destroyed without an error, which Node sends as
-    // RST_STREAM NO_ERROR: the proxy could not tell a broken connection from a finished one.
     let socketError = false;
     socket.once('error', () => (socketError = true));
     socket.once('close', () => {
-      const clean = !socketError && socket.readableEnded && socket.writableFinished;
-      if (!clean && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CONNECT_ERROR);
+      if (socketError || !socket.readableEnded || !socket.writableFinished) connectError(stream);
+    });
+    // A stream the proxy resets takes the target with it: with splice alone the target got a FIN
+    // and the socket stayed half-open (and tracked) for as long as the target kept its side
+    // open (test/tunnel/agent-stream.test.ts).
+    stream.once('close', () => {
+      if (stream.rstCode !== constants.NGHTTP2_NO_ERROR) socket.destroy();
     });
     // Stream to target coalesced (splice.ts relayCoalesced: the stream delivers many small
     // chunks per read); target to stream from the read buffer, in place.

@@ -1,6 +1,5 @@
 import { EventEmitter } from 'node:events';
 import type { Http2Server, IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
-import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { dialTls, type ConnectionUpgradeDial } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
@@ -13,7 +12,7 @@ import { isClusterViewRequest, readClusterView } from './cluster-view.js';
 import { descriptionLine, type AgentDescription } from './agent-description.js';
 import { DESCRIBE_RESPONSE_HEADERS, isDescribeRequest } from './describe-stream.js';
 import { h2ErrorName } from './connect-request.js';
-import { serveAgentStream } from './agent-stream.js';
+import { serveAgentStream, type AgentStreamOptions } from './agent-stream.js';
 import { startHeartbeat } from './heartbeat.js';
 import { TUNNEL_WINDOW_BYTES } from './settings.js';
 
@@ -40,8 +39,8 @@ export interface AgentTunnelSettings {
   h2: Http2Server;
   allow: (target: string) => boolean;
   signal: AbortSignal;
-  /** Told about each target socket and each stream served, for the agent's counts and close(). */
-  track: (target: Socket) => void;
+  /** Told about each target connection and each stream served, for the agent's counts and close(). */
+  track: AgentStreamOptions['track'];
   served: () => void;
   /** What the agent tells a proxy that asks (see TUNNEL_DESCRIBE_PATH): read when asked. */
   description: () => AgentDescription;

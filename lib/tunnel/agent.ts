@@ -2,7 +2,7 @@ import { EventEmitter, once } from 'node:events';
 import { X509Certificate } from 'node:crypto';
 import { hostname } from 'node:os';
 import { createServer, type Http2Server } from 'node:http2';
-import type { Socket } from 'node:net';
+import type { AgentTarget } from './agent-stream.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import type { ConnectionUpgradeDial } from '../client/dial-tls.js';
 import { ErrorCodes, GateError } from '../errors.js';
@@ -178,7 +178,7 @@ class Agent extends EventEmitter implements TunnelAgent {
   duplicates = 0;
   private readonly log: Logger;
   private readonly allow: (target: string) => boolean;
-  private readonly targets = new Set<Socket>();
+  private readonly targets = new Set<AgentTarget>();
   private readonly h2: Http2Server;
   private readonly pool: AgentPool;
   private readonly schedule: RedialSchedule;
@@ -311,7 +311,7 @@ class Agent extends EventEmitter implements TunnelAgent {
 
   private release(why: GateError): void {
     for (const tunnel of this.all) tunnel.destroy(why);
-    for (const socket of this.targets) socket.destroy();
+    for (const target of this.targets) target.destroy();
   }
 
   /** Whether close() or destroy() was called: no more dials, no more events. */
@@ -393,7 +393,7 @@ class Agent extends EventEmitter implements TunnelAgent {
       signal: this.abort.signal,
       track: (target) => {
         this.targets.add(target);
-        target.once('close', () => this.targets.delete(target));
+        return () => this.targets.delete(target);
       },
       served: () => this.streamsServed++,
       description: () => this.described,

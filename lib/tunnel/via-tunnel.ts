@@ -1,14 +1,23 @@
-import { constants, type ClientHttp2Stream } from 'node:http2';
+import { constants, type ClientHttp2Stream, type Http2Session } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
-import type { DialCancel } from '../transport/dial-cancel.js';
+import { DialCancel } from '../transport/dial-cancel.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
+import { StreamRelay } from '../transport/stream-relay.js';
+import { errnoError } from '../transport/uv.js';
+import type { ClientReader, HandleEnd } from '../transport/client-end.js';
+import type { Endpoint } from '../transport/endpoint.js';
+import { BARE_CLIENT, type BareClientHook, type WatchRelay } from '../handlers/bare-client.js';
+import type { ConnectionParts } from '../handlers/context.js';
 import { h2ErrorName } from './connect-request.js';
 import { releaseStream } from './release-stream.js';
 import type { CustomHandler } from '../handlers/types.js';
 import type { OpenStreamOptions, TunnelRegistry } from './registry.js';
 import { formatHostPort } from '../client/target.js';
+
+/** Opens the stream for one client (at `remote`), until `cancel`; `firstBytes` go with the CONNECT. */
+type StreamOpen = (remote: Endpoint, cancel: DialCancel, firstBytes: Buffer | undefined) => Promise<ClientHttp2Stream>;
 
 /** Opens the stream for one client connection: this proxy's tunnel, or through a peer proxy. */
 export type TunnelStreamOpener = (agent: string, target: string, options: OpenStreamOptions) => Promise<ClientHttp2Stream>;
@@ -37,19 +46,23 @@ function failClient(client: Duplex, error: GateError): void {
  * When the agent dies mid-stream the tunnel's streams are reset and each client is closed at once
  * with GATE_ERR_AGENT_STREAM_FAILED (never left hanging).
  */
-export function viaTunnel(registry: TunnelRegistry, agent: string, target: string, options: ViaTunnelOptions = {}): CustomHandler {
+export function viaTunnel(
+  registry: TunnelRegistry,
+  agent: string,
+  target: string,
+  options: ViaTunnelOptions = {},
+): CustomHandler & { [BARE_CLIENT]: BareClientHook } {
   const open = options.open ?? ((name: string, to: string, o: OpenStreamOptions) => registry.open(name, to, o));
+  const openFor: StreamOpen = (remote, cancel, firstBytes) =>
+    open(agent, target, new ClientStreamOptions(cancel, formatHostPort(remote.address, remote.port), options.openTimeoutMs, firstBytes));
   return {
     kind: 'custom',
+    // A passthrough client still on its bare handle is relayed to the stream by a StreamRelay.
+    [BARE_CLIENT]: (client, rest, conn, watch) => new BareTunnelClient(client, conn, agent, target, watch).open(openFor, rest),
     handle: (client, info) => {
       const firstBytes = takeBuffered(client);
       return dialThenRelay<ClientHttp2Stream>(client, {
-        dial: (cancel) =>
-          open(
-            agent,
-            target,
-            new ClientStreamOptions(cancel, formatHostPort(info.remote.address, info.remote.port), options.openTimeoutMs, firstBytes),
-          ),
+        dial: (cancel) => openFor(info.remote, cancel, firstBytes),
         release: releaseStream,
         fail: (err) => failClient(client, toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)),
         relay: (stream) => relayStream(client, stream, agent, target),
@@ -89,18 +102,13 @@ function takeBuffered(client: Duplex): Buffer | undefined {
 
 /** The client and its tunnel stream, both ways; a stream that ends badly fails the client with why. */
 function relayStream(client: Duplex, stream: ClientHttp2Stream, agent: string, target: string): void {
-  // The session the stream runs in: the agent's tunnel, or the peering session to the proxy holding it.
   const session = stream.session;
   // Registered before splice's own 'close' listener, so the client is destroyed with the reason
   // (and the multiplexer logs it) rather than silently by splice.
   stream.once('close', () => {
     const clean = stream.rstCode === constants.NGHTTP2_NO_ERROR && stream.readableEnded && stream.writableFinished;
     if (clean || client.destroyed) return;
-    const why =
-      session && !session.destroyed && !session.closed
-        ? `stream reset by the agent (${h2ErrorName(stream.rstCode)})`
-        : `agent ${agent} disconnected`;
-    failClient(client, new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${target} via agent ${agent}: ${why}`));
+    failClient(client, streamFailure(session, stream.rstCode, agent, target));
   });
   // A client that leaves early releases its stream with END_STREAM, never a reset. Both ways
   // coalesced: the stream's many small chunks per read, and no pause per client read.
@@ -109,4 +117,99 @@ function relayStream(client: Duplex, stream: ClientHttp2Stream, agent: string, t
   // splice listened for 'end': its FIN is passed on here instead.
   if (client.readableEnded && !stream.writableEnded) stream.end();
   client.resume();
+}
+
+/**
+ * Why a tunnel stream closed badly: reset by the agent while `session` (the agent's tunnel, or
+ * the peering session to the proxy holding it) is up, or the session gone with the agent.
+ */
+function streamFailure(session: Http2Session | undefined, rstCode: number | undefined, agent: string, target: string): GateError {
+  const why =
+    session && !session.destroyed && !session.closed
+      ? `stream reset by the agent (${h2ErrorName(rstCode)})`
+      : `agent ${agent} disconnected`;
+  return new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${target} via agent ${agent}: ${why}`);
+}
+
+/** Bytes a bare client may send while its stream opens before it is no longer read. */
+const EARLY_BYTES_LIMIT = 64 * 1024;
+
+/**
+ * A passthrough client on its bare handle, carried by a tunnel stream: a part of the connection
+ * while the stream opens (destroying it abandons the open), then a StreamRelay between the
+ * handle and the stream, with the same guarantees and codes as the socket path above: a client
+ * that leaves releases its stream with END_STREAM, a stream that fails fails the client with
+ * GATE_ERR_AGENT_STREAM_FAILED, a client reset is GATE_ERR_CLIENT_RESET.
+ */
+class BareTunnelClient implements ClientReader {
+  private readonly cancel = new DialCancel();
+  private settled = false;
+  /** What the client sent while the stream opened, and whether its FIN came too. */
+  private early: Buffer[] | undefined = undefined;
+  private earlyBytes = 0;
+  private ended = false;
+
+  constructor(
+    private readonly client: HandleEnd,
+    private readonly conn: ConnectionParts,
+    private readonly agent: string,
+    private readonly target: string,
+    private readonly watch: WatchRelay | undefined,
+  ) {}
+
+  open(openFor: StreamOpen, rest: Buffer): void {
+    this.conn.attach(this);
+    // The client is read while its stream opens, as the socket path's held client is: a client
+    // that resets then fails its connection at once (GATE_ERR_CLIENT_RESET) and cancels the open.
+    this.client.read(this);
+    openFor(this.conn.info.remote, this.cancel, rest.length > 0 ? rest : undefined).then(
+      (stream) => this.relay(stream),
+      (err: unknown) => {
+        if (this.settle()) this.conn.fail(toGateError(err, ErrorCodes.AGENT_STREAM_FAILED));
+      },
+    );
+  }
+
+  data(chunk: Buffer): void {
+    (this.early ??= []).push(chunk);
+    this.earlyBytes += chunk.length;
+    // Bounded: past this the client waits unread (backpressure) until the relay starts.
+    if (this.earlyBytes >= EARLY_BYTES_LIMIT) this.client.stopReading();
+  }
+
+  end(): void {
+    this.ended = true;
+  }
+
+  /** The connection ends while the stream opens: the open is abandoned (nothing is relayed). */
+  destroy(): void {
+    if (!this.settle()) return;
+    this.cancel.cancel('client closed');
+  }
+
+  /** True the first time: the open's outcome, or its abandonment. Either way no longer a part. */
+  private settle(): boolean {
+    if (this.settled) return false;
+    this.settled = true;
+    this.conn.closed(this);
+    return true;
+  }
+
+  private relay(stream: ClientHttp2Stream): void {
+    if (!this.settle()) return releaseStream(stream);
+    const { conn, agent, target } = this;
+    const session = stream.session;
+    const relay: StreamRelay = new StreamRelay(this.client.take(), stream, {
+      release: releaseStream,
+      onClose: (failure) => {
+        if (failure?.side === 'stream') conn.recordError(streamFailure(session, failure.rstCode, agent, target));
+        else if (failure) conn.recordError(errnoError(failure.code), 'client');
+        conn.closed(relay);
+      },
+    });
+    conn.handOver(relay, relay);
+    this.watch?.(relay, conn);
+    const { early } = this;
+    relay.start(early && (early.length === 1 ? early[0] : Buffer.concat(early)), this.ended);
+  }
 }

@@ -11,26 +11,10 @@ import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward } from '../../lib/handlers/builders.js';
 import { closeServer, listening, tcpClient, until } from '../helpers/net.js';
 import { prng } from '../helpers/prng.js';
+import { payload } from '../helpers/relay-checks.js';
 
 const GREETING = Buffer.from('SSH-2.0-relay-test\r\n');
 const MiB = 1 << 20;
-
-/** `total` seeded pseudo-random bytes, produced in chunks of varying size, and their digest. */
-function payload(seed: number, total: number): { chunks: Buffer[]; sha: string } {
-  const rng = prng(seed);
-  const block = rng.bytes(MiB + 4096);
-  const chunks: Buffer[] = [];
-  const hash = createHash('sha256');
-  for (let left = total; left > 0; ) {
-    const n = Math.min(left, rng.range(1, 256 * 1024));
-    const at = rng.int(block.length - n);
-    const chunk = block.subarray(at, at + n);
-    chunks.push(chunk);
-    hash.update(chunk);
-    left -= n;
-  }
-  return { chunks, sha: hash.digest('hex') };
-}
 
 /** Writes `chunks` honouring backpressure; counts what the socket accepted; ends after the last. */
 function send(socket: Socket, chunks: Buffer[], progress: { sent: number; blocked: boolean }): void {
