@@ -252,10 +252,9 @@ export class PeerServer implements Closable {
           const clean = upstream.rstCode === constants.NGHTTP2_NO_ERROR && upstream.readableEnded && upstream.writableFinished;
           if (!clean && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CONNECT_ERROR);
         });
+        // A peer stream whose END_STREAM came with its first bytes ended when they were taken:
+        // splice passes that FIN on at once.
         splice(stream, upstream, () => {}, undefined, { releaseB: (s) => releaseStream(s) });
-        // A peer stream whose END_STREAM came with its first bytes ended when they were taken,
-        // before splice listened for 'end': its FIN is passed on here instead.
-        if (stream.readableEnded && !upstream.writableEnded) upstream.end();
       },
     });
   }

@@ -12,9 +12,19 @@ function relay(src: Duplex, dst: Duplex): void {
     if (!dst.write(chunk)) src.pause();
   });
   dst.on('drain', () => src.resume());
-  src.once('end', () => dst.end());
+  passEnd(src, dst);
   // A source paused for detection (bytes unshifted) starts flowing only when told to.
   src.resume();
+}
+
+/**
+ * `src`'s FIN becomes `dst`'s. A source may have ended before the relay was attached: its first
+ * bytes and FIN read by the caller together (a tunnel's first bytes sent with the CONNECT), so
+ * 'end' will not come again and is passed on now.
+ */
+function passEnd(src: Duplex, dst: Duplex): void {
+  if (src.readableEnded) dst.end();
+  else src.once('end', () => dst.end());
 }
 
 /** Bytes a coalescing relay lets gather in `dst` before it pauses `src` (StreamRelay's too). */
@@ -46,7 +56,7 @@ function relayCoalesced(src: Duplex, dst: Duplex): void {
     if (!dst.write(chunk) && dst.writableLength >= COALESCE_LIMIT_BYTES) src.pause();
   });
   dst.on('drain', () => src.resume());
-  src.once('end', () => dst.end());
+  passEnd(src, dst);
   src.resume();
 }
 
@@ -81,7 +91,7 @@ function relayBuffered(reader: ReadBuffer, src: Socket, dst: Duplex, dstReleases
     resumeAt = issued;
     return false;
   };
-  src.once('end', () => dst.end());
+  passEnd(src, dst);
   if (reader.attach(sink)) src.resume();
 }
 

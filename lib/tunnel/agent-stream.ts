@@ -87,7 +87,7 @@ interface AllowedStream {
   target: string;
 }
 
-/** A dial that failed or a stream that went away meanwhile: true when nothing is left to relay. */
+/** A dial that failed: logged and refused with its code (true), or a connection to relay (false). */
 function dialFailed(stream: ServerHttp2Stream, outcome: GateError | object, target: string, log: Logger): outcome is GateError {
   if (!(outcome instanceof GateError)) return false;
   log.warn({ target, code: outcome.code, err: outcome }, 'could not reach the target');

@@ -112,10 +112,9 @@ function relayStream(client: Duplex, stream: ClientHttp2Stream, agent: string, t
   });
   // A client that leaves early releases its stream with END_STREAM, never a reset. Both ways
   // coalesced: the stream's many small chunks per read, and no pause per client read.
+  // A client whose FIN came with its first bytes ended when takeBuffered emptied it: splice
+  // passes that FIN on at once.
   splice(client, stream, () => {}, undefined, { releaseB: (s) => releaseStream(s), coalesceA: true, coalesceB: true });
-  // A client whose FIN came with its first bytes ended when takeBuffered emptied it, before
-  // splice listened for 'end': its FIN is passed on here instead.
-  if (client.readableEnded && !stream.writableEnded) stream.end();
   client.resume();
 }
 

@@ -2,6 +2,7 @@
 // hand: how chunks are batched into the destination's writes, where backpressure starts, and
 // that the end still travels.
 import t from 'tap';
+import { once } from 'node:events';
 import { Duplex } from 'node:stream';
 import { setImmediate as turn } from 'node:timers/promises';
 import { splice } from '../../lib/transport/splice.js';
@@ -94,4 +95,22 @@ t.test('backpressure starts at 256 KiB queued, not at the 16 KiB high-water mark
   }
   t.equal(dst.bytes, 600 * 1024, 'all 600 KiB arrived once the sink took its writes');
   t.ok(dst.finished, "the source's end reached the sink");
+});
+
+t.test('a source whose bytes and FIN were read before splice has its FIN passed on, on either relay', async (t) => {
+  // A tunnel's first bytes are read from the held client (or the peer's stream) to go with the
+  // CONNECT; when its FIN came in the same read, 'end' has fired before splice listens.
+  for (const coalesceA of [false, true]) {
+    const src = source();
+    const dst = sink();
+    src.push(KiB);
+    src.push(null);
+    t.equal((src.read() as Buffer).length, 1024, 'the first bytes taken by hand');
+    await once(src, 'end');
+    splice(src, dst.stream, () => {}, undefined, { coalesceA });
+    await settle();
+    t.ok(dst.finished, `the FIN reached the destination (${coalesceA ? 'coalescing' : 'plain'} relay)`);
+    dst.stream.destroy();
+    src.destroy();
+  }
 });
