@@ -95,6 +95,16 @@ function relayBuffered(reader: ReadBuffer, src: Socket, dst: Duplex, dstReleases
   if (reader.attach(sink)) src.resume();
 }
 
+/**
+ * Both directions finished with no error. An HTTP/2 stream also needs no reset: Node ends a reset
+ * stream's readable side (and its writable one may have finished before), so a reset after one
+ * side's FIN looks finished but is not, and the other side must go too, not stay half-open.
+ */
+function closedCleanly(side: Duplex, error: Error | undefined): boolean {
+  const { rstCode } = side as { rstCode?: number };
+  return side.readableEnded && side.writableFinished && !error && !rstCode;
+}
+
 export interface SpliceOptions {
   /**
    * How to let `b` go when `a` closes early, instead of destroying it (a tunnel stream is ended
@@ -138,7 +148,7 @@ export function splice(
   const closeHandler = (self: Duplex, other: Duplex) => (): void => {
     // A side that closed without finishing both directions (reset, destroy, timeout) takes the
     // other with it; a clean close means the other side already got our FIN and sent its own.
-    if (!other.destroyed && !(self.readableEnded && self.writableFinished && !firstError)) {
+    if (!other.destroyed && !closedCleanly(self, firstError)) {
       if (self === a && options.releaseB) options.releaseB(b);
       else other.destroy();
     }

@@ -158,12 +158,6 @@ function serveOnSocket({ stream, headers, host, port, target }: AllowedStream, o
     socket.once('close', () => {
       if (socketError || !socket.readableEnded || !socket.writableFinished) connectError(stream);
     });
-    // A stream the proxy resets takes the target with it: with splice alone the target got a FIN
-    // and the socket stayed half-open (and tracked) for as long as the target kept its side
-    // open (test/tunnel/agent-stream.test.ts).
-    stream.once('close', () => {
-      if (stream.rstCode !== constants.NGHTTP2_NO_ERROR) socket.destroy();
-    });
     // Stream to target coalesced (splice.ts relayCoalesced: the stream delivers many small
     // chunks per read); target to stream from the read buffer, in place.
     splice(
