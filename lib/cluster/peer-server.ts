@@ -157,8 +157,11 @@ export class PeerServer implements Closable {
   }
 
   /**
-   * An HTTP/2 server session over the socket. Through `jsStreamOver`: Node 20's HTTP/2 cannot
-   * read a server-side TLSSocket built around an accepted socket directly (lib/tunnel/js-stream.ts).
+   * An HTTP/2 server session over the socket. An admitted peer's session takes the TLS socket's
+   * native stream over, as agents' tunnels do (registry.ts): the peering hop's bytes go from
+   * OpenSSL to nghttp2 in C++, not through a JavaScript read and write per chunk. A refusal goes
+   * through `jsStreamOver` (lib/tunnel/js-stream.ts), so that the socket is destroyed with the
+   * reason (`destroyError`) once the GOAWAY is out.
    */
   private startSession(socket: TLSSocket, destroyError?: () => Error): ServerHttp2Session | undefined {
     let session: ServerHttp2Session | undefined;
@@ -167,7 +170,7 @@ export class PeerServer implements Closable {
     };
     // 'session' is emitted synchronously from the 'connection' handler.
     this.h2.once('session', onSession);
-    this.h2.emit('connection', jsStreamOver(socket, destroyError ? { destroyError } : {}));
+    this.h2.emit('connection', destroyError ? jsStreamOver(socket, { destroyError }) : socket);
     this.h2.removeListener('session', onSession);
     if (!session) {
       socket.destroy(new GateError(ErrorCodes.PEER_REFUSED, 'HTTP/2 session could not start on the peering connection'));

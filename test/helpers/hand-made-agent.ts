@@ -53,7 +53,7 @@ export async function peeredProxies(
   t: Teardownable,
   agent: string,
   target: string,
-): Promise<{ holderPort: number; registry: TunnelRegistry; front: Multiplexer; frontPort: number }> {
+): Promise<{ holderPort: number; registry: TunnelRegistry; peering: PeerServer; front: Multiplexer; frontPort: number }> {
   const proxyPair = (): { cert: string; key: string } => ca.issue({ commonName: 'proxy', uris: [PEER_ROLE_URI], usage: 'both' });
   const registry = new TunnelRegistry({});
   const peering = new PeerServer({ registry });
@@ -82,7 +82,7 @@ export async function peeredProxies(
     registry.close();
     await closed;
   });
-  return { holderPort, registry, front, frontPort };
+  return { holderPort, registry, peering, front, frontPort };
 }
 
 /**
