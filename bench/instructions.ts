@@ -8,6 +8,8 @@
 //
 //   npm run bench:instructions                              gate-mux (-native, -native-splice), node-baseline, haproxy, nginx
 //   npm run bench:instructions -- --peers gate-mux --compare /tmp/before/dist/bench/router.js
+//   npm run bench:instructions -- --peers gate-mux-peered --compare /tmp/before/dist/bench/peered-router.js
+//     the tunnelled routes of a saved build too (gate-mux-local-tunnel-ref, gate-mux-peered-ref)
 //   npm run bench:instructions -- --warmup 3000 --count 300
 //   npm run bench:instructions -- --peers gate-mux-native --keep   keep the callgrind files to annotate
 //   npm run bench:instructions -- --peers gate-mux,gate-mux-local-tunnel,gate-mux-peered   the central path's
@@ -49,7 +51,10 @@ function parseArgs(argv: string[]): { peers: string[]; compare: string[]; warmup
     else if (arg === '--keep') keep = true;
     else throw new Error(`unknown option ${arg} (--peers, --compare, --warmup, --count)`);
   }
-  if (compare.length > 0) peers.push(...compare.map((_, i) => `gate-mux-ref${i === 0 ? '' : i + 1}`));
+  // Every saved build given is counted too, under the names allPeers gives it (gate-mux-ref,
+  // gate-mux-peered-ref, ...): those of the peers that allPeers adds after the built-in ones.
+  const builtIn = new Set(allPeers().map((p) => p.name));
+  for (const peer of allPeers(compare)) if (!builtIn.has(peer.name) && !peers.includes(peer.name)) peers.push(peer.name);
   return { peers, compare, warmup, count, keep };
 }
 

@@ -213,7 +213,8 @@ const directPeer: Peer = {
 /**
  * Every peer in report order. `compare` adds other builds of the bench router (saved
  * dist/bench/router.js files) as peers "gate-mux-ref", "gate-mux-ref2", ..., to A/B changes within
- * one run (a saved dist/bench/tunnel-router.js: "gate-mux-tunnel-ref", in the tunnel workload); `refNodeArgs` (when given) are their node flags instead of the gate-mux peer's
+ * one run (a saved dist/bench/tunnel-router.js: "gate-mux-tunnel-ref", in the tunnel workload; a
+ * saved dist/bench/peered-router.js: "gate-mux-local-tunnel-ref" and "gate-mux-peered-ref"); `refNodeArgs` (when given) are their node flags instead of the gate-mux peer's
  * (GATE_MUX_NODE_FLAGS plus --node-args).
  */
 export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[] {
@@ -239,12 +240,20 @@ export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[]
     // router (local) or by another proxy it reaches over peering (peered: router + holder + agent).
     nodePeer('gate-mux-local-tunnel', 'peered-router.js', true, undefined, undefined, { LOCAL_TUNNEL: '1' }),
     nodePeer('gate-mux-peered', 'peered-router.js', true),
-    ...compare.map((path, i) =>
+    ...compare.flatMap((path, i) => {
+      const n = i === 0 ? '' : i + 1;
       // A saved tunnel-router.js is compared in the tunnel workload (as gate-mux-tunnel-ref...).
-      path.endsWith('tunnel-router.js')
-        ? nodePeer(`gate-mux-tunnel-ref${i === 0 ? '' : i + 1}`, 'tunnel-router.js', true, path, refNodeArgs, { TERMINATE: '1' })
-        : nodePeer(`gate-mux-ref${i === 0 ? '' : i + 1}`, 'router.js', true, path, refNodeArgs),
-    ),
+      if (path.endsWith('tunnel-router.js'))
+        return [nodePeer(`gate-mux-tunnel-ref${n}`, 'tunnel-router.js', true, path, refNodeArgs, { TERMINATE: '1' })];
+      // A saved peered-router.js gives both tunnelled routes of that build (its holder and agent
+      // are started from its own dist/).
+      if (path.endsWith('peered-router.js'))
+        return [
+          nodePeer(`gate-mux-local-tunnel-ref${n}`, 'peered-router.js', true, path, refNodeArgs, { LOCAL_TUNNEL: '1' }),
+          nodePeer(`gate-mux-peered-ref${n}`, 'peered-router.js', true, path, refNodeArgs),
+        ];
+      return [nodePeer(`gate-mux-ref${n}`, 'router.js', true, path, refNodeArgs)];
+    }),
     nodePeer('node-baseline', 'baseline-router.js', false),
     haproxyPeer(),
     nginxPeer(),
