@@ -67,6 +67,8 @@ export interface ProcSample {
   /** Open file descriptors of the tree. */
   fds: number;
   pids: number[];
+  /** utime + stime of each process of the tree, in seconds, by pid. */
+  cpuSecondsByPid: Record<number, number>;
 }
 
 /** One reading of the tree rooted at `pid`. */
@@ -84,12 +86,15 @@ function sampleOf(pids: number[]): ProcSample {
   let systemTicks = 0;
   let rssKiB = 0;
   let fds = 0;
+  const cpuSecondsByPid: Record<number, number> = {};
   for (const p of pids) {
     const fields = statFields(p);
     // stat fields 14 (utime) and 15 (stime): indexes 11 and 12 after the comm field.
     if (fields) {
-      ticks += Number(fields[11]) + Number(fields[12]);
+      const own = Number(fields[11]) + Number(fields[12]);
+      ticks += own;
       systemTicks += Number(fields[12]);
+      cpuSecondsByPid[p] = own / clockTicks();
     }
     const status = read(`/proc/${p}/status`);
     const m = status && /^VmRSS:\s+(\d+) kB/m.exec(status);
@@ -100,5 +105,12 @@ function sampleOf(pids: number[]): ProcSample {
       // gone
     }
   }
-  return { cpuSeconds: ticks / clockTicks(), systemSeconds: systemTicks / clockTicks(), rssKiB, fds, pids };
+  return { cpuSeconds: ticks / clockTicks(), systemSeconds: systemTicks / clockTicks(), rssKiB, fds, pids, cpuSecondsByPid };
+}
+
+/** The script a node process runs (`peer-holder.js`), or its command's name: to label a tree's processes. */
+export function processLabel(pid: number): string {
+  const args = (read(`/proc/${pid}/cmdline`) ?? '').split('\0').filter(Boolean);
+  const script = args.find((a) => a.endsWith('.js'));
+  return (script ?? args[0] ?? String(pid)).split('/').pop()!;
 }

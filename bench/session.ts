@@ -30,6 +30,8 @@ export interface Measurement {
   after?: ProcSample;
   open?: ProcSample;
   derived: Record<string, number>;
+  /** CPU µs per connection of each process of a multi-process path, by its script (rate workload). */
+  cpuByProcess?: Record<string, number>;
 }
 
 export interface ParserRow {

@@ -35,11 +35,11 @@ const TURNS = Number(values.turns);
 const REQUEST = Buffer.alloc(517, 0x16); // a ClientHello's size
 const ANSWER = Buffer.alloc(1024, 0x17);
 
-/** CPU µs (user + system) of this process and of the answerer's, read at once. */
-type Cpu = () => Promise<number>;
+/** CPU µs (user + system) of this process (the opener) and of the answerer's, read at once. */
+type Cpu = () => Promise<{ opener: number; answerer: number }>;
 
-/** Runs `count` exchanges, `CONCURRENCY` at a time; resolves with CPU µs of both processes per exchange. */
-async function measure(count: number, cpu: Cpu, exchange: () => Promise<void>): Promise<number> {
+/** Runs `count` exchanges, `CONCURRENCY` at a time; resolves with each process's CPU µs per exchange. */
+async function measure(count: number, cpu: Cpu, exchange: () => Promise<void>): Promise<{ opener: number; answerer: number }> {
   const before = await cpu();
   let started = 0;
   const worker = async (): Promise<void> => {
@@ -49,7 +49,8 @@ async function measure(count: number, cpu: Cpu, exchange: () => Promise<void>): 
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-  return ((await cpu()) - before) / count;
+  const after = await cpu();
+  return { opener: (after.opener - before.opener) / count, answerer: (after.answerer - before.answerer) / count };
 }
 
 function cpuOf(usage: NodeJS.CpuUsage): number {
@@ -143,7 +144,7 @@ async function main(): Promise<void> {
   const cpu: Cpu = async () => {
     const answer = fromChild<number>('cpu');
     child.send({ cpu: true });
-    return cpuOf(process.cpuUsage()) + (await answer);
+    return { opener: cpuOf(process.cpuUsage()), answerer: await answer };
   };
   // The tunnel's shape: the agent dials TLS and serves HTTP/2 on it; the proxy opens the streams.
   const listener = tlsServer({ cert: server.cert, key: server.key, ALPNProtocols: ['h2'] });
@@ -157,22 +158,31 @@ async function main(): Promise<void> {
   await measure(WARMUP, cpu, () => http2Exchange(session));
   await measure(WARMUP, cpu, () => tcpExchange(tcpPort));
   // Alternated, so that a change of the machine's load falls on both.
-  const h2Runs: number[] = [];
-  const tcpRuns: number[] = [];
+  type Run = { opener: number; answerer: number };
+  const h2Runs: Run[] = [];
+  const tcpRuns: Run[] = [];
   for (let round = 0; round < 3; round++) {
     h2Runs.push(await measure(STREAMS, cpu, () => http2Exchange(session)));
     tcpRuns.push(await measure(STREAMS, cpu, () => tcpExchange(tcpPort)));
   }
-  const median = (list: number[]): number => [...list].sort((a, b) => a - b)[1]!;
-  const rows: [string, number][] = [
+  // The round whose total is the median, with its split.
+  const median = (runs: Run[]): Run => [...runs].sort((a, b) => a.opener + a.answerer - (b.opener + b.answerer))[1]!;
+  const tcp = median(tcpRuns);
+  const rows: [string, Run][] = [
     ['a CONNECT stream on one TLS HTTP/2 session', median(h2Runs)],
-    ['a TCP connection on loopback', median(tcpRuns)],
+    ['a TCP connection on loopback', tcp],
   ];
   process.stdout.write(
-    `Node ${process.version}, ${STREAMS} exchanges of ${TURNS} turns × 3 rounds, ${CONCURRENCY} at a time; medians of CPU µs per exchange, both processes (opener and answerer):\n\n`,
+    `Node ${process.version}, ${STREAMS} exchanges of ${TURNS} turns × 3 rounds, ${CONCURRENCY} at a time; CPU µs per exchange of the opener (the proxy's side) and the answerer (the agent's), the round with the median total:\n\n`,
   );
-  process.stdout.write('| exchange | CPU µs | × TCP |\n| --- | ---: | ---: |\n');
-  for (const [name, us] of rows) process.stdout.write(`| ${name} | ${us.toFixed(1)} | ${(us / median(tcpRuns)).toFixed(2)}× |\n`);
+  process.stdout.write('| exchange | CPU µs | opener | answerer | × TCP |\n| --- | ---: | ---: | ---: | ---: |\n');
+  for (const [name, run] of rows) {
+    const total = run.opener + run.answerer;
+    const ratio = total / (tcp.opener + tcp.answerer);
+    process.stdout.write(
+      `| ${name} | ${total.toFixed(1)} | ${run.opener.toFixed(1)} | ${run.answerer.toFixed(1)} | ${ratio.toFixed(2)}× |\n`,
+    );
+  }
   session.close();
   listener.close();
   child.send({ stop: true });

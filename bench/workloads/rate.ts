@@ -2,7 +2,7 @@
 // `rateMs` (after an unmeasured warm-up); connections per second, time to first byte, and the
 // router's CPU per connection.
 import type { RunningPeer } from '../peers.js';
-import { sample } from '../proc.js';
+import { processLabel, sample } from '../proc.js';
 import { type BenchSession, type Measurement, peerContext, rotate, runLoad, startUpstreams, withPeer } from '../session.js';
 import { fmt } from '../stats.js';
 
@@ -43,8 +43,22 @@ export async function measureRate(
     m.cpuSeconds = after.cpuSeconds - before.cpuSeconds;
     m.derived.cpuMicrosPerConnection = (m.cpuSeconds * 1e6) / Math.max(1, load.connections);
     m.derived.systemMicrosPerConnection = ((after.systemSeconds - before.systemSeconds) * 1e6) / Math.max(1, load.connections);
+    // Each process of a path (proxy, holder, agent) on its own, to see which one a cost is in.
+    if (after.pids.length > 1) {
+      m.cpuByProcess = {};
+      for (const pid of after.pids) {
+        const seconds = (after.cpuSecondsByPid[pid] ?? 0) - (before.cpuSecondsByPid[pid] ?? 0);
+        m.cpuByProcess[processLabel(pid)] = (seconds * 1e6) / Math.max(1, load.connections);
+      }
+    }
   }
   return load;
+}
+
+function byProcess(cpu: Record<string, number>): string {
+  return Object.entries(cpu)
+    .map(([label, micros]) => `${label} ${fmt(micros)}`)
+    .join(', ');
 }
 
 export async function rate(s: BenchSession): Promise<void> {
@@ -66,7 +80,7 @@ export async function rate(s: BenchSession): Promise<void> {
           const load = await measureRate(s, running, m, config.rateMs, s.clientCpus);
           s.log(
             `rate r${round} ${peer.name}: ${fmt(load.perSecond)} conn/s, ttfb p50 ${fmt(load.ttfbP50Ms, 2)} ms` +
-              `${m.derived.cpuMicrosPerConnection !== undefined ? `, ${fmt(m.derived.cpuMicrosPerConnection)} µs/conn (sys ${fmt(m.derived.systemMicrosPerConnection)})` : ''}` +
+              `${m.derived.cpuMicrosPerConnection !== undefined ? `, ${fmt(m.derived.cpuMicrosPerConnection)} µs/conn (sys ${fmt(m.derived.systemMicrosPerConnection)}${m.cpuByProcess ? `; ${byProcess(m.cpuByProcess)}` : ''})` : ''}` +
               `${load.failed ? `, ${load.failed} failed` : ''}${load.misrouted ? `, ${load.misrouted} misrouted` : ''}`,
           );
         });
