@@ -2,10 +2,11 @@ import { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 
 /**
- * A plain JS Duplex in front of `socket`, for `http2.connect({createConnection})`, used only to
- * refuse an agent (registry.ts `refuse`): closing the session then destroys the socket with the
- * refusal (`destroyError`), so the listener records its code; a session on the socket itself would
- * destroy it without one. Accepted agents' sessions take the TLS socket over natively.
+ * A plain JS Duplex in front of `socket`, for an HTTP/2 session, used only to refuse an agent or a
+ * peer proxy (`refuse` in registry.ts and cluster/peer-server.ts): closing the session then
+ * destroys the socket with the refusal (`destroyError`), so the listener records its code; a
+ * session on the socket itself would destroy it without one. Accepted agents' and peers' sessions
+ * take the TLS socket over natively.
  *
  * History: this wrapper once carried every tunnel byte, because a session given the
  * TLSSocket that `terminate` builds by hand never read. The cause was the socket's
