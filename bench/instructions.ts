@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeBenchCert } from './certs.js';
-import { allPeers, type PeerContext } from './peers.js';
+import { allPeers, comparePeers, type PeerContext } from './peers.js';
 import { descendants } from './proc.js';
 import { JsonLines, spawnPinned, stopChild } from './spawn.js';
 import { markdownTable } from './stats.js';
@@ -51,10 +51,8 @@ function parseArgs(argv: string[]): { peers: string[]; compare: string[]; warmup
     else if (arg === '--keep') keep = true;
     else throw new Error(`unknown option ${arg} (--peers, --compare, --warmup, --count)`);
   }
-  // Every saved build given is counted too, under the names allPeers gives it (gate-mux-ref,
-  // gate-mux-peered-ref, ...): those of the peers that allPeers adds after the built-in ones.
-  const builtIn = new Set(allPeers().map((p) => p.name));
-  for (const peer of allPeers(compare)) if (!builtIn.has(peer.name) && !peers.includes(peer.name)) peers.push(peer.name);
+  // Every saved build given is counted too, under its peers' names (gate-mux-ref, gate-mux-peered-ref, ...).
+  for (const peer of comparePeers(compare)) if (!peers.includes(peer.name)) peers.push(peer.name);
   return { peers, compare, warmup, count, keep };
 }
 

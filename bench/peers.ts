@@ -240,22 +240,32 @@ export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[]
     // router (local) or by another proxy it reaches over peering (peered: router + holder + agent).
     nodePeer('gate-mux-local-tunnel', 'peered-router.js', true, undefined, undefined, { LOCAL_TUNNEL: '1' }),
     nodePeer('gate-mux-peered', 'peered-router.js', true),
-    ...compare.flatMap((path, i) => {
-      const n = i === 0 ? '' : i + 1;
-      // A saved tunnel-router.js is compared in the tunnel workload (as gate-mux-tunnel-ref...).
-      if (path.endsWith('tunnel-router.js'))
-        return [nodePeer(`gate-mux-tunnel-ref${n}`, 'tunnel-router.js', true, path, refNodeArgs, { TERMINATE: '1' })];
-      // A saved peered-router.js gives both tunnelled routes of that build (its holder and agent
-      // are started from its own dist/).
-      if (path.endsWith('peered-router.js'))
-        return [
-          nodePeer(`gate-mux-local-tunnel-ref${n}`, 'peered-router.js', true, path, refNodeArgs, { LOCAL_TUNNEL: '1' }),
-          nodePeer(`gate-mux-peered-ref${n}`, 'peered-router.js', true, path, refNodeArgs),
-        ];
-      return [nodePeer(`gate-mux-ref${n}`, 'router.js', true, path, refNodeArgs)];
-    }),
+    ...comparePeers(compare, refNodeArgs),
     nodePeer('node-baseline', 'baseline-router.js', false),
     haproxyPeer(),
     nginxPeer(),
   ];
+}
+
+/**
+ * The peers `--compare` adds: a saved dist/bench/router.js is "gate-mux-ref" ("gate-mux-ref2", ...
+ * for the next), a tunnel-router.js "gate-mux-tunnel-ref", a peered-router.js both of its
+ * tunnelled routes. Building them runs nothing, unlike allPeers (which asks haproxy and nginx
+ * their versions).
+ */
+export function comparePeers(compare: string[], refNodeArgs?: string[]): Peer[] {
+  return compare.flatMap((path, i) => {
+    const n = i === 0 ? '' : i + 1;
+    // A saved tunnel-router.js is compared in the tunnel workload (as gate-mux-tunnel-ref...).
+    if (path.endsWith('tunnel-router.js'))
+      return [nodePeer(`gate-mux-tunnel-ref${n}`, 'tunnel-router.js', true, path, refNodeArgs, { TERMINATE: '1' })];
+    // A saved peered-router.js gives both tunnelled routes of that build (its holder and agent
+    // are started from its own dist/).
+    if (path.endsWith('peered-router.js'))
+      return [
+        nodePeer(`gate-mux-local-tunnel-ref${n}`, 'peered-router.js', true, path, refNodeArgs, { LOCAL_TUNNEL: '1' }),
+        nodePeer(`gate-mux-peered-ref${n}`, 'peered-router.js', true, path, refNodeArgs),
+      ];
+    return [nodePeer(`gate-mux-ref${n}`, 'router.js', true, path, refNodeArgs)];
+  });
 }

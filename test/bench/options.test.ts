@@ -3,6 +3,7 @@
 import t from 'tap';
 import { resolve } from 'node:path';
 import { benchConfig, parseBenchOptions, WORKLOADS, type BenchOptions } from '../../bench/options.js';
+import { comparePeers } from '../../bench/peers.js';
 
 function parse(...argv: string[]): BenchOptions {
   const options = parseBenchOptions(argv);
@@ -51,4 +52,13 @@ t.test('a mistake names what is wrong', async (t) => {
   t.throws(() => parse('--rounds'), { code: 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE', message: /--rounds/ });
   t.throws(() => parse('--quick', '--node-args'), { code: 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE', message: /--node-args/ });
   t.throws(() => parse('stray'), { code: 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL' });
+});
+
+t.test('--compare: the peers a saved build adds, named after what it is', async (t) => {
+  const names = comparePeers([
+    '/tmp/a/dist/bench/router.js',
+    '/tmp/b/dist/bench/tunnel-router.js',
+    '/tmp/c/dist/bench/peered-router.js',
+  ]).map((p) => p.name);
+  t.same(names, ['gate-mux-ref', 'gate-mux-tunnel-ref2', 'gate-mux-local-tunnel-ref3', 'gate-mux-peered-ref3']);
 });

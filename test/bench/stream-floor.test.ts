@@ -1,11 +1,10 @@
 // bench/stream-floor.ts, run small: both exchanges complete (every byte of every turn arrives, or
-// the run fails), and it prints a row per exchange with a figure, the answerer process gone after.
+// the run fails), and it prints a row per exchange with a figure.
 import t from 'tap';
 import { execFile } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { allPeers } from '../../bench/peers.js';
 
 const script = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'stream-floor.js');
 
@@ -24,11 +23,4 @@ t.test('a CONNECT stream and a TCP connection, both ends measured', async (t) =>
     const cpu = Number(row.split('|')[2]);
     t.ok(cpu > 0, `a CPU figure: ${row}`);
   }
-});
-
-t.test('--compare with a saved peered-router.js adds both of its tunnelled routes', async (t) => {
-  const names = allPeers(['/tmp/before/dist/bench/peered-router.js']).map((p) => p.name);
-  t.ok(names.includes('gate-mux-local-tunnel-ref'));
-  t.ok(names.includes('gate-mux-peered-ref'));
-  t.notOk(names.includes('gate-mux-ref'), 'not taken for a router.js');
 });
