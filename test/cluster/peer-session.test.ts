@@ -1,7 +1,7 @@
 // The holder's side of a peering session, on the TLS socket's native stream (no JavaScript read
 // and write per chunk): a peer that leaves with a FIN and no GOAWAY (its process killed) ends the
 // session and the agent streams it held, and bytes cross the hop both ways in order.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { once } from 'node:events';
 import { connect as h2Connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
@@ -32,15 +32,24 @@ function forwardedDial(session: ClientHttp2Session, agent: string): ClientHttp2S
   return stream;
 }
 
-t.test('bytes cross the peering hop both ways, in order, with half-close', async (t) => {
-  const rig = await peeredProxies(t, 'peer-bytes', TARGET);
-  const agent = await handMadeAgent(t, rig.holderPort, rig.registry, 'peer-bytes');
+/**
+ * A peered rig with a hand-made agent, a raw peer, and one forwarded dial to `agent` that the
+ * agent has answered 200: its stream at the peer and at the agent.
+ */
+async function answeredDial(t: Test, agent: string) {
+  const rig = await peeredProxies(t, agent, TARGET);
+  const raw = await handMadeAgent(t, rig.holderPort, rig.registry, agent);
   const peer = await rawPeer(rig.holderPort);
   t.teardown(() => peer.socket.destroy());
-  const connectP = agent.nextConnect();
-  const stream = forwardedDial(peer.session, 'peer-bytes');
+  const connectP = raw.nextConnect();
+  const stream = forwardedDial(peer.session, agent);
   const [agentSide] = await connectP;
   agentSide.respond({ ':status': 200 });
+  return { rig, peer, stream, agentSide };
+}
+
+t.test('bytes cross the peering hop both ways, in order, with half-close', async (t) => {
+  const { stream, agentSide } = await answeredDial(t, 'peer-bytes');
   const [headers] = (await once(stream, 'response')) as [Record<string, unknown>];
   t.equal(headers[':status'], 200, "the agent's answer reaches the peer");
 
@@ -71,14 +80,7 @@ t.test('bytes cross the peering hop both ways, in order, with half-close', async
 });
 
 t.test('a peer that leaves with a FIN and no GOAWAY takes its session and the agent streams it held with it', async (t) => {
-  const rig = await peeredProxies(t, 'peer-fin', TARGET);
-  const agent = await handMadeAgent(t, rig.holderPort, rig.registry, 'peer-fin');
-  const peer = await rawPeer(rig.holderPort);
-  t.teardown(() => peer.socket.destroy());
-  const connectP = agent.nextConnect();
-  forwardedDial(peer.session, 'peer-fin');
-  const [agentSide] = await connectP;
-  agentSide.respond({ ':status': 200 });
+  const { rig, peer, agentSide } = await answeredDial(t, 'peer-fin');
   // As a real agent does: the stream released with END_STREAM ends its side too.
   agentSide.once('end', () => agentSide.end());
   const agentClosed = once(agentSide, 'close');
