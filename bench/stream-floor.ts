@@ -6,18 +6,21 @@
 // proxy's side) and the answerer (the agent's, a child process) are counted together: the figure
 // is one hop's two ends. Beside it, the same exchange on a TCP connection (net.connect, accept,
 // the same bytes, both FINs): what a forwarded connection's two sockets cost through net.Socket.
+// And the same stream on a lean framing of our own over a second TLS connection (bench/lean-mux.ts):
+// what a hop would cost if the tunnel did not speak HTTP/2.
 //
 // Why: the rate workload compares a tunnelled connection's CPU with the forward route's (aims
 // ≤ 2× and ≤ 3×, BENCHMARKS.md). This is what Node's HTTP/2 takes on every hop through its public
 // API (request(), respond(), the stream's Duplex), whatever gate-mux's own code costs on top.
 import { connect as h2Connect, createServer as h2Server, type ClientHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { connect as netConnect, createServer as netServer, type AddressInfo } from 'node:net';
-import type { Duplex } from 'node:stream';
 import { createServer as tlsServer, connect as tlsConnect } from 'node:tls';
 import { parseArgs } from 'node:util';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { devCertificates } from '../lib/pki/dev-certificates.js';
+import { answererTurns, childCpu, cpuOf, fromChild, measure, medianRun, openerTurns, type Cpu } from './floor-exchange.js';
+import { LeanMux, type LeanStream } from './lean-mux.js';
 
 const { values } = parseArgs({
   options: {
@@ -32,68 +35,8 @@ const STREAMS = Number(values.streams);
 const WARMUP = Number(values.warmup);
 const CONCURRENCY = Number(values.concurrency);
 const TURNS = Number(values.turns);
-const REQUEST = Buffer.alloc(517, 0x16); // a ClientHello's size
-const ANSWER = Buffer.alloc(1024, 0x17);
-
-/** CPU µs (user + system) of this process (the opener) and of the answerer's, read at once. */
-type Cpu = () => Promise<{ opener: number; answerer: number }>;
-
-/** Runs `count` exchanges, `CONCURRENCY` at a time; resolves with each process's CPU µs per exchange. */
-async function measure(count: number, cpu: Cpu, exchange: () => Promise<void>): Promise<{ opener: number; answerer: number }> {
-  const before = await cpu();
-  let started = 0;
-  const worker = async (): Promise<void> => {
-    while (started < count) {
-      started++;
-      await exchange();
-    }
-  };
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-  const after = await cpu();
-  return { opener: (after.opener - before.opener) / count, answerer: (after.answerer - before.answerer) / count };
-}
-
-function cpuOf(usage: NodeJS.CpuUsage): number {
-  return usage.user + usage.system;
-}
-
-/**
- * The opener's side, on a Duplex (the stream or the socket): `TURNS` times a request and its whole
- * answer, then its FIN; resolves at the close once the answerer's FIN came.
- */
-function openerTurns(side: Duplex): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    let turn = 0;
-    let got = 0;
-    side.on('data', (chunk: Buffer) => {
-      got += chunk.length;
-      if (got < ANSWER.length * (turn + 1)) return;
-      turn++;
-      if (turn < TURNS) side.write(REQUEST);
-      else side.end();
-    });
-    side.once('error', reject);
-    side.once('close', () => (got === ANSWER.length * TURNS ? resolve() : reject(new Error(`closed after ${got} bytes`))));
-    side.write(REQUEST);
-  });
-}
-
-/** The answerer's side: a 1 KiB answer to each whole request, its FIN after the opener's. */
-function answererTurns(side: Duplex): void {
-  let got = 0;
-  side.on('data', (chunk: Buffer) => {
-    got += chunk.length;
-    while (got >= REQUEST.length) {
-      got -= REQUEST.length;
-      side.write(ANSWER);
-    }
-  });
-  side.once('end', () => side.end());
-  side.on('error', () => {});
-}
-
 function http2Exchange(session: ClientHttp2Session): Promise<void> {
-  return openerTurns(session.request({ ':method': 'CONNECT', ':authority': 'resource.internal:5432' }));
+  return openerTurns(session.request({ ':method': 'CONNECT', ':authority': 'resource.internal:5432' }), TURNS);
 }
 
 function answerStream(stream: ServerHttp2Stream): void {
@@ -101,8 +44,17 @@ function answerStream(stream: ServerHttp2Stream): void {
   answererTurns(stream);
 }
 
+function leanExchange(mux: LeanMux): Promise<void> {
+  return openerTurns(mux.open('resource.internal:5432'), TURNS);
+}
+
+function answerLean(mux: LeanMux, stream: LeanStream): void {
+  mux.answer(stream, true);
+  answererTurns(stream);
+}
+
 function tcpExchange(port: number): Promise<void> {
-  return openerTurns(netConnect({ port, host: '127.0.0.1', allowHalfOpen: true }));
+  return openerTurns(netConnect({ port, host: '127.0.0.1', allowHalfOpen: true }), TURNS);
 }
 
 /**
@@ -114,11 +66,16 @@ async function answerer(): Promise<void> {
   await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', resolve));
   const h2 = h2Server();
   h2.on('stream', answerStream);
-  process.on('message', (message: { tunnelPort?: number; ca?: string; cpu?: true; stop?: true }) => {
+  process.on('message', (message: { tunnelPort?: number; leanPort?: number; ca?: string; cpu?: true; stop?: true }) => {
     if (message.tunnelPort !== undefined) {
       const { tunnelPort: port, ca } = message;
       const socket = tlsConnect({ port, host: '127.0.0.1', ca, servername: 'localhost', ALPNProtocols: ['h2'] });
       socket.once('secureConnect', () => h2.emit('connection', socket));
+    }
+    if (message.leanPort !== undefined) {
+      const { leanPort: port, ca } = message;
+      const socket = tlsConnect({ port, host: '127.0.0.1', ca, servername: 'localhost' });
+      const mux: LeanMux = new LeanMux(socket, (stream) => answerLean(mux, stream));
     }
     if (message.cpu) process.send!({ cpu: cpuOf(process.cpuUsage()) });
     if (message.stop) process.exit(0);
@@ -131,20 +88,11 @@ async function answerer(): Promise<void> {
 async function main(): Promise<void> {
   const { ca, server } = devCertificates();
   const child = fork(fileURLToPath(import.meta.url), ['--answerer'], { execArgv: process.execArgv });
-  const fromChild = <T>(key: string): Promise<T> =>
-    new Promise((resolve) => {
-      const listener = (message: Record<string, T>): void => {
-        if (!(key in message)) return;
-        child.off('message', listener);
-        resolve(message[key]!);
-      };
-      child.on('message', listener);
-    });
-  const tcpPort = await fromChild<number>('tcpPort');
+  const tcpPort = await fromChild<number>(child, 'tcpPort');
+  // This process is the opener, the child the answerer.
   const cpu: Cpu = async () => {
-    const answer = fromChild<number>('cpu');
-    child.send({ cpu: true });
-    return { opener: cpuOf(process.cpuUsage()), answerer: await answer };
+    const answerer = childCpu(child);
+    return [cpuOf(process.cpuUsage()), await answerer];
   };
   // The tunnel's shape: the agent dials TLS and serves HTTP/2 on it; the proxy opens the streams.
   const listener = tlsServer({ cert: server.cert, key: server.key, ALPNProtocols: ['h2'] });
@@ -154,37 +102,37 @@ async function main(): Promise<void> {
   await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
   child.send({ tunnelPort: (listener.address() as AddressInfo).port, ca: ca.cert });
   const session = await proxySide;
+  const leanListener = tlsServer({ cert: server.cert, key: server.key });
+  const leanSide = new Promise<LeanMux>((resolve) => leanListener.once('secureConnection', (socket) => resolve(new LeanMux(socket))));
+  await new Promise<void>((resolve) => leanListener.listen(0, '127.0.0.1', resolve));
+  child.send({ leanPort: (leanListener.address() as AddressInfo).port, ca: ca.cert });
+  const mux = await leanSide;
 
-  await measure(WARMUP, cpu, () => http2Exchange(session));
-  await measure(WARMUP, cpu, () => tcpExchange(tcpPort));
-  // Alternated, so that a change of the machine's load falls on both.
-  type Run = { opener: number; answerer: number };
-  const h2Runs: Run[] = [];
-  const tcpRuns: Run[] = [];
+  const exchanges = [() => http2Exchange(session), () => leanExchange(mux), () => tcpExchange(tcpPort)];
+  for (const exchange of exchanges) await measure(WARMUP, CONCURRENCY, cpu, exchange);
+  // Alternated, so that a change of the machine's load falls on all three.
+  const runs: number[][][] = exchanges.map(() => []);
   for (let round = 0; round < 3; round++) {
-    h2Runs.push(await measure(STREAMS, cpu, () => http2Exchange(session)));
-    tcpRuns.push(await measure(STREAMS, cpu, () => tcpExchange(tcpPort)));
+    for (const [i, exchange] of exchanges.entries()) runs[i]!.push(await measure(STREAMS, CONCURRENCY, cpu, exchange));
   }
-  // The round whose total is the median, with its split.
-  const median = (runs: Run[]): Run => [...runs].sort((a, b) => a.opener + a.answerer - (b.opener + b.answerer))[1]!;
-  const tcp = median(tcpRuns);
-  const rows: [string, Run][] = [
-    ['a CONNECT stream on one TLS HTTP/2 session', median(h2Runs)],
+  const [h2, lean, tcp] = runs.map(medianRun) as [number[], number[], number[]];
+  const rows: [string, number[]][] = [
+    ['a CONNECT stream on one TLS HTTP/2 session', h2],
+    ['a stream of a lean framing on one TLS connection (bench/lean-mux.ts)', lean],
     ['a TCP connection on loopback', tcp],
   ];
   process.stdout.write(
     `Node ${process.version}, ${STREAMS} exchanges of ${TURNS} turns × 3 rounds, ${CONCURRENCY} at a time; CPU µs per exchange of the opener (the proxy's side) and the answerer (the agent's), the round with the median total:\n\n`,
   );
   process.stdout.write('| exchange | CPU µs | opener | answerer | × TCP |\n| --- | ---: | ---: | ---: | ---: |\n');
-  for (const [name, run] of rows) {
-    const total = run.opener + run.answerer;
-    const ratio = total / (tcp.opener + tcp.answerer);
-    process.stdout.write(
-      `| ${name} | ${total.toFixed(1)} | ${run.opener.toFixed(1)} | ${run.answerer.toFixed(1)} | ${ratio.toFixed(2)}× |\n`,
-    );
+  for (const [name, [opener, answerer]] of rows) {
+    const total = opener! + answerer!;
+    const ratio = total / (tcp[0]! + tcp[1]!);
+    process.stdout.write(`| ${name} | ${total.toFixed(1)} | ${opener!.toFixed(1)} | ${answerer!.toFixed(1)} | ${ratio.toFixed(2)}× |\n`);
   }
   session.close();
   listener.close();
+  leanListener.close();
   child.send({ stop: true });
 }
 
