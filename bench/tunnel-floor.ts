@@ -1,25 +1,33 @@
 // `npm run bench:tunnel-floor -- [--connections 4000] [--warmup 800] [--concurrency 64] [--turns 3]`:
 // the central path's routes with none of gate-mux's code, to tell what a tunnel's framing costs
 // a whole connection. A client connection carries the floor's exchange (bench/floor-exchange.ts)
-// to an echo server, three ways:
+// to an echo server:
 //
 // - forward: one process accepts it, dials the server and relays both ways (the forward route);
-// - through a tunnel on HTTP/2: a proxy process accepts it and opens a CONNECT stream on the HTTP/2
-//   session over the TLS connection an agent process dialled; the agent dials the server on the
-//   stream and answers 200; each relays its two ends (the local-tunnel route);
-// - the same through a tunnel on a lean framing of our own (bench/lean-mux.ts).
+// - through a local tunnel on HTTP/2: a proxy process accepts it and opens a CONNECT stream on the
+//   HTTP/2 session over the TLS connection an agent process dialled; the agent dials the server on
+//   the stream and answers 200; each relays its two ends;
+// - through a peer on HTTP/2: the proxy opens the stream on a peering session to a holder process,
+//   which opens one on the agent's tunnel to it, answers once the agent did, and relays the two;
+// - both tunnelled routes again on a lean framing of our own (bench/lean-mux.ts).
 //
 // Every relay is the same few lines on Node's sockets and streams, so the routes differ only in
-// how the tunnel carries a connection. The CPU counted is the forwarding process's, or the proxy's
-// and the agent's together; the clients and the echo server (this process) are not counted.
+// how the tunnel carries a connection. The CPU counted is that of every process on the route; the
+// clients and the echo server (this process) are not counted.
 //
-// Why: the aims for the tunnelled routes are ≤ 2× the forward route's CPU per connection
-// (BENCHMARKS.md). This tells whether a route on HTTP/2 can meet that at all, and whether a
-// framing of our own could.
+// Why: the aims for the tunnelled routes are ≤ 2× (local) and ≤ 3× (peered) the forward route's
+// CPU per connection (BENCHMARKS.md). This tells whether routes on HTTP/2 can meet them at all,
+// and whether a framing of our own could.
 import { fork, type ChildProcess } from 'node:child_process';
-import { connect as h2Connect, createServer as h2Server, type ClientHttp2Session, type ServerHttp2Stream } from 'node:http2';
-import { connect as netConnect, createServer as netServer, type AddressInfo, type Socket } from 'node:net';
-import { createServer as tlsServer, connect as tlsConnect } from 'node:tls';
+import {
+  connect as h2Connect,
+  createServer as h2Server,
+  type ClientHttp2Session,
+  type ClientHttp2Stream,
+  type ServerHttp2Stream,
+} from 'node:http2';
+import { connect as netConnect, createServer as netServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import { createServer as tlsServer, connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { devCertificates } from '../lib/pki/dev-certificates.js';
@@ -81,64 +89,170 @@ function answerCpu(): void {
 /** The forward route: accept, dial the server, relay. */
 async function forwarder(echoPort: number): Promise<void> {
   const server = netServer({ allowHalfOpen: true }, (client) => relay(client, dial(echoPort)));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  process.send!({ port: (server.address() as AddressInfo).port });
+  await listen(server);
+  process.send!({ port: port(server) });
+}
+
+interface Certs {
+  cert: string;
+  key: string;
+  ca: string;
+}
+
+/** What a child is told at its start (FLOOR_SETUP). */
+interface Setup {
+  echoPort: number;
+  certs: Certs;
+  /** The holder's peering listener, for the proxy. */
+  peeringPort?: number;
+  /** The proxy's and the holder's tunnel listeners, for the agent. */
+  tunnelPorts?: number[];
+}
+
+function listen(server: NetServer): Promise<void> {
+  return new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+}
+
+function port(server: NetServer): number {
+  return (server.address() as AddressInfo).port;
+}
+
+/** The two ends a side opens streams on: an HTTP/2 session and a lean mux, each on its own TLS connection. */
+interface Openers {
+  session: ClientHttp2Session;
+  mux: LeanMux;
+}
+
+/** The CONNECT for `target` on an HTTP/2 session. */
+function connectStream(session: ClientHttp2Session, target: string): ClientHttp2Stream {
+  return session.request({ ':method': 'CONNECT', ':authority': target }, { endStream: false });
 }
 
 /**
- * The proxy: a TLS listener for the agent's tunnels (the first is HTTP/2, the second the lean
- * framing) and a client listener for each; a client's stream names the echo server's port.
+ * A TLS listener whose connections, by their ALPN, become the HTTP/2 session ('h2') or the lean mux
+ * ('lean') this side opens streams on: an agent's tunnels. Resolves once both are up.
  */
-async function proxy(echoPort: number, server: { cert: string; key: string }): Promise<void> {
-  const tunnels = tlsServer({ cert: server.cert, key: server.key, ALPNProtocols: ['h2', 'lean'] });
-  let session: ClientHttp2Session | undefined;
-  let mux: LeanMux | undefined;
-  tunnels.on('secureConnection', (socket) => {
-    if (socket.alpnProtocol === 'h2') session = h2Connect('http://agent.tunnel', { createConnection: () => socket });
-    else mux = new LeanMux(socket);
-    if (session && mux) process.send!({ ready: true });
+async function tunnelListener(certs: Certs): Promise<{ port: number; openers: Promise<Openers> }> {
+  const listener = tlsServer({ cert: certs.cert, key: certs.key, ALPNProtocols: ['h2', 'lean'] });
+  const openers = new Promise<Openers>((resolve) => {
+    let session: ClientHttp2Session | undefined;
+    let mux: LeanMux | undefined;
+    listener.on('secureConnection', (socket) => {
+      if (socket.alpnProtocol === 'h2') session = h2Connect('http://tunnel', { createConnection: () => socket });
+      else mux = new LeanMux(socket);
+      if (session && mux) resolve({ session, mux });
+    });
   });
-  const target = `127.0.0.1:${echoPort}`;
-  const viaH2 = netServer({ allowHalfOpen: true }, (client) => {
-    relay(client, session!.request({ ':method': 'CONNECT', ':authority': target }, { endStream: false }));
-  });
-  const viaLean = netServer({ allowHalfOpen: true }, (client) => relay(client, mux!.open(target)));
-  for (const listener of [tunnels, viaH2, viaLean]) await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
-  const port = (listener: typeof tunnels | typeof viaH2): number => (listener.address() as AddressInfo).port;
-  process.send!({ ports: { tunnels: port(tunnels), viaH2: port(viaH2), viaLean: port(viaLean) } });
+  await listen(listener);
+  return { port: port(listener), openers };
 }
 
-/** The agent: dials the proxy's tunnels, and for each stream dials its target, answers, relays. */
-function agent(tunnelPort: number, ca: string): void {
-  const h2 = h2Server();
-  h2.on('stream', (stream: ServerHttp2Stream, headers) => {
-    const socket = dial(Number(String(headers[':authority']).split(':')[1]));
-    socket.once('connect', () => {
-      stream.respond({ ':status': 200 });
-      relay(stream, socket);
-    });
-    socket.once('error', () => stream.close());
+/** Both kinds of connection to a listener of the other side, with `serve` taking each once up. */
+function dialBoth(listenerPort: number, certs: Certs, serve: (socket: TLSSocket) => void): Promise<void> {
+  const up = ['h2', 'lean'].map(
+    (alpn) =>
+      new Promise<void>((resolve) => {
+        const socket = tlsConnect({ port: listenerPort, host: '127.0.0.1', ca: certs.ca, servername: 'localhost', ALPNProtocols: [alpn] });
+        socket.once('secureConnect', () => {
+          serve(socket);
+          resolve();
+        });
+      }),
+  );
+  return Promise.all(up).then(() => undefined);
+}
+
+/**
+ * The side that answers streams on a TLS connection it dialled or accepted: an HTTP/2 server for
+ * 'h2', a lean mux for 'lean'. `onStream` gets each stream, its target and how to answer it.
+ */
+function answerStreams(socket: TLSSocket, onStream: (stream: Pausable, target: string, answer: (ok: boolean) => void) => void): void {
+  if (socket.alpnProtocol === 'h2') {
+    const h2 = h2Server();
+    h2.on('stream', (stream: ServerHttp2Stream, headers) =>
+      onStream(stream, String(headers[':authority']), (ok) => (ok ? stream.respond({ ':status': 200 }) : stream.close())),
+    );
+    h2.emit('connection', socket);
+    return;
+  }
+  const mux: LeanMux = new LeanMux(socket, (stream: LeanStream, target: string) =>
+    onStream(stream, target, (ok) => mux.answer(stream, ok)),
+  );
+}
+
+/**
+ * The proxy: the agent's tunnels, the peering connections it dials to the holder, and a client
+ * listener per route: through its own tunnel (HTTP/2, lean) and through the holder's (HTTP/2, lean).
+ */
+async function proxy(setup: Setup): Promise<void> {
+  const tunnels = await tunnelListener(setup.certs);
+  const peering: Partial<Openers> = {};
+  const peered = dialBoth(setup.peeringPort!, setup.certs, (socket) => {
+    if (socket.alpnProtocol === 'h2') peering.session = h2Connect('http://holder', { createConnection: () => socket });
+    else peering.mux = new LeanMux(socket);
   });
-  const h2Socket = tlsConnect({ port: tunnelPort, host: '127.0.0.1', ca, servername: 'localhost', ALPNProtocols: ['h2'] });
-  h2Socket.once('secureConnect', () => h2.emit('connection', h2Socket));
-  const leanSocket = tlsConnect({ port: tunnelPort, host: '127.0.0.1', ca, servername: 'localhost', ALPNProtocols: ['lean'] });
-  const mux: LeanMux = new LeanMux(leanSocket, (stream: LeanStream, target: string) => {
-    const socket = dial(Number(target.split(':')[1]));
-    socket.once('connect', () => {
-      mux.answer(stream, true);
-      relay(stream, socket);
+  const target = `127.0.0.1:${setup.echoPort}`;
+  let openers: Openers | undefined;
+  const routes = {
+    viaH2: (client: Socket) => relay(client, connectStream(openers!.session, target)),
+    viaLean: (client: Socket) => relay(client, openers!.mux.open(target)),
+    viaH2Peer: (client: Socket) => relay(client, connectStream(peering.session!, target)),
+    viaLeanPeer: (client: Socket) => relay(client, peering.mux!.open(target)),
+  };
+  const ports: Record<string, number> = { tunnels: tunnels.port };
+  for (const [name, route] of Object.entries(routes)) {
+    const server = netServer({ allowHalfOpen: true }, route);
+    await listen(server);
+    ports[name] = port(server);
+  }
+  process.send!({ ports });
+  [openers] = await Promise.all([tunnels.openers, peered]);
+  process.send!({ ready: true });
+}
+
+/**
+ * The holder: the agent's tunnels, and a peering listener on which the proxy opens streams; each
+ * is carried on in a stream of the agent's tunnel of the same kind, answered once the agent answered.
+ */
+async function holder(setup: Setup): Promise<void> {
+  const tunnels = await tunnelListener(setup.certs);
+  let openers: Openers | undefined;
+  const peering = tlsServer({ cert: setup.certs.cert, key: setup.certs.key, ALPNProtocols: ['h2', 'lean'] }, (socket) =>
+    answerStreams(socket, (stream, target, answer) => {
+      const onward: Pausable = socket.alpnProtocol === 'h2' ? connectStream(openers!.session, target) : openers!.mux.open(target);
+      onward.once('response', () => {
+        answer(true);
+        relay(stream, onward);
+      });
+    }),
+  );
+  await listen(peering);
+  process.send!({ ports: { tunnels: tunnels.port, peering: port(peering) } });
+  openers = await tunnels.openers;
+  process.send!({ ready: true });
+}
+
+/** The agent: dials the proxy's and the holder's tunnels; for each stream dials its target, answers, relays. */
+async function agent(setup: Setup): Promise<void> {
+  const serve = (socket: TLSSocket): void =>
+    answerStreams(socket, (stream, target, answer) => {
+      const upstream = dial(Number(target.split(':')[1]));
+      upstream.once('connect', () => {
+        answer(true);
+        relay(stream, upstream);
+      });
+      upstream.once('error', () => answer(false));
     });
-    socket.once('error', () => mux.answer(stream, false));
-  });
+  await Promise.all(setup.tunnelPorts!.map((tunnelPort) => dialBoth(tunnelPort, setup.certs, serve)));
 }
 
 async function child(): Promise<void> {
   answerCpu();
-  type Setup = { echoPort: number; server?: { cert: string; key: string }; tunnelPort?: number; ca?: string };
   const setup = JSON.parse(process.env.FLOOR_SETUP!) as Setup;
   if (values.role === 'forwarder') await forwarder(setup.echoPort);
-  else if (values.role === 'proxy') await proxy(setup.echoPort, setup.server!);
-  else agent(setup.tunnelPort!, setup.ca!);
+  else if (values.role === 'proxy') await proxy(setup);
+  else if (values.role === 'holder') await holder(setup);
+  else await agent(setup);
 }
 
 /** A child in `role`; if it dies before the end, so does the run (no exchange would complete). */
@@ -158,34 +272,37 @@ let finished = false;
 
 async function main(): Promise<void> {
   const echo = netServer({ allowHalfOpen: true }, answererTurns);
-  await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
-  const echoPort = (echo.address() as AddressInfo).port;
+  await listen(echo);
+  const echoPort = port(echo);
   const { ca, server } = devCertificates();
-  const forward = start('forwarder', { echoPort });
-  const proxyProcess = start('proxy', { echoPort, server: { cert: server.cert, key: server.key } });
+  const certs: Certs = { cert: server.cert, key: server.key, ca: ca.cert };
+  const forward = start('forwarder', { echoPort, certs });
+  const holderProcess = start('holder', { echoPort, certs });
+  const holderPorts = await fromChild<{ tunnels: number; peering: number }>(holderProcess, 'ports');
+  const proxyProcess = start('proxy', { echoPort, certs, peeringPort: holderPorts.peering });
   const forwardPort = await fromChild<number>(forward, 'port');
-  const ports = await fromChild<{ tunnels: number; viaH2: number; viaLean: number }>(proxyProcess, 'ports');
-  const ready = fromChild<true>(proxyProcess, 'ready');
-  const agentProcess = start('agent', { echoPort, tunnelPort: ports.tunnels, ca: ca.cert });
+  const ports = await fromChild<Record<string, number>>(proxyProcess, 'ports');
+  const ready = Promise.all([fromChild<true>(proxyProcess, 'ready'), fromChild<true>(holderProcess, 'ready')]);
+  const agentProcess = start('agent', { echoPort, certs, tunnelPorts: [ports.tunnels, holderPorts.tunnels] });
   await ready;
 
   const exchange = (port: number) => (): Promise<void> => openerTurns(dial(port), TURNS);
+  const local = [proxyProcess, agentProcess];
+  const peered = [proxyProcess, holderProcess, agentProcess];
   const routes = [
     { name: 'forward: one process accepts, dials, relays', port: forwardPort, counted: [forward] },
-    { name: 'through a tunnel on HTTP/2 (a CONNECT stream): proxy + agent', port: ports.viaH2, counted: [proxyProcess, agentProcess] },
-    {
-      name: 'through a tunnel on a lean framing (bench/lean-mux.ts): proxy + agent',
-      port: ports.viaLean,
-      counted: [proxyProcess, agentProcess],
-    },
+    { name: 'local tunnel on HTTP/2 (a CONNECT stream): proxy + agent', port: ports.viaH2!, counted: local },
+    { name: 'local tunnel on a lean framing (bench/lean-mux.ts): proxy + agent', port: ports.viaLean!, counted: local },
+    { name: 'peered on HTTP/2: proxy + holder + agent', port: ports.viaH2Peer!, counted: peered },
+    { name: 'peered on a lean framing: proxy + holder + agent', port: ports.viaLeanPeer!, counted: peered },
   ];
-  for (const route of routes) await measure(WARMUP, CONCURRENCY, () => Promise.all(route.counted.map(childCpu)), exchange(route.port));
-  // Alternated, so that a change of the machine's load falls on all three.
+  const cpuOfRoute = (route: (typeof routes)[number]) => (): Promise<number[]> => Promise.all(route.counted.map(childCpu));
+  for (const route of routes) await measure(WARMUP, CONCURRENCY, cpuOfRoute(route), exchange(route.port));
+  // Alternated, so that a change of the machine's load falls on every route.
   const runs: number[][][] = routes.map(() => []);
   for (let round = 0; round < 3; round++) {
-    for (const [i, route] of routes.entries()) {
-      runs[i]!.push(await measure(CONNECTIONS, CONCURRENCY, () => Promise.all(route.counted.map(childCpu)), exchange(route.port)));
-    }
+    for (const [i, route] of routes.entries())
+      runs[i]!.push(await measure(CONNECTIONS, CONCURRENCY, cpuOfRoute(route), exchange(route.port)));
   }
   const medians = runs.map(medianRun);
   const total = (run: number[]): number => run.reduce((a, b) => a + b, 0);
@@ -201,7 +318,7 @@ async function main(): Promise<void> {
   }
   finished = true;
   echo.close();
-  for (const c of [forward, proxyProcess, agentProcess]) c.disconnect();
+  for (const c of [forward, proxyProcess, holderProcess, agentProcess]) c.disconnect();
 }
 
 if (values.role) await child();
