@@ -108,7 +108,7 @@ export async function startLocalProxy(options: LocalProxyOptions): Promise<Local
         client.removeListener('error', onEarlyError);
         log.debug({ id, via: via?.display ?? 'direct', alpn }, 'tunnel open');
         // The proxy frames a `-ping` ALPN's stream (lib/wire/names.ts); unwrap it here, as it does there.
-        tunnel(id, client, isPingAlpn(alpn) ? new PingFramedStream(upstream) : upstream, open, logOnce);
+        tunnel(client, isPingAlpn(alpn) ? new PingFramedStream(upstream) : upstream, open, logOnce);
       },
     }).finally(() => {
       pending.delete(abort);
@@ -199,7 +199,6 @@ async function carryUnchanged(
 }
 
 function tunnel(
-  id: number,
   client: Socket,
   upstream: Duplex,
   open: Set<Duplex>,

@@ -13,7 +13,7 @@ import type { Endpoint } from './endpoint.js';
  * (a future Node), `uvTcp` is undefined and the multiplexer stays on net.Socket.
  */
 export interface TcpHandle {
-  onread: (this: TcpHandle, data: ArrayBuffer | undefined) => Buffer | undefined | void;
+  onread: (this: TcpHandle, data: ArrayBuffer | undefined) => Buffer | undefined;
   readStart(): number;
   useUserBuffer(buffer: Uint8Array): void;
   readStop(): number;
@@ -175,7 +175,7 @@ export function localEndpoint(handle: TcpHandle): Endpoint {
 }
 
 // One read callback for every handle: no closure per connection.
-function onread(this: TcpHandle, data: ArrayBuffer | undefined): void {
+function onread(this: TcpHandle, data: ArrayBuffer | undefined): undefined {
   const owner = this[OWNER];
   const b = uv!;
   const n = b.state[b.kReadBytesOrError]!;
