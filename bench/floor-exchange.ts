@@ -3,8 +3,14 @@
 // take about 3), then both FINs. And how they count CPU: per exchange, per process.
 import type { EventEmitter } from 'node:events';
 import type { ChildProcess } from 'node:child_process';
+import { clientHelloHandshake, records } from './hellos.js';
 
-export const REQUEST = Buffer.alloc(517, 0x16); // a ClientHello's size
+/**
+ * A ClientHello of 517 bytes (the size a TLS 1.3 client sends) for SNI bench.local and ALPN
+ * gate-bench: a gate-mux bench router sends it to upstream A, so the same exchange can run through
+ * gate-mux too. Later turns repeat it as opaque bytes.
+ */
+export const REQUEST = records(clientHelloHandshake({ sni: 'bench.local', alpn: ['gate-bench'], pqKeyShareBytes: 0, padTo: 512 }));
 export const ANSWER = Buffer.alloc(1024, 0x17);
 
 /** One side of an exchange: an HTTP/2 stream, a socket or a lean mux's stream (bench/lean-mux.ts). */

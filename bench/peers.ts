@@ -218,11 +218,12 @@ const directPeer: Peer = {
  * (GATE_MUX_NODE_FLAGS plus --node-args).
  */
 export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[] {
+  const [gateMux, localTunnel, peered] = centralPathPeers();
   return [
     directPeer,
     // The same router, relaying forwarded connections in TypeScript on bare handles, and in the
     // native addon (native/relay.cc) after the routing decision.
-    nodePeer('gate-mux', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '0' }),
+    gateMux!,
     nodePeer('gate-mux-native', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '1', GATE_MUX_NATIVE_SPLICE: '0' }),
     // The native relay moving bytes with splice(2) through a pipe instead of recv/send.
     nodePeer('gate-mux-native-splice', 'router.js', true, undefined, undefined, {
@@ -236,14 +237,26 @@ export function allPeers(compare: string[] = [], refNodeArgs?: string[]): Peer[]
     // The same tunnel through the connection upgrade (the agent behind a load balancer that ends
     // TLS): the tunnel's TLS inside WebSocket binary messages inside TLS to the listener.
     nodePeer('gate-mux-tunnel-upgraded', 'tunnel-router.js', true, undefined, undefined, { TERMINATE: '1', TUNNEL_UPGRADE: '1' }),
-    // Peering's cost: upstream A behind an agent's tunnel, the client's TLS passed through; held by this
-    // router (local) or by another proxy it reaches over peering (peered: router + holder + agent).
-    nodePeer('gate-mux-local-tunnel', 'peered-router.js', true, undefined, undefined, { LOCAL_TUNNEL: '1' }),
-    nodePeer('gate-mux-peered', 'peered-router.js', true),
+    localTunnel!,
+    peered!,
     ...comparePeers(compare, refNodeArgs),
     nodePeer('node-baseline', 'baseline-router.js', false),
     haproxyPeer(),
     nginxPeer(),
+  ];
+}
+
+/**
+ * The platform's main path on gate-mux, the client's TLS passed through: forwarded by the router
+ * (relaying in TypeScript on bare handles), and with upstream A behind an agent's tunnel held by
+ * the router itself (local: router + agent) or by another proxy it reaches over peering (peered:
+ * router + holder + agent). The rate workload's central path, and bench:tunnel-floor's gate-mux rows.
+ */
+export function centralPathPeers(): Peer[] {
+  return [
+    nodePeer('gate-mux', 'router.js', true, undefined, undefined, { GATE_MUX_NATIVE_RELAY: '0' }),
+    nodePeer('gate-mux-local-tunnel', 'peered-router.js', true, undefined, undefined, { LOCAL_TUNNEL: '1' }),
+    nodePeer('gate-mux-peered', 'peered-router.js', true),
   ];
 }
 

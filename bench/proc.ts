@@ -114,3 +114,29 @@ export function processLabel(pid: number): string {
   const script = args.find((a) => a.endsWith('.js'));
   return (script ?? args[0] ?? String(pid)).split('/').pop()!;
 }
+
+/**
+ * CPU µs of `pid` so far: every thread's `se.sum_exec_runtime` (/proc/<pid>/task/<tid>/sched, ns
+ * precision) summed, what getrusage tells a process of itself, readable from outside. utime+stime
+ * in /proc/<pid>/stat count 10 ms ticks, too coarse for a few thousand connections; they are the
+ * fallback on a kernel without the scheduler's debug files (CONFIG_SCHED_DEBUG).
+ */
+export function threadsCpuMicros(pid: number): number {
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return 0; // gone
+  }
+  let ms = 0;
+  let threads = 0;
+  for (const tid of tasks) {
+    const m = /^se\.sum_exec_runtime\s*:\s*([\d.]+)/m.exec(read(`/proc/${pid}/task/${tid}/sched`) ?? '');
+    if (!m) continue;
+    ms += Number(m[1]);
+    threads++;
+  }
+  if (threads > 0) return ms * 1000;
+  const fields = statFields(pid);
+  return fields ? ((Number(fields[11]) + Number(fields[12])) / clockTicks()) * 1e6 : 0;
+}

@@ -19,6 +19,7 @@
 // CPU per connection (BENCHMARKS.md). This tells whether routes on HTTP/2 can meet them at all,
 // and whether a framing of our own could.
 import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import {
   connect as h2Connect,
   createServer as h2Server,
@@ -28,11 +29,15 @@ import {
 } from 'node:http2';
 import { connect as netConnect, createServer as netServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import { createServer as tlsServer, connect as tlsConnect, type TLSSocket } from 'node:tls';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { devCertificates } from '../lib/pki/dev-certificates.js';
 import { answererTurns, childCpu, cpuOf, fromChild, measure, medianRun, openerTurns, type Side } from './floor-exchange.js';
 import { LeanMux, type LeanStream } from './lean-mux.js';
+import { centralPathPeers, GATE_MUX_NODE_FLAGS, type PeerContext, type RunningPeer } from './peers.js';
+import { descendants, threadsCpuMicros } from './proc.js';
 
 const { values } = parseArgs({
   options: {
@@ -258,7 +263,8 @@ async function child(): Promise<void> {
 /** A child in `role`; if it dies before the end, so does the run (no exchange would complete). */
 function start(role: string, setup: Record<string, unknown>): ChildProcess {
   const child = fork(fileURLToPath(import.meta.url), ['--role', role], {
-    execArgv: process.execArgv,
+    // The flags gate-mux's bench routers run with, so that only the code differs.
+    execArgv: [...process.execArgv, ...GATE_MUX_NODE_FLAGS],
     env: { ...process.env, FLOOR_SETUP: JSON.stringify(setup) },
   });
   child.once('exit', (code, signal) => {
@@ -286,39 +292,67 @@ async function main(): Promise<void> {
   const agentProcess = start('agent', { echoPort, certs, tunnelPorts: [ports.tunnels, holderPorts.tunnels] });
   await ready;
 
-  const exchange = (port: number) => (): Promise<void> => openerTurns(dial(port), TURNS);
+  // gate-mux's own routes, the rate workload's central path, with the echo server as upstream A.
+  const dir = mkdtempSync(join(tmpdir(), 'gate-mux-tunnel-floor-'));
+  const ctx: PeerContext = {
+    dir,
+    distDir: fileURLToPath(new URL('..', import.meta.url)),
+    upstreamA: echoPort,
+    upstreamB: echoPort,
+    cpus: undefined,
+  };
+  const gateMux: RunningPeer[] = [];
+  for (const peer of centralPathPeers()) gateMux.push(await peer.start(ctx));
+  const [gateMuxForward, gateMuxLocal, gateMuxPeered] = gateMux as [RunningPeer, RunningPeer, RunningPeer];
+
+  const ofChildren = (children: ChildProcess[]) => (): Promise<number[]> => Promise.all(children.map(childCpu));
+  // A gate-mux router's tree (the router, then its holder and agent), read from /proc.
+  const ofTree = (peer: RunningPeer) => {
+    const pids = [peer.pid!, ...descendants(peer.pid!)];
+    return (): Promise<number[]> => Promise.resolve(pids.map(threadsCpuMicros));
+  };
   const local = [proxyProcess, agentProcess];
   const peered = [proxyProcess, holderProcess, agentProcess];
+  // `base`: the row whose CPU the route's ratio is taken against, its own kind's forward route.
   const routes = [
-    { name: 'forward: one process accepts, dials, relays', port: forwardPort, counted: [forward] },
-    { name: 'local tunnel on HTTP/2 (a CONNECT stream): proxy + agent', port: ports.viaH2!, counted: local },
-    { name: 'local tunnel on a lean framing (bench/lean-mux.ts): proxy + agent', port: ports.viaLean!, counted: local },
-    { name: 'peered on HTTP/2: proxy + holder + agent', port: ports.viaH2Peer!, counted: peered },
-    { name: 'peered on a lean framing: proxy + holder + agent', port: ports.viaLeanPeer!, counted: peered },
+    { name: 'Node: forward (one process accepts, dials, relays)', port: forwardPort, cpu: ofChildren([forward]), base: 0 },
+    { name: 'Node: local tunnel on HTTP/2 (a CONNECT stream): proxy + agent', port: ports.viaH2!, cpu: ofChildren(local), base: 0 },
+    {
+      name: 'Node: local tunnel on a lean framing (bench/lean-mux.ts): proxy + agent',
+      port: ports.viaLean!,
+      cpu: ofChildren(local),
+      base: 0,
+    },
+    { name: 'Node: peered on HTTP/2: proxy + holder + agent', port: ports.viaH2Peer!, cpu: ofChildren(peered), base: 0 },
+    { name: 'Node: peered on a lean framing: proxy + holder + agent', port: ports.viaLeanPeer!, cpu: ofChildren(peered), base: 0 },
+    { name: 'gate-mux: forward', port: gateMuxForward.port, cpu: ofTree(gateMuxForward), base: 5 },
+    { name: 'gate-mux: local tunnel (HTTP/2): proxy + agent', port: gateMuxLocal.port, cpu: ofTree(gateMuxLocal), base: 5 },
+    { name: 'gate-mux: peered (HTTP/2): proxy + holder + agent', port: gateMuxPeered.port, cpu: ofTree(gateMuxPeered), base: 5 },
   ];
-  const cpuOfRoute = (route: (typeof routes)[number]) => (): Promise<number[]> => Promise.all(route.counted.map(childCpu));
-  for (const route of routes) await measure(WARMUP, CONCURRENCY, cpuOfRoute(route), exchange(route.port));
+  const exchange = (port: number) => (): Promise<void> => openerTurns(dial(port), TURNS);
+  for (const route of routes) await measure(WARMUP, CONCURRENCY, route.cpu, exchange(route.port));
   // Alternated, so that a change of the machine's load falls on every route.
   const runs: number[][][] = routes.map(() => []);
   for (let round = 0; round < 3; round++) {
-    for (const [i, route] of routes.entries())
-      runs[i]!.push(await measure(CONNECTIONS, CONCURRENCY, cpuOfRoute(route), exchange(route.port)));
+    for (const [i, route] of routes.entries()) runs[i]!.push(await measure(CONNECTIONS, CONCURRENCY, route.cpu, exchange(route.port)));
   }
   const medians = runs.map(medianRun);
   const total = (run: number[]): number => run.reduce((a, b) => a + b, 0);
-  const forwardCpu = total(medians[0]!);
   process.stdout.write(
     `Node ${process.version}, ${CONNECTIONS} connections of ${TURNS} turns × 3 rounds, ${CONCURRENCY} at a time; CPU µs per connection of the processes on the route (the round with the median total):\n\n`,
   );
-  process.stdout.write('| route | CPU µs | by process | × forward |\n| --- | ---: | ---: | ---: |\n');
+  process.stdout.write('| route | CPU µs | by process | × its forward |\n| --- | ---: | ---: | ---: |\n');
   for (const [i, route] of routes.entries()) {
     const run = medians[i]!;
     const split = run.map((us) => us.toFixed(1)).join(' + ');
-    process.stdout.write(`| ${route.name} | ${total(run).toFixed(1)} | ${split} | ${(total(run) / forwardCpu).toFixed(2)}× |\n`);
+    const ratio = total(run) / total(medians[route.base]!);
+    process.stdout.write(`| ${route.name} | ${total(run).toFixed(1)} | ${split} | ${ratio.toFixed(2)}× |\n`);
   }
   finished = true;
   echo.close();
   for (const c of [forward, proxyProcess, holderProcess, agentProcess]) c.disconnect();
+  for (const peer of gateMux) await peer.stop();
+  rmSync(dir, { recursive: true, force: true });
 }
 
 if (values.role) await child();
