@@ -1,6 +1,7 @@
-// A lean stream multiplexer, for `bench:stream-floor` only: what one tunnel stream would cost if the
-// tunnel spoke a framing of its own instead of HTTP/2, so that a change of the tunnel's design can
-// be argued from a figure measured beside Node's HTTP/2 in the same run. Not a protocol of gate-mux.
+// A lean stream multiplexer, for `bench:stream-floor` and `bench:tunnel-floor` only: what a tunnel
+// stream would cost if the tunnel spoke a framing of its own instead of HTTP/2, so that a change of
+// the tunnel's design can be argued from a figure measured beside Node's HTTP/2 in the same run.
+// Not a protocol of gate-mux.
 //
 // It keeps what a tunnel must keep per stream: an open and its answer, DATA both ways, a FIN each
 // way (half-close), and per-stream flow control (a credit the receiver returns as it consumes; a
@@ -9,7 +10,8 @@
 // (the open carries the target as text) and no per-stream Duplex: a stream is a small
 // EventEmitter ('response', 'data', 'end', 'drain', 'close'), as a relay between a socket's handle
 // and the tunnel would need.
-// Output is gathered and written once per turn of the event loop, as Node's HTTP/2 session does.
+// Output is gathered and written once per turn of the event loop, as Node's HTTP/2 session does
+// (here with one copy, Buffer.concat, which a real codec would save with a gathered write).
 import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 
