@@ -1,7 +1,7 @@
-// bench/lean-mux.ts, the framing stream-floor weighs against HTTP/2: its figure means something only
+// bench/lean-mux.ts, the framing the floors weigh against HTTP/2: its figures mean something only
 // if it carries what a tunnel must. Over a loopback TCP connection: bytes past a stream's credit
-// wait for the credit to come back and arrive whole and in order, each way's FIN ends only that
-// way, streams do not mix, and a stream is forgotten once both ways ended.
+// wait for the credit to come back and arrive whole and in order, a stream closes once both ways
+// ended, streams do not mix, and what arrives before a stream is read (its FIN too) is held.
 import t, { type Test } from 'tap';
 import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
 import { once } from 'node:events';
