@@ -76,6 +76,17 @@ export function cpuOf(usage: NodeJS.CpuUsage): number {
   return usage.user + usage.system;
 }
 
+/**
+ * In a child: answers the parent's `{ cpu: true }` with this process's CPU µs (childCpu's other
+ * end), and exits when the parent is gone (finished or failed: nothing is left to answer).
+ */
+export function answerCpuAsks(): void {
+  process.on('message', (message: { cpu?: true }) => {
+    if (message.cpu) process.send!({ cpu: cpuOf(process.cpuUsage()) });
+  });
+  process.once('disconnect', () => process.exit(0));
+}
+
 /** The first message of `child` that carries `key`: its value. */
 export function fromChild<T>(child: ChildProcess, key: string): Promise<T> {
   return new Promise((resolve) => {

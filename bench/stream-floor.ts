@@ -13,14 +13,15 @@
 // ≤ 2× and ≤ 3×, BENCHMARKS.md). This is what Node's HTTP/2 takes on every hop through its public
 // API (request(), respond(), the stream's Duplex), whatever gate-mux's own code costs on top.
 import { connect as h2Connect, createServer as h2Server, type ClientHttp2Session, type ServerHttp2Stream } from 'node:http2';
-import { connect as netConnect, createServer as netServer, type AddressInfo } from 'node:net';
+import { connect as netConnect, createServer as netServer } from 'node:net';
 import { createServer as tlsServer, connect as tlsConnect } from 'node:tls';
 import { parseArgs } from 'node:util';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { devCertificates } from '../lib/pki/dev-certificates.js';
-import { answererTurns, childCpu, cpuOf, fromChild, measure, medianRun, openerTurns, type Cpu } from './floor-exchange.js';
+import { answerCpuAsks, answererTurns, childCpu, cpuOf, fromChild, measure, medianRun, openerTurns, type Cpu } from './floor-exchange.js';
 import { LeanMux, type LeanStream } from './lean-mux.js';
+import { listening } from '../test/helpers/net.js';
 
 const { values } = parseArgs({
   options: {
@@ -63,10 +64,11 @@ function tcpExchange(port: number): Promise<void> {
  */
 async function answerer(): Promise<void> {
   const tcp = netServer({ allowHalfOpen: true }, answererTurns);
-  await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', resolve));
+  const tcpPort = await listening(tcp);
   const h2 = h2Server();
   h2.on('stream', answerStream);
-  process.on('message', (message: { tunnelPort?: number; leanPort?: number; ca?: string; cpu?: true; stop?: true }) => {
+  answerCpuAsks();
+  process.on('message', (message: { tunnelPort?: number; leanPort?: number; ca?: string; stop?: true }) => {
     if (message.tunnelPort !== undefined) {
       const { tunnelPort: port, ca } = message;
       const socket = tlsConnect({ port, host: '127.0.0.1', ca, servername: 'localhost', ALPNProtocols: ['h2'] });
@@ -77,12 +79,9 @@ async function answerer(): Promise<void> {
       const socket = tlsConnect({ port, host: '127.0.0.1', ca, servername: 'localhost' });
       const mux: LeanMux = new LeanMux(socket, (stream) => answerLean(mux, stream));
     }
-    if (message.cpu) process.send!({ cpu: cpuOf(process.cpuUsage()) });
     if (message.stop) process.exit(0);
   });
-  // The opener gone (finished or failed), nothing is left to answer.
-  process.once('disconnect', () => process.exit(0));
-  process.send!({ tcpPort: (tcp.address() as AddressInfo).port });
+  process.send!({ tcpPort });
 }
 
 async function main(): Promise<void> {
@@ -99,13 +98,11 @@ async function main(): Promise<void> {
   const proxySide = new Promise<ClientHttp2Session>((resolve) => {
     listener.once('secureConnection', (socket) => resolve(h2Connect('http://agent.tunnel', { createConnection: () => socket })));
   });
-  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
-  child.send({ tunnelPort: (listener.address() as AddressInfo).port, ca: ca.cert });
+  child.send({ tunnelPort: await listening(listener), ca: ca.cert });
   const session = await proxySide;
   const leanListener = tlsServer({ cert: server.cert, key: server.key });
   const leanSide = new Promise<LeanMux>((resolve) => leanListener.once('secureConnection', (socket) => resolve(new LeanMux(socket))));
-  await new Promise<void>((resolve) => leanListener.listen(0, '127.0.0.1', resolve));
-  child.send({ leanPort: (leanListener.address() as AddressInfo).port, ca: ca.cert });
+  child.send({ leanPort: await listening(leanListener), ca: ca.cert });
   const mux = await leanSide;
 
   const exchanges = [() => http2Exchange(session), () => leanExchange(mux), () => tcpExchange(tcpPort)];

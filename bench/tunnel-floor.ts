@@ -27,17 +27,18 @@ import {
   type ClientHttp2Stream,
   type ServerHttp2Stream,
 } from 'node:http2';
-import { connect as netConnect, createServer as netServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import { connect as netConnect, createServer as netServer, type Socket } from 'node:net';
 import { createServer as tlsServer, connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { devCertificates } from '../lib/pki/dev-certificates.js';
-import { answererTurns, childCpu, cpuOf, fromChild, measure, medianRun, openerTurns, type Side } from './floor-exchange.js';
+import { answerCpuAsks, answererTurns, childCpu, fromChild, measure, medianRun, openerTurns, type Side } from './floor-exchange.js';
 import { LeanMux, type LeanStream } from './lean-mux.js';
 import { centralPathPeers, GATE_MUX_NODE_FLAGS, type PeerContext, type RunningPeer } from './peers.js';
 import { descendants, threadsCpuMicros } from './proc.js';
+import { listening } from '../test/helpers/net.js';
 
 const { values } = parseArgs({
   options: {
@@ -83,19 +84,10 @@ function dial(port: number): Socket {
   return netConnect({ port, host: '127.0.0.1', allowHalfOpen: true });
 }
 
-/** The reply to `{ cpu: true }`, and an exit when the parent is gone. */
-function answerCpu(): void {
-  process.on('message', (message: { cpu?: true }) => {
-    if (message.cpu) process.send!({ cpu: cpuOf(process.cpuUsage()) });
-  });
-  process.once('disconnect', () => process.exit(0));
-}
-
 /** The forward route: accept, dial the server, relay. */
 async function forwarder(echoPort: number): Promise<void> {
   const server = netServer({ allowHalfOpen: true }, (client) => relay(client, dial(echoPort)));
-  await listen(server);
-  process.send!({ port: port(server) });
+  process.send!({ port: await listening(server) });
 }
 
 interface Certs {
@@ -112,14 +104,6 @@ interface Setup {
   peeringPort?: number;
   /** The proxy's and the holder's tunnel listeners, for the agent. */
   tunnelPorts?: number[];
-}
-
-function listen(server: NetServer): Promise<void> {
-  return new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-}
-
-function port(server: NetServer): number {
-  return (server.address() as AddressInfo).port;
 }
 
 /** The two ends a side opens streams on: an HTTP/2 session and a lean mux, each on its own TLS connection. */
@@ -148,8 +132,7 @@ async function tunnelListener(certs: Certs): Promise<{ port: number; openers: Pr
       if (session && mux) resolve({ session, mux });
     });
   });
-  await listen(listener);
-  return { port: port(listener), openers };
+  return { port: await listening(listener), openers };
 }
 
 /** Both kinds of connection to a listener of the other side, with `serve` taking each once up. */
@@ -207,8 +190,7 @@ async function proxy(setup: Setup): Promise<void> {
   const ports: Record<string, number> = { tunnels: tunnels.port };
   for (const [name, route] of Object.entries(routes)) {
     const server = netServer({ allowHalfOpen: true }, route);
-    await listen(server);
-    ports[name] = port(server);
+    ports[name] = await listening(server);
   }
   process.send!({ ports });
   [openers] = await Promise.all([tunnels.openers, peered]);
@@ -231,8 +213,7 @@ async function holder(setup: Setup): Promise<void> {
       });
     }),
   );
-  await listen(peering);
-  process.send!({ ports: { tunnels: tunnels.port, peering: port(peering) } });
+  process.send!({ ports: { tunnels: tunnels.port, peering: await listening(peering) } });
   openers = await tunnels.openers;
   process.send!({ ready: true });
 }
@@ -252,7 +233,7 @@ async function agent(setup: Setup): Promise<void> {
 }
 
 async function child(): Promise<void> {
-  answerCpu();
+  answerCpuAsks();
   const setup = JSON.parse(process.env.FLOOR_SETUP!) as Setup;
   if (values.role === 'forwarder') await forwarder(setup.echoPort);
   else if (values.role === 'proxy') await proxy(setup);
@@ -278,8 +259,7 @@ let finished = false;
 
 async function main(): Promise<void> {
   const echo = netServer({ allowHalfOpen: true }, answererTurns);
-  await listen(echo);
-  const echoPort = port(echo);
+  const echoPort = await listening(echo);
   const { ca, server } = devCertificates();
   const certs: Certs = { cert: server.cert, key: server.key, ca: ca.cert };
   const forward = start('forwarder', { echoPort, certs });

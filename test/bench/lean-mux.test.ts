@@ -3,16 +3,16 @@
 // wait for the credit to come back and arrive whole and in order, a stream closes once both ways
 // ended, streams do not mix, and what arrives before a stream is read (its FIN too) is held.
 import t, { type Test } from 'tap';
-import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
+import { createServer, connect, type Socket } from 'node:net';
 import { once } from 'node:events';
 import { LeanMux, type LeanStream } from '../../bench/lean-mux.js';
+import { listening } from '../helpers/net.js';
 
 async function pair(t: Test, onOpen: (mux: LeanMux, stream: LeanStream, target: string) => void): Promise<LeanMux> {
   const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
+  const port = await listening(server);
   const accepted = once(server, 'connection') as Promise<[Socket]>;
-  const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
+  const client = connect(port, '127.0.0.1');
   const [socket] = await accepted;
   const answerer: LeanMux = new LeanMux(socket, (stream, target) => onOpen(answerer, stream, target));
   t.teardown(() => {
