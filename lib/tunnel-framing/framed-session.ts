@@ -1,0 +1,453 @@
+// A framed tunnel session: many streams over one connection (a TLS socket), in the frames of
+// frames.ts. docs/tunnel-framing.md describes the protocol; this file is its socket side.
+import { EventEmitter } from 'node:events';
+import type { Duplex } from 'node:stream';
+import { ErrorCodes, GateError } from '../errors.js';
+import { FrameReader } from './frame-reader.js';
+import { FramedStream, type StreamSession } from './framed-stream.js';
+import {
+  type AnswerPayload,
+  controlFrame,
+  decodeAnswer,
+  decodeGoAway,
+  decodeOpen,
+  decodeReset,
+  decodeWindow,
+  encodeAnswer,
+  encodeGoAway,
+  encodeOpen,
+  encodeReset,
+  encodeWindow,
+  FLAG_ACK,
+  FLAG_END,
+  FrameError,
+  frameHeader,
+  FrameType,
+  type GoAwayPayload,
+  type OpenPayload,
+  WireError,
+  wireErrorName,
+} from './frames.js';
+
+export interface FramedSessionOptions {
+  /**
+   * Which end of the connection this is. The dialer opens odd-numbered streams, the listener
+   * even-numbered ones, so both may open without choosing the same id.
+   */
+  side: 'dialer' | 'listener';
+  /**
+   * A stream the other side opened: answer it (`stream.respond`) when its target is reached or
+   * refused. Without it every open is refused with 501.
+   */
+  onOpen?: (stream: FramedStream, open: OpenPayload) => void;
+  /** Streams the other side may hold open at once; opens past it are reset REFUSED_STREAM (default 1000). */
+  maxConcurrentStreams?: number;
+  /**
+   * Streams the other side may reset (or have refused) in a burst, and how fast that budget comes
+   * back per second: past it the session ends with ENHANCE_YOUR_CALM, as nghttp2 does against a
+   * rapid-reset flood (its defaults: 1000, 33 per second).
+   */
+  resetBurst?: number;
+  resetsPerSecond?: number;
+  /** Per-stream and connection windows (defaults: 1 MiB and 16 MiB). */
+  streamWindow?: number;
+  connectionWindow?: number;
+}
+
+/**
+ * The windows: 1 MiB per stream and 16 MiB per connection, the sizes the HTTP/2 tunnel uses
+ * (lib/tunnel/settings.ts), for the same reason: a bulk stream through a WAN tunnel needs more
+ * than 64 KiB per round trip, and one slow reader must not make the other side buffer without end.
+ */
+export const DEFAULT_STREAM_WINDOW = 1 << 20;
+export const DEFAULT_CONNECTION_WINDOW = 16 << 20;
+
+/** What the session may leave unsent before a peer that sends and never reads is cut off. */
+const OUTPUT_SLACK_BYTES = 1 << 20;
+
+/**
+ * One end of a framed tunnel session on `socket`. `open` starts a stream; the other side's opens
+ * come to `onOpen`. Events: 'goaway' (GoAwayPayload: the other side takes no new streams) and
+ * 'close' (GateError | undefined: the session is over, every stream closed).
+ *
+ * What it keeps, as HTTP/2 kept it for the tunnel: per-stream and connection credit (a stream that
+ * is not read holds at most its window, all of them at most the connection's), a FIN each way, a
+ * reset with a code and a reason, refusal of streams past the concurrency limit, a budget of
+ * resets, a bound on frame size, GOAWAY with drain, and PING. A frame that breaks the framing
+ * ends the session with a GOAWAY naming why (GATE_ERR_TUNNEL_PROTOCOL), never touching another
+ * session.
+ *
+ * Output is gathered: frames made during one turn of the event loop leave in one write.
+ */
+export class FramedSession extends EventEmitter implements StreamSession {
+  private readonly streams = new Map<number, FramedStream>();
+  private readonly reader: FrameReader;
+  private nextId: number;
+  /** The highest id the other side opened so far. */
+  private lastPeerId = 0;
+  /** Streams the other side opened and that are still open. */
+  private peerStreams = 0;
+  sendCredit: number;
+  /** Connection bytes the other side may still send. */
+  private allowance: number;
+  private unreturned = 0;
+  private readonly waiting = new Set<FramedStream>();
+  private readonly pings = new Map<bigint, { at: bigint; done: (err: GateError | undefined, ms: number) => void }>();
+  private pingSeq = 0n;
+  private resetTokens: number;
+  private resetRefilledAt = Date.now();
+  private corked = false;
+  /** Set once this side sent GOAWAY: the other side's new opens are refused. */
+  private goingAway = false;
+  /** Set once the other side sent GOAWAY: no new opens here. */
+  private peerGoAway: GoAwayPayload | undefined = undefined;
+  private ended = false;
+  private closedWith: { error: GateError | undefined } | undefined = undefined;
+  private readonly maxConcurrent: number;
+  private readonly resetBurst: number;
+  private readonly resetsPerSecond: number;
+  private readonly streamWindow: number;
+  private readonly connectionWindow: number;
+
+  constructor(
+    private readonly socket: Duplex,
+    private readonly options: FramedSessionOptions,
+  ) {
+    super();
+    this.nextId = options.side === 'dialer' ? 1 : 2;
+    this.maxConcurrent = options.maxConcurrentStreams ?? 1000;
+    this.resetBurst = options.resetBurst ?? 1000;
+    this.resetsPerSecond = options.resetsPerSecond ?? 33;
+    this.resetTokens = this.resetBurst;
+    this.streamWindow = options.streamWindow ?? DEFAULT_STREAM_WINDOW;
+    this.connectionWindow = options.connectionWindow ?? DEFAULT_CONNECTION_WINDOW;
+    this.sendCredit = this.connectionWindow;
+    this.allowance = this.connectionWindow;
+    this.reader = new FrameReader((type, flags, id, payload) => this.frame(type, flags, id, payload));
+    socket.on('data', (chunk: Buffer) => this.read(chunk));
+    socket.on('end', () => this.peerEnded());
+    socket.on('error', (err: Error) =>
+      this.finish(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel connection failed: ${err.message}`, { cause: err })),
+    );
+    socket.on('close', () =>
+      this.finish(this.ended ? undefined : new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'tunnel connection closed')),
+    );
+  }
+
+  /** True once the session can open no more streams (GOAWAY either way, or closed). */
+  get closing(): boolean {
+    return this.goingAway || this.peerGoAway !== undefined || this.closedWith !== undefined;
+  }
+
+  get closed(): boolean {
+    return this.closedWith !== undefined;
+  }
+
+  /** Streams open now, both ways. */
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
+  /**
+   * Opens a stream; bytes may be written to it at once, before the answer ('response'), and are
+   * held by the other side until it has dialled. GATE_ERR_AGENT_STREAM_FAILED when the session
+   * takes no new streams.
+   */
+  open(open: OpenPayload): FramedStream {
+    if (this.closing) {
+      const why = this.peerGoAway ? `the other side sent GOAWAY (${wireErrorName(this.peerGoAway.code)})` : 'the session is closing';
+      throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `no new streams: ${why}`);
+    }
+    if (this.nextId > 0x7fffffff) throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'no new streams: stream ids exhausted');
+    const stream = new FramedStream(this, this.nextId, this.streamWindow, true);
+    this.nextId += 2;
+    this.streams.set(stream.id, stream);
+    this.queue(controlFrame(FrameType.OPEN, 0, stream.id, encodeOpen(open)));
+    return stream;
+  }
+
+  /** Sends a PING; `done` gets the round trip in milliseconds, or the error that ended the session. */
+  ping(done: (err: GateError | undefined, ms: number) => void): void {
+    if (this.closedWith) return done(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, 'the session is closed'), 0);
+    const seq = this.pingSeq++;
+    this.pings.set(seq, { at: process.hrtime.bigint(), done });
+    const payload = Buffer.allocUnsafe(8);
+    payload.writeBigUInt64BE(seq, 0);
+    this.queue(controlFrame(FrameType.PING, 0, 0, payload));
+  }
+
+  /**
+   * No new streams, either way: the other side is told with GOAWAY (`code`, `reason`); the streams
+   * open now finish, then the connection ends.
+   */
+  goAway(code: number = WireError.NO_ERROR, reason = ''): void {
+    if (this.goingAway || this.closedWith) return;
+    this.goingAway = true;
+    this.queue(controlFrame(FrameType.GOAWAY, 0, 0, encodeGoAway({ lastStreamId: this.lastPeerId, code, reason })));
+    this.endIfIdle();
+  }
+
+  /** Ends every stream and the connection now; `error` is the session's ('close'). */
+  destroy(error?: GateError): void {
+    this.finish(error);
+    this.socket.destroy();
+  }
+
+  // --- StreamSession: what the streams ask of it ---
+
+  sendData(stream: FramedStream, payload: Buffer | undefined, end: boolean): void {
+    const length = payload?.length ?? 0;
+    this.sendCredit -= length;
+    this.queue(frameHeader(FrameType.DATA, end ? FLAG_END : 0, stream.id, length));
+    if (payload) this.queue(payload);
+  }
+
+  sendWindow(id: number, increment: number): void {
+    this.queue(controlFrame(FrameType.WINDOW, 0, id, encodeWindow(increment)));
+  }
+
+  sendReset(id: number, code: number, reason: string): void {
+    this.queue(controlFrame(FrameType.RESET, 0, id, encodeReset({ code, reason })));
+  }
+
+  sendAnswer(id: number, answer: AnswerPayload): void {
+    this.queue(controlFrame(FrameType.ANSWER, 0, id, encodeAnswer(answer)));
+  }
+
+  consumed(bytes: number): void {
+    this.unreturned += bytes;
+    if (this.unreturned < this.connectionWindow / 2 || this.closedWith) return;
+    this.allowance += this.unreturned;
+    this.sendWindow(0, this.unreturned);
+    this.unreturned = 0;
+  }
+
+  waitForCredit(stream: FramedStream): void {
+    this.waiting.add(stream);
+  }
+
+  forget(stream: FramedStream): void {
+    if (this.streams.get(stream.id) !== stream) return;
+    this.streams.delete(stream.id);
+    this.waiting.delete(stream);
+    if (!stream.opened) this.peerStreams--;
+    this.endIfIdle();
+  }
+
+  // --- the wire ---
+
+  private queue(bytes: Buffer): void {
+    if (this.closedWith) return;
+    if (!this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      setImmediate(() => this.flush());
+    }
+    this.socket.write(bytes);
+  }
+
+  private flush(): void {
+    this.corked = false;
+    this.socket.uncork();
+  }
+
+  private read(chunk: Buffer): void {
+    if (this.closedWith) return;
+    try {
+      this.reader.push(chunk);
+    } catch (err) {
+      if (!(err instanceof FrameError)) throw err;
+      this.fail(err);
+    }
+  }
+
+  /** The other side broke the framing: told why in a GOAWAY, then the session ends. */
+  private fail(error: FrameError): void {
+    if (this.closedWith) return;
+    this.goingAway = true;
+    const goAway = encodeGoAway({ lastStreamId: this.lastPeerId, code: error.wireCode, reason: error.message });
+    this.socket.write(controlFrame(FrameType.GOAWAY, 0, 0, goAway));
+    this.finish(error);
+    this.ended = true;
+    this.socket.end();
+    // A peer that does not close its side within a moment is cut off.
+    const cutOff = setTimeout(() => this.socket.destroy(), 1000);
+    cutOff.unref();
+    this.socket.once('close', () => clearTimeout(cutOff));
+  }
+
+  private frame(type: number, flags: number, id: number, payload: Buffer): void {
+    if (this.closedWith) return;
+    switch (type) {
+      case FrameType.DATA:
+        return this.data(id, flags, payload);
+      case FrameType.OPEN:
+        return this.peerOpen(id, payload);
+      case FrameType.ANSWER: {
+        const stream = this.streamFor(id, 'ANSWER');
+        if (!stream) return;
+        if (!stream.opened || stream.answer)
+          throw new FrameError(WireError.PROTOCOL_ERROR, `an ANSWER for stream ${id}, which it cannot answer`);
+        return stream.receiveAnswer(decodeAnswer(payload));
+      }
+      case FrameType.WINDOW:
+        return this.window(id, decodeWindow(payload));
+      case FrameType.RESET: {
+        const reset = decodeReset(payload);
+        const stream = this.streamFor(id, 'RESET');
+        if (!stream) return;
+        if (!stream.opened) this.spendReset();
+        return stream.receiveReset(reset.code, reset.reason);
+      }
+      case FrameType.GOAWAY:
+        if (id !== 0) throw new FrameError(WireError.PROTOCOL_ERROR, `a GOAWAY on stream ${id}`);
+        return this.peerGoingAway(decodeGoAway(payload));
+      case FrameType.PING:
+        return this.pinged(id, flags, payload);
+      default:
+        // A frame type of a later version: ignored, as HTTP/2 ignores unknown frames.
+        return;
+    }
+  }
+
+  private data(id: number, flags: number, payload: Buffer): void {
+    if (payload.length > this.allowance)
+      throw new FrameError(
+        WireError.FLOW_CONTROL_ERROR,
+        `DATA past the connection's credit (${payload.length} bytes, ${this.allowance} left)`,
+      );
+    this.allowance -= payload.length;
+    const stream = this.streamFor(id, 'DATA');
+    if (!stream) {
+      // A stream closed meanwhile (reset, refused): its bytes still count, and give their credit back.
+      this.consumed(payload.length);
+      return;
+    }
+    if (stream.opened && !stream.answer) throw new FrameError(WireError.PROTOCOL_ERROR, `DATA on stream ${id} before its ANSWER`);
+    if (stream.finReceived) throw new FrameError(WireError.STREAM_CLOSED, `DATA on stream ${id} after its FIN`);
+    if (!stream.receiveData(payload, (flags & FLAG_END) !== 0))
+      throw new FrameError(WireError.FLOW_CONTROL_ERROR, `DATA past stream ${id}'s credit`);
+  }
+
+  private window(id: number, increment: number): void {
+    if (id === 0) {
+      if (this.sendCredit + increment > 0x7fffffff) throw new FrameError(WireError.FLOW_CONTROL_ERROR, 'connection credit past 2^31-1');
+      this.sendCredit += increment;
+      for (const stream of this.waiting) {
+        if (this.sendCredit <= 0) break;
+        this.waiting.delete(stream);
+        stream.creditArrived();
+      }
+      return;
+    }
+    const stream = this.streamFor(id, 'WINDOW');
+    if (stream && !stream.receiveWindow(increment)) throw new FrameError(WireError.FLOW_CONTROL_ERROR, `stream ${id}'s credit past 2^31-1`);
+  }
+
+  private peerOpen(id: number, payload: Buffer): void {
+    const peerParity = this.options.side === 'dialer' ? 0 : 1;
+    if (id === 0 || id % 2 !== peerParity || id <= this.lastPeerId)
+      throw new FrameError(WireError.PROTOCOL_ERROR, `an OPEN of stream ${id}, not a new id of the other side`);
+    const open = decodeOpen(payload);
+    this.lastPeerId = id;
+    if (this.goingAway) return this.refuseOpen(id, 'the session is going away');
+    if (this.peerStreams >= this.maxConcurrent) {
+      this.spendReset();
+      return this.refuseOpen(id, `more than ${this.maxConcurrent} concurrent streams`);
+    }
+    const stream = new FramedStream(this, id, this.streamWindow, false);
+    this.streams.set(id, stream);
+    this.peerStreams++;
+    if (!this.options.onOpen) return stream.respond({ status: 501, code: '', reason: 'this side takes no streams' });
+    this.options.onOpen(stream, open);
+  }
+
+  private refuseOpen(id: number, reason: string): void {
+    this.guardOutput();
+    this.sendReset(id, WireError.REFUSED_STREAM, reason);
+  }
+
+  /**
+   * The stream a frame names, or undefined when it has closed. A frame naming a stream that was
+   * never opened breaks the framing.
+   */
+  private streamFor(id: number, what: string): FramedStream | undefined {
+    const stream = this.streams.get(id);
+    if (stream) return stream;
+    const ours = id % 2 === (this.options.side === 'dialer' ? 1 : 0);
+    if (id === 0 || (ours ? id >= this.nextId : id > this.lastPeerId))
+      throw new FrameError(WireError.PROTOCOL_ERROR, `${what} for stream ${id}, never opened`);
+    return undefined;
+  }
+
+  private pinged(id: number, flags: number, payload: Buffer): void {
+    if (id !== 0 || payload.length !== 8)
+      throw new FrameError(WireError.FRAME_SIZE_ERROR, `a PING of ${payload.length} bytes on stream ${id}`);
+    if ((flags & FLAG_ACK) === 0) {
+      this.guardOutput();
+      this.queue(controlFrame(FrameType.PING, FLAG_ACK, 0, payload));
+      return;
+    }
+    const seq = payload.readBigUInt64BE(0);
+    const ping = this.pings.get(seq);
+    if (!ping) return;
+    this.pings.delete(seq);
+    ping.done(undefined, Number(process.hrtime.bigint() - ping.at) / 1e6);
+  }
+
+  /** Answers this side owes (PING, refusals) pile up only if the other side does not read: cut it off. */
+  private guardOutput(): void {
+    if (this.socket.writableLength > this.connectionWindow + OUTPUT_SLACK_BYTES)
+      throw new FrameError(WireError.ENHANCE_YOUR_CALM, 'frames sent faster than their answers are read');
+  }
+
+  /** One reset (or refused open) of the other side's: past the budget, the session ends. */
+  private spendReset(): void {
+    const now = Date.now();
+    this.resetTokens = Math.min(this.resetBurst, this.resetTokens + ((now - this.resetRefilledAt) / 1000) * this.resetsPerSecond);
+    this.resetRefilledAt = now;
+    if (this.resetTokens < 1) throw new FrameError(WireError.ENHANCE_YOUR_CALM, 'too many streams reset or refused (rapid reset)');
+    this.resetTokens--;
+  }
+
+  private peerGoingAway(goAway: GoAwayPayload): void {
+    if (this.peerGoAway) return;
+    this.peerGoAway = goAway;
+    // Streams of ours the other side never saw: refused, so their opener may try elsewhere.
+    for (const stream of [...this.streams.values()]) {
+      if (stream.opened && stream.id > goAway.lastStreamId) stream.close(WireError.REFUSED_STREAM, `GOAWAY: ${goAway.reason}`, true);
+    }
+    this.emit('goaway', goAway);
+    this.endIfIdle();
+  }
+
+  /** Once no stream is left after a GOAWAY (either way), this side ends the connection. */
+  private endIfIdle(): void {
+    if (this.streams.size > 0 || this.ended || this.closedWith || !(this.goingAway || this.peerGoAway)) return;
+    this.ended = true;
+    setImmediate(() => this.socket.end());
+  }
+
+  /** The other side's FIN: after a GOAWAY with no stream left it is the end; before, a lost session. */
+  private peerEnded(): void {
+    if (this.streams.size === 0 && (this.goingAway || this.peerGoAway)) {
+      this.ended = true;
+      if (!this.socket.writableEnded) this.socket.end();
+      return;
+    }
+    this.destroy(new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'the other side closed the tunnel connection'));
+  }
+
+  /** The session is over: every stream closed, every ping answered with the error. Once. */
+  private finish(error: GateError | undefined): void {
+    if (this.closedWith) return;
+    this.closedWith = { error };
+    const why = error?.message ?? 'the session closed';
+    for (const stream of [...this.streams.values()]) stream.close(WireError.CANCEL, why, true);
+    for (const ping of this.pings.values())
+      ping.done(error ?? new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, 'the session closed before the PING was answered'), 0);
+    this.pings.clear();
+    this.waiting.clear();
+    this.emit('close', error);
+  }
+}

@@ -1,0 +1,258 @@
+// One stream of a framed tunnel session (framed-session.ts): a client connection's bytes both
+// ways, with its own credit, its own FIN each way, and a reset with a reason.
+import { EventEmitter } from 'node:events';
+import { MAX_FRAME_PAYLOAD, WireError, type AnswerPayload } from './frames.js';
+
+/** What a stream needs of its session: the sending of frames and the connection's credit. */
+export interface StreamSession {
+  /** Connection credit this side may still spend on DATA. */
+  readonly sendCredit: number;
+  /** Sends DATA for stream `id` (its credit already taken); an empty payload with `end` is the FIN. */
+  sendData(stream: FramedStream, payload: Buffer | undefined, end: boolean): void;
+  sendWindow(id: number, increment: number): void;
+  sendReset(id: number, code: number, reason: string): void;
+  sendAnswer(id: number, answer: AnswerPayload): void;
+  /** `bytes` of the connection's credit were consumed (delivered or dropped): returned in time. */
+  consumed(bytes: number): void;
+  /** The stream waits for connection credit: it is told with `creditArrived` when some comes. */
+  waitForCredit(stream: FramedStream): void;
+  /** The stream has closed: it takes no more frames. */
+  forget(stream: FramedStream): void;
+}
+
+/**
+ * A stream, as the relays at each end use it: `write` (false: wait for 'drain'), `end` (the FIN),
+ * `pause`/`resume` (a paused stream holds what arrives, within its credit, and returns no credit
+ * until it is read), `reset`. Events: 'response' (the answer to an open this side made), 'data',
+ * 'end' (the other side's FIN), 'drain', 'close' (both ways ended, or reset: see `closeCode`).
+ *
+ * A stream starts paused: what arrives before its reader is ready (the client's first bytes,
+ * sent with the open) is held, not lost. No Duplex: a relay between a socket's handle and a
+ * stream needs none of Node's stream machinery per connection.
+ */
+export class FramedStream extends EventEmitter {
+  /** Undefined while open or after a clean close (both FINs); else the wire code it was reset with. */
+  closeCode: number | undefined = undefined;
+  closeReason = '';
+  /** True when the other side reset (or refused) it, false when this side did. */
+  closedByPeer = false;
+  /** The answer to an open this side made, once it came. */
+  answer: AnswerPayload | undefined = undefined;
+  closed = false;
+  /** Bytes this side may still send on this stream before credit comes back. */
+  private credit: number;
+  /** Bytes the other side may still send before this side returns credit. */
+  private allowance: number;
+  /** Bytes read by the consumer and not yet returned as credit. */
+  private unreturned = 0;
+  private queued: Buffer[] | undefined = undefined;
+  private endQueued = false;
+  private sentEnd = false;
+  private gotEnd = false;
+  private endDelivered = false;
+  private flowing = false;
+  private delivering = false;
+  /** What arrived while paused, and its size. */
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+
+  constructor(
+    private readonly session: StreamSession,
+    readonly id: number,
+    private readonly window: number,
+    /** True for a stream this side opened: it waits for an answer before the other side's DATA. */
+    readonly opened: boolean,
+  ) {
+    super();
+    this.credit = window;
+    this.allowance = window;
+  }
+
+  /** Sends what the credit allows now; the rest waits for credit. False: wait for 'drain'. */
+  write(data: Buffer): boolean {
+    if (this.closed || this.sentEnd || this.endQueued) return false;
+    if (this.queued) {
+      this.queued.push(data);
+      return false;
+    }
+    const sent = this.send(data);
+    if (sent === data.length) return true;
+    this.queued = [sent === 0 ? data : data.subarray(sent)];
+    return false;
+  }
+
+  /** This side's FIN, after whatever is queued. */
+  end(): void {
+    if (this.closed || this.sentEnd || this.endQueued) return;
+    if (this.queued) {
+      this.endQueued = true;
+      return;
+    }
+    this.sentEnd = true;
+    this.session.sendData(this, undefined, true);
+    this.closeIfDone();
+  }
+
+  pause(): void {
+    this.flowing = false;
+  }
+
+  /** Starts delivery; what is held comes in a microtask, after the caller's own listeners are on. */
+  resume(): void {
+    if (this.flowing) return;
+    this.flowing = true;
+    if (this.heldBytes > 0 || this.gotEnd) queueMicrotask(() => this.deliverHeld());
+  }
+
+  get isPaused(): boolean {
+    return !this.flowing;
+  }
+
+  /** Ends the stream both ways now, telling the other side `code` and `reason`. */
+  reset(code: number = WireError.CANCEL, reason = ''): void {
+    if (this.closed) return;
+    this.session.sendReset(this.id, code, reason);
+    this.close(code, reason, false);
+  }
+
+  /** Answers an open of the other side: 200 opens the stream, anything else refuses (and closes) it. */
+  respond(answer: AnswerPayload): void {
+    if (this.closed) return;
+    this.session.sendAnswer(this.id, answer);
+    if (answer.status !== 200) this.close(WireError.REFUSED_STREAM, answer.reason, false);
+  }
+
+  // --- from the session ---
+
+  /** DATA for this stream; false when it exceeds the credit the other side was given. */
+  receiveData(payload: Buffer, end: boolean): boolean {
+    if (payload.length > this.allowance) return false;
+    this.allowance -= payload.length;
+    if (this.closed) {
+      this.session.consumed(payload.length);
+      return true;
+    }
+    if (payload.length > 0) {
+      if (this.flowing && this.heldBytes === 0) this.deliver(payload);
+      else {
+        this.held.push(payload);
+        this.heldBytes += payload.length;
+      }
+    }
+    if (end) {
+      this.gotEnd = true;
+      if (this.flowing && this.heldBytes === 0) this.deliverEnd();
+    }
+    return true;
+  }
+
+  /** True when the other side already sent its FIN (DATA after it breaks the framing). */
+  get finReceived(): boolean {
+    return this.gotEnd;
+  }
+
+  receiveWindow(increment: number): boolean {
+    if (this.credit + increment > 0x7fffffff) return false;
+    this.credit += increment;
+    this.creditArrived();
+    return true;
+  }
+
+  receiveAnswer(answer: AnswerPayload): void {
+    this.answer = answer;
+    this.emit('response', answer);
+    if (answer.status !== 200) this.close(WireError.REFUSED_STREAM, answer.reason, true);
+  }
+
+  receiveReset(code: number, reason: string): void {
+    this.close(code, reason, true);
+  }
+
+  /** Credit came (the stream's or the connection's): what is queued goes now, as far as it can. */
+  creditArrived(): void {
+    const queued = this.queued;
+    if (!queued || this.closed) return;
+    while (queued.length > 0) {
+      const next = queued[0]!;
+      const sent = this.send(next);
+      if (sent < next.length) {
+        queued[0] = next.subarray(sent);
+        return;
+      }
+      queued.shift();
+    }
+    this.queued = undefined;
+    if (this.endQueued) {
+      this.endQueued = false;
+      this.end();
+    } else this.emit('drain');
+  }
+
+  /** Closes the stream (reset, refused, or the session gone) without telling the other side. */
+  close(code: number | undefined, reason: string, byPeer: boolean): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.closeCode = code;
+    this.closeReason = reason;
+    this.closedByPeer = byPeer;
+    this.queued = undefined;
+    // What was held unread gives its connection credit back: the other side may use it elsewhere.
+    if (this.heldBytes > 0) this.session.consumed(this.heldBytes);
+    this.held = [];
+    this.heldBytes = 0;
+    this.session.forget(this);
+    this.emit('close');
+  }
+
+  // --- inside ---
+
+  /** Sends as much of `data` as the stream's and the connection's credit allow; returns how much. */
+  private send(data: Buffer): number {
+    let at = 0;
+    while (at < data.length) {
+      const n = Math.min(data.length - at, this.credit, this.session.sendCredit, MAX_FRAME_PAYLOAD);
+      if (n <= 0) break;
+      this.credit -= n;
+      this.session.sendData(this, at === 0 && n === data.length ? data : data.subarray(at, at + n), false);
+      at += n;
+    }
+    // Blocked by the connection, not the stream: the session says when its credit comes.
+    if (at < data.length && this.credit > 0) this.session.waitForCredit(this);
+    return at;
+  }
+
+  private deliver(payload: Buffer): void {
+    this.emit('data', payload);
+    this.unreturned += payload.length;
+    this.session.consumed(payload.length);
+    // Credit goes back once half the window is read, as nghttp2 does: one WINDOW per half window.
+    if (this.unreturned >= this.window / 2 && !this.closed && !this.gotEnd) {
+      this.allowance += this.unreturned;
+      this.session.sendWindow(this.id, this.unreturned);
+      this.unreturned = 0;
+    }
+  }
+
+  private deliverHeld(): void {
+    if (this.delivering) return;
+    this.delivering = true;
+    while (this.flowing && this.held.length > 0 && !this.closed) {
+      const payload = this.held.shift()!;
+      this.heldBytes -= payload.length;
+      this.deliver(payload);
+    }
+    this.delivering = false;
+    if (this.flowing && this.heldBytes === 0 && this.gotEnd) this.deliverEnd();
+  }
+
+  private deliverEnd(): void {
+    if (this.endDelivered || this.closed) return;
+    this.endDelivered = true;
+    this.emit('end');
+    this.closeIfDone();
+  }
+
+  private closeIfDone(): void {
+    if (this.sentEnd && this.endDelivered) this.close(undefined, '', false);
+  }
+}
