@@ -13,7 +13,7 @@ import { clientHelloHandshake, records } from './hellos.js';
 export const REQUEST = records(clientHelloHandshake({ sni: 'bench.local', alpn: ['gate-bench'], pqKeyShareBytes: 0, padTo: 512 }));
 export const ANSWER = Buffer.alloc(1024, 0x17);
 
-/** One side of an exchange: an HTTP/2 stream, a socket or a lean mux's stream (bench/lean-mux.ts). */
+/** One side of an exchange: an HTTP/2 stream, a socket or a framed stream (lib/tunnel-framing). */
 export type Side = EventEmitter & { write(chunk: Buffer): unknown; end(): unknown };
 
 /**

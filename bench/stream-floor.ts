@@ -6,7 +6,7 @@
 // proxy's side) and the answerer (the agent's, a child process) are counted together: the figure
 // is one hop's two ends. Beside it, the same exchange on a TCP connection (net.connect, accept,
 // the same bytes, both FINs): what a forwarded connection's two sockets cost through net.Socket.
-// And the same stream on a lean framing of our own over a second TLS connection (bench/lean-mux.ts):
+// And the same stream on the tunnel framing of our own over a second TLS connection (lib/tunnel-framing):
 // what a hop would cost if the tunnel did not speak HTTP/2.
 //
 // Why: the rate workload compares a tunnelled connection's CPU with the forward route's (aims
@@ -20,7 +20,9 @@ import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { devCertificates } from '../lib/pki/dev-certificates.js';
 import { answerCpuAsks, answererTurns, childCpu, cpuOf, fromChild, measure, medianRun, openerTurns, type Cpu } from './floor-exchange.js';
-import { LeanMux, type LeanStream } from './lean-mux.js';
+import { FramedSession } from '../lib/tunnel-framing/framed-session.js';
+import type { FramedStream } from '../lib/tunnel-framing/framed-stream.js';
+import { StreamKind } from '../lib/tunnel-framing/frames.js';
 import { listening } from '../test/helpers/net.js';
 
 const { values } = parseArgs({
@@ -45,13 +47,17 @@ function answerStream(stream: ServerHttp2Stream): void {
   answererTurns(stream);
 }
 
-function leanExchange(mux: LeanMux): Promise<void> {
-  return openerTurns(mux.open('resource.internal:5432'), TURNS);
+function framedExchange(session: FramedSession): Promise<void> {
+  const stream = session.open({ kind: StreamKind.CONNECT, target: 'resource.internal:5432', client: '' });
+  const turns = openerTurns(stream, TURNS);
+  stream.resume();
+  return turns;
 }
 
-function answerLean(mux: LeanMux, stream: LeanStream): void {
-  mux.answer(stream, true);
+function answerFramed(stream: FramedStream): void {
+  stream.respond({ status: 200, code: '', reason: '' });
   answererTurns(stream);
+  stream.resume();
 }
 
 function tcpExchange(port: number): Promise<void> {
@@ -68,16 +74,16 @@ async function answerer(): Promise<void> {
   const h2 = h2Server();
   h2.on('stream', answerStream);
   answerCpuAsks();
-  process.on('message', (message: { tunnelPort?: number; leanPort?: number; ca?: string; stop?: true }) => {
+  process.on('message', (message: { tunnelPort?: number; framedPort?: number; ca?: string; stop?: true }) => {
     if (message.tunnelPort !== undefined) {
       const { tunnelPort: port, ca } = message;
       const socket = tlsConnect({ port, host: '127.0.0.1', ca, servername: 'localhost', ALPNProtocols: ['h2'] });
       socket.once('secureConnect', () => h2.emit('connection', socket));
     }
-    if (message.leanPort !== undefined) {
-      const { leanPort: port, ca } = message;
+    if (message.framedPort !== undefined) {
+      const { framedPort: port, ca } = message;
       const socket = tlsConnect({ port, host: '127.0.0.1', ca, servername: 'localhost' });
-      const mux: LeanMux = new LeanMux(socket, (stream) => answerLean(mux, stream));
+      new FramedSession(socket, { side: 'dialer', onOpen: answerFramed });
     }
     if (message.stop) process.exit(0);
   });
@@ -100,22 +106,24 @@ async function main(): Promise<void> {
   });
   child.send({ tunnelPort: await listening(listener), ca: ca.cert });
   const session = await proxySide;
-  const leanListener = tlsServer({ cert: server.cert, key: server.key });
-  const leanSide = new Promise<LeanMux>((resolve) => leanListener.once('secureConnection', (socket) => resolve(new LeanMux(socket))));
-  child.send({ leanPort: await listening(leanListener), ca: ca.cert });
-  const mux = await leanSide;
+  const framedListener = tlsServer({ cert: server.cert, key: server.key });
+  const framedSide = new Promise<FramedSession>((resolve) =>
+    framedListener.once('secureConnection', (socket) => resolve(new FramedSession(socket, { side: 'listener' }))),
+  );
+  child.send({ framedPort: await listening(framedListener), ca: ca.cert });
+  const framed = await framedSide;
 
-  const exchanges = [() => http2Exchange(session), () => leanExchange(mux), () => tcpExchange(tcpPort)];
+  const exchanges = [() => http2Exchange(session), () => framedExchange(framed), () => tcpExchange(tcpPort)];
   for (const exchange of exchanges) await measure(WARMUP, CONCURRENCY, cpu, exchange);
   // Alternated, so that a change of the machine's load falls on all three.
   const runs: number[][][] = exchanges.map(() => []);
   for (let round = 0; round < 3; round++) {
     for (const [i, exchange] of exchanges.entries()) runs[i]!.push(await measure(STREAMS, CONCURRENCY, cpu, exchange));
   }
-  const [h2, lean, tcp] = runs.map(medianRun) as [number[], number[], number[]];
+  const [h2, framedFigures, tcp] = runs.map(medianRun) as [number[], number[], number[]];
   const rows: [string, number[]][] = [
     ['a CONNECT stream on one TLS HTTP/2 session', h2],
-    ['a stream of a lean framing on one TLS connection (bench/lean-mux.ts)', lean],
+    ['a stream of the tunnel framing on one TLS connection (lib/tunnel-framing)', framedFigures],
     ['a TCP connection on loopback', tcp],
   ];
   process.stdout.write(
@@ -129,7 +137,7 @@ async function main(): Promise<void> {
   }
   session.close();
   listener.close();
-  leanListener.close();
+  framedListener.close();
   child.send({ stop: true });
 }
 

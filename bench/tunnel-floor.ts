@@ -9,7 +9,7 @@
 //   the stream and answers 200; each relays its two ends;
 // - through a peer on HTTP/2: the proxy opens the stream on a peering session to a holder process,
 //   which opens one on the agent's tunnel to it, answers once the agent did, and relays the two;
-// - both tunnelled routes again on a lean framing of our own (bench/lean-mux.ts).
+// - both tunnelled routes again on the tunnel framing of our own (lib/tunnel-framing).
 //
 // Every relay is the same few lines on Node's sockets and streams, so the routes differ only in
 // how the tunnel carries a connection. The CPU counted is that of every process on the route; the
@@ -35,7 +35,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { devCertificates } from '../lib/pki/dev-certificates.js';
 import { answerCpuAsks, answererTurns, childCpu, fromChild, measure, medianRun, openerTurns, type Side } from './floor-exchange.js';
-import { LeanMux, type LeanStream } from './lean-mux.js';
+import { FramedSession } from '../lib/tunnel-framing/framed-session.js';
+import type { FramedStream } from '../lib/tunnel-framing/framed-stream.js';
+import { StreamKind } from '../lib/tunnel-framing/frames.js';
 import { centralPathPeers, GATE_MUX_NODE_FLAGS, type PeerContext, type RunningPeer } from './peers.js';
 import { descendants, threadsCpuMicros } from './proc.js';
 import { listening } from '../test/helpers/net.js';
@@ -78,6 +80,9 @@ function relay(a: Pausable, b: Pausable): void {
   };
   a.once('error', fail);
   b.once('error', fail);
+  // A framed stream starts paused (it holds what came before its reader was ready): start both.
+  a.resume?.();
+  b.resume?.();
 }
 
 function dial(port: number): Socket {
@@ -106,10 +111,15 @@ interface Setup {
   tunnelPorts?: number[];
 }
 
-/** The two ends a side opens streams on: an HTTP/2 session and a lean mux, each on its own TLS connection. */
+/** The two ends a side opens streams on: an HTTP/2 session and a framed session, each on its own TLS connection. */
 interface Openers {
   session: ClientHttp2Session;
-  mux: LeanMux;
+  framed: FramedSession;
+}
+
+/** A connect stream to `target` on a framed session. */
+function openConnect(session: FramedSession, target: string): FramedStream {
+  return session.open({ kind: StreamKind.CONNECT, target, client: '' });
 }
 
 /** The CONNECT for `target` on an HTTP/2 session. */
@@ -118,18 +128,18 @@ function connectStream(session: ClientHttp2Session, target: string): ClientHttp2
 }
 
 /**
- * A TLS listener whose connections, by their ALPN, become the HTTP/2 session ('h2') or the lean mux
- * ('lean') this side opens streams on: an agent's tunnels. Resolves once both are up.
+ * A TLS listener whose connections, by their ALPN, become the HTTP/2 session ('h2') or the framed
+ * session ('framed') this side opens streams on: an agent's tunnels. Resolves once both are up.
  */
 async function tunnelListener(certs: Certs): Promise<{ port: number; openers: Promise<Openers> }> {
-  const listener = tlsServer({ cert: certs.cert, key: certs.key, ALPNProtocols: ['h2', 'lean'] });
+  const listener = tlsServer({ cert: certs.cert, key: certs.key, ALPNProtocols: ['h2', 'framed'] });
   const openers = new Promise<Openers>((resolve) => {
     let session: ClientHttp2Session | undefined;
-    let mux: LeanMux | undefined;
+    let framed: FramedSession | undefined;
     listener.on('secureConnection', (socket) => {
       if (socket.alpnProtocol === 'h2') session = h2Connect('http://tunnel', { createConnection: () => socket });
-      else mux = new LeanMux(socket);
-      if (session && mux) resolve({ session, mux });
+      else framed = new FramedSession(socket, { side: 'listener' });
+      if (session && framed) resolve({ session, framed });
     });
   });
   return { port: await listening(listener), openers };
@@ -137,7 +147,7 @@ async function tunnelListener(certs: Certs): Promise<{ port: number; openers: Pr
 
 /** Both kinds of connection to a listener of the other side, with `serve` taking each once up. */
 function dialBoth(listenerPort: number, certs: Certs, serve: (socket: TLSSocket) => void): Promise<void> {
-  const up = ['h2', 'lean'].map(
+  const up = ['h2', 'framed'].map(
     (alpn) =>
       new Promise<void>((resolve) => {
         const socket = tlsConnect({ port: listenerPort, host: '127.0.0.1', ca: certs.ca, servername: 'localhost', ALPNProtocols: [alpn] });
@@ -152,9 +162,13 @@ function dialBoth(listenerPort: number, certs: Certs, serve: (socket: TLSSocket)
 
 /**
  * The side that answers streams on a TLS connection it dialled or accepted: an HTTP/2 server for
- * 'h2', a lean mux for 'lean'. `onStream` gets each stream, its target and how to answer it.
+ * 'h2', a framed session for 'framed'. `onStream` gets each stream, its target and how to answer it.
  */
-function answerStreams(socket: TLSSocket, onStream: (stream: Pausable, target: string, answer: (ok: boolean) => void) => void): void {
+function answerStreams(
+  socket: TLSSocket,
+  side: 'dialer' | 'listener',
+  onStream: (stream: Pausable, target: string, answer: (ok: boolean) => void) => void,
+): void {
   if (socket.alpnProtocol === 'h2') {
     const h2 = h2Server();
     h2.on('stream', (stream: ServerHttp2Stream, headers) =>
@@ -163,29 +177,30 @@ function answerStreams(socket: TLSSocket, onStream: (stream: Pausable, target: s
     h2.emit('connection', socket);
     return;
   }
-  const mux: LeanMux = new LeanMux(socket, (stream: LeanStream, target: string) =>
-    onStream(stream, target, (ok) => mux.answer(stream, ok)),
-  );
+  new FramedSession(socket, {
+    side,
+    onOpen: (stream, open) => onStream(stream, open.target, (ok) => stream.respond({ status: ok ? 200 : 502, code: '', reason: '' })),
+  });
 }
 
 /**
  * The proxy: the agent's tunnels, the peering connections it dials to the holder, and a client
- * listener per route: through its own tunnel (HTTP/2, lean) and through the holder's (HTTP/2, lean).
+ * listener per route: through its own tunnel (HTTP/2, framed) and through the holder's (HTTP/2, framed).
  */
 async function proxy(setup: Setup): Promise<void> {
   const tunnels = await tunnelListener(setup.certs);
   const peering: Partial<Openers> = {};
   const peered = dialBoth(setup.peeringPort!, setup.certs, (socket) => {
     if (socket.alpnProtocol === 'h2') peering.session = h2Connect('http://holder', { createConnection: () => socket });
-    else peering.mux = new LeanMux(socket);
+    else peering.framed = new FramedSession(socket, { side: 'dialer' });
   });
   const target = `127.0.0.1:${setup.echoPort}`;
   let openers: Openers | undefined;
   const routes = {
     viaH2: (client: Socket) => relay(client, connectStream(openers!.session, target)),
-    viaLean: (client: Socket) => relay(client, openers!.mux.open(target)),
+    viaFramed: (client: Socket) => relay(client, openConnect(openers!.framed, target)),
     viaH2Peer: (client: Socket) => relay(client, connectStream(peering.session!, target)),
-    viaLeanPeer: (client: Socket) => relay(client, peering.mux!.open(target)),
+    viaFramedPeer: (client: Socket) => relay(client, openConnect(peering.framed!, target)),
   };
   const ports: Record<string, number> = { tunnels: tunnels.port };
   for (const [name, route] of Object.entries(routes)) {
@@ -204,9 +219,10 @@ async function proxy(setup: Setup): Promise<void> {
 async function holder(setup: Setup): Promise<void> {
   const tunnels = await tunnelListener(setup.certs);
   let openers: Openers | undefined;
-  const peering = tlsServer({ cert: setup.certs.cert, key: setup.certs.key, ALPNProtocols: ['h2', 'lean'] }, (socket) =>
-    answerStreams(socket, (stream, target, answer) => {
-      const onward: Pausable = socket.alpnProtocol === 'h2' ? connectStream(openers!.session, target) : openers!.mux.open(target);
+  const peering = tlsServer({ cert: setup.certs.cert, key: setup.certs.key, ALPNProtocols: ['h2', 'framed'] }, (socket) =>
+    answerStreams(socket, 'listener', (stream, target, answer) => {
+      const onward: Pausable =
+        socket.alpnProtocol === 'h2' ? connectStream(openers!.session, target) : openConnect(openers!.framed, target);
       onward.once('response', () => {
         answer(true);
         relay(stream, onward);
@@ -221,7 +237,7 @@ async function holder(setup: Setup): Promise<void> {
 /** The agent: dials the proxy's and the holder's tunnels; for each stream dials its target, answers, relays. */
 async function agent(setup: Setup): Promise<void> {
   const serve = (socket: TLSSocket): void =>
-    answerStreams(socket, (stream, target, answer) => {
+    answerStreams(socket, 'dialer', (stream, target, answer) => {
       const upstream = dial(Number(target.split(':')[1]));
       upstream.once('connect', () => {
         answer(true);
@@ -298,13 +314,13 @@ async function main(): Promise<void> {
     { name: 'Node: forward (one process accepts, dials, relays)', port: forwardPort, cpu: ofChildren([forward]), base: 0 },
     { name: 'Node: local tunnel on HTTP/2 (a CONNECT stream): proxy + agent', port: ports.viaH2!, cpu: ofChildren(local), base: 0 },
     {
-      name: 'Node: local tunnel on a lean framing (bench/lean-mux.ts): proxy + agent',
-      port: ports.viaLean!,
+      name: 'Node: local tunnel on the tunnel framing (lib/tunnel-framing): proxy + agent',
+      port: ports.viaFramed!,
       cpu: ofChildren(local),
       base: 0,
     },
     { name: 'Node: peered on HTTP/2: proxy + holder + agent', port: ports.viaH2Peer!, cpu: ofChildren(peered), base: 0 },
-    { name: 'Node: peered on a lean framing: proxy + holder + agent', port: ports.viaLeanPeer!, cpu: ofChildren(peered), base: 0 },
+    { name: 'Node: peered on the tunnel framing: proxy + holder + agent', port: ports.viaFramedPeer!, cpu: ofChildren(peered), base: 0 },
     { name: 'gate-mux: forward', port: gateMuxForward.port, cpu: ofTree(gateMuxForward), base: 5 },
     { name: 'gate-mux: local tunnel (HTTP/2): proxy + agent', port: gateMuxLocal.port, cpu: ofTree(gateMuxLocal), base: 5 },
     { name: 'gate-mux: peered (HTTP/2): proxy + holder + agent', port: gateMuxPeered.port, cpu: ofTree(gateMuxPeered), base: 5 },
