@@ -48,6 +48,8 @@ export const WireError = {
   FRAME_SIZE_ERROR: 0x6,
   REFUSED_STREAM: 0x7,
   CANCEL: 0x8,
+  /** The TCP connection behind a stream failed (reset, or an error): RFC 9113 §8.5. */
+  CONNECT_ERROR: 0xa,
   ENHANCE_YOUR_CALM: 0xb,
 } as const;
 
