@@ -38,6 +38,11 @@ import { answerCpuAsks, answererTurns, childCpu, fromChild, measure, medianRun, 
 import { FramedSession } from '../lib/tunnel-framing/framed-session.js';
 import type { FramedStream } from '../lib/tunnel-framing/framed-stream.js';
 import { StreamKind } from '../lib/tunnel-framing/frames.js';
+import { Multiplexer } from '../lib/mux/multiplexer.js';
+import { connectDirectHandle } from '../lib/client/connect-direct.js';
+import { BARE_CLIENT, type BareClientHook } from '../lib/handlers/bare-client.js';
+import type { CustomHandler } from '../lib/handlers/types.js';
+import { FramedRelay, releaseFramedStream, resetConnectError } from '../lib/tunnel-framing/framed-relay.js';
 import { centralPathPeers, GATE_MUX_NODE_FLAGS, type PeerContext, type RunningPeer } from './peers.js';
 import { descendants, threadsCpuMicros } from './proc.js';
 import { listening } from '../test/helpers/net.js';
@@ -248,12 +253,141 @@ async function agent(setup: Setup): Promise<void> {
   await Promise.all(setup.tunnelPorts!.map((tunnelPort) => dialBoth(tunnelPort, setup.certs, serve)));
 }
 
+// --- gate-mux's relays on the tunnel framing: what its tunnelled routes will cost on it ---
+//
+// The pieces the product would use, joined here before they are in the product: the multiplexer
+// (accept, the ClientHello read, the route) hands the client on its bare handle to a FramedRelay
+// (lib/tunnel-framing/framed-relay.ts) on a stream of the agent's framed tunnel, or of a framed
+// peering session to a holder; the holder carries each peering stream into a stream of the
+// agent's tunnel, frame by frame; the agent dials its target as a bare handle and relays it with
+// a FramedRelay. No admission, descriptions or heartbeat: per-connection work only.
+
+/** The route handler: the client's handle relayed to a new stream of `session()` to `target`. */
+function framedRoute(session: () => FramedSession, target: string): CustomHandler & { [BARE_CLIENT]: BareClientHook } {
+  return {
+    kind: 'custom',
+    [BARE_CLIENT]: (client, rest, conn) => {
+      // The stream is written at once, before the agent's answer: the agent holds the client's
+      // first flight until it has dialled.
+      const stream = session().open({ kind: StreamKind.CONNECT, target, client: '' });
+      const relay: FramedRelay = new FramedRelay(client.take(), stream, {
+        release: releaseFramedStream,
+        onClose: () => conn.closed(relay),
+      });
+      conn.handOver(relay, relay);
+      relay.start(rest);
+    },
+    handle: (socket) => {
+      socket.destroy();
+    },
+  };
+}
+
+/**
+ * Streams opened on `socket` carried into new streams of `to()`: the opener's bytes go on at once
+ * (before the answer, as they came), the answer comes back as the agent gave it, then the answer's
+ * direction; a reset on either side resets the other with the same code.
+ */
+function carryStreams(socket: TLSSocket, to: () => FramedSession): FramedSession {
+  return new FramedSession(socket, {
+    side: 'listener',
+    onOpen: (inbound, open) => {
+      const onward = to().open(open);
+      oneWay(inbound, onward);
+      onward.once('response', (answer) => {
+        inbound.respond(answer);
+        if (answer.status !== 200) return;
+        oneWay(onward, inbound);
+        onward.resume();
+      });
+      onward.once('close', () => onward.closeCode !== undefined && inbound.reset(onward.closeCode, onward.closeReason));
+      inbound.once('close', () => inbound.closeCode !== undefined && onward.reset(inbound.closeCode, inbound.closeReason));
+      inbound.resume();
+    },
+  });
+}
+
+/** A TLS listener whose one connection is the agent's framed tunnel. */
+async function framedTunnelListener(certs: Certs): Promise<{ port: number; session: Promise<FramedSession> }> {
+  const listener = tlsServer({ cert: certs.cert, key: certs.key, ALPNProtocols: ['framed'] });
+  const session = new Promise<FramedSession>((resolve) =>
+    listener.once('secureConnection', (socket) => resolve(new FramedSession(socket, { side: 'listener' }))),
+  );
+  return { port: await listening(listener), session };
+}
+
+/** The gate-mux proxy on the framing: a multiplexer per route, the agent's tunnel, a peering session. */
+async function gateMuxFramedProxy(setup: Setup): Promise<void> {
+  const tunnel = await framedTunnelListener(setup.certs);
+  const peering = tlsConnect({
+    port: setup.peeringPort!,
+    host: '127.0.0.1',
+    ca: setup.certs.ca,
+    servername: 'localhost',
+    ALPNProtocols: ['framed'],
+  });
+  const peeringSession = new FramedSession(peering, { side: 'dialer' });
+  const target = `127.0.0.1:${setup.echoPort}`;
+  let local: FramedSession | undefined;
+  const match = { sni: 'bench.local', alpn: 'gate-bench' };
+  const ports: Record<string, number> = { tunnels: tunnel.port };
+  for (const [name, session] of [
+    ['local', () => local!],
+    ['peered', () => peeringSession],
+  ] as const) {
+    const mux = new Multiplexer({ routes: [{ name, match, handler: framedRoute(session, target) }] });
+    ports[name] = (await mux.listen({ host: '127.0.0.1', port: 0, backlog: 4096 })).port;
+  }
+  process.send!({ ports });
+  local = await tunnel.session;
+  process.send!({ ready: true });
+}
+
+/** The gate-mux holder on the framing: peering streams carried into the agent's tunnel. */
+async function gateMuxFramedHolder(setup: Setup): Promise<void> {
+  const tunnel = await framedTunnelListener(setup.certs);
+  let agentSession: FramedSession | undefined;
+  const peering = tlsServer({ cert: setup.certs.cert, key: setup.certs.key, ALPNProtocols: ['framed'] }, (socket) =>
+    carryStreams(socket, () => agentSession!),
+  );
+  process.send!({ ports: { tunnels: tunnel.port, peering: await listening(peering) } });
+  agentSession = await tunnel.session;
+  process.send!({ ready: true });
+}
+
+/** The gate-mux agent on the framing: each stream's target dialled as a bare handle and relayed. */
+async function gateMuxFramedAgent(setup: Setup): Promise<void> {
+  const serve = (stream: FramedStream, open: { target: string }): void => {
+    const port = Number(open.target.slice(open.target.lastIndexOf(':') + 1));
+    connectDirectHandle('127.0.0.1', port, 5_000, (outcome) => {
+      if (!('readStart' in outcome)) return stream.respond({ status: 502, code: outcome.code, reason: outcome.message });
+      stream.respond({ status: 200, code: '', reason: '' });
+      new FramedRelay(outcome, stream, { release: resetConnectError, onClose: () => {} }).start();
+    });
+  };
+  await Promise.all(
+    setup.tunnelPorts!.map(
+      (port) =>
+        new Promise<void>((resolve) => {
+          const socket = tlsConnect({ port, host: '127.0.0.1', ca: setup.certs.ca, servername: 'localhost', ALPNProtocols: ['framed'] });
+          socket.once('secureConnect', () => {
+            new FramedSession(socket, { side: 'dialer', onOpen: serve });
+            resolve();
+          });
+        }),
+    ),
+  );
+}
+
 async function child(): Promise<void> {
   answerCpuAsks();
   const setup = JSON.parse(process.env.FLOOR_SETUP!) as Setup;
   if (values.role === 'forwarder') await forwarder(setup.echoPort);
   else if (values.role === 'proxy') await proxy(setup);
   else if (values.role === 'holder') await holder(setup);
+  else if (values.role === 'gm-proxy') await gateMuxFramedProxy(setup);
+  else if (values.role === 'gm-holder') await gateMuxFramedHolder(setup);
+  else if (values.role === 'gm-agent') await gateMuxFramedAgent(setup);
   else await agent(setup);
 }
 
@@ -287,6 +421,13 @@ async function main(): Promise<void> {
   const ready = Promise.all([fromChild<true>(proxyProcess, 'ready'), fromChild<true>(holderProcess, 'ready')]);
   const agentProcess = start('agent', { echoPort, certs, tunnelPorts: [ports.tunnels, holderPorts.tunnels] });
   await ready;
+  const gmHolder = start('gm-holder', { echoPort, certs });
+  const gmHolderPorts = await fromChild<{ tunnels: number; peering: number }>(gmHolder, 'ports');
+  const gmProxy = start('gm-proxy', { echoPort, certs, peeringPort: gmHolderPorts.peering });
+  const gmPorts = await fromChild<Record<string, number>>(gmProxy, 'ports');
+  const gmReady = Promise.all([fromChild<true>(gmProxy, 'ready'), fromChild<true>(gmHolder, 'ready')]);
+  const gmAgent = start('gm-agent', { echoPort, certs, tunnelPorts: [gmPorts.tunnels, gmHolderPorts.tunnels] });
+  await gmReady;
 
   // gate-mux's own routes, the rate workload's central path, with the echo server as upstream A.
   const dir = mkdtempSync(join(tmpdir(), 'gate-mux-tunnel-floor-'));
@@ -324,6 +465,18 @@ async function main(): Promise<void> {
     { name: 'gate-mux: forward', port: gateMuxForward.port, cpu: ofTree(gateMuxForward), base: 5 },
     { name: 'gate-mux: local tunnel (HTTP/2): proxy + agent', port: gateMuxLocal.port, cpu: ofTree(gateMuxLocal), base: 5 },
     { name: 'gate-mux: peered (HTTP/2): proxy + holder + agent', port: gateMuxPeered.port, cpu: ofTree(gateMuxPeered), base: 5 },
+    {
+      name: "gate-mux's relays on the tunnel framing: local tunnel: proxy + agent",
+      port: gmPorts.local!,
+      cpu: ofChildren([gmProxy, gmAgent]),
+      base: 5,
+    },
+    {
+      name: "gate-mux's relays on the tunnel framing: peered: proxy + holder + agent",
+      port: gmPorts.peered!,
+      cpu: ofChildren([gmProxy, gmHolder, gmAgent]),
+      base: 5,
+    },
   ];
   const exchange = (port: number) => (): Promise<void> => openerTurns(dial(port), TURNS);
   for (const route of routes) await measure(WARMUP, CONCURRENCY, route.cpu, exchange(route.port));
@@ -346,7 +499,7 @@ async function main(): Promise<void> {
   }
   finished = true;
   echo.close();
-  for (const c of [forward, proxyProcess, holderProcess, agentProcess]) c.disconnect();
+  for (const c of [forward, proxyProcess, holderProcess, agentProcess, gmProxy, gmHolder, gmAgent]) c.disconnect();
   for (const peer of gateMux) await peer.stop();
   rmSync(dir, { recursive: true, force: true });
 }
