@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 
 const script = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'stream-floor.js');
 
-t.test("a CONNECT stream, a framed stream and a TCP connection, both ends measured", async (t) => {
+t.test('a CONNECT stream, a framed stream and a TCP connection, both ends measured', async (t) => {
   const { stdout } = await promisify(execFile)(
     process.execPath,
     [script, '--streams', '40', '--warmup', '10', '--concurrency', '4', '--turns', '2'],

@@ -18,7 +18,7 @@ const inputs = arg('inputs', 1_000_000);
 const seed = arg('seed', 0x6a7e);
 const started = Date.now();
 console.log(`fuzz: ${inputs} inputs, seed ${seed}`);
-const report = fuzz({
+const report = await fuzz({
   inputs,
   seed,
   progressEvery: 100_000,

@@ -14,6 +14,21 @@ import {
   PP2_TYPE,
 } from '../../lib/proxy-protocol/header.js';
 import { Detector } from '../../lib/mux/detector.js';
+import { Duplex } from 'node:stream';
+import { ErrorCodes } from '../../lib/errors.js';
+import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
+import {
+  controlFrame,
+  encodeAnswer,
+  encodeGoAway,
+  encodeOpen,
+  encodeReset,
+  encodeWindow,
+  FLAG_END,
+  FrameType,
+  FrameError,
+  wireErrorName,
+} from '../../lib/tunnel-framing/frames.js';
 import type { Prng } from '../helpers/prng.js';
 import { loadHelloFixtures } from '../fixtures/hello-fixtures.js';
 import { split } from './mutate.js';
@@ -114,7 +129,57 @@ export function fuzzDetector(input: Buffer, rand: Prng): string {
   return 'need';
 }
 
-export type Target = 'client-hello' | 'greeting' | 'proxy-header' | 'detector';
+/** Streams the fuzzed session lets the other side hold open: small, so that the limit is reached. */
+const FUZZ_MAX_STREAMS = 4;
+
+/**
+ * A framed tunnel session (lib/tunnel-framing) reading the input as the other side's bytes, in
+ * random segments, on an in-memory connection: whatever comes, the session either stays open with
+ * no more streams than its limit, or ends with GATE_ERR_TUNNEL_PROTOCOL and no stream left; it
+ * never throws. Each stream it is offered is answered and echoed, so credit and FINs are spent.
+ */
+export function fuzzTunnelFrames(input: Buffer, rand: Prng): string {
+  const socket = new Duplex({
+    read() {},
+    write(_chunk, _encoding, done) {
+      done();
+    },
+  });
+  let closedWith: unknown;
+  let closed = false;
+  const session = new FramedSession(socket, {
+    side: 'dialer',
+    maxConcurrentStreams: FUZZ_MAX_STREAMS,
+    resetBurst: 8,
+    streamWindow: 4096,
+    connectionWindow: 16_384,
+    onOpen: (stream) => {
+      stream.respond({ status: 200, code: '', reason: '' });
+      stream.on('data', (chunk: Buffer) => stream.write(Buffer.from(chunk)));
+      stream.once('end', () => stream.end());
+      stream.resume();
+    },
+  });
+  session.on('close', (err: unknown) => {
+    closed = true;
+    closedWith = err;
+  });
+  try {
+    for (const piece of split(input, rand)) socket.emit('data', piece);
+    if (!closed) {
+      if (session.openStreams > FUZZ_MAX_STREAMS) throw new FuzzFailure(`${session.openStreams} streams open, past the limit`);
+      return 'done:open';
+    }
+    if (session.openStreams !== 0) throw new FuzzFailure(`${session.openStreams} streams left after the session closed`);
+    if (!(closedWith instanceof FrameError) || closedWith.code !== ErrorCodes.TUNNEL_PROTOCOL)
+      throw new FuzzFailure(`closed without a framing error: ${String(closedWith)}`);
+    return `closed:${wireErrorName(closedWith.wireCode)}`;
+  } finally {
+    socket.destroy();
+  }
+}
+
+export type Target = 'client-hello' | 'greeting' | 'proxy-header' | 'detector' | 'tunnel-frames';
 
 export function runTarget(target: Target, input: Buffer, rand: Prng): string {
   switch (target) {
@@ -126,6 +191,8 @@ export function runTarget(target: Target, input: Buffer, rand: Prng): string {
       return fuzzProxyHeader(input);
     case 'detector':
       return fuzzDetector(input, rand);
+    case 'tunnel-frames':
+      return fuzzTunnelFrames(input, rand);
   }
 }
 
@@ -156,7 +223,29 @@ export function corpus(): Record<Target, Buffer[]> {
   ];
   const sslThenHello = hellos.map((h) => Buffer.concat([greetings[3]!, h]));
   const withHeader = hellos.flatMap((h) => headers.slice(0, 2).map((x) => Buffer.concat([x, h])));
+  const open = (id: number, target: string): Buffer =>
+    controlFrame(FrameType.OPEN, 0, id, encodeOpen({ kind: 0, target, client: '10.0.0.1:5000' }));
+  const data = (id: number, text: string, flags = 0): Buffer => controlFrame(FrameType.DATA, flags, id, Buffer.from(text));
+  const frames = [
+    Buffer.concat([open(2, 'db:5432'), data(2, 'hello'), data(2, '', FLAG_END)]),
+    Buffer.concat([
+      open(2, 'a:1'),
+      open(4, 'b:2'),
+      controlFrame(FrameType.RESET, 0, 2, encodeReset({ code: 8, reason: 'bye' })),
+      data(4, 'x'),
+    ]),
+    Buffer.concat([controlFrame(FrameType.PING, 0, 0, Buffer.alloc(8, 1)), controlFrame(FrameType.WINDOW, 0, 0, encodeWindow(1000))]),
+    Buffer.concat([open(2, 'c:3'), controlFrame(FrameType.WINDOW, 0, 2, encodeWindow(70_000)), data(2, 'y'.repeat(3000))]),
+    Buffer.concat([
+      open(2, 'd:4'),
+      controlFrame(FrameType.GOAWAY, 0, 0, encodeGoAway({ lastStreamId: 1, code: 0, reason: 'drain' })),
+      open(4, 'e:5'),
+    ]),
+    // Our own stream ids are odd (the fuzzed session dials): an ANSWER for one never opened.
+    controlFrame(FrameType.ANSWER, 0, 1, encodeAnswer({ status: 200, code: '', reason: '' })),
+  ];
   return {
+    'tunnel-frames': frames,
     'client-hello': hellos,
     greeting: [...greetings, ...headers, ...hellos],
     'proxy-header': headers,

@@ -1,6 +1,7 @@
 /**
  * A bounded, seeded run of the fuzz loop that `npm run fuzz` runs a million times: the ClientHello
- * parser, the sniffers, the PROXY parser and the detection state machine, on mutated captures.
+ * parser, the sniffers, the PROXY parser, the detection state machine and a framed tunnel session,
+ * on mutated captures and frames.
  */
 import t from 'tap';
 import { fuzz } from '../fuzz/engine.js';
@@ -8,7 +9,7 @@ import { fuzz } from '../fuzz/engine.js';
 t.test('seeded fuzz of the parsers and the detector: no crash, no broken invariant, no slow input', async (t) => {
   const seed = 4242;
   // Generous per-input limit here: the tests share two cores with other suites (npm run fuzz uses 100 ms).
-  const report = fuzz({ inputs: 40_000, seed, slowMs: 1000 });
+  const report = await fuzz({ inputs: 40_000, seed, slowMs: 1000 });
   t.same(report.failures.slice(0, 3), [], `seed ${seed}`);
   t.equal(report.inputs, 40_000);
   // The mutations must reach every verdict of every target, or the run proves little.
@@ -26,6 +27,12 @@ t.test('seeded fuzz of the parsers and the detector: no crash, no broken invaria
   t.ok(
     detector.some((v) => v.startsWith('failed:')),
     'detector failures reached',
+  );
+  const frames = Object.keys(report.verdicts['tunnel-frames']);
+  t.ok(frames.includes('done:open'), `framed sessions left open by valid input: ${JSON.stringify(report.verdicts['tunnel-frames'])}`);
+  t.ok(
+    ['closed:PROTOCOL_ERROR', 'closed:FRAME_SIZE_ERROR'].every((v) => frames.includes(v)),
+    'framed sessions ended by malformed frames, each with its wire error',
   );
   t.comment(`fuzz: ${report.inputs} inputs, ${report.inputsPerSecond}/s, slowest ${report.slowestMs} ms`);
 });

@@ -11,7 +11,7 @@ import { once } from 'node:events';
 import { connect, createServer, type Socket } from 'node:net';
 import { connectDirectHandle } from '../../lib/client/connect-direct.js';
 import { GateError } from '../../lib/errors.js';
-import { handlesAvailable, type TcpHandle } from '../../lib/transport/uv.js';
+import { handlesAvailable } from '../../lib/transport/uv.js';
 import { FramedRelay, type FramedRelayFailure, releaseFramedStream, resetConnectError } from '../../lib/tunnel-framing/framed-relay.js';
 import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
 import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
