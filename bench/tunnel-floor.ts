@@ -37,12 +37,16 @@ import { devCertificates } from '../lib/pki/dev-certificates.js';
 import { answerCpuAsks, answererTurns, childCpu, fromChild, measure, medianRun, openerTurns, type Side } from './floor-exchange.js';
 import { FramedSession } from '../lib/tunnel-framing/framed-session.js';
 import type { FramedStream } from '../lib/tunnel-framing/framed-stream.js';
-import { StreamKind } from '../lib/tunnel-framing/frames.js';
+import { type OpenPayload, StreamKind } from '../lib/tunnel-framing/frames.js';
 import { Multiplexer } from '../lib/mux/multiplexer.js';
-import { connectDirectHandle } from '../lib/client/connect-direct.js';
 import { BARE_CLIENT, type BareClientHook } from '../lib/handlers/bare-client.js';
 import type { CustomHandler } from '../lib/handlers/types.js';
-import { FramedRelay, releaseFramedStream, resetConnectError } from '../lib/tunnel-framing/framed-relay.js';
+import { FramedRelay, releaseFramedStream } from '../lib/tunnel-framing/framed-relay.js';
+import { serveFramedStream } from '../lib/tunnel/agent-framed-stream.js';
+import { awaitFramedAnswer } from '../lib/tunnel/framed-answer.js';
+import { componentLogger } from '../lib/log.js';
+import { formatHostPort } from '../lib/client/target.js';
+import { ErrorCodes, GateError } from '../lib/errors.js';
 import { centralPathPeers, GATE_MUX_NODE_FLAGS, type PeerContext, type RunningPeer } from './peers.js';
 import { descendants, threadsCpuMicros } from './proc.js';
 import { listening } from '../test/helpers/net.js';
@@ -269,13 +273,26 @@ function framedRoute(session: () => FramedSession, target: string): CustomHandle
     [BARE_CLIENT]: (client, rest, conn) => {
       // The stream is written at once, before the agent's answer: the agent holds the client's
       // first flight until it has dialled.
-      const stream = session().open({ kind: StreamKind.CONNECT, target, client: '' });
+      const stream = session().open({
+        kind: StreamKind.CONNECT,
+        target,
+        client: formatHostPort(conn.info.remote.address, conn.info.remote.port),
+      });
       const relay: FramedRelay = new FramedRelay(client.take(), stream, {
         release: releaseFramedStream,
         onClose: () => conn.closed(relay),
       });
       conn.handOver(relay, relay);
       relay.start(rest);
+      // The answer is awaited beside the relay, for its code (a refusal) and its deadline, as the
+      // proxy's opener (lib/tunnel/framed-answer.ts) does: the client's bytes wait for nothing.
+      awaitFramedAnswer(stream, {
+        timeoutMs: 15_000,
+        where: target,
+        refused: (refusal) => new GateError(ErrorCodes.AGENT_STREAM_FAILED, refusal.message),
+        lost: () => new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'lost'),
+        timedOut: () => new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'no answer'),
+      }).catch((err: GateError) => conn.recordError(err));
     },
     handle: (socket) => {
       socket.destroy();
@@ -357,14 +374,9 @@ async function gateMuxFramedHolder(setup: Setup): Promise<void> {
 
 /** The gate-mux agent on the framing: each stream's target dialled as a bare handle and relayed. */
 async function gateMuxFramedAgent(setup: Setup): Promise<void> {
-  const serve = (stream: FramedStream, open: { target: string }): void => {
-    const port = Number(open.target.slice(open.target.lastIndexOf(':') + 1));
-    connectDirectHandle('127.0.0.1', port, 5_000, (outcome) => {
-      if (!('readStart' in outcome)) return stream.respond({ status: 502, code: outcome.code, reason: outcome.message });
-      stream.respond({ status: 200, code: '', reason: '' });
-      new FramedRelay(outcome, stream, { release: resetConnectError, onClose: () => {} }).start();
-    });
-  };
+  // The agent's own per-stream code: the policy check, the dial on a bare handle, the answer, the relay.
+  const options = { allow: () => true, dialTimeoutMs: 5_000, log: componentLogger(undefined, 'agent'), track: () => undefined };
+  const serve = (stream: FramedStream, open: OpenPayload): void => serveFramedStream(stream, open, options);
   await Promise.all(
     setup.tunnelPorts!.map(
       (port) =>

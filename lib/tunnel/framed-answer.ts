@@ -1,0 +1,61 @@
+// The proxy's side of opening one stream of a framed tunnel (lib/tunnel-framing): what
+// awaitConnectAnswer (connect-answer.ts) does for an HTTP/2 CONNECT stream, for a framed one, with
+// the same options, so an opener of either kind reports the same errors. Not yet reached from the
+// registry, whose tunnels speak HTTP/2 only; bench:tunnel-floor measures it.
+import type { ErrorCode } from '../errors.js';
+import { ErrorCodes, GateError } from '../errors.js';
+import { DialCancel } from '../transport/dial-cancel.js';
+import { releaseFramedStream } from '../tunnel-framing/framed-relay.js';
+import type { FramedStream } from '../tunnel-framing/framed-stream.js';
+import { type AnswerPayload, WireError } from '../tunnel-framing/frames.js';
+import type { ConnectAnswerOptions } from './connect-answer.js';
+
+/** An answer's refusal as readRefusal (connect-request.ts) gives an HTTP/2 one: its code, if it is one of ours, and its reason. */
+export function framedRefusal(answer: AnswerPayload): { code: ErrorCode | undefined; message: string } {
+  const code = /^GATE_ERR_[A-Z0-9_]+$/.test(answer.code) ? (answer.code as ErrorCode) : undefined;
+  return { code, message: answer.reason || `status ${answer.status}` };
+}
+
+/**
+ * Waits for the answer to a stream this side opened: resolves with the stream on 200, rejects with
+ * the caller's error otherwise. On a rejection the stream is let go: released with a FIN when the
+ * caller cancelled (its client left; a FIN spends none of the other side's reset budget),
+ * cancelled with a reset when the other side did not answer in time. A refused stream is closed
+ * already.
+ */
+export function awaitFramedAnswer(stream: FramedStream, options: ConnectAnswerOptions): Promise<FramedStream> {
+  const cancel = options.cancel instanceof DialCancel ? options.cancel : undefined;
+  const signal = options.cancel instanceof DialCancel ? undefined : options.cancel;
+  return new Promise<FramedStream>((resolve, reject) => {
+    let settled = false;
+    /** `closing`: the stream closes already (refused, or closed): nothing to let go. */
+    const done = (err: GateError | undefined, closing = false): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      cancel?.offCancel(onAbort);
+      signal?.removeEventListener('abort', onAbort);
+      stream.removeListener('response', onResponse);
+      stream.removeListener('close', onClose);
+      if (!err) return resolve(stream);
+      if (closing) return reject(err);
+      if (err.code === ErrorCodes.DIAL_ABORTED) releaseFramedStream(stream);
+      else stream.reset(WireError.CANCEL, err.message);
+      reject(err);
+    };
+    const onResponse = (answer: AnswerPayload): void => {
+      if (answer.status === 200) return done(undefined);
+      done(options.refused(framedRefusal(answer)), true);
+    };
+    const onClose = (): void => done(options.lost(), true);
+    const onAbort = (): void =>
+      done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: cancel?.reason ?? signal?.reason }));
+    const timer = setTimeout(() => done(options.timedOut()), options.timeoutMs);
+    stream.once('response', onResponse);
+    stream.once('close', onClose);
+    cancel?.onCancel(onAbort);
+    if (settled || !signal) return;
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
