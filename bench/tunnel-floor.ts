@@ -42,6 +42,7 @@ import { Multiplexer } from '../lib/mux/multiplexer.js';
 import { BARE_CLIENT, type BareClientHook } from '../lib/handlers/bare-client.js';
 import type { CustomHandler } from '../lib/handlers/types.js';
 import { FramedRelay, releaseFramedStream } from '../lib/tunnel-framing/framed-relay.js';
+import { spliceFramed } from '../lib/tunnel-framing/framed-splice.js';
 import { serveFramedStream } from '../lib/tunnel/agent-framed-stream.js';
 import { awaitFramedAnswer } from '../lib/tunnel/framed-answer.js';
 import { componentLogger } from '../lib/log.js';
@@ -300,28 +301,9 @@ function framedRoute(session: () => FramedSession, target: string): CustomHandle
   };
 }
 
-/**
- * Streams opened on `socket` carried into new streams of `to()`: the opener's bytes go on at once
- * (before the answer, as they came), the answer comes back as the agent gave it, then the answer's
- * direction; a reset on either side resets the other with the same code.
- */
+/** Streams opened on `socket` carried into new streams of `to()`, frame by frame (spliceFramed). */
 function carryStreams(socket: TLSSocket, to: () => FramedSession): FramedSession {
-  return new FramedSession(socket, {
-    side: 'listener',
-    onOpen: (inbound, open) => {
-      const onward = to().open(open);
-      oneWay(inbound, onward);
-      onward.once('response', (answer) => {
-        inbound.respond(answer);
-        if (answer.status !== 200) return;
-        oneWay(onward, inbound);
-        onward.resume();
-      });
-      onward.once('close', () => onward.closeCode !== undefined && inbound.reset(onward.closeCode, onward.closeReason));
-      inbound.once('close', () => inbound.closeCode !== undefined && onward.reset(inbound.closeCode, inbound.closeReason));
-      inbound.resume();
-    },
-  });
+  return new FramedSession(socket, { side: 'listener', onOpen: (inbound, open) => spliceFramed(inbound, to().open(open)) });
 }
 
 /** A TLS listener whose one connection is the agent's framed tunnel. */
