@@ -1,0 +1,74 @@
+// A framed stream as a Node Duplex, for the paths that relay streams rather than bare handles: a
+// client whose TLS ended at the proxy (a database route), and the holder's hop while peering
+// still speaks HTTP/2. The bare-handle paths use FramedRelay and spliceFramed, with no Duplex.
+import { Duplex } from 'node:stream';
+import { ErrorCodes, GateError } from '../errors.js';
+import type { FramedStream } from './framed-stream.js';
+import { WireError, wireErrorName } from './frames.js';
+
+/**
+ * Wraps `stream`: its bytes are the Duplex's readable side (the stream is paused while the
+ * readable buffer is full, so it returns no credit), writes go to the stream and call back once
+ * it has credit for them, `end()` is the stream's FIN and its FIN ends the readable side. A stream
+ * that is reset destroys the Duplex with GATE_ERR_AGENT_STREAM_FAILED naming the code and reason;
+ * a Duplex destroyed first resets the stream (CANCEL, or CONNECT_ERROR when given an error), so
+ * neither outlives the other.
+ */
+export class FramedDuplex extends Duplex {
+  /** A write waiting for the stream's 'drain'. */
+  private waiting: ((err?: Error | null) => void) | undefined = undefined;
+
+  constructor(readonly stream: FramedStream) {
+    super({ allowHalfOpen: true });
+    stream.on('data', (chunk: Buffer) => {
+      if (!this.push(chunk)) stream.pause();
+    });
+    stream.once('end', () => this.push(null));
+    stream.on('drain', () => this.drained());
+    stream.once('close', () => this.streamClosed());
+  }
+
+  override _read(): void {
+    this.stream.resume();
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (err?: Error | null) => void): void {
+    if (this.stream.closed) return callback(this.resetError());
+    if (this.stream.write(chunk)) return callback();
+    this.waiting = callback;
+  }
+
+  override _final(callback: (err?: Error | null) => void): void {
+    this.stream.end();
+    callback();
+  }
+
+  override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
+    if (!this.stream.closed) this.stream.reset(err ? WireError.CONNECT_ERROR : WireError.CANCEL, err?.message ?? 'closed');
+    this.drained(err ?? undefined);
+    callback(err);
+  }
+
+  private drained(err?: Error): void {
+    const waiting = this.waiting;
+    this.waiting = undefined;
+    waiting?.(err);
+  }
+
+  private streamClosed(): void {
+    const { stream } = this;
+    if (stream.closeCode === undefined || this.destroyed) return this.drained();
+    const error = this.resetError();
+    this.drained(error);
+    this.destroy(error);
+  }
+
+  private resetError(): GateError {
+    const { stream } = this;
+    const code = stream.closeCode === undefined ? 'closed' : wireErrorName(stream.closeCode);
+    return new GateError(
+      ErrorCodes.AGENT_STREAM_FAILED,
+      `tunnel stream ${stream.id} ${code}${stream.closeReason ? `: ${stream.closeReason}` : ''}`,
+    );
+  }
+}
