@@ -76,3 +76,26 @@ export class DialCancel {
     if (more) for (const each of more) each(reason);
   }
 }
+
+function forgetNothing(): void {}
+
+/**
+ * Calls `listener` once when `cancel` cancels: a DialCancel (no AbortSignal made for it) or a
+ * caller's own AbortSignal; at once if it already has. Returns what forgets the listener once the
+ * wait is over. For the stream openers' waits (lib/tunnel/connect-answer.ts, framed-answer.ts),
+ * which take either.
+ */
+export function whenCancelled(cancel: DialCancel | AbortSignal | undefined, listener: (reason: unknown) => void): () => void {
+  if (!cancel) return forgetNothing;
+  if (cancel instanceof DialCancel) {
+    cancel.onCancel(listener);
+    return () => cancel.offCancel(listener);
+  }
+  if (cancel.aborted) {
+    listener(cancel.reason);
+    return forgetNothing;
+  }
+  const onAbort = (): void => listener(cancel.reason);
+  cancel.addEventListener('abort', onAbort, { once: true });
+  return () => cancel.removeEventListener('abort', onAbort);
+}

@@ -1,6 +1,6 @@
 import { constants, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import { ErrorCodes, GateError } from '../errors.js';
-import { DialCancel } from '../transport/dial-cancel.js';
+import { type DialCancel, whenCancelled } from '../transport/dial-cancel.js';
 import { readRefusal } from './connect-request.js';
 import { releaseStream } from './release-stream.js';
 
@@ -29,16 +29,14 @@ export interface ConnectAnswerOptions {
  * cancelled when the other side did not answer in time. Used for agents' tunnels and for peering.
  */
 export function awaitConnectAnswer(stream: ClientHttp2Stream, options: ConnectAnswerOptions): Promise<ClientHttp2Stream> {
-  const cancel = options.cancel instanceof DialCancel ? options.cancel : undefined;
-  const signal = options.cancel instanceof DialCancel ? undefined : options.cancel;
   return new Promise<ClientHttp2Stream>((resolve, reject) => {
     let settled = false;
+    let forget: (() => void) | undefined;
     const done = (err: GateError | undefined): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      cancel?.offCancel(onAbort);
-      signal?.removeEventListener('abort', onAbort);
+      forget?.();
       stream.removeListener('response', onResponse);
       stream.removeListener('close', onClose);
       if (!err) return resolve(stream);
@@ -51,16 +49,12 @@ export function awaitConnectAnswer(stream: ClientHttp2Stream, options: ConnectAn
       done(options.refused(readRefusal(headers)));
     };
     const onClose = (): void => done(options.lost());
-    const onAbort = (): void =>
-      done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: cancel?.reason ?? signal?.reason }));
+    const onAbort = (reason: unknown): void => done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: reason }));
     const timer = setTimeout(() => done(options.timedOut()), options.timeoutMs);
     stream.on('error', ignore); // the outcome is read from 'close' and rstCode
     stream.once('response', onResponse);
     stream.once('close', onClose);
-    cancel?.onCancel(onAbort);
-    if (settled || !signal) return;
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
+    forget = whenCancelled(options.cancel, onAbort);
   });
 }
 

@@ -4,7 +4,7 @@
 // registry, whose tunnels speak HTTP/2 only; bench:tunnel-floor measures it.
 import type { ErrorCode } from '../errors.js';
 import { ErrorCodes, GateError } from '../errors.js';
-import { DialCancel } from '../transport/dial-cancel.js';
+import { whenCancelled } from '../transport/dial-cancel.js';
 import { releaseFramedStream } from '../tunnel-framing/framed-relay.js';
 import type { FramedStream } from '../tunnel-framing/framed-stream.js';
 import { type AnswerPayload, WireError } from '../tunnel-framing/frames.js';
@@ -24,17 +24,15 @@ export function framedRefusal(answer: AnswerPayload): { code: ErrorCode | undefi
  * already.
  */
 export function awaitFramedAnswer(stream: FramedStream, options: ConnectAnswerOptions): Promise<FramedStream> {
-  const cancel = options.cancel instanceof DialCancel ? options.cancel : undefined;
-  const signal = options.cancel instanceof DialCancel ? undefined : options.cancel;
   return new Promise<FramedStream>((resolve, reject) => {
     let settled = false;
+    let forget: (() => void) | undefined;
     /** `closing`: the stream closes already (refused, or closed): nothing to let go. */
     const done = (err: GateError | undefined, closing = false): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      cancel?.offCancel(onAbort);
-      signal?.removeEventListener('abort', onAbort);
+      forget?.();
       stream.removeListener('response', onResponse);
       stream.removeListener('close', onClose);
       if (!err) return resolve(stream);
@@ -48,14 +46,10 @@ export function awaitFramedAnswer(stream: FramedStream, options: ConnectAnswerOp
       done(options.refused(framedRefusal(answer)), true);
     };
     const onClose = (): void => done(options.lost(), true);
-    const onAbort = (): void =>
-      done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: cancel?.reason ?? signal?.reason }));
+    const onAbort = (reason: unknown): void => done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: reason }));
     const timer = setTimeout(() => done(options.timedOut()), options.timeoutMs);
     stream.once('response', onResponse);
     stream.once('close', onClose);
-    cancel?.onCancel(onAbort);
-    if (settled || !signal) return;
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
+    forget = whenCancelled(options.cancel, onAbort);
   });
 }

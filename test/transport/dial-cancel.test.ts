@@ -3,7 +3,7 @@
 // never told, a signal only when asked for and then aborted with the same reason, and a caller's
 // own controller (the local proxy's, aborted when it closes) and the cancel acting as one.
 import t from 'tap';
-import { DialCancel } from '../../lib/transport/dial-cancel.js';
+import { DialCancel, whenCancelled } from '../../lib/transport/dial-cancel.js';
 
 t.test('each waiter is told once, with the reason; one that left is not told', async (t) => {
   const cancel = new DialCancel();
@@ -68,4 +68,32 @@ t.test("a caller's own controller and the cancel act as one", async (t) => {
   const late = new DialCancel(already);
   t.equal(late.cancelled, true, 'an aborted controller: cancelled from the start');
   t.equal(late.reason, 'stopped', 'with its reason as it was');
+});
+
+t.test('whenCancelled: a DialCancel or an AbortSignal, now or later, and forgetting', async (t) => {
+  const heard: unknown[] = [];
+  const hear = (reason: unknown): void => void heard.push(reason);
+
+  const later = new DialCancel();
+  whenCancelled(later, hear);
+  later.cancel('left');
+  const forgotten = new DialCancel();
+  whenCancelled(forgotten, hear)();
+  forgotten.cancel('not heard');
+  const already = new DialCancel();
+  already.cancel('before');
+  whenCancelled(already, hear);
+  t.same(heard.splice(0), ['left', 'before'], 'a DialCancel: later, already, and not once forgotten');
+
+  const controller = new AbortController();
+  whenCancelled(controller.signal, hear);
+  controller.abort('aborted');
+  const other = new AbortController();
+  whenCancelled(other.signal, hear)();
+  other.abort('not heard');
+  whenCancelled(AbortSignal.abort('at once'), hear);
+  t.same(heard.splice(0), ['aborted', 'at once'], 'an AbortSignal: later, already, and not once forgotten');
+
+  t.doesNotThrow(() => whenCancelled(undefined, hear)(), 'nothing to wait on');
+  t.same(heard, []);
 });
