@@ -5,7 +5,6 @@
 // each way, half-close each way, a reset on each side and the code the other side sees, no handle
 // left behind.
 import t, { type Test } from 'tap';
-import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import {
   connect as h2connect,
@@ -21,7 +20,7 @@ import { StreamRelay, type StreamRelayFailure } from '../../lib/transport/stream
 import { closeHandle, handlesAvailable, type TcpHandle } from '../../lib/transport/uv.js';
 import { closeServer, listening, liveHandles, until } from '../helpers/net.js';
 import { prng } from '../helpers/prng.js';
-import { gone, payload, stalled } from '../helpers/relay-checks.js';
+import { digest, gone, payload, send, stalled } from '../helpers/relay-checks.js';
 
 const MiB = 1 << 20;
 /** Far more than every buffer on the way (socket buffers, the stream's 64 KiB window) holds. */
@@ -78,44 +77,6 @@ async function rig(t: Test): Promise<Rig> {
     await until(() => liveHandles().sockets === 0, 'every socket closed');
   });
   return { target, stream, closed };
-}
-
-interface Progress {
-  sent: number;
-  done: boolean;
-}
-
-/** Writes `chunks` honouring backpressure, then ends. */
-function send(out: NodeJS.WritableStream, chunks: Buffer[]): Progress {
-  const progress: Progress = { sent: 0, done: false };
-  let i = 0;
-  const pump = (): void => {
-    while (i < chunks.length) {
-      const chunk = chunks[i++]!;
-      progress.sent += chunk.length;
-      if (!out.write(chunk)) {
-        out.once('drain', pump);
-        return;
-      }
-    }
-    progress.done = true;
-    out.end();
-  };
-  pump();
-  return progress;
-}
-
-/** The digest of what `input` delivers until its end; with `rng`, it pauses now and then. */
-function digest(input: NodeJS.ReadableStream, rng?: ReturnType<typeof prng>): Promise<string> {
-  const hash = createHash('sha256');
-  input.on('data', (chunk: Buffer) => {
-    hash.update(chunk);
-    if (rng?.chance(0.05)) {
-      input.pause();
-      setTimeout(() => input.resume(), rng.range(1, 5));
-    }
-  });
-  return once(input, 'end').then(() => hash.digest('hex'));
 }
 
 t.test('the relay on bare handles', { skip: handlesAvailable ? false : 'no bare TCP handles in this Node' }, async (t) => {

@@ -13,7 +13,7 @@ import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
 import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
 import { StreamKind, WireError } from '../../lib/tunnel-framing/frames.js';
 import { closeServer, listening } from '../helpers/net.js';
-import { payload, stalled } from '../helpers/relay-checks.js';
+import { payload, send, stalled } from '../helpers/relay-checks.js';
 
 async function duplexTo(t: Test, onOpen: (stream: FramedStream) => void): Promise<FramedDuplex> {
   const server = createServer();
@@ -71,17 +71,7 @@ t.test('an unread Duplex holds the other side back, and gives every byte once re
   });
   await once(duplex.stream, 'response');
   const down = payload(22, 4 << 20);
-  const progress = { sent: 0 };
-  let i = 0;
-  const pump = (): void => {
-    while (i < down.chunks.length) {
-      const chunk = down.chunks[i++]!;
-      progress.sent += chunk.length;
-      if (!agent!.write(chunk)) return void agent!.once('drain', pump);
-    }
-    agent!.end();
-  };
-  pump();
+  const progress = send(agent!, down.chunks);
   await stalled(progress);
   t.ok(progress.sent < 1 << 20, `the writer stalled after ${progress.sent} bytes`);
   const hash = createHash('sha256');

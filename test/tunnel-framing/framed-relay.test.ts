@@ -6,7 +6,6 @@
 // bounded each way, half-close each way, a reset on each side and the code the other side sees,
 // release with a FIN, no handle left behind.
 import t, { type Test } from 'tap';
-import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { connect, createServer, type Socket } from 'node:net';
 import { connectDirectHandle } from '../../lib/client/connect-direct.js';
@@ -18,7 +17,7 @@ import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
 import { StreamKind, WireError } from '../../lib/tunnel-framing/frames.js';
 import { closeServer, listening, liveHandles, until } from '../helpers/net.js';
 import { prng } from '../helpers/prng.js';
-import { gone, payload, stalled } from '../helpers/relay-checks.js';
+import { digest, gone, payload, send, type Source, stalled } from '../helpers/relay-checks.js';
 
 const MiB = 1 << 20;
 /** Far more than every buffer on the way (socket buffers, the stream's 256 KiB window) holds. */
@@ -78,49 +77,7 @@ async function rig(t: Test, release: (stream: FramedStream) => void = resetConne
   return { target, stream, closed, relay: () => relay! };
 }
 
-interface Progress {
-  sent: number;
-  done: boolean;
-}
-
-/** Writes `chunks` honouring backpressure, then ends: on a socket or a framed stream. */
-function send(out: { write(b: Buffer): boolean; end(): unknown; once(e: 'drain', f: () => void): unknown }, chunks: Buffer[]): Progress {
-  const progress: Progress = { sent: 0, done: false };
-  let i = 0;
-  const pump = (): void => {
-    while (i < chunks.length) {
-      const chunk = chunks[i++]!;
-      progress.sent += chunk.length;
-      if (!out.write(chunk)) {
-        out.once('drain', pump);
-        return;
-      }
-    }
-    progress.done = true;
-    out.end();
-  };
-  pump();
-  return progress;
-}
-
-type Readable = { on(e: 'data', f: (c: Buffer) => void): unknown; pause(): unknown; resume(): unknown };
-
-/** The digest of what `input` delivers until its end; with `rng`, it pauses now and then. */
-function digest(input: Readable & { once(e: 'end', f: () => void): unknown }, rng?: ReturnType<typeof prng>): Promise<string> {
-  const hash = createHash('sha256');
-  input.on('data', (chunk: Buffer) => {
-    hash.update(chunk);
-    if (rng?.chance(0.05)) {
-      input.pause();
-      setTimeout(() => input.resume(), rng.range(1, 5));
-    }
-  });
-  const ended = new Promise<void>((resolve) => input.once('end', resolve));
-  input.resume();
-  return ended.then(() => hash.digest('hex'));
-}
-
-function text(input: Readable & { once(e: 'end', f: () => void): unknown }): Promise<string> {
+function text(input: Source): Promise<string> {
   const parts: Buffer[] = [];
   input.on('data', (c: Buffer) => parts.push(Buffer.from(c)));
   const ended = new Promise<void>((resolve) => input.once('end', resolve));

@@ -4,7 +4,6 @@
 // back as the agent gave it, backpressure bounded across the hop, each reset passed on with its
 // code and reason, and a lost peering session releasing the agent's stream.
 import t, { type Test } from 'tap';
-import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { connect, createServer, type Socket } from 'node:net';
 import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
@@ -12,7 +11,7 @@ import { spliceFramed } from '../../lib/tunnel-framing/framed-splice.js';
 import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
 import { type AnswerPayload, type OpenPayload, StreamKind, WireError } from '../../lib/tunnel-framing/frames.js';
 import { closeServer, listening } from '../helpers/net.js';
-import { payload, stalled } from '../helpers/relay-checks.js';
+import { digest, payload, send, stalled } from '../helpers/relay-checks.js';
 
 const WINDOWS = { streamWindow: 64 * 1024, connectionWindow: 256 * 1024 };
 
@@ -49,29 +48,6 @@ function echo(stream: FramedStream): void {
   });
   stream.once('end', () => stream.end());
   stream.resume();
-}
-
-function digest(stream: FramedStream): Promise<string> {
-  const hash = createHash('sha256');
-  stream.on('data', (chunk: Buffer) => hash.update(chunk));
-  const ended = once(stream, 'end');
-  stream.resume();
-  return ended.then(() => hash.digest('hex'));
-}
-
-function send(stream: FramedStream, chunks: Buffer[]): { sent: number } {
-  const progress = { sent: 0 };
-  let i = 0;
-  const pump = (): void => {
-    while (i < chunks.length) {
-      const chunk = chunks[i++]!;
-      progress.sent += chunk.length;
-      if (!stream.write(chunk)) return void stream.once('drain', pump);
-    }
-    stream.end();
-  };
-  pump();
-  return progress;
 }
 
 const open = (proxy: FramedSession): FramedStream => proxy.open({ kind: StreamKind.CONNECT, target: 'db:5432', client: '10.0.0.9:4000' });
