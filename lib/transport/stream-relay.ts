@@ -1,9 +1,15 @@
 import { constants, type Http2Stream } from 'node:http2';
-import { COALESCE_LIMIT_BYTES } from './splice.js';
-import { OWNER, closeHandle, shutdown, startRelayReading, stopReading, write, type HandleOwner, type TcpHandle } from './uv.js';
+import { type HandleFailure, HandleStreamRelay } from './handle-stream-relay.js';
+import { stopReading, type TcpHandle } from './uv.js';
+
+/** A stream relay that ended because the stream was reset (or its session went). */
+export interface StreamFailure {
+  side: 'stream';
+  rstCode: number;
+}
 
 /** Why a stream relay ended early: the TCP side failed (errno name), or the stream was reset. */
-export type StreamRelayFailure = { side: 'handle'; code: string } | { side: 'stream'; rstCode: number };
+export type StreamRelayFailure = HandleFailure | StreamFailure;
 
 export interface StreamRelayOptions {
   /**
@@ -35,26 +41,11 @@ export interface StreamRelayOptions {
  *   (`options.release`); a stream that closes uncleanly (a reset, its session gone) closes the
  *   handle at once.
  */
-export class StreamRelay implements HandleOwner {
-  /** Reads so far on either side; the idle sweep compares it between sweeps. */
-  reads = 0;
-  private finalRead = 0;
-  private finalWritten = 0;
-  /** The handle's EOF came (and the stream was ended). */
-  private handleEnded = false;
-  /** Handle writes libuv queued that have not completed yet. */
-  private writesQueued = 0;
-  /** The stream is paused until the handle's queued writes are out. */
-  private streamPaused = false;
+export class StreamRelay extends HandleStreamRelay<StreamFailure> {
   /** Chunks from the stream not written to the handle yet (see streamData). */
   private pending: Buffer[] | undefined = undefined;
-  private finSent = false;
-  /** Handle reads stop until the stream drains. */
-  private awaitingDrain = false;
   /** Handle reads stop until the stream's write of the handle's own buffer calls back. */
   private awaitingWrite = false;
-  private streamClosed = false;
-  private closed = false;
   // One of each per relay, none per read.
   private readonly onStreamData = (chunk: Buffer): void => this.streamData(chunk);
   private readonly onStreamEnd = (): void => this.streamEnd();
@@ -63,20 +54,11 @@ export class StreamRelay implements HandleOwner {
   private readonly onStreamWritten = (): void => this.streamWritten();
 
   constructor(
-    readonly handle: TcpHandle,
+    handle: TcpHandle,
     readonly stream: Http2Stream,
     private readonly options: StreamRelayOptions,
   ) {
-    handle[OWNER] = this;
-  }
-
-  /** The handle's byte counts (a client's include what was read before the relay). */
-  get bytesRead(): number {
-    return this.closed ? this.finalRead : this.handle.bytesRead;
-  }
-
-  get bytesWritten(): number {
-    return this.closed ? this.finalWritten : this.handle.bytesWritten;
+    super(handle, options.onClose);
   }
 
   /**
@@ -97,14 +79,6 @@ export class StreamRelay implements HandleOwner {
     if (!this.awaitingDrain) this.readHandle();
   }
 
-  /** Closes the handle now and releases the stream (idle timeout, shutdown, the agent stopping). */
-  destroy(): void {
-    if (this.closed) return;
-    this.close();
-    this.releaseStream();
-    this.options.onClose(undefined);
-  }
-
   onHandleData(_handle: TcpHandle, chunk: Buffer, reused?: boolean): void {
     this.reads++;
     // A view of the handle's own buffer is the stream's until its write calls back.
@@ -120,38 +94,36 @@ export class StreamRelay implements HandleOwner {
     }
   }
 
-  onHandleEnd(_handle: TcpHandle, error: string | undefined): void {
-    if (error !== undefined) return this.fail(error);
-    this.handleEnded = true;
-    stopReading(this.handle);
+  protected override readHeld(): boolean {
+    return this.awaitingWrite;
+  }
+
+  protected endStream(): void {
     if (!this.stream.writableEnded) this.stream.end();
   }
 
-  onHandleWritten(_handle: TcpHandle, error: string | undefined): void {
-    if (error !== undefined) return this.fail(error);
-    this.writesQueued--;
-    if (this.closed || this.writesQueued > 0 || !this.streamPaused) return;
-    this.streamPaused = false;
+  protected pauseStream(): void {
+    this.stream.pause();
+  }
+
+  protected resumeStream(): void {
     this.stream.resume();
   }
 
-  onHandleShutdown(_handle: TcpHandle, error: string | undefined): void {
-    if (error !== undefined && error !== 'ENOTCONN') return this.fail(error);
-    this.finished();
+  protected releaseStream(): void {
+    if (!this.stream.destroyed) this.options.release(this.stream);
   }
 
-  private readHandle(): void {
-    if (this.closed || this.handleEnded || this.awaitingDrain || this.awaitingWrite) return;
-    if (!startRelayReading(this.handle, this)) this.fail('EBADF');
+  protected detachStream(): void {
+    const { stream } = this;
+    stream.removeListener('data', this.onStreamData);
+    stream.removeListener('end', this.onStreamEnd);
+    stream.removeListener('drain', this.onStreamDrain);
+    stream.removeListener('close', this.onStreamClose);
   }
 
   private streamWritten(): void {
     this.awaitingWrite = false;
-    this.readHandle();
-  }
-
-  private streamDrained(): void {
-    this.awaitingDrain = false;
     this.readHandle();
   }
 
@@ -179,14 +151,7 @@ export class StreamRelay implements HandleOwner {
     const { pending } = this;
     if (!pending || this.closed) return;
     this.pending = undefined;
-    const result = write(this.handle, pending.length === 1 ? pending[0]! : pending);
-    if (result === 'done') return;
-    if (result !== 'queued') return this.fail(result);
-    this.writesQueued++;
-    if (!this.streamPaused && this.handle.writeQueueSize >= COALESCE_LIMIT_BYTES) {
-      this.streamPaused = true;
-      this.stream.pause();
-    }
+    this.writeHandle(pending.length === 1 ? pending[0]! : pending);
   }
 
   private streamEnd(): void {
@@ -195,54 +160,11 @@ export class StreamRelay implements HandleOwner {
     this.sendFin();
   }
 
-  private sendFin(): void {
-    if (this.closed || this.finSent) return;
-    if (!shutdown(this.handle)) this.finished();
-  }
-
-  /** The handle's FIN is out. */
-  private finished(): void {
-    this.finSent = true;
-    if (this.streamClosed) this.end(undefined);
-  }
-
   private streamClose(): void {
-    this.streamClosed = true;
-    if (this.closed) return;
     const { stream } = this;
     const clean = stream.rstCode === constants.NGHTTP2_NO_ERROR && stream.readableEnded && stream.writableFinished;
-    if (!clean) return this.end({ side: 'stream', rstCode: stream.rstCode ?? constants.NGHTTP2_INTERNAL_ERROR });
     // Both of the stream's directions ended: done once the handle's FIN is out.
-    if (this.finSent) this.end(undefined);
-  }
-
-  private fail(code: string): void {
-    if (this.closed) return;
-    this.close();
-    this.releaseStream();
-    this.options.onClose({ side: 'handle', code });
-  }
-
-  private end(failure: StreamRelayFailure | undefined): void {
-    if (this.closed) return;
-    this.close();
-    this.options.onClose(failure);
-  }
-
-  private releaseStream(): void {
-    if (!this.streamClosed && !this.stream.destroyed) this.options.release(this.stream);
-  }
-
-  private close(): void {
-    this.closed = true;
-    this.finalRead = this.handle.bytesRead;
-    this.finalWritten = this.handle.bytesWritten;
-    closeHandle(this.handle);
-    const { stream } = this;
-    stream.removeListener('data', this.onStreamData);
-    stream.removeListener('end', this.onStreamEnd);
-    stream.removeListener('drain', this.onStreamDrain);
-    stream.removeListener('close', this.onStreamClose);
+    this.streamEnded(clean ? undefined : { side: 'stream', rstCode: stream.rstCode ?? constants.NGHTTP2_INTERNAL_ERROR });
   }
 }
 

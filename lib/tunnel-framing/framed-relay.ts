@@ -1,13 +1,20 @@
 // The relay between a bare libuv TCP handle (lib/transport/uv.ts) and a stream of a framed tunnel
 // session: a client connection at the proxy, or a target connection at the agent, carried with no
 // net.Socket and no Duplex on either side.
-import { COALESCE_LIMIT_BYTES } from '../transport/splice.js';
-import { closeHandle, OWNER, shutdown, startRelayReading, stopReading, write, type HandleOwner, type TcpHandle } from '../transport/uv.js';
+import { type HandleFailure, HandleStreamRelay } from '../transport/handle-stream-relay.js';
+import { stopReading, type TcpHandle } from '../transport/uv.js';
 import type { FramedStream } from './framed-stream.js';
 import { WireError } from './frames.js';
 
+/** A framed relay that ended because the stream was reset (or refused, or its session went). */
+export interface FramedStreamFailure {
+  side: 'stream';
+  wireCode: number;
+  reason: string;
+}
+
 /** Why a framed relay ended early: the TCP side failed (errno name), or the stream was reset. */
-export type FramedRelayFailure = { side: 'handle'; code: string } | { side: 'stream'; wireCode: number; reason: string };
+export type FramedRelayFailure = HandleFailure | FramedStreamFailure;
 
 export interface FramedRelayOptions {
   /**
@@ -22,51 +29,29 @@ export interface FramedRelayOptions {
 
 /**
  * Relays bytes both ways between a handle and a framed stream, as StreamRelay
- * (lib/transport/stream-relay.ts) does for an HTTP/2 stream:
+ * (lib/transport/stream-relay.ts) does for an HTTP/2 stream, with the same handle half
+ * (HandleStreamRelay: backpressure, half-close, failures). On the stream's side:
  *
- * - Backpressure each way: a stream write past its credit stops the handle's reads until
- *   'drain'; writes libuv had to queue pause the stream from COALESCE_LIMIT_BYTES on, until they
- *   are out (the stream then returns no credit, so the other side stops too).
- * - Half-close each way: the handle's EOF is the stream's FIN, the stream's FIN shuts the handle's
- *   writing side down once the queued writes are out.
- * - Done when the stream has closed cleanly (both FINs) and the handle's FIN is sent.
- * - A failed read, write or shutdown closes the handle and releases the stream; a stream reset
- *   (or its session gone) closes the handle at once.
- *
- * Bytes read into the handle's shared buffer are copied before they go to the stream: the session
- * gathers its output until the loop's next turn, and the buffer is read into again before that.
+ * - A write past the stream's credit stops the handle's reads until 'drain'; a paused stream
+ *   returns no credit, so the other side stops too.
+ * - The stream's bytes are written to the handle as they come: a framed stream delivers one
+ *   payload per frame, and the session's frames of one socket read come together already.
+ * - Bytes read into the handle's shared buffer are copied before they go to the stream: the
+ *   session gathers its output until the loop's next turn, and the buffer is read into again
+ *   before that.
  */
-export class FramedRelay implements HandleOwner {
-  /** Reads so far on either side; the idle sweep compares it between sweeps. */
-  reads = 0;
-  private finalRead = 0;
-  private finalWritten = 0;
-  private handleEnded = false;
-  private writesQueued = 0;
-  private streamPaused = false;
-  private finSent = false;
-  private awaitingDrain = false;
-  private streamClosed = false;
-  private closed = false;
+export class FramedRelay extends HandleStreamRelay<FramedStreamFailure> {
   private readonly onStreamData = (chunk: Buffer): void => this.streamData(chunk);
-  private readonly onStreamEnd = (): void => this.streamEnd();
+  private readonly onStreamEnd = (): void => this.sendFin();
   private readonly onStreamDrain = (): void => this.streamDrained();
   private readonly onStreamClose = (): void => this.streamClose();
 
   constructor(
-    readonly handle: TcpHandle,
+    handle: TcpHandle,
     readonly stream: FramedStream,
     private readonly options: FramedRelayOptions,
   ) {
-    handle[OWNER] = this;
-  }
-
-  get bytesRead(): number {
-    return this.closed ? this.finalRead : this.handle.bytesRead;
-  }
-
-  get bytesWritten(): number {
-    return this.closed ? this.finalWritten : this.handle.bytesWritten;
+    super(handle, options.onClose);
   }
 
   /**
@@ -86,14 +71,6 @@ export class FramedRelay implements HandleOwner {
     this.readHandle();
   }
 
-  /** Closes the handle now and releases the stream (idle timeout, shutdown, the agent stopping). */
-  destroy(): void {
-    if (this.closed) return;
-    this.close();
-    this.releaseStream();
-    this.options.onClose(undefined);
-  }
-
   onHandleData(_handle: TcpHandle, chunk: Buffer, reused?: boolean): void {
     this.reads++;
     if (!this.stream.write(reused ? Buffer.from(chunk) : chunk)) {
@@ -102,91 +79,41 @@ export class FramedRelay implements HandleOwner {
     }
   }
 
-  onHandleEnd(_handle: TcpHandle, error: string | undefined): void {
-    if (error !== undefined) return this.fail(error);
-    this.handleEnded = true;
-    stopReading(this.handle);
+  protected endStream(): void {
     this.stream.end();
   }
 
-  onHandleWritten(_handle: TcpHandle, error: string | undefined): void {
-    if (error !== undefined) return this.fail(error);
-    this.writesQueued--;
-    if (this.closed || this.writesQueued > 0 || !this.streamPaused) return;
-    this.streamPaused = false;
+  protected pauseStream(): void {
+    this.stream.pause();
+  }
+
+  protected resumeStream(): void {
     this.stream.resume();
   }
 
-  onHandleShutdown(_handle: TcpHandle, error: string | undefined): void {
-    if (error !== undefined && error !== 'ENOTCONN') return this.fail(error);
-    this.finSent = true;
-    if (this.streamClosed) this.end(undefined);
+  protected releaseStream(): void {
+    if (!this.stream.closed) this.options.release(this.stream);
   }
 
-  private readHandle(): void {
-    if (this.closed || this.handleEnded || this.awaitingDrain) return;
-    if (!startRelayReading(this.handle, this)) this.fail('EBADF');
-  }
-
-  private streamDrained(): void {
-    this.awaitingDrain = false;
-    this.readHandle();
-  }
-
-  private streamData(chunk: Buffer): void {
-    if (this.closed) return;
-    this.reads++;
-    const result = write(this.handle, chunk);
-    if (result === 'done') return;
-    if (result !== 'queued') return this.fail(result);
-    this.writesQueued++;
-    if (!this.streamPaused && this.handle.writeQueueSize >= COALESCE_LIMIT_BYTES) {
-      this.streamPaused = true;
-      this.stream.pause();
-    }
-  }
-
-  /** The stream's FIN: libuv sends the handle's FIN after the writes queued before it. */
-  private streamEnd(): void {
-    if (this.closed || this.finSent) return;
-    if (!shutdown(this.handle)) this.onHandleShutdown(this.handle, undefined);
-  }
-
-  private streamClose(): void {
-    this.streamClosed = true;
-    if (this.closed) return;
-    const { stream } = this;
-    if (stream.closeCode !== undefined) return this.end({ side: 'stream', wireCode: stream.closeCode, reason: stream.closeReason });
-    if (this.finSent) this.end(undefined);
-  }
-
-  private fail(code: string): void {
-    if (this.closed) return;
-    this.close();
-    this.releaseStream();
-    this.options.onClose({ side: 'handle', code });
-  }
-
-  private end(failure: FramedRelayFailure | undefined): void {
-    if (this.closed) return;
-    this.close();
-    this.options.onClose(failure);
-  }
-
-  private releaseStream(): void {
-    if (!this.streamClosed && !this.stream.closed) this.options.release(this.stream);
-  }
-
-  private close(): void {
-    this.closed = true;
-    this.finalRead = this.handle.bytesRead;
-    this.finalWritten = this.handle.bytesWritten;
-    closeHandle(this.handle);
+  protected detachStream(): void {
     const { stream } = this;
     stream.removeListener('data', this.onStreamData);
     stream.removeListener('end', this.onStreamEnd);
     stream.removeListener('drain', this.onStreamDrain);
     stream.removeListener('close', this.onStreamClose);
+  }
+
+  private streamData(chunk: Buffer): void {
+    if (this.closed) return;
+    this.reads++;
+    this.writeHandle(chunk);
+  }
+
+  private streamClose(): void {
+    const { stream } = this;
+    this.streamEnded(
+      stream.closeCode === undefined ? undefined : { side: 'stream', wireCode: stream.closeCode, reason: stream.closeReason },
+    );
   }
 }
 

@@ -1,0 +1,169 @@
+import { COALESCE_LIMIT_BYTES } from './splice.js';
+import { closeHandle, OWNER, shutdown, startRelayReading, stopReading, write, type HandleOwner, type TcpHandle } from './uv.js';
+
+/** A relay that ended because its TCP handle failed: the errno name (ECONNRESET, ...). */
+export interface HandleFailure {
+  side: 'handle';
+  code: string;
+}
+
+/**
+ * The handle's half of a relay between a bare libuv TCP handle (uv.ts) and a stream: StreamRelay
+ * (an HTTP/2 stream) and FramedRelay (a stream of the tunnel framing) differ only in how they
+ * talk to their stream, which a subclass says through the abstract methods below.
+ *
+ * What it keeps, for both:
+ * - Reads start once the stream can take bytes, and stop while it cannot (`awaitingDrain`, set by
+ *   the subclass when a write to the stream returned false; `streamDrained()` restarts them).
+ * - Writes to the handle that libuv had to queue pause the stream from COALESCE_LIMIT_BYTES
+ *   (splice.ts) on, until they are out.
+ * - The handle's EOF ends the stream; the stream's end becomes the handle's FIN (`sendFin`), sent
+ *   by libuv after the writes queued before it.
+ * - Done when the stream has closed cleanly and the handle's FIN is out; a failed read, write or
+ *   shutdown closes the handle and releases the stream; a stream that failed closes the handle at
+ *   once (`end` with the subclass's failure).
+ */
+export abstract class HandleStreamRelay<Failure> implements HandleOwner {
+  /** Reads so far on either side; the idle sweep compares it between sweeps. */
+  reads = 0;
+  private finalRead = 0;
+  private finalWritten = 0;
+  /** The handle's EOF came (and the stream was ended). */
+  protected handleEnded = false;
+  /** Handle writes libuv queued that have not completed yet. */
+  private writesQueued = 0;
+  /** The stream is paused until the handle's queued writes are out. */
+  private streamPaused = false;
+  private finSent = false;
+  /** Handle reads stop until the stream drains. */
+  protected awaitingDrain = false;
+  /** The stream has closed (cleanly or not). */
+  protected streamClosed = false;
+  protected closed = false;
+
+  constructor(
+    readonly handle: TcpHandle,
+    private readonly onClose: (failure: HandleFailure | Failure | undefined) => void,
+  ) {
+    handle[OWNER] = this;
+  }
+
+  /** The handle's byte counts (a client's include what was read before the relay). */
+  get bytesRead(): number {
+    return this.closed ? this.finalRead : this.handle.bytesRead;
+  }
+
+  get bytesWritten(): number {
+    return this.closed ? this.finalWritten : this.handle.bytesWritten;
+  }
+
+  /** Closes the handle now and releases the stream (idle timeout, shutdown, the agent stopping). */
+  destroy(): void {
+    if (this.closed) return;
+    this.close();
+    this.releaseIfOpen();
+    this.onClose(undefined);
+  }
+
+  abstract onHandleData(handle: TcpHandle, chunk: Buffer, reused?: boolean): void;
+
+  onHandleEnd(_handle: TcpHandle, error: string | undefined): void {
+    if (error !== undefined) return this.fail(error);
+    this.handleEnded = true;
+    stopReading(this.handle);
+    this.endStream();
+  }
+
+  onHandleWritten(_handle: TcpHandle, error: string | undefined): void {
+    if (error !== undefined) return this.fail(error);
+    this.writesQueued--;
+    if (this.closed || this.writesQueued > 0 || !this.streamPaused) return;
+    this.streamPaused = false;
+    this.resumeStream();
+  }
+
+  onHandleShutdown(_handle: TcpHandle, error: string | undefined): void {
+    if (error !== undefined && error !== 'ENOTCONN') return this.fail(error);
+    this.finSent = true;
+    if (this.streamClosed) this.end(undefined);
+  }
+
+  // --- what a subclass says about its stream ---
+
+  /** Ends the stream's writing side (the handle's EOF). */
+  protected abstract endStream(): void;
+  protected abstract pauseStream(): void;
+  protected abstract resumeStream(): void;
+  /** Lets go of a stream the relay no longer carries (the handle failed, or destroy()). */
+  protected abstract releaseStream(): void;
+  /** Removes the relay's listeners from the stream. */
+  protected abstract detachStream(): void;
+  /** True while the handle must not be read for a reason of the subclass's own. */
+  protected readHeld(): boolean {
+    return false;
+  }
+
+  // --- for subclasses ---
+
+  /** Starts (or restarts) reading the handle, unless something holds the reads back. */
+  protected readHandle(): void {
+    if (this.closed || this.handleEnded || this.awaitingDrain || this.readHeld()) return;
+    if (!startRelayReading(this.handle, this)) this.fail('EBADF');
+  }
+
+  protected streamDrained(): void {
+    this.awaitingDrain = false;
+    this.readHandle();
+  }
+
+  /** Writes stream bytes to the handle; a write libuv queues counts towards pausing the stream. */
+  protected writeHandle(data: Buffer | Buffer[]): void {
+    const result = write(this.handle, data);
+    if (result === 'done') return;
+    if (result !== 'queued') return this.fail(result);
+    this.writesQueued++;
+    if (!this.streamPaused && this.handle.writeQueueSize >= COALESCE_LIMIT_BYTES) {
+      this.streamPaused = true;
+      this.pauseStream();
+    }
+  }
+
+  /** The stream's end: the handle's FIN, after the writes queued before it. */
+  protected sendFin(): void {
+    if (this.closed || this.finSent) return;
+    if (!shutdown(this.handle)) this.onHandleShutdown(this.handle, undefined);
+  }
+
+  /** The stream closed: cleanly (done once the FIN is out) or with `failure` (done now). */
+  protected streamEnded(failure: Failure | undefined): void {
+    this.streamClosed = true;
+    if (this.closed) return;
+    if (failure !== undefined) return this.end(failure);
+    if (this.finSent) this.end(undefined);
+  }
+
+  protected fail(code: string): void {
+    if (this.closed) return;
+    this.close();
+    this.releaseIfOpen();
+    this.onClose({ side: 'handle', code });
+  }
+
+  private end(failure: Failure | undefined): void {
+    if (this.closed) return;
+    this.close();
+    this.onClose(failure);
+  }
+
+  private releaseIfOpen(): void {
+    if (!this.streamClosed) this.releaseStream();
+  }
+
+  private close(): void {
+    this.closed = true;
+    this.finalRead = this.handle.bytesRead;
+    this.finalWritten = this.handle.bytesWritten;
+    closeHandle(this.handle);
+    this.detachStream();
+  }
+}
