@@ -164,10 +164,12 @@ export class FramedSession extends EventEmitter implements StreamSession {
       throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `no new streams: ${why}`);
     }
     if (this.nextId > 0x7fffffff) throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'no new streams: stream ids exhausted');
+    // Encoded first: a target it refuses (GATE_ERR_INVALID_ARGUMENT) leaves no stream behind.
+    const payload = encodeOpen(open);
     const stream = new FramedStream(this, this.nextId, this.streamWindow, true);
     this.nextId += 2;
     this.streams.set(stream.id, stream);
-    this.queue(controlFrame(FrameType.OPEN, 0, stream.id, encodeOpen(open)));
+    this.queue(controlFrame(FrameType.OPEN, 0, stream.id, payload));
     return stream;
   }
 

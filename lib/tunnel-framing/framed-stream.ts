@@ -29,6 +29,10 @@ export interface StreamSession {
  * A stream starts paused: what arrives before its reader is ready (the client's first bytes,
  * sent with the open) is held, not lost. No Duplex: a relay between a socket's handle and a
  * stream needs none of Node's stream machinery per connection.
+ *
+ * Events are emitted as frames arrive or as calls are made, not deferred as a Duplex defers
+ * them: `end()` or `reset()` can emit 'close' before they return. Listen before calling.
+ * (`resume()` is the exception: what it releases comes in a microtask.)
  */
 export class FramedStream extends EventEmitter {
   /** Undefined while open or after a clean close (both FINs); else the wire code it was reset with. */
@@ -51,6 +55,8 @@ export class FramedStream extends EventEmitter {
   private gotEnd = false;
   private endDelivered = false;
   private flowing = false;
+  /** This side answered the other side's open. */
+  private responded = false;
   private delivering = false;
   /** What arrived while paused, and its size. */
   private held: Buffer[] = [];
@@ -68,11 +74,15 @@ export class FramedStream extends EventEmitter {
     this.allowance = window;
   }
 
-  /** Sends what the credit allows now; the rest waits for credit. False: wait for 'drain'. */
+  /**
+   * Sends what the credit allows now; the rest waits for credit. False: wait for 'drain'. On a
+   * stream the other side opened, bytes written before `respond` wait for it (DATA before the
+   * ANSWER would break the framing).
+   */
   write(data: Buffer): boolean {
     if (this.closed || this.sentEnd || this.endQueued) return false;
-    if (this.queued) {
-      this.queued.push(data);
+    if (this.queued || !this.answered) {
+      (this.queued ??= []).push(data);
       return false;
     }
     const sent = this.send(data);
@@ -84,7 +94,8 @@ export class FramedStream extends EventEmitter {
   /** This side's FIN, after whatever is queued. */
   end(): void {
     if (this.closed || this.sentEnd || this.endQueued) return;
-    if (this.queued) {
+    if (this.queued || !this.answered) {
+      this.queued ??= [];
       this.endQueued = true;
       return;
     }
@@ -117,9 +128,16 @@ export class FramedStream extends EventEmitter {
 
   /** Answers an open of the other side: 200 opens the stream, anything else refuses (and closes) it. */
   respond(answer: AnswerPayload): void {
-    if (this.closed) return;
+    if (this.closed || this.answered) return;
+    this.responded = true;
     this.session.sendAnswer(this.id, answer);
-    if (answer.status !== 200) this.close(WireError.REFUSED_STREAM, answer.reason, false);
+    if (answer.status !== 200) return this.close(WireError.REFUSED_STREAM, answer.reason, false);
+    this.creditArrived(); // what was written before the answer
+  }
+
+  /** May DATA go out: always on a stream this side opened, after `respond` on one the other side did. */
+  private get answered(): boolean {
+    return this.opened || this.responded;
   }
 
   // --- from the session ---
@@ -171,7 +189,7 @@ export class FramedStream extends EventEmitter {
   /** Credit came (the stream's or the connection's): what is queued goes now, as far as it can. */
   creditArrived(): void {
     const queued = this.queued;
-    if (!queued || this.closed) return;
+    if (!queued || this.closed || !this.answered) return;
     while (queued.length > 0) {
       const next = queued[0]!;
       const sent = this.send(next);

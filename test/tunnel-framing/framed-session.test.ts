@@ -116,6 +116,21 @@ t.test('bytes and a FIN sent before the answer are held until the stream is read
   t.equal((await collect(stream)).toString(), 'reply', 'half-closed one way, the other still carried bytes');
 });
 
+t.test('bytes and a FIN the answerer writes before it answers wait for the answer, in order', async (t) => {
+  const { opener } = await pair(t, (stream) => {
+    t.equal(stream.write(Buffer.from('greeting ')), false, 'held until the answer');
+    stream.end();
+    setTimeout(() => stream.respond({ status: 200, code: '', reason: '' }), 20);
+  });
+  const stream = opener.open({ kind: 0, target: 'x:1', client: '' });
+  const got = collect(stream);
+  const closed = once(stream, 'close');
+  stream.end();
+  t.equal((await got).toString(), 'greeting ', 'after the ANSWER, with its FIN: the framing was kept');
+  await closed;
+  t.equal(stream.closeCode, undefined);
+});
+
 t.test('streams stay apart: a refusal and a reset end one stream, with the reason, and not the others', async (t) => {
   const { opener } = await pair(t, (stream, open) => {
     if (open.target === 'denied:22') return stream.respond({ status: 403, code: 'GATE_ERR_AGENT_TARGET_DENIED', reason: 'not allowed' });
@@ -196,6 +211,14 @@ t.test('a reset stream gives its held bytes back to the connection, so its neigh
   await once(other, 'drain');
   other.end();
   t.equal((await got).length, 100, 'the neighbour was carried');
+});
+
+t.test('an open whose target cannot be carried is refused here, and leaves no stream behind', async (t) => {
+  const { opener } = await pair(t, echo);
+  t.throws(() => opener.open({ kind: 0, target: 'a target with spaces:1', client: '' }), { code: ErrorCodes.INVALID_ARGUMENT });
+  t.equal(opener.openStreams, 0, 'nothing left open');
+  const stream = opener.open({ kind: 0, target: 'ok:1', client: '' });
+  t.equal(stream.id, 2, 'the refused open took no id');
 });
 
 t.test('opens past the concurrency limit are refused, the streams within it carry on', async (t) => {
