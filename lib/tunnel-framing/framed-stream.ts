@@ -153,7 +153,9 @@ export class FramedStream extends EventEmitter {
     if (payload.length > 0) {
       if (this.flowing && this.heldBytes === 0) this.deliver(payload);
       else {
-        this.held.push(payload);
+        // Copied: a payload is a view of the socket read it came in, and a few bytes held from
+        // each of many reads would otherwise keep every read's whole buffer alive.
+        this.held.push(Buffer.from(payload));
         this.heldBytes += payload.length;
       }
     }
