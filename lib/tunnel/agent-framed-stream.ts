@@ -3,23 +3,18 @@
 // agent's tunnels, which speak HTTP/2 only; bench:tunnel-floor measures it.
 import type { Socket } from 'node:net';
 import { connectDirect, connectDirectHandle } from '../client/connect-direct.js';
-import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { closeHandle, handlesAvailable, type TcpHandle } from '../transport/uv.js';
 import { FramedRelay, resetConnectError } from '../tunnel-framing/framed-relay.js';
 import type { FramedStream } from '../tunnel-framing/framed-stream.js';
-import { type OpenPayload, StreamKind, WireError } from '../tunnel-framing/frames.js';
-import type { AgentStreamOptions } from './agent-stream.js';
-
-/** The refusal status of each code, as HTTP/2's refusal headers would carry it. */
-function statusOf(code: string): number {
-  if (code === ErrorCodes.AGENT_TARGET_DENIED) return 403;
-  if (code === ErrorCodes.TARGET_INVALID) return 400;
-  return 502;
-}
+import { FramedDuplex } from '../tunnel-framing/framed-duplex.js';
+import { type OpenPayload, StreamKind } from '../tunnel-framing/frames.js';
+import { splice } from '../transport/splice.js';
+import { type AgentStreamOptions, type CheckedTarget, checkTarget } from './agent-stream.js';
+import { statusForCode } from './connect-request.js';
 
 function refuse(stream: FramedStream, code: string, reason: string): void {
-  stream.respond({ status: statusOf(code), code, reason });
+  stream.respond({ status: statusForCode(code), code, reason });
 }
 
 /**
@@ -33,20 +28,9 @@ function refuse(stream: FramedStream, code: string, reason: string): void {
 export function serveFramedStream(stream: FramedStream, open: OpenPayload, options: AgentStreamOptions): void {
   const { log } = options;
   if (open.kind !== StreamKind.CONNECT) return refuse(stream, ErrorCodes.TARGET_INVALID, `a stream of kind ${open.kind} is not served`);
-  let host: string;
-  let port: number;
-  try {
-    const parsed = parseTarget(open.target);
-    if (parsed.scheme !== undefined) throw new GateError(ErrorCodes.TARGET_INVALID, 'a stream opens host:port');
-    ({ host, port } = parsed);
-  } catch (err) {
-    return refuse(stream, ErrorCodes.TARGET_INVALID, (err as Error).message);
-  }
-  const target = formatHostPort(host, port);
-  if (!options.allow(target)) {
-    log.warn({ target, code: ErrorCodes.AGENT_TARGET_DENIED }, 'refused a stream to a target outside the policy');
-    return refuse(stream, ErrorCodes.AGENT_TARGET_DENIED, `this agent does not serve ${target}`);
-  }
+  const checked = checkTarget(open.target, options);
+  if (checked instanceof GateError) return refuse(stream, checked.code, checked.message);
+  const { host, port, target } = checked;
   const client = open.client || undefined;
   const failed = (outcome: GateError): void => {
     log.warn({ target, code: outcome.code, err: outcome }, 'could not reach the target');
@@ -74,15 +58,16 @@ export function serveFramedStream(stream: FramedStream, open: OpenPayload, optio
     stream.once('close', cancel);
     return;
   }
-  serveOnSocket(stream, host, port, target, client, options, failed);
+  serveOnSocket(stream, checked, client, options, failed);
 }
 
-/** The same on net.Socket, where bare handles are not available (a fresh Buffer per read: the fallback is not the fast path). */
+/**
+ * The same on net.Socket, where bare handles are not available: the stream as a Duplex, spliced
+ * to the socket as the HTTP/2 path splices its stream (the fallback is not the fast path).
+ */
 function serveOnSocket(
   stream: FramedStream,
-  host: string,
-  port: number,
-  target: string,
+  { host, port, target }: CheckedTarget,
   client: string | undefined,
   options: AgentStreamOptions,
   failed: (outcome: GateError) => void,
@@ -98,40 +83,21 @@ function serveOnSocket(
     }
     socket.setNoDelay(true);
     const untrack = options.track(socket);
+    if (untrack) socket.once('close', untrack);
     log.debug({ target, client }, 'stream opened');
     stream.respond({ status: 200, code: '', reason: '' });
-    pipeSocket(stream, socket, untrack);
+    const duplex = new FramedDuplex(stream);
+    // Registered before splice's own: a target that failed resets the stream with CONNECT_ERROR
+    // (RFC 9113 §8.5's meaning), where splice would only cancel it.
+    let socketError = false;
+    socket.once('error', () => (socketError = true));
+    socket.once('close', () => {
+      if (socketError || !socket.readableEnded || !socket.writableFinished)
+        duplex.destroy(new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'the target connection failed'));
+    });
+    splice(duplex, socket, (err) => {
+      if (err) log.debug({ target, err }, 'tunnel stream ended with an error');
+    });
   });
   stream.once('close', cancel);
-}
-
-/**
- * A socket and a framed stream, both ways, with backpressure, half-close and resets: the
- * fallback FramedRelay stands in for where libuv handles cannot be taken.
- */
-function pipeSocket(stream: FramedStream, socket: Socket, untrack: (() => void) | undefined): void {
-  stream.on('data', (chunk: Buffer) => {
-    if (!socket.write(chunk)) {
-      stream.pause();
-      socket.once('drain', () => stream.resume());
-    }
-  });
-  stream.once('end', () => socket.end());
-  socket.on('data', (chunk: Buffer) => {
-    if (!stream.write(chunk)) {
-      socket.pause();
-      stream.once('drain', () => socket.resume());
-    }
-  });
-  socket.once('end', () => stream.end());
-  socket.once('error', () => stream.reset(WireError.CONNECT_ERROR, 'the target connection failed'));
-  socket.once('close', () => {
-    untrack?.();
-    if (!stream.closed && (!socket.readableEnded || !socket.writableFinished))
-      stream.reset(WireError.CONNECT_ERROR, 'the target connection closed');
-  });
-  stream.once('close', () => {
-    if (stream.closeCode !== undefined) socket.destroy();
-  });
-  stream.resume();
 }

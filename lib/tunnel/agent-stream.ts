@@ -56,25 +56,43 @@ export function serveAgentStream(stream: ServerHttp2Stream, headers: IncomingHtt
     refuse(stream, ErrorCodes.TARGET_INVALID, `only CONNECT is served, not ${String(headers[':method'])}`);
     return;
   }
-  let host: string;
-  let port: number;
-  try {
-    const parsed = parseTarget(String(headers[':authority'] ?? ''));
-    if (parsed.scheme !== undefined) throw new GateError(ErrorCodes.TARGET_INVALID, 'CONNECT takes host:port');
-    ({ host, port } = parsed);
-  } catch (err) {
-    refuse(stream, ErrorCodes.TARGET_INVALID, (err as Error).message);
-    return;
-  }
-  const target = formatHostPort(host, port);
-  if (!options.allow(target)) {
-    log.warn({ target, code: ErrorCodes.AGENT_TARGET_DENIED }, 'refused a stream to a target outside the policy');
-    refuse(stream, ErrorCodes.AGENT_TARGET_DENIED, `this agent does not serve ${target}`);
-    return;
-  }
+  const checked = checkTarget(String(headers[':authority'] ?? ''), options);
+  if (checked instanceof GateError) return refuse(stream, checked.code, checked.message);
+  const { host, port, target } = checked;
   const allowed: AllowedStream = { stream, headers, host, port, target };
   if (handlesAvailable && !options.sockets) serveOnHandle(allowed, options);
   else serveOnSocket(allowed, options);
+}
+
+/** A target a stream may open: parsed, and allowed by the agent's policy. */
+export interface CheckedTarget {
+  host: string;
+  port: number;
+  /** `host:port`, as the policy and the log see it. */
+  target: string;
+}
+
+/**
+ * The target a stream asks for (`host:port`), checked as every tunnel stream's is, HTTP/2 or
+ * framed: its syntax (GATE_ERR_TARGET_INVALID), then the agent's policy
+ * (GATE_ERR_AGENT_TARGET_DENIED, logged). Returns the refusal to send, or the target to dial.
+ */
+export function checkTarget(text: string, options: Pick<AgentStreamOptions, 'allow' | 'log'>): CheckedTarget | GateError {
+  let host: string;
+  let port: number;
+  try {
+    const parsed = parseTarget(text);
+    if (parsed.scheme !== undefined) throw new GateError(ErrorCodes.TARGET_INVALID, 'a tunnel stream opens host:port, not a URL');
+    ({ host, port } = parsed);
+  } catch (err) {
+    return new GateError(ErrorCodes.TARGET_INVALID, (err as Error).message);
+  }
+  const target = formatHostPort(host, port);
+  if (!options.allow(target)) {
+    options.log.warn({ target, code: ErrorCodes.AGENT_TARGET_DENIED }, 'refused a stream to a target outside the policy');
+    return new GateError(ErrorCodes.AGENT_TARGET_DENIED, `this agent does not serve ${target}`);
+  }
+  return { host, port, target };
 }
 
 /** A stream whose CONNECT target the policy allows: to dial and relay. */

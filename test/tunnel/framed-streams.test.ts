@@ -4,7 +4,7 @@
 // Checked: the policy and the target's syntax are refused with their codes, an unreachable target
 // with the dial's, the client's first flight reaches the target first, a client that leaves while
 // the agent dials releases the stream with a FIN (no reset), no answer in time resets it, and the
-// socket fallback carries the same bytes as the bare-handle relay.
+// socket fallback carries the same bytes and resets as the bare-handle relay.
 import t, { type Test } from 'tap';
 import { once } from 'node:events';
 import { connect, createServer, type Socket } from 'node:net';
@@ -162,3 +162,24 @@ t.test('the session lost before the answer: the open fails as lost', async (t) =
   agent.destroy();
   await t.rejects(opened, { code: ErrorCodes.AGENT_STREAM_FAILED, message: /lost/ });
 });
+
+for (const sockets of [false, true]) {
+  t.test(
+    `a target that resets (${sockets ? 'net.Socket fallback' : 'bare handles'}): the stream is reset with CONNECT_ERROR`,
+    async (t) => {
+      const { proxy, agentClosed } = await rig(t, undefined, sockets);
+      const resetting = createServer((s) => {
+        s.on('error', () => {});
+        s.once('data', () => s.resetAndDestroy());
+      });
+      const port = await listening(resetting);
+      t.teardown(() => closeServer(resetting));
+      const stream = await openAndWait(proxy, `127.0.0.1:${port}`, Buffer.from('hello'));
+      const closed = once(stream, 'close');
+      stream.resume();
+      await closed;
+      t.equal(stream.closeCode, WireError.CONNECT_ERROR, 'the proxy sees CONNECT_ERROR');
+      t.same(agentClosed, [WireError.CONNECT_ERROR], 'reset by the agent');
+    },
+  );
+}
