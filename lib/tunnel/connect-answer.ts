@@ -1,7 +1,7 @@
 import { constants, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import { ErrorCodes, GateError } from '../errors.js';
-import { type DialCancel, whenCancelled } from '../transport/dial-cancel.js';
-import { readRefusal } from './connect-request.js';
+import { type DialCancel, cancelReason, stopWaiting, whenCancelled } from '../transport/dial-cancel.js';
+import { readRefusal, type Refusal } from './connect-request.js';
 import { releaseStream } from './release-stream.js';
 
 export interface ConnectAnswerOptions {
@@ -15,7 +15,7 @@ export interface ConnectAnswerOptions {
   /** `agent x -> host:port`, for messages. */
   where: string;
   /** The error for a refusal (a non-200 answer) with the code and reason the other side gave. */
-  refused: (refusal: ReturnType<typeof readRefusal>) => GateError;
+  refused: (refusal: Refusal) => GateError;
   /** The error for a stream that closed before any answer. */
   lost: () => GateError;
   /** The error for no answer within `timeoutMs`. */
@@ -31,12 +31,11 @@ export interface ConnectAnswerOptions {
 export function awaitConnectAnswer(stream: ClientHttp2Stream, options: ConnectAnswerOptions): Promise<ClientHttp2Stream> {
   return new Promise<ClientHttp2Stream>((resolve, reject) => {
     let settled = false;
-    let forget: (() => void) | undefined;
     const done = (err: GateError | undefined): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      forget?.();
+      stopWaiting(options.cancel, onAbort);
       stream.removeListener('response', onResponse);
       stream.removeListener('close', onClose);
       if (!err) return resolve(stream);
@@ -49,12 +48,13 @@ export function awaitConnectAnswer(stream: ClientHttp2Stream, options: ConnectAn
       done(options.refused(readRefusal(headers)));
     };
     const onClose = (): void => done(options.lost());
-    const onAbort = (reason: unknown): void => done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: reason }));
+    const onAbort = (): void =>
+      done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: cancelReason(options.cancel) }));
     const timer = setTimeout(() => done(options.timedOut()), options.timeoutMs);
     stream.on('error', ignore); // the outcome is read from 'close' and rstCode
     stream.once('response', onResponse);
     stream.once('close', onClose);
-    forget = whenCancelled(options.cancel, onAbort);
+    whenCancelled(options.cancel, onAbort);
   });
 }
 

@@ -52,12 +52,25 @@ export function refusalHeaders(code: string, message: string): OutgoingHttpHeade
   return { ':status': statusForCode(code), [ERROR_CODE_HEADER]: headerSafe(code), [ERROR_MESSAGE_HEADER]: headerSafe(message) };
 }
 
+/** A refusal as the opener reads it, whichever protocol carried it. */
+export interface Refusal {
+  /** The code the other side named: one of ours (GATE_ERR_*) only, else undefined. */
+  code: ErrorCode | undefined;
+  message: string;
+}
+
+/** `text` as a refusal's code: kept if it has the shape of ours, else undefined. */
+export function refusalCode(text: unknown): ErrorCode | undefined {
+  return typeof text === 'string' && /^GATE_ERR_[A-Z0-9_]+$/.test(text) ? (text as ErrorCode) : undefined;
+}
+
 /** Reads an agent's refusal: the code it named (GATE_ERR_* only, else undefined) and its reason. */
-export function readRefusal(headers: IncomingHttpHeaders): { code: ErrorCode | undefined; message: string } {
-  const code = headers[ERROR_CODE_HEADER];
+export function readRefusal(headers: IncomingHttpHeaders): Refusal {
   const message = headers[ERROR_MESSAGE_HEADER];
-  const codeText = typeof code === 'string' && /^GATE_ERR_[A-Z0-9_]+$/.test(code) ? (code as ErrorCode) : undefined;
-  return { code: codeText, message: typeof message === 'string' ? message : `HTTP ${String(headers[':status'])}` };
+  return {
+    code: refusalCode(headers[ERROR_CODE_HEADER]),
+    message: typeof message === 'string' ? message : `HTTP ${String(headers[':status'])}`,
+  };
 }
 
 /** RFC 9113 §7 error code names, for messages about reset streams. */

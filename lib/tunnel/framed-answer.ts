@@ -2,18 +2,17 @@
 // awaitConnectAnswer (connect-answer.ts) does for an HTTP/2 CONNECT stream, for a framed one, with
 // the same options, so an opener of either kind reports the same errors. Not yet reached from the
 // registry, whose tunnels speak HTTP/2 only; bench:tunnel-floor measures it.
-import type { ErrorCode } from '../errors.js';
 import { ErrorCodes, GateError } from '../errors.js';
-import { whenCancelled } from '../transport/dial-cancel.js';
+import { cancelReason, stopWaiting, whenCancelled } from '../transport/dial-cancel.js';
 import { releaseFramedStream } from '../tunnel-framing/framed-relay.js';
 import type { FramedStream } from '../tunnel-framing/framed-stream.js';
 import { type AnswerPayload, WireError } from '../tunnel-framing/frames.js';
 import type { ConnectAnswerOptions } from './connect-answer.js';
+import { type Refusal, refusalCode } from './connect-request.js';
 
-/** An answer's refusal as readRefusal (connect-request.ts) gives an HTTP/2 one: its code, if it is one of ours, and its reason. */
-export function framedRefusal(answer: AnswerPayload): { code: ErrorCode | undefined; message: string } {
-  const code = /^GATE_ERR_[A-Z0-9_]+$/.test(answer.code) ? (answer.code as ErrorCode) : undefined;
-  return { code, message: answer.reason || `status ${answer.status}` };
+/** An answer's refusal as readRefusal (connect-request.ts) gives an HTTP/2 one. */
+export function framedRefusal(answer: AnswerPayload): Refusal {
+  return { code: refusalCode(answer.code), message: answer.reason || `status ${answer.status}` };
 }
 
 /**
@@ -26,13 +25,12 @@ export function framedRefusal(answer: AnswerPayload): { code: ErrorCode | undefi
 export function awaitFramedAnswer(stream: FramedStream, options: ConnectAnswerOptions): Promise<FramedStream> {
   return new Promise<FramedStream>((resolve, reject) => {
     let settled = false;
-    let forget: (() => void) | undefined;
     /** `closing`: the stream closes already (refused, or closed): nothing to let go. */
     const done = (err: GateError | undefined, closing = false): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      forget?.();
+      stopWaiting(options.cancel, onAbort);
       stream.removeListener('response', onResponse);
       stream.removeListener('close', onClose);
       if (!err) return resolve(stream);
@@ -46,10 +44,11 @@ export function awaitFramedAnswer(stream: FramedStream, options: ConnectAnswerOp
       done(options.refused(framedRefusal(answer)), true);
     };
     const onClose = (): void => done(options.lost(), true);
-    const onAbort = (reason: unknown): void => done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: reason }));
+    const onAbort = (): void =>
+      done(new GateError(ErrorCodes.DIAL_ABORTED, `${options.where}: aborted`, { cause: cancelReason(options.cancel) }));
     const timer = setTimeout(() => done(options.timedOut()), options.timeoutMs);
     stream.once('response', onResponse);
     stream.once('close', onClose);
-    forget = whenCancelled(options.cancel, onAbort);
+    whenCancelled(options.cancel, onAbort);
   });
 }
