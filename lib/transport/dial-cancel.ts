@@ -77,25 +77,27 @@ export class DialCancel {
   }
 }
 
-function forgetNothing(): void {}
-
 /**
  * Calls `listener` once when `cancel` cancels: a DialCancel (no AbortSignal made for it) or a
- * caller's own AbortSignal; at once if it already has. Returns what forgets the listener once the
- * wait is over. For the stream openers' waits (lib/tunnel/connect-answer.ts, framed-answer.ts),
- * which take either.
+ * caller's own AbortSignal; at once if it already has. `stopWaiting` forgets it. For the stream
+ * openers' waits (lib/tunnel/connect-answer.ts, framed-answer.ts), which take either; the
+ * listener is registered as it is, so a wait allocates nothing here (`cancelReason` says why).
  */
-export function whenCancelled(cancel: DialCancel | AbortSignal | undefined, listener: (reason: unknown) => void): () => void {
-  if (!cancel) return forgetNothing;
-  if (cancel instanceof DialCancel) {
-    cancel.onCancel(listener);
-    return () => cancel.offCancel(listener);
-  }
-  if (cancel.aborted) {
-    listener(cancel.reason);
-    return forgetNothing;
-  }
-  const onAbort = (): void => listener(cancel.reason);
-  cancel.addEventListener('abort', onAbort, { once: true });
-  return () => cancel.removeEventListener('abort', onAbort);
+export function whenCancelled(cancel: DialCancel | AbortSignal | undefined, listener: () => void): void {
+  if (!cancel) return;
+  if (cancel instanceof DialCancel) return cancel.onCancel(listener);
+  if (cancel.aborted) return listener();
+  cancel.addEventListener('abort', listener, { once: true });
+}
+
+/** Forgets a listener `whenCancelled` registered (the wait is over). */
+export function stopWaiting(cancel: DialCancel | AbortSignal | undefined, listener: () => void): void {
+  if (!cancel) return;
+  if (cancel instanceof DialCancel) cancel.offCancel(listener);
+  else cancel.removeEventListener('abort', listener);
+}
+
+/** Why `cancel` cancelled (undefined while it has not). */
+export function cancelReason(cancel: DialCancel | AbortSignal | undefined): unknown {
+  return cancel?.reason;
 }

@@ -3,7 +3,7 @@
 // never told, a signal only when asked for and then aborted with the same reason, and a caller's
 // own controller (the local proxy's, aborted when it closes) and the cancel acting as one.
 import t from 'tap';
-import { DialCancel, whenCancelled } from '../../lib/transport/dial-cancel.js';
+import { cancelReason, DialCancel, stopWaiting, whenCancelled } from '../../lib/transport/dial-cancel.js';
 
 t.test('each waiter is told once, with the reason; one that left is not told', async (t) => {
   const cancel = new DialCancel();
@@ -70,30 +70,43 @@ t.test("a caller's own controller and the cancel act as one", async (t) => {
   t.equal(late.reason, 'stopped', 'with its reason as it was');
 });
 
-t.test('whenCancelled: a DialCancel or an AbortSignal, now or later, and forgetting', async (t) => {
+t.test('whenCancelled: a DialCancel or an AbortSignal, now or later, and stopWaiting', async (t) => {
   const heard: unknown[] = [];
-  const hear = (reason: unknown): void => void heard.push(reason);
+  const hearing =
+    (cancel: DialCancel | AbortSignal): (() => void) =>
+    () =>
+      void heard.push(cancelReason(cancel));
 
   const later = new DialCancel();
-  whenCancelled(later, hear);
+  whenCancelled(later, hearing(later));
   later.cancel('left');
   const forgotten = new DialCancel();
-  whenCancelled(forgotten, hear)();
+  const forgottenListener = hearing(forgotten);
+  whenCancelled(forgotten, forgottenListener);
+  stopWaiting(forgotten, forgottenListener);
   forgotten.cancel('not heard');
   const already = new DialCancel();
   already.cancel('before');
-  whenCancelled(already, hear);
+  whenCancelled(already, hearing(already));
   t.same(heard.splice(0), ['left', 'before'], 'a DialCancel: later, already, and not once forgotten');
 
   const controller = new AbortController();
-  whenCancelled(controller.signal, hear);
+  whenCancelled(controller.signal, hearing(controller.signal));
   controller.abort('aborted');
   const other = new AbortController();
-  whenCancelled(other.signal, hear)();
+  const otherListener = hearing(other.signal);
+  whenCancelled(other.signal, otherListener);
+  stopWaiting(other.signal, otherListener);
   other.abort('not heard');
-  whenCancelled(AbortSignal.abort('at once'), hear);
+  const at = AbortSignal.abort('at once');
+  whenCancelled(at, hearing(at));
   t.same(heard.splice(0), ['aborted', 'at once'], 'an AbortSignal: later, already, and not once forgotten');
 
-  t.doesNotThrow(() => whenCancelled(undefined, hear)(), 'nothing to wait on');
+  t.doesNotThrow(() => {
+    const nothing = (): void => void heard.push('never');
+    whenCancelled(undefined, nothing);
+    stopWaiting(undefined, nothing);
+  }, 'nothing to wait on');
   t.same(heard, []);
+  t.equal(cancelReason(undefined), undefined);
 });
