@@ -79,22 +79,27 @@ export const StreamKind = {
   CONNECT: 0,
 } as const;
 
-/** The 9-byte header of a frame whose payload is `length` bytes long. */
+/** Writes a frame's 9-byte header into `into` at `at`. */
+function writeHeader(into: Buffer, at: number, type: number, flags: number, streamId: number, length: number): void {
+  into[at] = length >>> 16;
+  into[at + 1] = (length >>> 8) & 0xff;
+  into[at + 2] = length & 0xff;
+  into[at + 3] = type;
+  into[at + 4] = flags;
+  into.writeUInt32BE(streamId, at + 5);
+}
+
+/** The 9-byte header of a frame whose payload is `length` bytes long (DATA: the payload goes apart, uncopied). */
 export function frameHeader(type: number, flags: number, streamId: number, length: number): Buffer {
   const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-  header[0] = length >>> 16;
-  header[1] = (length >>> 8) & 0xff;
-  header[2] = length & 0xff;
-  header[3] = type;
-  header[4] = flags;
-  header.writeUInt32BE(streamId, 5);
+  writeHeader(header, 0, type, flags, streamId, length);
   return header;
 }
 
 /** A whole frame, header and payload in one buffer (control frames: they are small). */
 export function controlFrame(type: number, flags: number, streamId: number, payload: Buffer): Buffer {
   const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.length);
-  frameHeader(type, flags, streamId, payload.length).copy(frame, 0);
+  writeHeader(frame, 0, type, flags, streamId, payload.length);
   payload.copy(frame, FRAME_HEADER_BYTES);
   return frame;
 }
