@@ -12,6 +12,7 @@ import { FramedDuplex } from '../../lib/tunnel-framing/framed-duplex.js';
 import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
 import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
 import { StreamKind, WireError } from '../../lib/tunnel-framing/frames.js';
+import { echoFramed } from '../helpers/framed-echo.js';
 import { closeServer, listening } from '../helpers/net.js';
 import { payload, send, stalled } from '../helpers/relay-checks.js';
 
@@ -30,20 +31,8 @@ async function duplexTo(t: Test, onOpen: (stream: FramedStream) => void): Promis
   return new FramedDuplex(proxy.open({ kind: StreamKind.CONNECT, target: 'x:1', client: '' }));
 }
 
-function echo(stream: FramedStream): void {
-  stream.respond({ status: 200, code: '', reason: '' });
-  stream.on('data', (chunk: Buffer) => {
-    if (!stream.write(Buffer.from(chunk))) {
-      stream.pause();
-      stream.once('drain', () => stream.resume());
-    }
-  });
-  stream.once('end', () => stream.end());
-  stream.resume();
-}
-
 t.test('4 MiB through pipeline both ways, in order, and both sides end', async (t) => {
-  const duplex = await duplexTo(t, echo);
+  const duplex = await duplexTo(t, echoFramed);
   const up = payload(21, 4 << 20);
   const hash = createHash('sha256');
   await Promise.all([

@@ -20,6 +20,7 @@ import {
   type OpenPayload,
   WireError,
 } from '../../lib/tunnel-framing/frames.js';
+import { echoFramed } from '../helpers/framed-echo.js';
 import { listening } from '../helpers/net.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 
@@ -54,12 +55,7 @@ function collect(stream: FramedStream): Promise<Buffer> {
 }
 
 /** An echo: answers 200, sends back what comes in, then its own FIN after the other's. */
-const echo: OnOpen = (stream) => {
-  stream.respond({ status: 200, code: '', reason: '' });
-  stream.on('data', (chunk: Buffer) => stream.write(Buffer.from(chunk)));
-  stream.once('end', () => stream.end());
-  stream.resume();
-};
+const echo: OnOpen = (stream) => echoFramed(stream);
 
 function patterned(size: number): Buffer {
   const bytes = Buffer.alloc(size);

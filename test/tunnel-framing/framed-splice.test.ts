@@ -10,6 +10,7 @@ import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
 import { spliceFramed } from '../../lib/tunnel-framing/framed-splice.js';
 import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
 import { type AnswerPayload, type OpenPayload, StreamKind, WireError } from '../../lib/tunnel-framing/frames.js';
+import { echoFramed } from '../helpers/framed-echo.js';
 import { closeServer, listening } from '../helpers/net.js';
 import { digest, payload, send, stalled } from '../helpers/relay-checks.js';
 
@@ -38,18 +39,6 @@ async function hop(t: Test, agentOnOpen: (stream: FramedStream, open: OpenPayloa
   return { proxy, holder, holderToAgent, agent };
 }
 
-function echo(stream: FramedStream): void {
-  stream.respond({ status: 200, code: '', reason: '' });
-  stream.on('data', (chunk: Buffer) => {
-    if (!stream.write(Buffer.from(chunk))) {
-      stream.pause();
-      stream.once('drain', () => stream.resume());
-    }
-  });
-  stream.once('end', () => stream.end());
-  stream.resume();
-}
-
 const open = (proxy: FramedSession): FramedStream => proxy.open({ kind: StreamKind.CONNECT, target: 'db:5432', client: '10.0.0.9:4000' });
 
 t.test('8 MiB through the hop and back, the first flight before the answer, every stream closed clean', async (t) => {
@@ -58,7 +47,7 @@ t.test('8 MiB through the hop and back, the first flight before the answer, ever
   const { proxy } = await hop(t, (stream, o) => {
     opens.push(o);
     agentStreams.push(stream);
-    echo(stream);
+    echoFramed(stream);
   });
   const stream = open(proxy);
   const up = payload(11, 8 << 20);
