@@ -70,9 +70,18 @@ const PLACEHOLDER_KEY = forge.pki.setRsaPublicKey(new forge.jsbn.BigInteger('3')
 const TBS_SPKI_INDEX = 6;
 
 function serialNumber(): string {
-  // Positive 16-byte serial: clear the top bit so DER does not read it as negative.
-  const bytes = randomBytes(16);
-  bytes[0] = (bytes[0] ?? 0) & 0x7f;
+  return serialFromBytes(randomBytes(16));
+}
+
+/**
+ * A 16-byte serial from random bytes, as DER must encode it: positive (top bit clear) and with a
+ * first byte that is not 0, since a leading zero byte followed by one below 0x80 is padding DER
+ * forbids. OpenSSL 3.5 (Node 26) refuses such a certificate ("illegal padding"); clearing the
+ * top bit alone made one in 256 serials so.
+ */
+export function serialFromBytes(random: Buffer): string {
+  const bytes = Buffer.from(random);
+  bytes[0] = ((bytes[0] ?? 0) % 0x7f) + 1;
   return bytes.toString('hex');
 }
 
