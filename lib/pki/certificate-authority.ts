@@ -76,7 +76,7 @@ function serialNumber(): string {
 /**
  * A 16-byte serial from random bytes, as DER must encode it: positive (top bit clear) and with a
  * first byte that is not 0, since a leading zero byte followed by one below 0x80 is padding DER
- * forbids. OpenSSL 3.5 (Node 26) refuses such a certificate ("illegal padding"); clearing the
+ * forbids. OpenSSL 3.5 (Nodes 24 and 26) refuses such a certificate ("illegal padding"); clearing the
  * top bit alone made one in 256 serials so.
  */
 export function serialFromBytes(random: Buffer): string {
