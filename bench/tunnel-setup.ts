@@ -6,7 +6,7 @@
 // {"count":..,"p50Ms":..,"p99Ms":..,"meanMs":..}.
 import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import { releaseStream } from '../lib/tunnel/release-stream.js';
+import { releaseTunnelStream } from '../lib/tunnel/tunnel-stream.js';
 import { BENCH_AGENT, startTunnelSide } from './tunnel-side.js';
 import { median } from './stats.js';
 
@@ -23,7 +23,7 @@ try {
     const took = performance.now() - started;
     if (i >= warmup) times.push(took);
     const closed = once(stream, 'close');
-    releaseStream(stream);
+    releaseTunnelStream(stream);
     await closed;
   }
 } finally {

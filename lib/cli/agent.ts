@@ -9,7 +9,7 @@ import { loggerFromOptions } from './log.js';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
+import { tunnelAlpns } from '../tunnel/agent-tunnel.js';
 import { startAgent, type AgentConnectedEvent, type TunnelAgent } from '../tunnel/agent.js';
 import { DEFAULT_CONNECTION_COUNT } from '../tunnel/agent-pool.js';
 import { readAgentState, readOrCreateServerId, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
@@ -95,7 +95,7 @@ async function reportRoute(
   io: Io,
 ): Promise<number> {
   const { socket, via, alpn } = await dialTls(values.proxy, {
-    alpn: [ALPN_REVERSE_TUNNEL],
+    alpn: tunnelAlpns(),
     requireAlpn: true,
     ...(values.serverName ? { serverName: values.serverName } : {}),
     ...(values.ca ? { ca: await readFile(values.ca) } : {}),

@@ -1,4 +1,5 @@
 import type { ClientHttp2Stream } from 'node:http2';
+import type { TunnelStream } from '../tunnel/tunnel-stream.js';
 import { ErrorCodes, GateError, isGateError, type ErrorCode } from '../errors.js';
 import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
@@ -100,7 +101,7 @@ export class ClusterDialer implements Closable {
   }
 
   /** The opener for `viaTunnel`: a stream to `target` through `agent`, wherever its tunnel is. */
-  readonly open = async (agent: string, target: string, options: OpenStreamOptions = {}): Promise<ClientHttp2Stream> => {
+  readonly open = async (agent: string, target: string, options: OpenStreamOptions = {}): Promise<TunnelStream> => {
     const { registry } = this.options;
     let failure: GateError | undefined;
     if (registry.has(agent)) {

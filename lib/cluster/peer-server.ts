@@ -1,7 +1,6 @@
 import {
   constants,
   createServer,
-  type ClientHttp2Stream,
   type Http2Server,
   type IncomingHttpHeaders,
   type ServerHttp2Session,
@@ -24,6 +23,8 @@ import { jsStreamOver } from '../tunnel/js-stream.js';
 import { takeArrivedBytes } from '../tunnel/arrived-bytes.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
 import { releaseStream } from '../tunnel/release-stream.js';
+import { closedCleanly, isFramedStream, releaseTunnelStream, type TunnelStream, tunnelDuplex } from '../tunnel/tunnel-stream.js';
+import { releaseFramedStream } from '../tunnel-framing/framed-relay.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
 import { TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
 import { PEER_SESSION_SETTINGS } from './peer-settings.js';
@@ -236,12 +237,12 @@ export class PeerServer implements Closable {
     refuse: (error: GateError) => void,
   ): void {
     if (stream.destroyed || stream.closed) return; // the peer let go while the bytes were taken
-    void dialThenRelay<ClientHttp2Stream>(stream, {
+    void dialThenRelay<TunnelStream>(stream, {
       closedWhy: 'peer stream closed',
       gone: () => stream.destroyed || stream.closed,
       // Local tunnels only: a dial that came from a peer is never forwarded again (no loops).
       dial: (cancel) => this.options.registry.open(agent, target, { cancel, client, firstBytes }),
-      release: releaseStream,
+      release: releaseTunnelStream,
       fail: (err) => {
         const error = toGateError(err, ErrorCodes.AGENT_STREAM_FAILED);
         this.log.debug({ agent, target, code: error.code }, `forwarded dial failed: ${error.message}`);
@@ -252,12 +253,15 @@ export class PeerServer implements Closable {
         // An agent stream that ended with a reset is passed on as one (RFC 9113 §8.5
         // CONNECT_ERROR): left to splice, the peer would see RST_STREAM NO_ERROR, a clean end.
         upstream.once('close', () => {
-          const clean = upstream.rstCode === constants.NGHTTP2_NO_ERROR && upstream.readableEnded && upstream.writableFinished;
-          if (!clean && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CONNECT_ERROR);
+          if (!closedCleanly(upstream) && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CONNECT_ERROR);
         });
         // A peer stream whose END_STREAM came with its first bytes ended when they were taken:
-        // splice passes that FIN on at once.
-        splice(stream, upstream, () => {}, undefined, { releaseB: (s) => releaseStream(s) });
+        // splice passes that FIN on at once. A framed agent stream goes through its Duplex while
+        // peering speaks HTTP/2.
+        const framed = isFramedStream(upstream);
+        splice(stream, tunnelDuplex(upstream), () => {}, undefined, {
+          releaseB: framed ? () => releaseFramedStream(upstream) : (s) => releaseStream(s),
+        });
       },
     });
   }

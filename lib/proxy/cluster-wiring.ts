@@ -1,4 +1,4 @@
-import type { ClientHttp2Stream } from 'node:http2';
+import type { TunnelStream } from '../tunnel/tunnel-stream.js';
 import { hostname } from 'node:os';
 import { ErrorCodes, GateError } from '../errors.js';
 import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
@@ -101,7 +101,7 @@ export class ClusterWiring implements Closable {
   }
 
   /** A stream through `agent`'s tunnel: this proxy's, else another holder's once joined. */
-  openTunnel(agent: string, target: string, options: OpenStreamOptions): Promise<ClientHttp2Stream> {
+  openTunnel(agent: string, target: string, options: OpenStreamOptions): Promise<TunnelStream> {
     return this.joined ? this.joined.dialer.open(agent, target, options) : this.options.registry.open(agent, target, options);
   }
 

@@ -9,7 +9,7 @@ import {
   ALPN_POSTGRES,
   ALPN_POSTGRES_DIRECT,
   ALPN_REDIS,
-  ALPN_REVERSE_TUNNEL,
+  TUNNEL_ALPNS,
   ALPN_SSH,
   ALPN_WEB,
   SNI_KUBE_LOCAL,
@@ -125,7 +125,7 @@ function sharedPortAlternatives(protocol: ProxyProtocolName, withPlaintext: bool
     case 'ssh':
       return [tls('ssh-tls', { alpn: ALPN_SSH }), ...(withPlaintext ? [plain('ssh', { protocol: 'ssh' })] : [])];
     case 'tunnel':
-      return [tls('tunnel', { alpn: ALPN_REVERSE_TUNNEL })];
+      return [tls('tunnel', { alpn: [...TUNNEL_ALPNS] })];
     case 'kube':
       return [
         { name: 'kube', match: { sniPrefix: SNI_KUBE_PREFIX, protocol: 'tls' }, transport: 'tls-passthrough', framing: 'raw' },
@@ -189,9 +189,9 @@ function ownPortAlternatives(protocol: UpstreamProtocol): { routes: Alternative[
         silent: { route: 'ssh', afterMs: SSH_PORT_SILENT_AFTER_MS },
       };
     case 'tunnel':
-      // Agents dial in with TLS, ALPN gate-reversetunnel and their client certificate; the proxy
+      // Agents dial in with TLS, a tunnel ALPN (the framing's, or HTTP/2's) and their client certificate; the proxy
       // ends the TLS itself and hosts the tunnel, so there is no plaintext route.
-      return { routes: [terminate('tunnel', { alpn: ALPN_REVERSE_TUNNEL }, 'raw')] };
+      return { routes: [terminate('tunnel', { alpn: [...TUNNEL_ALPNS] }, 'raw')] };
     case 'kube':
       return { routes: [passthrough('kube')] };
     case 'postgres':

@@ -144,7 +144,13 @@ export class FramedSession extends EventEmitter implements StreamSession {
     return this.goingAway || this.peerGoAway !== undefined || this.closedWith !== undefined;
   }
 
+  /** True once the session is over: every stream closed. */
   get closed(): boolean {
+    return this.closedWith !== undefined;
+  }
+
+  /** The same as `closed`, under the name an Http2Session gives it (heartbeat.ts reads either). */
+  get destroyed(): boolean {
     return this.closedWith !== undefined;
   }
 
@@ -173,14 +179,21 @@ export class FramedSession extends EventEmitter implements StreamSession {
     return stream;
   }
 
-  /** Sends a PING; `done` gets the round trip in milliseconds, or the error that ended the session. */
-  ping(done: (err: GateError | undefined, ms: number) => void): void {
-    if (this.closedWith) return done(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, 'the session is closed'), 0);
+  /**
+   * Sends a PING; `done` gets the round trip in milliseconds, or the error that ended the session.
+   * Returns true, as Http2Session.ping does when the PING is sent (heartbeat.ts takes either).
+   */
+  ping(done: (err: GateError | undefined, ms: number) => void): boolean {
+    if (this.closedWith) {
+      done(new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, 'the session is closed'), 0);
+      return true;
+    }
     const seq = this.pingSeq++;
     this.pings.set(seq, { at: process.hrtime.bigint(), done });
     const payload = Buffer.allocUnsafe(8);
     payload.writeBigUInt64BE(seq, 0);
     this.queue(controlFrame(FrameType.PING, 0, 0, payload));
+    return true;
   }
 
   /**
@@ -192,6 +205,11 @@ export class FramedSession extends EventEmitter implements StreamSession {
     this.goingAway = true;
     this.queue(controlFrame(FrameType.GOAWAY, 0, 0, encodeGoAway({ lastStreamId: this.lastPeerId, code, reason })));
     this.endIfIdle();
+  }
+
+  /** A graceful close, as Http2Session.close() is: GOAWAY NO_ERROR, the open streams finish. */
+  close(): void {
+    this.goAway(WireError.NO_ERROR);
   }
 
   /** Ends every stream and the connection now; `error` is the session's ('close'). */
@@ -285,16 +303,25 @@ export class FramedSession extends EventEmitter implements StreamSession {
 
   /** The other side broke the framing: told why in a GOAWAY, then the session ends. */
   private fail(error: FrameError): void {
+    this.goAwayNow(error.wireCode, error.message, error);
+  }
+
+  /**
+   * Ends the session now and tells the other side why: GOAWAY (`code`, `reason`) written at once,
+   * every stream closed, `error` the session's ('close'), then this side's FIN. The other side is
+   * given `graceMs` to close its own end before the connection is cut. For a refusal (the proxy
+   * refusing an agent) and for a peer that broke the framing.
+   */
+  goAwayNow(code: number, reason: string, error: GateError | undefined, graceMs = 1000): void {
     if (this.closedWith) return;
     this.goingAway = true;
-    const goAway = encodeGoAway({ lastStreamId: this.lastPeerId, code: error.wireCode, reason: error.message });
+    const goAway = encodeGoAway({ lastStreamId: this.lastPeerId, code, reason });
     this.flush();
     this.socket.write(controlFrame(FrameType.GOAWAY, 0, 0, goAway));
     this.finish(error);
     this.ended = true;
     this.socket.end();
-    // A peer that does not close its side within a moment is cut off.
-    const cutOff = setTimeout(() => this.socket.destroy(), 1000);
+    const cutOff = setTimeout(() => this.socket.destroy(), graceMs);
     cutOff.unref();
     this.socket.once('close', () => clearTimeout(cutOff));
   }

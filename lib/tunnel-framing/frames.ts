@@ -77,6 +77,16 @@ export class FrameError extends GateError {
 export const StreamKind = {
   /** A byte stream to `target` (`host:port`), dialled by the side that takes it. */
   CONNECT: 0,
+  /**
+   * The proxy asks the agent to describe itself: the agent answers 200 and writes its description
+   * as JSON lines, the stream open for later ones; the proxy's FIN is its verdict (admitted).
+   */
+  DESCRIBE: 1,
+  /**
+   * The proxy tells the agent which proxy it is (the OPEN's target) and which proxies are live (the
+   * DATA, ids separated by commas, then the FIN). The agent answers 200, or 400 when it is malformed.
+   */
+  CLUSTER_VIEW: 2,
 } as const;
 
 /** Writes a frame's 9-byte header into `into` at `at`. */

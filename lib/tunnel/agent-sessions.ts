@@ -1,9 +1,10 @@
-import type { ClientHttp2Session } from 'node:http2';
+import type { AgentLink } from './agent-link.js';
 
 /** One connected agent as the proxy holds it. */
 export interface AgentSessionEntry {
   name: string;
-  session: ClientHttp2Session;
+  /** Its tunnel, in the protocol it chose (HTTP/2 or the framing). */
+  link: AgentLink;
   /** `address:port` the agent connected from, for logs. */
   remote: string;
   /** Epoch milliseconds the tunnel came up. */
@@ -30,7 +31,7 @@ export class LocalAgentSessions implements AgentSessions {
 
   claim(entry: AgentSessionEntry): boolean {
     const held = this.byName.get(entry.name);
-    if (held && held !== entry && !held.session.destroyed && !held.session.closed) return false;
+    if (held && held !== entry && held.link.usable) return false;
     this.byName.set(entry.name, entry);
     return true;
   }

@@ -1,20 +1,39 @@
 import { EventEmitter } from 'node:events';
-import type { Http2Server, IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
+import type { Http2Server } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import { dialTls, type ConnectionUpgradeDial } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { type CloseOptions, type ConnectionState, within, type Closable } from '../lifecycle.js';
 import type { Logger } from '../log.js';
-import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
-import { readRefusalDebugData } from './admission.js';
-import { isClusterViewRequest, readClusterView } from './cluster-view.js';
+import { ALPN_REVERSE_TUNNEL, ALPN_REVERSE_TUNNEL_FRAMED, TUNNEL_ALPNS, TUNNEL_PROTOCOL_ENV } from '../wire/names.js';
+import type { ClusterView } from './cluster-view.js';
 import { descriptionLine, type AgentDescription } from './agent-description.js';
-import { DESCRIBE_RESPONSE_HEADERS, isDescribeRequest } from './describe-stream.js';
-import { h2ErrorName } from './connect-request.js';
-import { serveAgentStream, type AgentStreamOptions } from './agent-stream.js';
+import type { AgentStreamOptions } from './agent-stream.js';
+import { startFramedLink } from './framed-proxy-link.js';
+import { startHttp2Link } from './h2-proxy-link.js';
 import { startHeartbeat } from './heartbeat.js';
-import { TUNNEL_WINDOW_BYTES } from './settings.js';
+import type { DescribeAnswer, LinkEvents, ProxyLink } from './proxy-link.js';
+
+/**
+ * Which tunnel protocols an agent offers: `auto` offers gate-mux's framing first and HTTP/2 after
+ * it (the proxy chooses: a proxy older than the framing chooses HTTP/2); `http2` offers HTTP/2
+ * only, as agents did before the framing.
+ */
+export type TunnelProtocolChoice = 'auto' | 'http2';
+
+/**
+ * The choice `GATE_TUNNEL_PROTOCOL` makes (`http2`, or `auto`), for an agent given none: an
+ * operator's way back to HTTP/2 without a new configuration. Anything else is `auto`.
+ */
+export function tunnelProtocolFromEnv(env: NodeJS.ProcessEnv): TunnelProtocolChoice {
+  return env[TUNNEL_PROTOCOL_ENV]?.trim().toLowerCase() === 'http2' ? 'http2' : 'auto';
+}
+
+/** The ALPN names an agent offers for `choice`. */
+export function tunnelAlpns(choice: TunnelProtocolChoice = 'auto'): string[] {
+  return choice === 'http2' ? [ALPN_REVERSE_TUNNEL] : [...TUNNEL_ALPNS];
+}
 
 /** What a tunnel's open streams get to finish after close() when no `graceMs` is given. */
 const DEFAULT_TUNNEL_GRACE_MS = 5_000;
@@ -37,6 +56,8 @@ export interface AgentTunnelSettings {
   log: Logger;
   /** The agent's HTTP/2 server object: it only builds sessions, never listens. */
   h2: Http2Server;
+  /** Which protocols to offer the proxy (default `auto`: the framing, then HTTP/2). */
+  protocol?: TunnelProtocolChoice | undefined;
   allow: (target: string) => boolean;
   signal: AbortSignal;
   /** Told about each target connection and each stream served, for the agent's counts and close(). */
@@ -48,7 +69,8 @@ export interface AgentTunnelSettings {
 
 /**
  * One tunnel of an agent: a TLS connection it dialled to the proxy (through the load balancer and
- * HTTPS_PROXY), held as an HTTP/2 session whose streams the proxy opens. Events: `up` once the
+ * HTTPS_PROXY), held as a session whose streams the proxy opens, in the protocol the proxy chose
+ * at the handshake: gate-mux's framing, or HTTP/2. Events: `up` once the
  * proxy has registered it (its SETTINGS and the answer to a first PING arrived); `view`
  * (ClusterView) whenever the proxy says which proxy it is and which proxies exist; `refused`
  * (GateError) when the proxy refuses the tunnel, with the proxy's code.
@@ -67,10 +89,12 @@ export class AgentTunnel extends EventEmitter implements Closable {
   /** Why the session ended or stopped taking streams, once known. */
   reason: string | undefined;
   refusal: GateError | undefined;
-  private session: ServerHttp2Session | undefined;
+  /** The protocol the proxy chose, once the handshake is done: `framed` or `http2`. */
+  protocol: 'framed' | 'http2' | undefined;
+  private session: ProxyLink | undefined;
   private socket: TLSSocket | undefined;
   /** The proxy's describe stream, while open: changes to the description are written on it. */
-  private describe: ServerHttp2Stream | undefined;
+  private describe: DescribeAnswer | undefined;
   /** Set when the proxy asked for a description: then only its verdict (the stream's end) admits. */
   private describeAsked = false;
   private describeAdmitted = false;
@@ -108,7 +132,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
   private async serve(): Promise<void> {
     const o = this.settings;
     const { socket, via, upgraded } = await dialTls(o.proxy, {
-      alpn: [ALPN_REVERSE_TUNNEL],
+      alpn: tunnelAlpns(o.protocol),
       requireAlpn: true,
       ca: o.ca,
       cert: o.cert,
@@ -128,20 +152,55 @@ export class AgentTunnel extends EventEmitter implements Closable {
     this.via = `${via?.display ?? 'direct'}${upgraded ? ' (connection upgrade)' : ''}`;
     this.socket = socket;
     socket.on('error', (err) => o.log.debug({ err }, 'tunnel socket error'));
-    let session: ServerHttp2Session | undefined;
-    const onSession = (s: ServerHttp2Session): void => {
-      session = s;
+    this.protocol = socket.alpnProtocol === ALPN_REVERSE_TUNNEL_FRAMED ? 'framed' : 'http2';
+    const streams: AgentStreamOptions = { allow: o.allow, dialTimeoutMs: o.targetDialTimeoutMs, log: o.log, track: o.track };
+    let onGoaway = (): void => {};
+    const goawaySeen = new Promise<void>((resolve) => (onGoaway = resolve));
+    let current: ProxyLink;
+    const events: LinkEvents = {
+      // SETTINGS alone (or, framed, the session's start) do not prove the proxy registered us (a
+      // refusal starts with them too); a PING answered after them does: a refused session has sent
+      // its GOAWAY before it could answer, and TCP keeps that order. A proxy that sends cluster
+      // views queued this tunnel's view before it could answer the PING, so by then `proxyId` is
+      // set if the proxy sends views at all; one that asks agents to describe themselves queued
+      // that request too, and then admits the tunnel only by ending it (a version it refuses gets
+      // the GOAWAY instead), so the tunnel waits for that.
+      ready: () => {
+        if (current.destroyed) return;
+        current.ping((err) => {
+          if (err) return;
+          this.pinged = true;
+          admitted();
+        });
+      },
+      view: (view) => this.takeView(view),
+      describe: (answer) => this.answerDescribe(answer, admitted),
+      served: o.served,
+      // A GOAWAY ends this tunnel for new streams (RFC 9113 §6.8): the open ones finish on it
+      // while the agent dials a new one, so the proxy is never left without this agent.
+      goaway: (why, refused) => {
+        this.reason ??= refused ? `the proxy refused the tunnel: ${refused.message}` : why;
+        // Nothing more to describe on a tunnel that is ending: the describe stream, open for the
+        // tunnel's life, would hold the session (and a draining proxy's drain) open once the last
+        // client stream finished.
+        this.describe?.end();
+        onGoaway();
+        if (!refused || this.refusal) return;
+        this.refusal = new GateError(refused.code, `the proxy refused the tunnel: ${refused.message}`);
+        this.emit('refused', this.refusal);
+      },
+      error: (err) => {
+        this.reason ??= err.message;
+        o.log.debug({ err }, 'tunnel session error');
+      },
     };
-    // 'session' is emitted synchronously from the 'connection' handler.
-    o.h2.once('session', onSession);
-    o.h2.emit('connection', socket);
-    o.h2.removeListener('session', onSession);
-    if (!session) {
+    try {
+      current = this.protocol === 'framed' ? startFramedLink(socket, streams, events) : startHttp2Link(socket, o.h2, streams, events);
+    } catch (err) {
       socket.destroy();
-      throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'HTTP/2 session could not start on the tunnel');
+      throw err;
     }
-    this.session = session;
-    const current = session;
+    this.session = current;
     // The dial's deadline ends with the TLS handshake. Admission (the proxy's SETTINGS, then the
     // answer to a PING) gets a PING's deadline: without one, a path that goes silent in between
     // would hold the agent's dial loop, which dials one tunnel at a time, until the first
@@ -161,10 +220,6 @@ export class AgentTunnel extends EventEmitter implements Closable {
       socket.destroy();
       this.finish();
     });
-    current.on('error', (err) => {
-      this.reason ??= err.message;
-      o.log.debug({ err }, 'tunnel session error');
-    });
     const admitted = (): void => {
       if (!this.pinged || (this.describeAsked && !this.describeAdmitted)) return;
       if (this.refusal || current.destroyed || current.closed || this.ended || this.cameUp) return;
@@ -173,45 +228,6 @@ export class AgentTunnel extends EventEmitter implements Closable {
       this.cameUp = true;
       this.emit('up');
     };
-    current.on('stream', (stream, headers) => {
-      if (isClusterViewRequest(headers)) return this.takeView(stream, headers);
-      if (isDescribeRequest(headers)) return this.answerDescribe(stream, admitted);
-      o.served();
-      serveAgentStream(stream, headers, { allow: o.allow, dialTimeoutMs: o.targetDialTimeoutMs, log: o.log, track: o.track });
-    });
-    // A proxy that refuses the agent (foreign CA, expired, revoked, duplicate name) says why in a
-    // GOAWAY's debug data, right after the SETTINGS every HTTP/2 session starts with.
-    let onGoaway = (): void => {};
-    const goawaySeen = new Promise<void>((resolve) => (onGoaway = resolve));
-    current.on('goaway', (code: number, _last: number, data?: Buffer) => {
-      const refused = readRefusalDebugData(data);
-      // A GOAWAY ends this tunnel for new streams (RFC 9113 §6.8): the open ones finish on it
-      // while the agent dials a new one, so the proxy is never left without this agent.
-      this.reason ??= refused ? `the proxy refused the tunnel: ${refused.message}` : `proxy sent GOAWAY (${h2ErrorName(code)})`;
-      // Nothing more to describe on a tunnel that is ending: the describe stream, open for the
-      // tunnel's life, would hold the session (and a draining proxy's drain) open once the last
-      // client stream finished.
-      this.describe?.end();
-      onGoaway();
-      if (!refused || this.refusal) return;
-      this.refusal = new GateError(refused.code, `the proxy refused the tunnel: ${refused.message}`);
-      this.emit('refused', this.refusal);
-    });
-    // SETTINGS alone do not prove the proxy registered us (a refusal starts with them too); a PING
-    // answered after them does: a refused session has sent its GOAWAY before it could answer, and
-    // TCP keeps that order. A proxy that sends cluster views queued this tunnel's view before it
-    // could answer the PING, so by then `proxyId` is set if the proxy sends views at all; one that
-    // asks agents to describe themselves queued that request too, and then admits the tunnel only
-    // by ending it (a version it refuses gets the GOAWAY instead), so the tunnel waits for that.
-    current.once('remoteSettings', () => {
-      if (current.destroyed) return;
-      current.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
-      current.ping((err) => {
-        if (err) return;
-        this.pinged = true;
-        admitted();
-      });
-    });
     startHeartbeat(current, {
       intervalMs: o.heartbeatIntervalMs,
       timeoutMs: o.heartbeatTimeoutMs,
@@ -240,15 +256,11 @@ export class AgentTunnel extends EventEmitter implements Closable {
     if (this.cameUp) return;
     if (this.refusal) throw this.refusal;
     if (admissionFailure) throw admissionFailure;
-    throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy spoke HTTP/2: ${this.reason ?? 'closed'}`);
+    throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy admitted it: ${this.reason ?? 'closed'}`);
   }
 
-  /** The proxy's cluster view: answered 204 (400 when malformed), never counted as a served stream. */
-  private takeView(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
-    stream.on('error', (err) => this.settings.log.debug({ err }, 'cluster view stream error'));
-    const view = readClusterView(headers);
-    if (!stream.destroyed && !stream.headersSent) stream.respond({ ':status': view ? 204 : 400 }, { endStream: true });
-    stream.resume();
+  /** The proxy's cluster view (already answered by the link), never counted as a served stream. */
+  private takeView(view: ClusterView | undefined): void {
     if (!view) {
       this.settings.log.warn('the proxy sent a malformed cluster view; ignored');
       return;
@@ -258,33 +270,28 @@ export class AgentTunnel extends EventEmitter implements Closable {
   }
 
   /**
-   * Answers the proxy's describe request: 200 and the description as a JSON line, the stream kept
-   * open for changes. The proxy ending its side is its verdict: admitted.
+   * Answers the proxy's describe request: the description as a JSON line, the stream kept open
+   * for changes. The proxy ending its side is its verdict: admitted.
    */
-  private answerDescribe(stream: ServerHttp2Stream, admitted: () => void): void {
-    stream.on('error', (err) => this.settings.log.debug({ err }, 'describe stream error'));
-    if (this.describe || stream.destroyed || stream.headersSent) {
-      stream.close();
-      return;
-    }
+  private answerDescribe(answer: DescribeAnswer, admitted: () => void): { verdict(): void; closed(): void } | undefined {
+    if (this.describe) return undefined;
     this.describeAsked = true;
-    this.describe = stream;
-    stream.once('close', () => {
-      if (this.describe === stream) this.describe = undefined;
-    });
-    stream.respond(DESCRIBE_RESPONSE_HEADERS, { endStream: false });
-    stream.write(descriptionLine(this.settings.description()));
-    stream.once('end', () => {
-      this.describeAdmitted = true;
-      admitted();
-    });
-    stream.resume();
+    this.describe = answer;
+    answer.write(descriptionLine(this.settings.description()));
+    return {
+      verdict: () => {
+        this.describeAdmitted = true;
+        admitted();
+      },
+      closed: () => {
+        if (this.describe === answer) this.describe = undefined;
+      },
+    };
   }
 
   /** Tells the proxy the agent's description changed (its services), if it asked for one. */
   describeAgain(): void {
-    const stream = this.describe;
-    if (stream && !stream.destroyed && stream.writable) stream.write(descriptionLine(this.settings.description()));
+    this.describe?.write(descriptionLine(this.settings.description()));
   }
 
   /**

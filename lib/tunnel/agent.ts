@@ -10,7 +10,7 @@ import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from
 import { componentLogger, type Logger } from '../log.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
 import { AgentPool, DEFAULT_CONNECTION_COUNT, RedialSchedule, type DialOutcome } from './agent-pool.js';
-import { AgentTunnel } from './agent-tunnel.js';
+import { AgentTunnel, type TunnelProtocolChoice, tunnelProtocolFromEnv } from './agent-tunnel.js';
 import { DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
 import type { ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS } from './heartbeat.js';
@@ -48,6 +48,12 @@ export interface AgentOptions {
   logger?: Logger;
   /** Deadline for dialling the proxy and the TLS handshake (default 10 s). */
   dialTimeoutMs?: number;
+  /**
+   * The tunnel protocols offered to the proxy: `auto` (default) offers gate-mux's framing, then
+   * HTTP/2, and the proxy chooses (one older than the framing chooses HTTP/2); `http2` offers
+   * HTTP/2 only, as agents before the framing did.
+   */
+  tunnelProtocol?: TunnelProtocolChoice;
   /** Deadline for the TCP connect to a target (default 10 s). */
   targetDialTimeoutMs?: number;
   heartbeatIntervalMs?: number;
@@ -85,6 +91,8 @@ export interface AgentConnectedEvent {
   connections: number;
   /** The proxy this tunnel landed on, when the proxy said (a proxy of a cluster does). */
   proxyId?: string;
+  /** The protocol the proxy chose: `framed` (gate-mux's framing) or `http2` (an older proxy, or `tunnelProtocol: 'http2'`). */
+  protocol: 'framed' | 'http2';
 }
 
 /** One tunnel the agent holds. */
@@ -94,6 +102,8 @@ export interface AgentTunnelInfo {
   via: string;
   /** Epoch milliseconds its dial began. */
   since: number;
+  /** The protocol the proxy chose. */
+  protocol: 'framed' | 'http2';
 }
 
 /**
@@ -247,7 +257,12 @@ class Agent extends EventEmitter implements TunnelAgent {
   get tunnels(): AgentTunnelInfo[] {
     return [...this.active]
       .filter((t) => t.up)
-      .map((t) => ({ via: t.via, since: t.startedAt, ...(t.proxyId === undefined ? {} : { proxyId: t.proxyId }) }));
+      .map((t) => ({
+        via: t.via,
+        since: t.startedAt,
+        protocol: t.protocol ?? 'http2',
+        ...(t.proxyId === undefined ? {} : { proxyId: t.proxyId }),
+      }));
   }
 
   start(): void {
@@ -389,6 +404,7 @@ class Agent extends EventEmitter implements TunnelAgent {
       logger: this.options.logger,
       log: this.log,
       h2: this.h2,
+      protocol: this.options.tunnelProtocol ?? tunnelProtocolFromEnv(this.options.env ?? process.env),
       allow: this.allow,
       signal: this.abort.signal,
       track: (target) => {
@@ -425,6 +441,7 @@ class Agent extends EventEmitter implements TunnelAgent {
         this.current = {
           via: tunnel.via,
           connections: this.connections,
+          protocol: tunnel.protocol ?? 'http2',
           ...(tunnel.proxyId === undefined ? {} : { proxyId: tunnel.proxyId }),
         };
         this.log.info(this.current, 'tunnel up');

@@ -1,5 +1,4 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
-import type { Readable } from 'node:stream';
 import { TUNNEL_DESCRIBE_PATH } from '../wire/names.js';
 
 /** The request the proxy opens at admission; it ends its side only once the agent is admitted. */
@@ -19,7 +18,12 @@ export const DESCRIBE_RESPONSE_HEADERS: OutgoingHttpHeaders = { ':status': 200, 
  * Calls `onLine` with each newline-terminated line of `stream`, never holding more than `maxBytes`
  * of one line: a longer one calls `onOverflow` once and reads no more (the caller ends the stream).
  */
-export function readLines(stream: Readable, maxBytes: number, onLine: (line: Buffer) => void, onOverflow: (bytes: number) => void): void {
+export function readLines(
+  stream: { on(event: 'data', listener: (chunk: Buffer) => void): unknown },
+  maxBytes: number,
+  onLine: (line: Buffer) => void,
+  onOverflow: (bytes: number) => void,
+): void {
   let held: Buffer[] = [];
   let heldBytes = 0;
   let over = false;

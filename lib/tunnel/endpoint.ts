@@ -1,7 +1,7 @@
 import { terminate } from '../handlers/builders.js';
 import type { TerminateHandler } from '../handlers/types.js';
 import type { Route } from '../mux/types.js';
-import { ALPN_REVERSE_TUNNEL } from '../wire/names.js';
+import { TUNNEL_ALPNS } from '../wire/names.js';
 import type { TunnelRegistry } from './registry.js';
 
 export interface TunnelEndpointTls {
@@ -16,8 +16,9 @@ export interface TunnelEndpointTls {
 
 /**
  * The tunnel route's handler: TLS ends here with a client certificate requested (mutual TLS: the
- * certificate is the agent's identity) and ALPN `gate-reversetunnel`, then the registry takes the
- * socket. OpenSSL verifies the certificate against `ca` but does not abort the handshake itself
+ * certificate is the agent's identity) and ALPN `gate-reversetunnel-framed` (gate-mux's framing,
+ * chosen first: the server's order decides) or `gate-reversetunnel` (HTTP/2, for agents older than
+ * the framing), then the registry takes the socket. OpenSSL verifies the certificate against `ca` but does not abort the handshake itself
  * (`rejectUnauthorized: false`): the registry refuses an unverified one with a code saying why
  * (foreign CA, expired, revoked, duplicate name) and tells the agent, instead of one opaque alert.
  */
@@ -29,7 +30,7 @@ export function tunnelEndpoint(registry: TunnelRegistry, tls: TunnelEndpointTls)
       ca: tls.ca,
       ...(tls.sniCertificates ? { sniCertificates: tls.sniCertificates } : {}),
       ...(tls.handshakeTimeoutMs === undefined ? {} : { handshakeTimeoutMs: tls.handshakeTimeoutMs }),
-      alpnProtocols: [ALPN_REVERSE_TUNNEL],
+      alpnProtocols: [...TUNNEL_ALPNS],
       requestCert: true,
       rejectUnauthorized: false,
     },
@@ -37,7 +38,11 @@ export function tunnelEndpoint(registry: TunnelRegistry, tls: TunnelEndpointTls)
   );
 }
 
-/** The route for a multiplexer: ALPN `gate-reversetunnel` over TLS, to `tunnelEndpoint`. */
+/**
+ * The route for a multiplexer: either tunnel ALPN over TLS, to `tunnelEndpoint`. Every agent offers
+ * `gate-reversetunnel`, older ones alone; matching both keeps an agent that offers only the framing
+ * on this route too.
+ */
 export function tunnelRoute(registry: TunnelRegistry, tls: TunnelEndpointTls, name = 'tunnel'): Route {
-  return { name, match: { alpn: ALPN_REVERSE_TUNNEL, protocol: 'tls' }, handler: tunnelEndpoint(registry, tls) };
+  return { name, match: { alpn: [...TUNNEL_ALPNS], protocol: 'tls' }, handler: tunnelEndpoint(registry, tls) };
 }

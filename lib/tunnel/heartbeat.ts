@@ -1,4 +1,15 @@
-import type { Http2Session } from 'node:http2';
+/**
+ * What a heartbeat needs of a session: an HTTP/2 session (an Http2Session is one as it is) or a
+ * framed one (lib/tunnel-framing/framed-session.ts).
+ */
+export interface PingPeer {
+  readonly closed: boolean;
+  readonly destroyed: boolean;
+  /** Sends a PING; `done` once it is answered, or with the error that ended the session. False: not sent. */
+  ping(done: (err: Error | null | undefined) => void): boolean;
+  once(event: 'close', listener: () => void): unknown;
+  removeListener(event: 'close', listener: () => void): unknown;
+}
 
 export interface HeartbeatOptions {
   /** Milliseconds between PINGs. */
@@ -13,14 +24,14 @@ export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;
 export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 10_000;
 
 /**
- * HTTP/2 PING (RFC 9113 §6.7) on an interval, from whichever side runs it. A tunnel crosses NATs
+ * PING (HTTP/2's, RFC 9113 §6.7, or the framing's) on an interval, from whichever side runs it. A tunnel crosses NATs
  * and corporate proxies that drop idle flows without a FIN; without a heartbeat a dead peer is
  * noticed only when the next stream hangs. The peer must answer each PING with an ACK, so an
  * answer proves the whole path (TCP, TLS, the peer's event loop) is alive. Returns a stop function;
  * the heartbeat also stops by itself when the session closes. Timers are unref'd: the tunnel's
  * socket, not its heartbeat, keeps a process alive.
  */
-export function startHeartbeat(session: Http2Session, options: HeartbeatOptions): () => void {
+export function startHeartbeat(session: PingPeer, options: HeartbeatOptions): () => void {
   let deadline: NodeJS.Timeout | undefined;
   let stopped = false;
   const stop = (): void => {

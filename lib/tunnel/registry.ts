@@ -1,23 +1,21 @@
 import { EventEmitter, once } from 'node:events';
-import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { TLSSocket } from 'node:tls';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { CustomHandler } from '../handlers/types.js';
-import { admitAgent, normalizeSerial, refusalDebugData, verifyErrorCode } from './admission.js';
+import { ALPN_REVERSE_TUNNEL_FRAMED } from '../wire/names.js';
+import { admitAgent, normalizeSerial, verifyErrorCode } from './admission.js';
+import type { AgentLink, DescribeRequest } from './agent-link.js';
+import type { TunnelStream } from './tunnel-stream.js';
 import { LocalAgentSessions, type AgentSessionEntry, type AgentSessions } from './agent-sessions.js';
-import { refuseWithGoAway } from './goaway-refusal.js';
-import { jsStreamOver } from './js-stream.js';
-import { connectRequestHeaders, h2ErrorName } from './connect-request.js';
-import { awaitConnectAnswer } from './connect-answer.js';
+import { FramedAgentLink, refuseFramedAgent } from './framed-agent-link.js';
+import { Http2AgentLink, refuseHttp2Agent } from './h2-agent-link.js';
 import type { DialCancel } from '../transport/dial-cancel.js';
-import { clusterViewRequestHeaders, normalizeClusterView, sameClusterView, type ClusterView } from './cluster-view.js';
+import { normalizeClusterView, sameClusterView, type ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
-import { TUNNEL_SESSION_SETTINGS, TUNNEL_WINDOW_BYTES } from './settings.js';
 import { LogLimiter } from '../log-limiter.js';
 import { MAX_DESCRIPTION_BYTES, readDescription, type AgentDescription } from './agent-description.js';
-import { describeRequestHeaders, readLines } from './describe-stream.js';
 import { versionRefusal } from './version-rule.js';
 
 export interface TunnelRegistryOptions {
@@ -94,9 +92,10 @@ function describedOf(e: AgentSession): DescribedAgent {
 }
 
 /**
- * The proxy side of reverse tunnels: connected agents by name, each one HTTP/2 session over the
- * TLS connection it dialled in. The proxy is that session's HTTP/2 client and opens one CONNECT
- * stream per client connection routed to the agent. Events: `agent-connected` (name, once the
+ * The proxy side of reverse tunnels: connected agents by name, each one session over the TLS
+ * connection it dialled in, in the protocol the agent chose at the handshake: gate-mux's framing
+ * (docs/tunnel-framing.md) or HTTP/2, in which the proxy is the session's client. The proxy opens
+ * one stream per client connection routed to the agent. Events: `agent-connected` (name, once the
  * agent is admitted: certificate, name and self-description checked), `agent-described` (name,
  * when a connected agent's description changed),
  * `agent-disconnected` (name, reason) and `agent-refused` (GateError).
@@ -115,10 +114,12 @@ export class TunnelRegistry extends EventEmitter implements Closable {
   private view: ClusterView | undefined;
   private draining = false;
   /**
-   * Streams opened through agents, and how many ended with RST_STREAM (sent or received) rather
-   * than END_STREAM both ways. Resets are what an agent's nghttp2 rate-limits (rapid reset).
+   * Streams opened through agents, and how many ended with a reset (sent or received) rather
+   * than a FIN both ways. Resets are what an agent rate-limits (rapid reset), on either protocol.
    */
   readonly streamStats = { opened: 0, reset: 0 };
+  /** Tunnels admitted so far, by protocol (a metric: how many agents speak the framing). */
+  readonly admittedByProtocol: Record<string, number> = {};
   /** Agents refused so far, by GATE_ERR_* code (a metric). */
   readonly refusals: Record<string, number> = {};
   /** Refusals repeat with every retry of every refused agent: logged per code with a limit. */
@@ -184,9 +185,10 @@ export class TunnelRegistry extends EventEmitter implements Closable {
 
   /**
    * Registers the agent on a TLS socket whose client certificate the handshake requested. The name
-   * comes from the certificate only. A refused agent (see `admitAgent`, and GATE_ERR_AGENT_DUPLICATE)
-   * is told why in a GOAWAY's debug data, the socket is closed with the error (so the listener
-   * records its code) and the error is returned; undefined when the agent was registered.
+   * comes from the certificate only; the protocol from the ALPN the handshake selected. A refused
+   * agent (see `admitAgent`, and GATE_ERR_AGENT_DUPLICATE) is told why in a GOAWAY, the socket is
+   * closed with the error (so the listener records its code) and the error is returned; undefined
+   * when the agent was registered.
    */
   accept(socket: TLSSocket): GateError | undefined {
     const remote = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
@@ -216,21 +218,15 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       );
     const held = this.sessions.get(name);
     // Checked before the session starts, so the refusal can still be told over this socket.
-    if (held && !held.session.closed && !held.session.destroyed) {
+    if (held?.link.usable) {
       // The holder may be a path that died without a FIN (the agent restarted elsewhere): make
       // it prove it is alive now rather than at its next heartbeat, so the name frees sooner.
       const local = [...this.all].find((e) => e === held);
       if (local) this.probe(local);
       return this.refuse(socket, duplicate(), remote);
     }
-    // The session takes the TLS socket's native stream over: tunnel bytes go from OpenSSL to
-    // nghttp2 in C++, without a JavaScript read and write per chunk (see terminate.ts for
-    // why a hand-built TLSSocket once could not be handed over and needed jsStreamOver).
-    const session = connect('http://agent.tunnel', {
-      createConnection: () => socket,
-      settings: TUNNEL_SESSION_SETTINGS,
-    });
-    const entry: AgentSession = { name, session, socket, remote, since: Date.now(), serial };
+    const link: AgentLink = isFramed(socket) ? new FramedAgentLink(socket, name) : new Http2AgentLink(socket, name);
+    const entry: AgentSession = { name, link, socket, remote, since: Date.now(), serial };
     this.all.add(entry);
     // Both queued now, before the agent's first PING can be answered (see TUNNEL_CLUSTER_VIEW_PATH
     // and TUNNEL_DESCRIBE_PATH): the agent knows by then whether it waits for a verdict.
@@ -242,22 +238,17 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       this.log.info({ agent: name, remote, reason: why }, 'agent disconnected');
       this.emit('agent-disconnected', name, why);
     };
-    session.on('error', (err) => {
+    link.on('error', (err: Error) => {
       reason ??= err.message;
       this.log.debug({ agent: name, err }, 'agent session error');
     });
     // An agent going away cleanly says so with GOAWAY: its name is free for its successor at
     // once, and new clients fail with GATE_ERR_AGENT_OFFLINE instead of queueing behind it.
-    session.on('goaway', (errorCode: number) => {
-      reason ??= `agent sent GOAWAY (${h2ErrorName(errorCode)})`;
+    link.on('goaway', (why: string) => {
+      reason ??= why;
       release(reason);
-      // Our side closes too once its streams are done, so the connection does not linger.
-      if (!session.closed && !session.destroyed) session.close();
     });
-    session.once('connect', () => {
-      if (!session.destroyed) session.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
-    });
-    startHeartbeat(session, {
+    startHeartbeat(link.peer, {
       intervalMs: this.options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
       timeoutMs: this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
       onTimeout: (why) => {
@@ -266,20 +257,22 @@ export class TunnelRegistry extends EventEmitter implements Closable {
         this.endTunnel(entry, new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, `agent ${name}: ${why}`));
       },
     });
-    session.once('close', () => {
+    link.once('close', () => {
       this.all.delete(entry);
       release(entry.endedBy ?? reason ?? 'agent closed the tunnel');
-      socket.destroy(entry.refusal);
+      // A refusal destroys the socket itself, with its error, once the GOAWAY had its chance.
+      if (!entry.refusal) socket.destroy();
     });
     // The TLS socket comes from a half-open client (the multiplexer relays each direction's FIN
     // on its own), so the agent's FIN without a GOAWAY first (a process killed, an HTTP proxy
     // dropping the CONNECT, Node 22+'s session.destroy) would only end the readable side and the
     // session would wait for its heartbeat. A peer that sends no more frames cannot answer one:
-    // the tunnel is over now.
-    socket.once('end', () => {
+    // the tunnel is over now. Said first, before the session hears of the FIN (a framed session
+    // ends itself on it, and would give its own words).
+    socket.prependOnceListener('end', () => {
       reason ??= 'agent closed the connection';
-      this.endTunnel(entry);
     });
+    socket.once('end', () => this.endTunnel(entry));
     return undefined;
   }
 
@@ -291,15 +284,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
    * No answer within the heartbeat deadline ends the session.
    */
   private askDescription(entry: AgentSession, duplicate: () => GateError): void {
-    const { session, name } = entry;
-    let stream: ClientHttp2Stream;
-    try {
-      stream = session.request(describeRequestHeaders(), { endStream: false });
-    } catch (err) {
-      this.log.debug({ agent: name, err }, 'describe request not sent');
-      session.destroy();
-      return;
-    }
+    const { link, name } = entry;
     const timeoutMs = this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
     const deadline = setTimeout(() => {
       entry.endedBy = `the agent did not describe itself within ${timeoutMs} ms`;
@@ -307,11 +292,10 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       this.endTunnel(entry);
     }, timeoutMs);
     deadline.unref();
-    session.once('close', () => clearTimeout(deadline));
-    stream.on('error', (err) => this.log.debug({ agent: name, err }, 'describe stream failed'));
+    link.once('close', () => clearTimeout(deadline));
     const admit = (description: AgentDescription | undefined): void => {
       clearTimeout(deadline);
-      if (session.closed || session.destroyed) return;
+      if (!link.usable) return;
       const refusal =
         description && this.options.version !== undefined ? versionRefusal(this.options.version, description.version) : undefined;
       if (refusal) return this.refuseSession(entry, refusal);
@@ -319,52 +303,60 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       entry.description = description;
       entry.admitted = true;
       entry.since = Date.now();
-      if (!stream.destroyed) stream.end(); // the verdict: admitted
+      this.admittedByProtocol[link.protocol] = (this.admittedByProtocol[link.protocol] ?? 0) + 1;
+      request?.admit(); // the verdict: admitted
       this.log.info(
         {
           agent: name,
           remote: entry.remote,
+          protocol: link.protocol,
           ...(description ? { serverId: description.serverId, version: description.version, upgrader: description.upgrader } : {}),
         },
         'agent connected',
       );
       this.emit('agent-connected', name);
     };
-    stream.once('response', (headers) => {
-      const status = Number(headers[':status']);
-      if (status !== 200) {
+    let request: DescribeRequest | undefined;
+    request = link.describe(MAX_DESCRIPTION_BYTES, {
+      answer: (status) => {
+        if (status === 200) return;
         // An agent older than descriptions answers as to any stream that is not a CONNECT.
-        stream.resume();
         if (status >= 400 && status < 500) return admit(undefined);
-        return this.refuseSession(
+        this.refuseSession(
           entry,
           new GateError(ErrorCodes.AGENT_DESCRIPTION_INVALID, `the agent answered the describe request with status ${status}`),
         );
-      }
-      readLines(
-        stream,
-        MAX_DESCRIPTION_BYTES,
-        (line) => this.takeDescription(entry, line, stream, admit),
-        (bytes) =>
-          this.badDescription(
-            entry,
-            stream,
-            new GateError(
-              ErrorCodes.AGENT_DESCRIPTION_INVALID,
-              `the agent's self-description is refused: a line of more than ${MAX_DESCRIPTION_BYTES} bytes (${bytes} so far)`,
-            ),
+      },
+      line: (line) => this.takeDescription(entry, line, request, admit),
+      overflow: (bytes) =>
+        this.badDescription(
+          entry,
+          request,
+          new GateError(
+            ErrorCodes.AGENT_DESCRIPTION_INVALID,
+            `the agent's self-description is refused: a line of more than ${MAX_DESCRIPTION_BYTES} bytes (${bytes} so far)`,
           ),
-      );
+        ),
     });
+    if (!request) {
+      this.log.debug({ agent: name }, 'describe request not sent');
+      clearTimeout(deadline);
+      link.destroy();
+    }
   }
 
   /** One description line: the first admits (or refuses) the agent, later ones update it. */
-  private takeDescription(entry: AgentSession, line: Buffer, stream: ClientHttp2Stream, admit: (d: AgentDescription) => void): void {
+  private takeDescription(
+    entry: AgentSession,
+    line: Buffer,
+    request: DescribeRequest | undefined,
+    admit: (d: AgentDescription) => void,
+  ): void {
     let read;
     try {
       read = readDescription(line);
     } catch (err) {
-      return this.badDescription(entry, stream, toGateError(err, ErrorCodes.AGENT_DESCRIPTION_INVALID));
+      return this.badDescription(entry, request, toGateError(err, ErrorCodes.AGENT_DESCRIPTION_INVALID));
     }
     const { description, sanitised } = read;
     if (sanitised.length > 0) {
@@ -381,7 +373,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     if (was && (was.serverId !== description.serverId || was.version !== description.version)) {
       return this.badDescription(
         entry,
-        stream,
+        request,
         new GateError(
           ErrorCodes.AGENT_DESCRIPTION_INVALID,
           `the agent's self-description is refused: server ID and version cannot change during a tunnel`,
@@ -397,11 +389,11 @@ export class TunnelRegistry extends EventEmitter implements Closable {
    * the describe stream is reset (the last valid description stays) and the tunnel's other
    * streams go on.
    */
-  private badDescription(entry: AgentSession, stream: ClientHttp2Stream, error: GateError): void {
+  private badDescription(entry: AgentSession, request: DescribeRequest | undefined, error: GateError): void {
     if (!entry.admitted) return this.refuseSession(entry, error);
     this.count(error);
     this.refusalLog.log('warn', error.code, { agent: entry.name, remote: entry.remote, code: error.code }, error.message);
-    if (!stream.destroyed) stream.close(constants.NGHTTP2_REFUSED_STREAM);
+    request?.refuse();
   }
 
   /** Refuses an agent whose session has started: GOAWAY with the code, then the connection ends. */
@@ -416,7 +408,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     this.emit('agent-refused', error);
     entry.endedBy = error.message;
     entry.refusal = error;
-    refuseWithGoAway(entry.session, entry.socket, error);
+    entry.link.refuse(error);
   }
 
   private count(error: GateError): void {
@@ -450,30 +442,21 @@ export class TunnelRegistry extends EventEmitter implements Closable {
   }
 
   /**
-   * One header-only stream carrying the view. The tunnel session is HTTP/2 with the proxy as the
-   * client, and SETTINGS cannot carry it (custom SETTINGS are not in Node 20, and are for the
-   * connection's parameters, not data), so the proxy uses what a client can always do: a request.
-   * The agent answers 204; an older agent answers 400 as to any non-CONNECT stream, and is sent no
-   * more views (it keeps one tunnel, as before). Not counted in `streamStats`: no client is behind it.
+   * Tells one agent the view (each link says how its protocol carries it). An agent that answers
+   * with a refusal (an older agent) is sent no more views and keeps one tunnel, as before. Not
+   * counted in `streamStats`: no client is behind it.
    */
   private sendView(entry: AgentSession): void {
     const view = this.view;
-    if (!view || entry.viewUnsupported || entry.session.closed || entry.session.destroyed) return;
-    let stream: ClientHttp2Stream;
+    if (!view || entry.viewUnsupported || !entry.link.usable) return;
     try {
-      stream = entry.session.request(clusterViewRequestHeaders(view), { endStream: true });
+      entry.link.sendView(view, (status) => {
+        entry.viewUnsupported = true;
+        this.log.info({ agent: entry.name, status }, 'the agent does not take cluster views (an older agent): it keeps one tunnel');
+      });
     } catch (err) {
       this.log.debug({ agent: entry.name, err }, 'cluster view not sent');
-      return;
     }
-    stream.on('error', (err) => this.log.debug({ agent: entry.name, err }, 'cluster view stream failed'));
-    stream.once('response', (headers) => {
-      const status = Number(headers[':status']);
-      if (status >= 200 && status < 300) return;
-      entry.viewUnsupported = true;
-      this.log.info({ agent: entry.name, status }, 'the agent does not take cluster views (an older agent): it keeps one tunnel');
-    });
-    stream.resume(); // a refusal may carry a body; read and drop it so the stream can close
   }
 
   /**
@@ -485,12 +468,12 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     const ended: string[] = [];
     const isRevoked = this.options.isRevoked ?? (() => false);
     for (const entry of this.all) {
-      if (entry.session.destroyed || !isRevoked(entry.serial)) continue;
+      if (entry.link.peer.destroyed || !isRevoked(entry.serial)) continue;
       const error = new GateError(ErrorCodes.AGENT_CERT_REVOKED, `the agent certificate (serial ${entry.serial}) has been revoked`);
       this.log.warn({ agent: entry.name, remote: entry.remote, code: error.code }, `agent tunnel ended: ${error.message}`);
       entry.endedBy = error.message;
       if (this.sessions.release(entry) || entry.admitted) this.emit('agent-disconnected', entry.name, error.message);
-      if (!entry.session.closed) entry.session.goaway(constants.NGHTTP2_REFUSED_STREAM, 0, refusalDebugData(error));
+      entry.link.tell(error);
       // Give the GOAWAY a moment on the wire, then cut every stream: a revoked agent carries nothing more.
       const timer = setTimeout(() => this.endTunnel(entry, error), 200);
       timer.unref();
@@ -501,7 +484,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
 
   /** One PING with the heartbeat deadline; a session that does not answer is torn down. */
   private probe(entry: AgentSession): void {
-    if (entry.probing || entry.session.destroyed || entry.session.closed) return;
+    if (entry.probing || !entry.link.usable) return;
     entry.probing = true;
     const timeoutMs = this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
     const fail = (): void => {
@@ -515,10 +498,10 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     const timer = setTimeout(fail, timeoutMs);
     timer.unref();
     try {
-      entry.session.ping((err) => {
+      entry.link.peer.ping((err) => {
         clearTimeout(timer);
         entry.probing = false;
-        if (err && !entry.session.destroyed) fail();
+        if (err && !entry.link.peer.destroyed) fail();
       });
     } catch {
       clearTimeout(timer);
@@ -526,17 +509,13 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     }
   }
 
-  /** Tells a refused agent why (GOAWAY debug data), then closes its connection with the error. */
+  /** Tells a refused agent why (in a GOAWAY), then closes its connection with the error. */
   private refuse(socket: TLSSocket, error: GateError, remote: string): GateError {
     this.count(error);
     this.refusalLog.log('warn', error.code, { remote, code: error.code }, `agent refused: ${error.message}`);
     this.emit('agent-refused', error);
-    const session = connect('http://agent.tunnel', {
-      createConnection: () => jsStreamOver(socket, { destroyError: () => error }),
-      settings: TUNNEL_SESSION_SETTINGS,
-    });
-    session.on('error', () => {}); // the agent may already be gone; the refusal is logged above
-    refuseWithGoAway(session, socket, error, { onceConnected: true });
+    if (isFramed(socket)) refuseFramedAgent(socket, error);
+    else refuseHttp2Agent(socket, error);
     return error;
   }
 
@@ -546,47 +525,42 @@ export class TunnelRegistry extends EventEmitter implements Closable {
    * GATE_ERR_AGENT_TARGET_DENIED (outside the agent's policy), GATE_ERR_AGENT_STREAM_FAILED (the
    * agent could not reach the target, went away, or did not answer in time).
    */
-  open(name: string, target: string, options: OpenStreamOptions = {}): Promise<ClientHttp2Stream> {
-    const entry = this.sessions.get(name);
-    if (!entry || entry.session.closed || entry.session.destroyed) {
+  open(name: string, target: string, options: OpenStreamOptions = {}): Promise<TunnelStream> {
+    const entry = this.sessions.get(name) as AgentSession | undefined;
+    if (!entry?.link.usable) {
       return Promise.reject(new GateError(ErrorCodes.AGENT_OFFLINE, `agent ${name} is offline (not connected to this proxy)`));
     }
     const where = `agent ${name} -> ${target}`;
-    let stream: ClientHttp2Stream;
+    const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
+    const { link } = entry;
+    let opening: Promise<TunnelStream>;
     try {
-      stream = entry.session.request(connectRequestHeaders(target, options.client), { endStream: false });
+      opening = link.connect(
+        { target, client: options.client, firstBytes: options.firstBytes },
+        {
+          timeoutMs,
+          cancel: options.cancel ?? options.signal,
+          where,
+          refused: (refusal) => {
+            const code = refusal.code === ErrorCodes.AGENT_TARGET_DENIED ? ErrorCodes.AGENT_TARGET_DENIED : ErrorCodes.AGENT_STREAM_FAILED;
+            return new GateError(code, `${where}: ${refusal.message}${refusal.code && refusal.code !== code ? ` (${refusal.code})` : ''}`);
+          },
+          lost: (why) => new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${why}`),
+          timedOut: () => new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: no answer within ${timeoutMs} ms`),
+        },
+        this.countStream,
+      );
     } catch (err) {
       return Promise.reject(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${(err as Error).message}`, { cause: err }));
     }
-    if (options.firstBytes) stream.write(options.firstBytes);
     this.streamStats.opened++;
-    stream.once('close', () => {
-      if (stream.rstCode !== undefined && stream.rstCode !== constants.NGHTTP2_NO_ERROR) this.streamStats.reset++;
-    });
-    const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
-    return awaitConnectAnswer(stream, {
-      timeoutMs,
-      cancel: options.cancel ?? options.signal,
-      where,
-      refused: (refusal) => {
-        const code = refusal.code === ErrorCodes.AGENT_TARGET_DENIED ? ErrorCodes.AGENT_TARGET_DENIED : ErrorCodes.AGENT_STREAM_FAILED;
-        return new GateError(code, `${where}: ${refusal.message}${refusal.code && refusal.code !== code ? ` (${refusal.code})` : ''}`);
-      },
-      lost: () => new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${this.lossReason(entry, stream)}`),
-      timedOut: () => new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: no answer within ${timeoutMs} ms`),
-    });
+    return opening;
   }
 
-  /** Why a stream of `entry` ended early, in words. */
-  lossReason(entry: { name: string; session: ClientHttp2Session }, stream: ClientHttp2Stream): string {
-    if (entry.session.destroyed || entry.session.closed) return `agent ${entry.name} disconnected`;
-    return `stream reset by the agent (${h2ErrorName(stream.rstCode)})`;
-  }
-
-  /** Session of a connected agent, for `viaTunnel`'s messages. */
-  sessionOf(name: string): ClientHttp2Session | undefined {
-    return this.sessions.get(name)?.session;
-  }
+  /** Told once per stream, as it ends. */
+  private readonly countStream = (reset: boolean): void => {
+    if (reset) this.streamStats.reset++;
+  };
 
   /**
    * While on, new tunnels are refused with GATE_ERR_DRAINING (told in the GOAWAY, so the agent
@@ -598,7 +572,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
 
   /** Tells every agent the proxy is going away (GOAWAY NO_ERROR): no new streams, open ones may finish. */
   goAway(): void {
-    for (const entry of this.all) if (!entry.session.closed && !entry.session.destroyed) entry.session.close();
+    for (const entry of this.all) if (entry.link.usable) entry.link.goAway();
   }
 
   /** open, closing (agents told GOAWAY, their streams finishing), closed (every session gone). */
@@ -612,7 +586,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
    * once every session has closed; a second call returns the same promise.
    */
   close(options: CloseOptions = {}): Promise<void> {
-    const sessions = [...this.all].map((entry) => entry.session);
+    const sessions = [...this.all].map((entry) => entry.link.peer);
     return this.lifecycle.close(() => closeSessions(sessions, options, { goAway: () => this.goAway(), endAll: () => this.endAll() }));
   }
 
@@ -633,7 +607,12 @@ export class TunnelRegistry extends EventEmitter implements Closable {
    * that can send nothing more.
    */
   private endTunnel(entry: AgentSession, error?: GateError): void {
-    entry.session.destroy(error);
+    entry.link.destroy(error);
     entry.socket.destroy();
   }
+}
+
+/** True when the agent chose the framing at the handshake (else it speaks HTTP/2). */
+function isFramed(socket: TLSSocket): boolean {
+  return socket.alpnProtocol === ALPN_REVERSE_TUNNEL_FRAMED;
 }

@@ -1,26 +1,26 @@
-import { constants, type ClientHttp2Stream, type Http2Session } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import { DialCancel } from '../transport/dial-cancel.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
-import { StreamRelay } from '../transport/stream-relay.js';
+import { StreamRelay, type StreamRelayFailure } from '../transport/stream-relay.js';
+import { FramedRelay, type FramedRelayFailure, releaseFramedStream } from '../tunnel-framing/framed-relay.js';
 import { errnoError } from '../transport/uv.js';
 import type { ClientReader, HandleEnd } from '../transport/client-end.js';
 import type { Endpoint } from '../transport/endpoint.js';
 import { BARE_CLIENT, type BareClientHook, type WatchRelay } from '../handlers/bare-client.js';
 import type { ConnectionParts } from '../handlers/context.js';
-import { h2ErrorName } from './connect-request.js';
 import { releaseStream } from './release-stream.js';
+import { closedCleanly, failureReason, isFramedStream, releaseTunnelStream, type TunnelStream, tunnelDuplex } from './tunnel-stream.js';
 import type { CustomHandler } from '../handlers/types.js';
 import type { OpenStreamOptions, TunnelRegistry } from './registry.js';
 import { formatHostPort } from '../client/target.js';
 
 /** Opens the stream for one client (at `remote`), until `cancel`; `firstBytes` go with the CONNECT. */
-type StreamOpen = (remote: Endpoint, cancel: DialCancel, firstBytes: Buffer | undefined) => Promise<ClientHttp2Stream>;
+type StreamOpen = (remote: Endpoint, cancel: DialCancel, firstBytes: Buffer | undefined) => Promise<TunnelStream>;
 
 /** Opens the stream for one client connection: this proxy's tunnel, or through a peer proxy. */
-export type TunnelStreamOpener = (agent: string, target: string, options: OpenStreamOptions) => Promise<ClientHttp2Stream>;
+export type TunnelStreamOpener = (agent: string, target: string, options: OpenStreamOptions) => Promise<TunnelStream>;
 
 export interface ViaTunnelOptions {
   /** Milliseconds the agent has to reach the target (default: the registry's). */
@@ -57,13 +57,14 @@ export function viaTunnel(
     open(agent, target, new ClientStreamOptions(cancel, formatHostPort(remote.address, remote.port), options.openTimeoutMs, firstBytes));
   return {
     kind: 'custom',
-    // A passthrough client still on its bare handle is relayed to the stream by a StreamRelay.
+    // A passthrough client still on its bare handle is relayed to the stream by a StreamRelay
+    // (HTTP/2) or a FramedRelay.
     [BARE_CLIENT]: (client, rest, conn, watch) => new BareTunnelClient(client, conn, agent, target, watch).open(openFor, rest),
     handle: (client, info) => {
       const firstBytes = takeBuffered(client);
-      return dialThenRelay<ClientHttp2Stream>(client, {
+      return dialThenRelay<TunnelStream>(client, {
         dial: (cancel) => openFor(info.remote, cancel, firstBytes),
-        release: releaseStream,
+        release: releaseTunnelStream,
         fail: (err) => failClient(client, toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)),
         relay: (stream) => relayStream(client, stream, agent, target),
       });
@@ -101,32 +102,29 @@ function takeBuffered(client: Duplex): Buffer | undefined {
 }
 
 /** The client and its tunnel stream, both ways; a stream that ends badly fails the client with why. */
-function relayStream(client: Duplex, stream: ClientHttp2Stream, agent: string, target: string): void {
-  const session = stream.session;
+function relayStream(client: Duplex, stream: TunnelStream, agent: string, target: string): void {
   // Registered before splice's own 'close' listener, so the client is destroyed with the reason
   // (and the multiplexer logs it) rather than silently by splice.
+  const why = failureReason(stream, agent);
   stream.once('close', () => {
-    const clean = stream.rstCode === constants.NGHTTP2_NO_ERROR && stream.readableEnded && stream.writableFinished;
-    if (clean || client.destroyed) return;
-    failClient(client, streamFailure(session, stream.rstCode, agent, target));
+    if (closedCleanly(stream) || client.destroyed) return;
+    failClient(client, streamFailure(why(), agent, target));
   });
-  // A client that leaves early releases its stream with END_STREAM, never a reset. Both ways
+  // A client that leaves early releases its stream with a FIN, never a reset. Both ways
   // coalesced: the stream's many small chunks per read, and no pause per client read.
   // A client whose FIN came with its first bytes ended when takeBuffered emptied it: splice
   // passes that FIN on at once.
-  splice(client, stream, () => {}, undefined, { releaseB: (s) => releaseStream(s), coalesceA: true, coalesceB: true });
+  const framed = isFramedStream(stream);
+  splice(client, tunnelDuplex(stream), () => {}, undefined, {
+    releaseB: framed ? () => releaseFramedStream(stream) : (s) => releaseStream(s),
+    coalesceA: true,
+    coalesceB: true,
+  });
   client.resume();
 }
 
-/**
- * Why a tunnel stream closed badly: reset by the agent while `session` (the agent's tunnel, or
- * the peering session to the proxy holding it) is up, or the session gone with the agent.
- */
-function streamFailure(session: Http2Session | undefined, rstCode: number | undefined, agent: string, target: string): GateError {
-  const why =
-    session && !session.destroyed && !session.closed
-      ? `stream reset by the agent (${h2ErrorName(rstCode)})`
-      : `agent ${agent} disconnected`;
+/** A tunnel stream that closed badly, as the client's error. */
+function streamFailure(why: string, agent: string, target: string): GateError {
   return new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${target} via agent ${agent}: ${why}`);
 }
 
@@ -194,18 +192,18 @@ class BareTunnelClient implements ClientReader {
     return true;
   }
 
-  private relay(stream: ClientHttp2Stream): void {
-    if (!this.settle()) return releaseStream(stream);
+  private relay(stream: TunnelStream): void {
+    if (!this.settle()) return releaseTunnelStream(stream);
     const { conn, agent, target } = this;
-    const session = stream.session;
-    const relay: StreamRelay = new StreamRelay(this.client.take(), stream, {
-      release: releaseStream,
-      onClose: (failure) => {
-        if (failure?.side === 'stream') conn.recordError(streamFailure(session, failure.rstCode, agent, target));
-        else if (failure) conn.recordError(errnoError(failure.code), 'client');
-        conn.closed(relay);
-      },
-    });
+    const why = failureReason(stream, agent);
+    const onClose = (failure: StreamRelayFailure | FramedRelayFailure | undefined): void => {
+      if (failure?.side === 'stream') conn.recordError(streamFailure(why(), agent, target));
+      else if (failure) conn.recordError(errnoError(failure.code), 'client');
+      conn.closed(relay);
+    };
+    const relay: StreamRelay | FramedRelay = isFramedStream(stream)
+      ? new FramedRelay(this.client.take(), stream, { release: releaseFramedStream, onClose })
+      : new StreamRelay(this.client.take(), stream, { release: releaseStream, onClose });
     conn.handOver(relay, relay);
     this.watch?.(relay, conn);
     const { early } = this;

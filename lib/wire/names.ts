@@ -10,7 +10,17 @@
 export const ALPN_WEB = ['http/1.1', 'h2', 'acme-tls/1'] as const;
 /** SSH carried inside TLS. */
 export const ALPN_SSH = 'gate-proxy-ssh';
+/** An agent's reverse tunnel as HTTP/2 (the proxy is the session's client). */
 export const ALPN_REVERSE_TUNNEL = 'gate-reversetunnel';
+/**
+ * An agent's reverse tunnel in gate-mux's own framing (docs/tunnel-framing.md). Agents offer it
+ * before `gate-reversetunnel`; a proxy that knows it selects it, an older one selects HTTP/2.
+ */
+export const ALPN_REVERSE_TUNNEL_FRAMED = 'gate-reversetunnel-framed';
+/** What an agent offers for its tunnel, in its order of preference. */
+export const TUNNEL_ALPNS = [ALPN_REVERSE_TUNNEL_FRAMED, ALPN_REVERSE_TUNNEL] as const;
+/** `http2` makes an agent offer HTTP/2 alone for its tunnels (unset, or `auto`: the framing first). */
+export const TUNNEL_PROTOCOL_ENV = 'GATE_TUNNEL_PROTOCOL';
 export const ALPN_POSTGRES = 'gate-postgres';
 /** PostgreSQL 17 direct SSL negotiation (`sslnegotiation=direct`) requires this ALPN. */
 export const ALPN_POSTGRES_DIRECT = 'postgresql';

@@ -15,6 +15,7 @@ import { closedWithoutAnswer, startPeeringCluster as cluster, clusterClient as c
 import { echoOnce, run, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { startPostgres } from '../helpers/postgres.js';
+import { tunnelDuplex } from '../../lib/tunnel/tunnel-stream.js';
 
 /** A MemoryRouteStore that can be made to fail every call, as an unreachable Redis does. */
 class SwitchableStore implements RouteStore {
@@ -160,7 +161,7 @@ t.test('a holder that died without leaving the store: the next holder is tried',
     logger: logs.logger,
   });
   t.teardown(() => dialer.close());
-  const stream = await dialer.open('edge', c.echo, { client: '198.51.100.30:6000' });
+  const stream = tunnelDuplex(await dialer.open('edge', c.echo, { client: '198.51.100.30:6000' }));
   t.equal(await echoOnce(stream, 'via the next holder'), 'via the next holder');
   stream.end();
   const failed = logs.lines.find((l) => l.code === ErrorCodes.PEER_DIAL_FAILED);

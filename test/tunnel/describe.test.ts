@@ -17,6 +17,7 @@ import { packageVersion } from '../../lib/wire/package-version.js';
 import { startEchoServer } from '../helpers/echo-servers.js';
 import { readUntil, until } from '../helpers/net.js';
 import { agentCertificate, rawAgentSession, startProxySide, type ProxySide } from '../helpers/tunnel-rig.js';
+import { tunnelDuplex } from '../../lib/tunnel/tunnel-stream.js';
 
 const PROXY_VERSION = '3.1.0';
 const SERVER_ID = '5e0d8f9a-6b1c-4d2e-8f3a-9b8c7d6e5f40';
@@ -138,7 +139,7 @@ async function handMadeAgent(t: Test, side: ProxySide, name: string, first: stri
 }
 
 async function echoThrough(side: ProxySide, name: string, target: string, text: string): Promise<string> {
-  const stream = await side.registry.open(name, target);
+  const stream = tunnelDuplex(await side.registry.open(name, target));
   stream.end(text);
   return readUntil(stream, (s) => s.length >= text.length);
 }

@@ -1,0 +1,137 @@
+// An agent's tunnel in gate-mux's framing (docs/tunnel-framing.md), the proxy being the side that
+// accepted the connection (agent-link.ts says why a link). What HTTP/2 carries in headers is a
+// stream kind here: a client connection, the describe request, the cluster view.
+import { EventEmitter } from 'node:events';
+import type { TLSSocket } from 'node:tls';
+import type { GateError } from '../errors.js';
+import { FramedSession } from '../tunnel-framing/framed-session.js';
+import type { FramedStream } from '../tunnel-framing/framed-stream.js';
+import { type AnswerPayload, type GoAwayPayload, StreamKind, WireError, wireErrorName } from '../tunnel-framing/frames.js';
+import { refusalDebugData } from './admission.js';
+import type { AgentLink, ConnectRequest, DescribeReader, DescribeRequest, LinkAnswerOptions } from './agent-link.js';
+import type { TunnelStream } from './tunnel-stream.js';
+import type { ClusterView } from './cluster-view.js';
+import { readLines } from './describe-stream.js';
+import { awaitFramedAnswer } from './framed-answer.js';
+import { REFUSAL_FLUSH_MS } from './goaway-refusal.js';
+
+/** The refusal as the GOAWAY's reason: the same text HTTP/2's debug data carries. */
+function refusalReason(error: GateError): string {
+  return refusalDebugData(error).toString('latin1');
+}
+
+/** True when `stream` ended in a reset, either way (not a refusal: that is an answer). */
+function endedInReset(stream: FramedStream): boolean {
+  if (stream.closeCode === undefined || stream.closeCode === WireError.NO_ERROR) return false;
+  return !(stream.answer && stream.answer.status !== 200);
+}
+
+export class FramedAgentLink extends EventEmitter implements AgentLink {
+  readonly protocol = 'framed';
+  readonly session: FramedSession;
+
+  constructor(
+    private readonly socket: TLSSocket,
+    /** The agent's name, for messages. */
+    private readonly agent: string,
+  ) {
+    super();
+    // The agent dialled: it is the dialer (odd ids), the proxy opens even ones. An agent has
+    // nothing to open on the proxy: the session's default refuses its opens with 501.
+    const session = new FramedSession(socket, { side: 'listener' });
+    this.session = session;
+    session.on('goaway', (goAway: GoAwayPayload) => this.emit('goaway', `agent sent GOAWAY (${wireErrorName(goAway.code)})`));
+    session.once('close', (error: GateError | undefined) => {
+      if (error) this.emit('error', error);
+      this.emit('close');
+    });
+  }
+
+  get peer(): FramedSession {
+    return this.session;
+  }
+
+  get usable(): boolean {
+    return !this.session.closing;
+  }
+
+  connect(request: ConnectRequest, answer: LinkAnswerOptions, counted: (reset: boolean) => void): Promise<TunnelStream> {
+    const stream = this.session.open({ kind: StreamKind.CONNECT, target: request.target, client: request.client ?? '' });
+    if (request.firstBytes) stream.write(request.firstBytes);
+    stream.once('close', () => counted(endedInReset(stream)));
+    return awaitFramedAnswer(stream, { ...answer, lost: () => answer.lost(this.lossReason(stream)) });
+  }
+
+  /** Why `stream` ended before it was answered, in words. */
+  private lossReason(stream: TunnelStream): string {
+    if (this.session.closed) return `agent ${this.agent} disconnected`;
+    const { closeCode, closeReason } = stream as FramedStream;
+    return `stream reset by the agent (${wireErrorName(closeCode ?? WireError.NO_ERROR)}${closeReason ? `: ${closeReason}` : ''})`;
+  }
+
+  sendView(view: ClusterView, unsupported: (status: number) => void): void {
+    const stream = this.session.open({ kind: StreamKind.CLUSTER_VIEW, target: view.proxyId, client: '' });
+    stream.write(Buffer.from(view.proxyIds.join(','), 'latin1'));
+    stream.end();
+    stream.once('response', (answer: AnswerPayload) => {
+      if (answer.status < 200 || answer.status >= 300) unsupported(answer.status);
+    });
+    stream.on('data', ignore);
+    stream.resume();
+  }
+
+  describe(maxLineBytes: number, reader: DescribeReader): DescribeRequest | undefined {
+    if (!this.usable) return undefined;
+    const stream = this.session.open({ kind: StreamKind.DESCRIBE, target: '', client: '' });
+    stream.once('response', (answer: AnswerPayload) => {
+      reader.answer(answer.status);
+      if (answer.status !== 200) return;
+      readLines(stream, maxLineBytes, reader.line, reader.overflow);
+      stream.resume();
+    });
+    return {
+      admit: () => stream.end(),
+      refuse: () => stream.reset(WireError.REFUSED_STREAM, 'the description is refused'),
+    };
+  }
+
+  goAway(): void {
+    this.session.goAway(WireError.NO_ERROR, 'the proxy is going away');
+  }
+
+  refuse(error: GateError): void {
+    refuseFramed(this.session, this.socket, error);
+  }
+
+  tell(error: GateError): void {
+    this.session.goAway(WireError.REFUSED_STREAM, refusalReason(error));
+  }
+
+  destroy(error?: GateError): void {
+    this.session.destroy(error);
+  }
+}
+
+/**
+ * Refuses the agent on `session` now: GOAWAY REFUSED_STREAM with the refusal, then this side's
+ * FIN. The socket is destroyed with `error` (the listener counts its code) once the agent has
+ * closed its end, or after REFUSAL_FLUSH_MS at the latest.
+ */
+function refuseFramed(session: FramedSession, socket: TLSSocket, error: GateError): void {
+  const cut = (): void => {
+    clearTimeout(timer);
+    socket.destroy(error);
+  };
+  const timer = setTimeout(cut, REFUSAL_FLUSH_MS);
+  timer.unref();
+  socket.once('end', cut);
+  socket.once('close', () => clearTimeout(timer));
+  session.goAwayNow(WireError.REFUSED_STREAM, refusalReason(error), error, REFUSAL_FLUSH_MS * 2);
+}
+
+/** Refuses an agent that chose the framing before its session began (see refuseFramed). */
+export function refuseFramedAgent(socket: TLSSocket, error: GateError): void {
+  refuseFramed(new FramedSession(socket, { side: 'listener' }), socket, error);
+}
+
+function ignore(): void {}

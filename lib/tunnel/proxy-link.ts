@@ -1,0 +1,43 @@
+// The agent's end of one tunnel, whichever protocol the proxy selected at the TLS handshake:
+// HTTP/2 (h2-proxy-link.ts, the agent being the session's server) or gate-mux's framing
+// (framed-proxy-link.ts). AgentTunnel speaks to this only, so admission, descriptions, cluster
+// views, refusals, the heartbeat and drain are written once.
+import type { ErrorCode, GateError } from '../errors.js';
+import type { ClusterView } from './cluster-view.js';
+import type { PingPeer } from './heartbeat.js';
+
+/** The session as AgentTunnel holds it: an Http2Session and a FramedSession are both one. */
+export interface ProxyLink extends PingPeer {
+  /** No new streams (GOAWAY NO_ERROR); open ones finish, then the connection ends. */
+  close(): void;
+  /** Ends every stream and the connection now. */
+  destroy(error?: GateError): void;
+}
+
+/** The proxy's describe request as the agent answers it. */
+export interface DescribeAnswer {
+  /** Writes one line of the description (a JSON line, newline included). */
+  write(line: string): void;
+  /** Ends the agent's side: nothing more to describe (the tunnel is ending). */
+  end(): void;
+}
+
+/** What a link tells its tunnel as the proxy speaks. */
+export interface LinkEvents {
+  /** The proxy is ready to be asked: its session began (HTTP/2's SETTINGS; the framing at once). */
+  ready(): void;
+  /** A cluster view; undefined when it was malformed (answered with a refusal). */
+  view(view: ClusterView | undefined): void;
+  /**
+   * The proxy asks for a description. Returns what to call when the proxy ends its side (its
+   * verdict: admitted) and when the stream has closed; undefined when one is open already: then
+   * the request is refused.
+   */
+  describe(answer: DescribeAnswer): { verdict(): void; closed(): void } | undefined;
+  /** A client connection's stream was served (for the agent's counts). */
+  served(): void;
+  /** The proxy sent GOAWAY: `why` in words, and its refusal when it carried one. */
+  goaway(why: string, refusal: { code: ErrorCode; message: string } | undefined): void;
+  /** The session failed (logged). */
+  error(err: Error): void;
+}
