@@ -1,4 +1,3 @@
-import type { ClientHttp2Stream } from 'node:http2';
 import type { TunnelStream } from '../tunnel/tunnel-stream.js';
 import { ErrorCodes, GateError, isGateError, type ErrorCode } from '../errors.js';
 import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
@@ -16,7 +15,7 @@ export interface DialerMembership {
 
 /** What the dialer needs of the peer pool. */
 export interface PeerOpener {
-  open(peer: PeerAddress, agent: string, target: string, options?: OpenStreamOptions): Promise<ClientHttp2Stream>;
+  open(peer: PeerAddress, agent: string, target: string, options?: OpenStreamOptions): Promise<TunnelStream>;
 }
 
 export interface ClusterDialerOptions {

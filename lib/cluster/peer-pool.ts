@@ -1,15 +1,22 @@
 import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
+import type { TLSSocket } from 'node:tls';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, type ErrorCode } from '../errors.js';
 import { type CloseOptions, closeEvent, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { readRefusalDebugData } from '../tunnel/admission.js';
-import { awaitConnectAnswer } from '../tunnel/connect-answer.js';
+import { awaitConnectAnswer, type ConnectAnswerOptions } from '../tunnel/connect-answer.js';
+import { awaitFramedAnswer } from '../tunnel/framed-answer.js';
+import { goAwayGracefully } from '../tunnel/go-away.js';
+import type { TunnelStream } from '../tunnel/tunnel-stream.js';
+import { FramedSession } from '../tunnel-framing/framed-session.js';
+import type { FramedStream } from '../tunnel-framing/framed-stream.js';
+import { type GoAwayPayload, StreamKind, WireError, wireErrorName } from '../tunnel-framing/frames.js';
 import { connectRequestHeaders, h2ErrorName } from '../tunnel/connect-request.js';
 import type { OpenStreamOptions } from '../tunnel/registry.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
 import { TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
-import { ALPN_PEER, PEER_AGENT_HEADER } from '../wire/names.js';
+import { ALPN_PEER, ALPN_PEER_FRAMED, PEER_AGENT_HEADER, PEER_ALPNS } from '../wire/names.js';
 import { admitPeer, peerTlsFacts } from './peer-identity.js';
 import { PEER_SESSION_SETTINGS } from './peer-settings.js';
 
@@ -36,11 +43,19 @@ export interface PeerPoolOptions {
   dialTimeoutMs?: number;
   /** Milliseconds the holder has to answer a forwarded dial (default 15 s). */
   openTimeoutMs?: number;
+  /**
+   * `auto` (default) offers the tunnel framing, then HTTP/2, and the peer chooses (a proxy older
+   * than the framing chooses HTTP/2); `http2` offers HTTP/2 alone.
+   */
+  protocol?: 'auto' | 'http2';
 }
+
+/** A session to a peer: the tunnel framing, or HTTP/2 with a peer older than the framing. */
+type PeerSession = ClientHttp2Session | FramedSession;
 
 interface PeerConnection {
   addr: string;
-  session: Promise<ClientHttp2Session>;
+  session: Promise<PeerSession>;
   /** Why the peer ended the session, once it has (its GOAWAY's code, or the socket's end). */
   ended?: string;
 }
@@ -59,7 +74,7 @@ const KEPT_CODES: ReadonlySet<ErrorCode> = new Set([
 ]);
 
 /**
- * The client side of peering: one HTTP/2 session per peer proxy, opened on first use, reused by
+ * The client side of peering: one session per peer proxy (the tunnel framing, or HTTP/2), opened on first use, reused by
  * every forwarded connection, opened again after it ends, and closed when the peer leaves the
  * cluster (`retain`). Mutual TLS both ways: this proxy shows its peering certificate, and the peer's
  * must be from the cluster CA with the proxy role (an agent's or client's certificate is refused
@@ -86,25 +101,18 @@ export class PeerPool implements Closable {
    * this cluster, or lost the session), else the code the peer answered with (GATE_ERR_AGENT_OFFLINE
    * when the agent is not connected to it, GATE_ERR_AGENT_TARGET_DENIED, GATE_ERR_DRAINING, ...).
    */
-  async open(peer: PeerAddress, agent: string, target: string, options: OpenStreamOptions = {}): Promise<ClientHttp2Stream> {
+  async open(peer: PeerAddress, agent: string, target: string, options: OpenStreamOptions = {}): Promise<TunnelStream> {
     const where = `agent ${agent} -> ${target} via proxy ${peer.id} (${peer.peerAddr})`;
     if (this.lifecycle.ending) throw new GateError(ErrorCodes.SHUTDOWN, `${where}: the peer pool is closed`);
     const connection = this.connection(peer);
-    let session: ClientHttp2Session;
+    let session: PeerSession;
     try {
       session = await connection.session;
     } catch (err) {
       throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${(err as Error).message}`, { cause: err });
     }
-    let stream: ClientHttp2Stream;
-    try {
-      stream = session.request({ ...connectRequestHeaders(target, options.client), [PEER_AGENT_HEADER]: agent }, { endStream: false });
-    } catch (err) {
-      throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${(err as Error).message}`, { cause: err });
-    }
-    if (options.firstBytes) stream.write(options.firstBytes);
     const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
-    return awaitConnectAnswer(stream, {
+    const answer = (lostWhy: () => string): ConnectAnswerOptions => ({
       timeoutMs,
       cancel: options.cancel ?? options.signal,
       where,
@@ -112,14 +120,33 @@ export class PeerPool implements Closable {
         const code = refusal.code !== undefined && KEPT_CODES.has(refusal.code) ? refusal.code : ErrorCodes.PEER_DIAL_FAILED;
         return new GateError(code, `${where}: ${refusal.message}${refusal.code && refusal.code !== code ? ` (${refusal.code})` : ''}`);
       },
-      lost: () => {
-        const why =
-          connection.ended ??
-          (session.destroyed || session.closed ? 'the peering session ended' : `stream reset (${h2ErrorName(stream.rstCode)})`);
-        return new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${why}`);
-      },
+      lost: () => new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${connection.ended ?? lostWhy()}`),
       timedOut: () => new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: no answer within ${timeoutMs} ms`),
     });
+    const failed = (err: unknown): GateError =>
+      new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${(err as Error).message}`, { cause: err });
+    if (session instanceof FramedSession) {
+      let stream: FramedStream;
+      try {
+        stream = session.open({ kind: StreamKind.CONNECT, target, client: options.client ?? '', agent });
+      } catch (err) {
+        throw failed(err);
+      }
+      if (options.firstBytes) stream.write(options.firstBytes);
+      const why = (): string =>
+        session.closed ? 'the peering session ended' : `stream reset (${wireErrorName(stream.closeCode ?? WireError.NO_ERROR)})`;
+      return awaitFramedAnswer(stream, answer(why));
+    }
+    let stream: ClientHttp2Stream;
+    try {
+      stream = session.request({ ...connectRequestHeaders(target, options.client), [PEER_AGENT_HEADER]: agent }, { endStream: false });
+    } catch (err) {
+      throw failed(err);
+    }
+    if (options.firstBytes) stream.write(options.firstBytes);
+    const why = (): string =>
+      session.destroyed || session.closed ? 'the peering session ended' : `stream reset (${h2ErrorName(stream.rstCode)})`;
+    return awaitConnectAnswer(stream, answer(why));
   }
 
   /** Closes the sessions to peers not in `liveIds` (they left the store, or restarted under a new id). */
@@ -130,7 +157,7 @@ export class PeerPool implements Closable {
       this.peers.delete(id);
       this.log.info({ peer: id, addr: connection.addr }, 'peer left the cluster: session closed');
       connection.session.then(
-        (s) => s.close(),
+        (s) => goAwayGracefully(s),
         () => {},
       );
     }
@@ -178,7 +205,7 @@ export class PeerPool implements Closable {
     if (held && held.addr === peer.peerAddr && held.ended === undefined) return held;
     if (held)
       held.session.then(
-        (s) => s.close(),
+        (s) => goAwayGracefully(s),
         () => {},
       );
     const connection = { addr: peer.peerAddr } as PeerConnection;
@@ -191,11 +218,11 @@ export class PeerPool implements Closable {
     return connection;
   }
 
-  private async dial(peer: PeerAddress, connection: PeerConnection): Promise<ClientHttp2Session> {
+  private async dial(peer: PeerAddress, connection: PeerConnection): Promise<PeerSession> {
     const identity = this.options.identity();
     const { socket } = await dialTls(peer.peerAddr, {
       proxy: null,
-      alpn: [ALPN_PEER],
+      alpn: this.options.protocol === 'http2' ? [ALPN_PEER] : [...PEER_ALPNS],
       requireAlpn: true,
       ca: identity.ca,
       cert: identity.cert,
@@ -215,13 +242,50 @@ export class PeerPool implements Closable {
         cause: err,
       });
     }
-    const session = connect(`https://${peer.peerAddr}`, { createConnection: () => socket, settings: PEER_SESSION_SETTINGS });
     const forget = (why: string): void => {
       connection.ended ??= why;
       if (this.peers.get(peer.id) === connection) this.peers.delete(peer.id);
     };
+    const session = socket.alpnProtocol === ALPN_PEER_FRAMED ? this.framedSession(socket, forget) : this.http2Session(peer, socket, forget);
+    // A peer whose host died without a FIN is noticed as a tunnel's agent is (PINGs with a
+    // deadline), so dials stop waiting on its session before its presence has even expired.
+    startHeartbeat(session, {
+      intervalMs: DEFAULT_HEARTBEAT_INTERVAL_MS,
+      timeoutMs: DEFAULT_HEARTBEAT_TIMEOUT_MS,
+      onTimeout: (why) => {
+        forget(`heartbeat: ${why}`);
+        this.log.warn({ peer: peer.id, addr: peer.peerAddr, code: ErrorCodes.PEER_DIAL_FAILED }, `peering session lost: ${why}`);
+        session.destroy();
+        socket.destroy();
+      },
+    });
+    this.log.debug(
+      { peer: peer.id, addr: peer.peerAddr, protocol: session instanceof FramedSession ? 'framed' : 'http2' },
+      'peering session opened',
+    );
+    return session;
+  }
+
+  /** The framed session to a peer: this proxy dialled, so it opens the (odd-numbered) streams. */
+  private framedSession(socket: TLSSocket, forget: (why: string) => void): FramedSession {
+    const session = new FramedSession(socket, { side: 'dialer' });
+    // A GOAWAY (the peer drains or refused us, its reason saying why) ends this session for new
+    // streams: the next dial opens a new one while open streams finish on this one.
+    session.on('goaway', (goAway: GoAwayPayload) => {
+      const refusal = readRefusalDebugData(Buffer.from(goAway.reason, 'latin1'));
+      forget(refusal ? `${refusal.code} ${refusal.message}` : `the peer sent GOAWAY (${wireErrorName(goAway.code)})`);
+    });
+    session.once('close', (error?: GateError) => {
+      forget(error?.message ?? 'the peering session closed');
+      socket.destroy();
+    });
+    return session;
+  }
+
+  private http2Session(peer: PeerAddress, socket: TLSSocket, forget: (why: string) => void): ClientHttp2Session {
+    const session = connect(`https://${peer.peerAddr}`, { createConnection: () => socket, settings: PEER_SESSION_SETTINGS });
     session.on('error', (err) => {
-      connection.ended ??= err.message;
+      forget(err.message);
       this.log.debug({ peer: peer.id, err }, 'peering session error');
     });
     // A GOAWAY (the peer drains or refused us, debug data saying why) ends this session for new
@@ -237,19 +301,6 @@ export class PeerPool implements Closable {
     session.once('remoteSettings', () => {
       if (!session.destroyed) session.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
     });
-    // A peer whose host died without a FIN is noticed as a tunnel's agent is (PINGs with a
-    // deadline), so dials stop waiting on its session before its presence has even expired.
-    startHeartbeat(session, {
-      intervalMs: DEFAULT_HEARTBEAT_INTERVAL_MS,
-      timeoutMs: DEFAULT_HEARTBEAT_TIMEOUT_MS,
-      onTimeout: (why) => {
-        forget(`heartbeat: ${why}`);
-        this.log.warn({ peer: peer.id, addr: peer.peerAddr, code: ErrorCodes.PEER_DIAL_FAILED }, `peering session lost: ${why}`);
-        session.destroy();
-        socket.destroy();
-      },
-    });
-    this.log.debug({ peer: peer.id, addr: peer.peerAddr }, 'peering session opened');
     return session;
   }
 }

@@ -17,18 +17,24 @@ import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
 import { isValidAgentName } from '../tunnel/agent-identity.js';
 import { clientOf } from '../tunnel/agent-stream.js';
-import { refusalHeaders } from '../tunnel/connect-request.js';
-import { refuseWithGoAway } from '../tunnel/goaway-refusal.js';
+import { refusalHeaders, statusForCode } from '../tunnel/connect-request.js';
+import { goAwayGracefully } from '../tunnel/go-away.js';
+import { refuseFramed, refuseWithGoAway } from '../tunnel/goaway-refusal.js';
 import { jsStreamOver } from '../tunnel/js-stream.js';
 import { takeArrivedBytes } from '../tunnel/arrived-bytes.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
 import { releaseStream } from '../tunnel/release-stream.js';
 import { closedCleanly, isFramedStream, releaseTunnelStream, type TunnelStream, tunnelDuplex } from '../tunnel/tunnel-stream.js';
+import { FramedDuplex } from '../tunnel-framing/framed-duplex.js';
 import { releaseFramedStream } from '../tunnel-framing/framed-relay.js';
+import { FramedSession } from '../tunnel-framing/framed-session.js';
+import { joinFramed } from '../tunnel-framing/framed-splice.js';
+import type { FramedStream } from '../tunnel-framing/framed-stream.js';
+import { type OpenPayload, StreamKind, WireError } from '../tunnel-framing/frames.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
 import { TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
 import { PEER_SESSION_SETTINGS } from './peer-settings.js';
-import { ALPN_PEER, PEER_AGENT_HEADER } from '../wire/names.js';
+import { ALPN_PEER, ALPN_PEER_FRAMED, PEER_AGENT_HEADER, PEER_ALPNS } from '../wire/names.js';
 import { admitPeer, peerTlsFacts } from './peer-identity.js';
 
 export interface PeerServerOptions {
@@ -37,6 +43,11 @@ export interface PeerServerOptions {
   logger?: Logger;
   /** True while the proxy drains: forwarded dials are refused with GATE_ERR_DRAINING. */
   isDraining?: () => boolean;
+  /**
+   * `auto` (default): the peering endpoint selects the tunnel framing when the peer offers it,
+   * else HTTP/2; `http2`: HTTP/2 alone, as proxies before the framing.
+   */
+  protocol?: 'auto' | 'http2';
 }
 
 export interface PeerEndpointTls {
@@ -49,17 +60,18 @@ export interface PeerEndpointTls {
 }
 
 /**
- * The peering server on `peer_listen_addr`: mutual TLS with ALPN `gate-proxy-peer`,
- * then one HTTP/2 session per peer proxy in which the peer opens one CONNECT stream per client
- * connection it forwards (`:authority` the target, PEER_AGENT_HEADER the agent, CLIENT_ADDR_HEADER
- * the client's real address). A forwarded dial is served from this proxy's own tunnels only, never
+ * The peering server on `peer_listen_addr`: mutual TLS with ALPN `gate-proxy-peer-framed` (the
+ * tunnel framing, chosen first) or `gate-proxy-peer` (HTTP/2, for a peer older than the framing),
+ * then one session per peer proxy in which the peer opens one stream per client connection it
+ * forwards: an OPEN naming the target, the agent and the client's real address, or an HTTP/2
+ * CONNECT (`:authority` the target, PEER_AGENT_HEADER the agent, CLIENT_ADDR_HEADER the client). A forwarded dial is served from this proxy's own tunnels only, never
  * forwarded again, so two proxies with stale records cannot bounce a dial between them. A refusal
  * carries a GATE_ERR_* code as the tunnel's do (lib/tunnel/connect-request.ts).
  */
 export class PeerServer implements Closable {
   private readonly log: Logger;
   private readonly h2: Http2Server;
-  private readonly sessions = new Set<ServerHttp2Session>();
+  private readonly sessions = new Set<ServerHttp2Session | FramedSession>();
   private readonly lifecycle = new Lifecycle();
 
   constructor(private readonly options: PeerServerOptions) {
@@ -75,7 +87,7 @@ export class PeerServer implements Closable {
         cert: tls.cert,
         key: tls.key,
         ca: tls.ca,
-        alpnProtocols: [ALPN_PEER],
+        alpnProtocols: this.options.protocol === 'http2' ? [ALPN_PEER] : [...PEER_ALPNS],
         requestCert: true,
         // Verified, not enforced by OpenSSL: `admitPeer` refuses with a code saying why.
         rejectUnauthorized: false,
@@ -100,6 +112,7 @@ export class PeerServer implements Closable {
           this.refuse(socket, toGateError(err, ErrorCodes.PEER_REFUSED), remote);
           return;
         }
+        if (socket.alpnProtocol === ALPN_PEER_FRAMED) return this.startFramed(socket, remote);
         const session = this.startSession(socket);
         if (!session) return;
         this.sessions.add(session);
@@ -129,9 +142,33 @@ export class PeerServer implements Closable {
     };
   }
 
+  /**
+   * A peer's framed session: it dialled, so it opens the streams, one per forwarded connection.
+   * A peer's FIN ends the session (the framing's own rule), and PINGs with a deadline end a peer
+   * that vanished without one, as for HTTP/2 peers.
+   */
+  private startFramed(socket: TLSSocket, remote: string): void {
+    const session = new FramedSession(socket, { side: 'listener', onOpen: (stream, open) => this.serveFramed(stream, open) });
+    this.sessions.add(session);
+    session.once('close', (error?: GateError) => {
+      if (error) this.log.debug({ remote, err: error }, 'peer session error');
+      this.sessions.delete(session);
+      socket.destroy();
+    });
+    startHeartbeat(session, {
+      intervalMs: DEFAULT_HEARTBEAT_INTERVAL_MS,
+      timeoutMs: DEFAULT_HEARTBEAT_TIMEOUT_MS,
+      onTimeout: (why) => {
+        this.log.warn({ remote }, `peering session lost: ${why}`);
+        session.destroy();
+      },
+    });
+    this.log.info({ remote, protocol: 'framed' }, 'peer connected');
+  }
+
   /** GOAWAY to every peer: no new forwarded dials, open ones finish. */
   goAway(): void {
-    for (const session of this.sessions) if (!session.closed && !session.destroyed) session.close();
+    for (const session of this.sessions) goAwayGracefully(session);
   }
 
   /** open, closing (peers told GOAWAY, their streams finishing), closed (every session gone). */
@@ -184,9 +221,10 @@ export class PeerServer implements Closable {
     return started;
   }
 
-  /** Tells a refused peer why (GOAWAY debug data), then closes its connection with the error. */
+  /** Tells a refused peer why (in a GOAWAY), then closes its connection with the error. */
   private refuse(socket: TLSSocket, error: GateError, remote: string): void {
     this.log.warn({ remote, code: error.code }, `peer refused: ${error.message}`);
+    if (socket.alpnProtocol === ALPN_PEER_FRAMED) return refuseFramed(socket, error);
     const session = this.startSession(socket, () => error);
     if (!session) return;
     session.on('error', () => {}); // the other end may already be gone; the refusal is logged above
@@ -211,12 +249,7 @@ export class PeerServer implements Closable {
     try {
       if (headers[':method'] !== 'CONNECT')
         throw new GateError(ErrorCodes.TARGET_INVALID, `only CONNECT is served, not ${String(headers[':method'])}`);
-      if (typeof agent !== 'string' || !isValidAgentName(agent))
-        throw new GateError(ErrorCodes.TARGET_INVALID, `no valid agent name in ${PEER_AGENT_HEADER}`);
-      const parsed = parseTarget(String(headers[':authority'] ?? ''));
-      if (parsed.scheme !== undefined) throw new GateError(ErrorCodes.TARGET_INVALID, 'CONNECT takes host:port');
-      target = formatHostPort(parsed.host, parsed.port);
-      if (this.options.isDraining?.()) throw new GateError(ErrorCodes.DRAINING, 'this proxy is draining: no new forwarded dials');
+      target = this.checkDial(agent, String(headers[':authority'] ?? ''));
     } catch (err) {
       refuse(toGateError(err, ErrorCodes.TARGET_INVALID));
       return;
@@ -224,7 +257,65 @@ export class PeerServer implements Closable {
     const client = clientOf(headers);
     // The client's first bytes (the front proxy writes them right after the CONNECT) go on with
     // this proxy's own CONNECT to the agent, so this hop does not wait for the agent's answer either.
-    takeArrivedBytes(stream, (firstBytes) => this.dialAgent(stream, agent, target, client, firstBytes, refuse));
+    takeArrivedBytes(stream, (firstBytes) => this.dialAgent(stream, agent as string, target, client, firstBytes, refuse));
+  }
+
+  /**
+   * A forwarded dial's agent and target, checked: the target as the agent will dial it, or
+   * GATE_ERR_TARGET_INVALID (GATE_ERR_DRAINING while this proxy drains).
+   */
+  private checkDial(agent: unknown, authority: string): string {
+    if (typeof agent !== 'string' || !isValidAgentName(agent))
+      throw new GateError(ErrorCodes.TARGET_INVALID, `no valid agent name in ${PEER_AGENT_HEADER}`);
+    const parsed = parseTarget(authority);
+    if (parsed.scheme !== undefined) throw new GateError(ErrorCodes.TARGET_INVALID, 'CONNECT takes host:port');
+    if (this.options.isDraining?.()) throw new GateError(ErrorCodes.DRAINING, 'this proxy is draining: no new forwarded dials');
+    return formatHostPort(parsed.host, parsed.port);
+  }
+
+  /**
+   * One forwarded dial on a framed peering session: the same checks and the same dial as on
+   * HTTP/2; the answer is the agent's (status, code, reason) and on 200 the two streams are joined
+   * frame by frame (an agent on HTTP/2: through the framed stream's Duplex).
+   */
+  private serveFramed(stream: FramedStream, open: OpenPayload): void {
+    const refuse = (error: GateError): void =>
+      stream.respond({ status: statusForCode(error.code), code: error.code, reason: error.message });
+    let target: string;
+    try {
+      if (open.kind !== StreamKind.CONNECT) throw new GateError(ErrorCodes.TARGET_INVALID, `a stream of kind ${open.kind} is not served`);
+      target = this.checkDial(open.agent, open.target);
+    } catch (err) {
+      return refuse(toGateError(err, ErrorCodes.TARGET_INVALID));
+    }
+    const agent = open.agent as string;
+    const client = open.client || undefined;
+    // The frames of one read are all parsed before a microtask runs, and the front proxy writes
+    // its OPEN and the client's first bytes together: by then they are held, and go on with this
+    // proxy's own open to the agent.
+    queueMicrotask(() => {
+      if (stream.closed) return;
+      const firstBytes = stream.takeHeld();
+      void dialThenRelay<TunnelStream>(stream, {
+        closedWhy: 'peer stream closed',
+        dial: (cancel) => this.options.registry.open(agent, target, { cancel, client, firstBytes }),
+        release: releaseTunnelStream,
+        fail: (err) => {
+          const error = toGateError(err, ErrorCodes.AGENT_STREAM_FAILED);
+          this.log.debug({ agent, target, code: error.code }, `forwarded dial failed: ${error.message}`);
+          refuse(error);
+        },
+        relay: (upstream) => {
+          stream.respond({ status: 200, code: '', reason: '' });
+          if (isFramedStream(upstream)) return joinFramed(stream, upstream);
+          // An HTTP/2 agent's reset is passed on as CONNECT_ERROR, as on an HTTP/2 peering stream.
+          upstream.once('close', () => {
+            if (!closedCleanly(upstream) && !stream.closed) stream.reset(WireError.CONNECT_ERROR, 'the agent reset the stream');
+          });
+          splice(new FramedDuplex(stream), upstream, () => {}, undefined, { releaseB: (s) => releaseStream(s) });
+        },
+      });
+    });
   }
 
   /** The agent's stream for a forwarded dial, relayed to the peer's once the agent has answered. */

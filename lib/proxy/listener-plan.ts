@@ -5,7 +5,7 @@ import {
   ALPN_MONGODB,
   ALPN_MYSQL,
   ALPN_MYSQL_VERSION_PREFIX,
-  ALPN_PEER,
+  PEER_ALPNS,
   ALPN_POSTGRES,
   ALPN_POSTGRES_DIRECT,
   ALPN_REDIS,
@@ -214,13 +214,13 @@ function ownPortAlternatives(protocol: UpstreamProtocol): { routes: Alternative[
       return { routes: [terminate('redis')] };
     case 'peer':
       // The proxy's own peering server: mutual TLS between proxies, ended here.
-      return { routes: [{ name: 'peer', match: { alpn: ALPN_PEER, protocol: 'tls' }, transport: 'tls-terminate', framing: 'raw' }] };
+      return { routes: [{ name: 'peer', match: { alpn: [...PEER_ALPNS], protocol: 'tls' }, transport: 'tls-terminate', framing: 'raw' }] };
   }
 }
 
 /** The matches recognising `protocol` on a shared (TLS routing) port, in declaration order. */
 export function routeMatchesFor(protocol: ProxyProtocolName, options: { plaintext?: boolean } = {}): RouteMatch[] {
-  if (protocol === 'peer') return [{ alpn: ALPN_PEER, protocol: 'tls' }];
+  if (protocol === 'peer') return [{ alpn: [...PEER_ALPNS], protocol: 'tls' }];
   return sharedPortAlternatives(protocol, options.plaintext ?? true).map((a) => a.match);
 }
 

@@ -207,11 +207,6 @@ export class FramedSession extends EventEmitter implements StreamSession {
     this.endIfIdle();
   }
 
-  /** A graceful close, as Http2Session.close() is: GOAWAY NO_ERROR, the open streams finish. */
-  close(): void {
-    this.goAway(WireError.NO_ERROR);
-  }
-
   /** Ends every stream and the connection now; `error` is the session's ('close'). */
   destroy(error?: GateError): void {
     this.finish(error);

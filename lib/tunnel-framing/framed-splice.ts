@@ -37,13 +37,31 @@ export function spliceFramed(inbound: FramedStream, onward: FramedStream): void 
     framedOneWay(onward, inbound);
     onward.resume();
   });
+  passResets(inbound, onward);
+  inbound.resume();
+}
+
+/**
+ * Joins two streams both ways whose opening is done: the holder's hop once the agent has answered
+ * (`onward`) and the opener has been told (`inbound`). Each way has its own backpressure and FIN,
+ * and a reset on either side resets the other with the same code and reason.
+ */
+export function joinFramed(inbound: FramedStream, onward: FramedStream): void {
+  framedOneWay(inbound, onward);
+  framedOneWay(onward, inbound);
+  passResets(inbound, onward);
+  inbound.resume();
+  onward.resume();
+}
+
+/** A reset the other side of `a` or `b` made is passed on to the other stream. */
+function passResets(a: FramedStream, b: FramedStream): void {
   // Only what the other side did is passed on (a reset, its session gone): a close this side
   // made (a refusal passed back, a reset passed on) is already known to both.
-  onward.once('close', () => {
-    if (onward.closeCode !== undefined && onward.closedByPeer) inbound.reset(onward.closeCode, onward.closeReason);
+  b.once('close', () => {
+    if (b.closeCode !== undefined && b.closedByPeer) a.reset(b.closeCode, b.closeReason);
   });
-  inbound.once('close', () => {
-    if (inbound.closeCode !== undefined && inbound.closedByPeer) onward.reset(inbound.closeCode, inbound.closeReason);
+  a.once('close', () => {
+    if (a.closeCode !== undefined && a.closedByPeer) b.reset(a.closeCode, a.closeReason);
   });
-  inbound.resume();
 }

@@ -119,6 +119,25 @@ export class FramedStream extends EventEmitter {
     return !this.flowing;
   }
 
+  /** The same as `closed`, under a socket's name (lib/transport/dial-then-relay.ts holds either). */
+  get destroyed(): boolean {
+    return this.closed;
+  }
+
+  /**
+   * Takes what the stream holds unread, as a read would (its credit goes back in time), or
+   * undefined when it holds nothing: a holder hands an opener's first bytes on with its own open.
+   * The FIN, if it came, is still delivered at `resume`.
+   */
+  takeHeld(): Buffer | undefined {
+    if (this.heldBytes === 0 || this.closed) return undefined;
+    const { held, heldBytes } = this;
+    this.held = [];
+    this.heldBytes = 0;
+    this.account(heldBytes);
+    return held.length === 1 ? held[0] : Buffer.concat(held, heldBytes);
+  }
+
   /** Ends the stream both ways now, telling the other side `code` and `reason`. */
   reset(code: number = WireError.CANCEL, reason = ''): void {
     if (this.closed) return;
@@ -243,8 +262,13 @@ export class FramedStream extends EventEmitter {
 
   private deliver(payload: Buffer): void {
     this.emit('data', payload);
-    this.unreturned += payload.length;
-    this.session.consumed(payload.length);
+    this.account(payload.length);
+  }
+
+  /** `bytes` were read: their credit goes back in time. */
+  private account(bytes: number): void {
+    this.unreturned += bytes;
+    this.session.consumed(bytes);
     // Credit goes back once half the window is read, as nghttp2 does: one WINDOW per half window.
     if (this.unreturned >= this.window / 2 && !this.closed && !this.gotEnd) {
       this.allowance += this.unreturned;

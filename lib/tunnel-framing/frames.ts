@@ -120,20 +120,39 @@ export interface OpenPayload {
   target: string;
   /** The client's address (`ip:port`), or '' when there is none to tell. */
   client: string;
+  /**
+   * On peering only: the agent whose tunnel the stream goes through (the holder dials it there).
+   * Absent on an agent's tunnel.
+   */
+  agent?: string;
 }
 
-/** OPEN: kind u8, target length u8, target, client length u8, client. */
+/** OPEN: kind u8, target length u8, target, client length u8, client, and optionally agent length u8, agent. */
 export function encodeOpen(open: OpenPayload): Buffer {
   const target = Buffer.from(open.target, 'latin1');
   const client = Buffer.from(open.client, 'latin1');
-  if (target.length > 255 || client.length > 255 || !isPrintableAscii(open.target) || !isPrintableAscii(open.client))
-    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `an open's target and client are at most 255 printable ASCII bytes each`);
-  const payload = Buffer.allocUnsafe(3 + target.length + client.length);
+  const agent = open.agent ? Buffer.from(open.agent, 'latin1') : undefined;
+  if (
+    target.length > 255 ||
+    client.length > 255 ||
+    (agent?.length ?? 0) > 255 ||
+    !isPrintableAscii(open.target) ||
+    !isPrintableAscii(open.client) ||
+    !isPrintableAscii(open.agent ?? '')
+  )
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `an open's target, client and agent are at most 255 printable ASCII bytes each`);
+  const payload = Buffer.allocUnsafe(3 + target.length + client.length + (agent ? 1 + agent.length : 0));
   payload[0] = open.kind;
   payload[1] = target.length;
   target.copy(payload, 2);
-  payload[2 + target.length] = client.length;
-  client.copy(payload, 3 + target.length);
+  const clientAt = 2 + target.length;
+  payload[clientAt] = client.length;
+  client.copy(payload, clientAt + 1);
+  if (agent) {
+    const agentAt = clientAt + 1 + client.length;
+    payload[agentAt] = agent.length;
+    agent.copy(payload, agentAt + 1);
+  }
   return payload;
 }
 
@@ -141,13 +160,15 @@ export function decodeOpen(payload: Buffer): OpenPayload {
   if (payload.length < 3) throw new FrameError(WireError.FRAME_SIZE_ERROR, `an OPEN of ${payload.length} bytes`);
   const targetLength = payload[1]!;
   const clientAt = 2 + targetLength;
-  if (clientAt >= payload.length || clientAt + 1 + payload[clientAt]! !== payload.length)
-    throw new FrameError(WireError.FRAME_SIZE_ERROR, `an OPEN whose lengths do not add up to its ${payload.length} bytes`);
+  const agentAt = clientAt >= payload.length ? payload.length + 1 : clientAt + 1 + payload[clientAt]!;
+  const fits = agentAt === payload.length || (agentAt < payload.length && agentAt + 1 + payload[agentAt]! === payload.length);
+  if (!fits) throw new FrameError(WireError.FRAME_SIZE_ERROR, `an OPEN whose lengths do not add up to its ${payload.length} bytes`);
   const target = payload.toString('latin1', 2, clientAt);
-  const client = payload.toString('latin1', clientAt + 1);
-  if (!isPrintableAscii(target) || !isPrintableAscii(client))
-    throw new FrameError(WireError.PROTOCOL_ERROR, 'an OPEN whose target or client is not printable ASCII');
-  return { kind: payload[0]!, target, client };
+  const client = payload.toString('latin1', clientAt + 1, agentAt);
+  const agent = agentAt < payload.length ? payload.toString('latin1', agentAt + 1) : undefined;
+  if (!isPrintableAscii(target) || !isPrintableAscii(client) || !isPrintableAscii(agent ?? ''))
+    throw new FrameError(WireError.PROTOCOL_ERROR, 'an OPEN whose target, client or agent is not printable ASCII');
+  return agent === undefined ? { kind: payload[0]!, target, client } : { kind: payload[0]!, target, client, agent };
 }
 
 export interface AnswerPayload {

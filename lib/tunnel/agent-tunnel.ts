@@ -12,6 +12,7 @@ import { descriptionLine, type AgentDescription } from './agent-description.js';
 import type { AgentStreamOptions } from './agent-stream.js';
 import { startFramedLink } from './framed-proxy-link.js';
 import { startHttp2Link } from './h2-proxy-link.js';
+import { goAwayGracefully } from './go-away.js';
 import { startHeartbeat } from './heartbeat.js';
 import type { DescribeAnswer, LinkEvents, ProxyLink } from './proxy-link.js';
 
@@ -345,7 +346,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
       // The describe stream stays open for the tunnel's life (later descriptions go on it): ended
       // here, or the session would wait the whole grace for it although no client stream is open.
       this.describe?.end();
-      session.close();
+      goAwayGracefully(session);
       await within(this.finished, graceMs);
     }
     this.destroy(new GateError(ErrorCodes.SHUTDOWN, why));

@@ -13,12 +13,7 @@ import type { TunnelStream } from './tunnel-stream.js';
 import type { ClusterView } from './cluster-view.js';
 import { readLines } from './describe-stream.js';
 import { awaitFramedAnswer } from './framed-answer.js';
-import { REFUSAL_FLUSH_MS } from './goaway-refusal.js';
-
-/** The refusal as the GOAWAY's reason: the same text HTTP/2's debug data carries. */
-function refusalReason(error: GateError): string {
-  return refusalDebugData(error).toString('latin1');
-}
+import { refuseFramed } from './goaway-refusal.js';
 
 /** True when `stream` ended in a reset, either way (not a refusal: that is an answer). */
 function endedInReset(stream: FramedStream): boolean {
@@ -100,38 +95,16 @@ export class FramedAgentLink extends EventEmitter implements AgentLink {
   }
 
   refuse(error: GateError): void {
-    refuseFramed(this.session, this.socket, error);
+    refuseFramed(this.socket, error, this.session);
   }
 
   tell(error: GateError): void {
-    this.session.goAway(WireError.REFUSED_STREAM, refusalReason(error));
+    this.session.goAway(WireError.REFUSED_STREAM, refusalDebugData(error).toString('latin1'));
   }
 
   destroy(error?: GateError): void {
     this.session.destroy(error);
   }
-}
-
-/**
- * Refuses the agent on `session` now: GOAWAY REFUSED_STREAM with the refusal, then this side's
- * FIN. The socket is destroyed with `error` (the listener counts its code) once the agent has
- * closed its end, or after REFUSAL_FLUSH_MS at the latest.
- */
-function refuseFramed(session: FramedSession, socket: TLSSocket, error: GateError): void {
-  const cut = (): void => {
-    clearTimeout(timer);
-    socket.destroy(error);
-  };
-  const timer = setTimeout(cut, REFUSAL_FLUSH_MS);
-  timer.unref();
-  socket.once('end', cut);
-  socket.once('close', () => clearTimeout(timer));
-  session.goAwayNow(WireError.REFUSED_STREAM, refusalReason(error), error, REFUSAL_FLUSH_MS * 2);
-}
-
-/** Refuses an agent that chose the framing before its session began (see refuseFramed). */
-export function refuseFramedAgent(socket: TLSSocket, error: GateError): void {
-  refuseFramed(new FramedSession(socket, { side: 'listener' }), socket, error);
 }
 
 function ignore(): void {}

@@ -1,5 +1,7 @@
 import { constants, type Http2Session } from 'node:http2';
 import type { Duplex } from 'node:stream';
+import { FramedSession } from '../tunnel-framing/framed-session.js';
+import { WireError } from '../tunnel-framing/frames.js';
 import type { GateError } from '../errors.js';
 import { refusalDebugData } from './admission.js';
 
@@ -33,4 +35,22 @@ export function refuseWithGoAway(session: Http2Session, socket: Duplex, error: G
   };
   if (options.onceConnected) session.once('connect', send);
   else send();
+}
+
+/**
+ * The same for a framed session (lib/tunnel-framing), started over `socket` when not given: GOAWAY
+ * REFUSED_STREAM with the refusal as its reason (the same text as HTTP/2's debug data), then this
+ * side's FIN. The socket is destroyed with `error` once the other end has closed its side, or after
+ * REFUSAL_FLUSH_MS at the latest.
+ */
+export function refuseFramed(socket: Duplex, error: GateError, session = new FramedSession(socket, { side: 'listener' })): void {
+  const cut = (): void => {
+    clearTimeout(timer);
+    socket.destroy(error);
+  };
+  const timer = setTimeout(cut, REFUSAL_FLUSH_MS);
+  timer.unref();
+  socket.once('end', cut);
+  socket.once('close', () => clearTimeout(timer));
+  session.goAwayNow(WireError.REFUSED_STREAM, refusalDebugData(error).toString('latin1'), error, REFUSAL_FLUSH_MS * 2);
 }

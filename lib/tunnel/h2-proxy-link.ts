@@ -56,8 +56,12 @@ export function startHttp2Link(socket: TLSSocket, h2: Http2Server, streams: Agen
 function answerDescribe(stream: ServerHttp2Stream, events: LinkEvents): void {
   stream.on('error', (err) => events.error(err));
   if (stream.destroyed || stream.headersSent) return;
+  const respond = (): void => {
+    if (!stream.headersSent && !stream.destroyed) stream.respond(DESCRIBE_RESPONSE_HEADERS, { endStream: false });
+  };
   const taken = events.describe({
     write: (line) => {
+      respond(); // the 200 before the first line
       if (!stream.destroyed && stream.writable) stream.write(line);
     },
     end: () => stream.end(),
@@ -67,7 +71,7 @@ function answerDescribe(stream: ServerHttp2Stream, events: LinkEvents): void {
     return;
   }
   stream.once('close', taken.closed);
-  stream.respond(DESCRIBE_RESPONSE_HEADERS, { endStream: false });
+  respond();
   stream.once('end', taken.verdict);
   stream.resume();
 }

@@ -2,17 +2,16 @@
 // HTTP/2 (h2-proxy-link.ts, the agent being the session's server) or gate-mux's framing
 // (framed-proxy-link.ts). AgentTunnel speaks to this only, so admission, descriptions, cluster
 // views, refusals, the heartbeat and drain are written once.
-import type { ErrorCode, GateError } from '../errors.js';
+import type { ServerHttp2Session } from 'node:http2';
+import type { ErrorCode } from '../errors.js';
+import type { FramedSession } from '../tunnel-framing/framed-session.js';
 import type { ClusterView } from './cluster-view.js';
-import type { PingPeer } from './heartbeat.js';
 
-/** The session as AgentTunnel holds it: an Http2Session and a FramedSession are both one. */
-export interface ProxyLink extends PingPeer {
-  /** No new streams (GOAWAY NO_ERROR); open ones finish, then the connection ends. */
-  close(): void;
-  /** Ends every stream and the connection now. */
-  destroy(error?: GateError): void;
-}
+/**
+ * The session as AgentTunnel holds it. Both kinds are PingPeers (heartbeat.ts), end gracefully
+ * with goAwayGracefully (go-away.ts) and at once with `destroy(error)`.
+ */
+export type ProxyLink = ServerHttp2Session | FramedSession;
 
 /** The proxy's describe request as the agent answers it. */
 export interface DescribeAnswer {

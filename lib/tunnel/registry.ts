@@ -9,7 +9,8 @@ import { admitAgent, normalizeSerial, verifyErrorCode } from './admission.js';
 import type { AgentLink, DescribeRequest } from './agent-link.js';
 import type { TunnelStream } from './tunnel-stream.js';
 import { LocalAgentSessions, type AgentSessionEntry, type AgentSessions } from './agent-sessions.js';
-import { FramedAgentLink, refuseFramedAgent } from './framed-agent-link.js';
+import { FramedAgentLink } from './framed-agent-link.js';
+import { refuseFramed } from './goaway-refusal.js';
 import { Http2AgentLink, refuseHttp2Agent } from './h2-agent-link.js';
 import type { DialCancel } from '../transport/dial-cancel.js';
 import { normalizeClusterView, sameClusterView, type ClusterView } from './cluster-view.js';
@@ -514,7 +515,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     this.count(error);
     this.refusalLog.log('warn', error.code, { remote, code: error.code }, `agent refused: ${error.message}`);
     this.emit('agent-refused', error);
-    if (isFramed(socket)) refuseFramedAgent(socket, error);
+    if (isFramed(socket)) refuseFramed(socket, error);
     else refuseHttp2Agent(socket, error);
     return error;
   }

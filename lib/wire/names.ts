@@ -127,6 +127,13 @@ export const TUNNEL_DESCRIBE_PATH = '/v1/tunnel/describe';
  */
 export const ALPN_PEER = 'gate-proxy-peer';
 /**
+ * Proxy peering in gate-mux's tunnel framing (docs/tunnel-framing.md): offered before
+ * `gate-proxy-peer`, selected by a proxy that knows it. Each OPEN names the agent.
+ */
+export const ALPN_PEER_FRAMED = 'gate-proxy-peer-framed';
+/** What a proxy offers a peer, in its order of preference, and what the peer route matches. */
+export const PEER_ALPNS = [ALPN_PEER_FRAMED, ALPN_PEER] as const;
+/**
  * The role a proxy's peering certificate carries as a URI subjectAltName, and agent and client
  * certificates never do: the cluster CA signs all three, so the chain alone cannot tell a proxy.
  */

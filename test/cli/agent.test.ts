@@ -163,7 +163,7 @@ t.test('join, hold, renew, restart, pre-issued identity, report mode', async (t)
   // Report-only: which way the tunnel endpoint is reached, then exit.
   const report = capture();
   t.equal(await main(['--proxy', proxy, '--server-name', 'localhost', '--ca', gate.caFile], { io: report.io }), 0, report.text());
-  t.equal(report.out[0], `connected to ${proxy} direct, ALPN gate-reversetunnel`);
+  t.equal(report.out[0], `connected to ${proxy} direct, ALPN gate-reversetunnel-framed`);
   const unreachable = capture();
   t.equal(await main(['--proxy', '127.0.0.1:1', '--insecure', '--timeout-ms', '2000'], { io: unreachable.io }), 1);
   t.match(unreachable.text(), /agent: GATE_ERR_DIAL_REFUSED: /);

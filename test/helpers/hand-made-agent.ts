@@ -11,7 +11,7 @@ import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
 import { tunnelRoute } from '../../lib/tunnel/endpoint.js';
 import { TunnelRegistry, type TunnelRegistryOptions } from '../../lib/tunnel/registry.js';
 import { viaTunnel, type ViaTunnelOptions } from '../../lib/tunnel/via-tunnel.js';
-import { ALPN_PEER, PEER_ROLE_URI } from '../../lib/wire/names.js';
+import { PEER_ALPNS, PEER_ROLE_URI } from '../../lib/wire/names.js';
 import { packageVersion } from '../../lib/wire/package-version.js';
 import type { Teardownable } from './daemon.js';
 import { until } from './net.js';
@@ -53,19 +53,21 @@ export async function peeredProxies(
   t: Teardownable,
   agent: string,
   target: string,
-): Promise<{ holderPort: number; registry: TunnelRegistry; peering: PeerServer; front: Multiplexer; frontPort: number }> {
+  /** Which peering protocols the front proxy offers and the holder selects (default: both `auto`). */
+  protocols: { front?: 'auto' | 'http2'; holder?: 'auto' | 'http2' } = {},
+): Promise<{ holderPort: number; registry: TunnelRegistry; peering: PeerServer; pool: PeerPool; front: Multiplexer; frontPort: number }> {
   const proxyPair = (): { cert: string; key: string } => ca.issue({ commonName: 'proxy', uris: [PEER_ROLE_URI], usage: 'both' });
   const registry = new TunnelRegistry({});
-  const peering = new PeerServer({ registry });
+  const peering = new PeerServer({ registry, ...(protocols.holder ? { protocol: protocols.holder } : {}) });
   const holder = new Multiplexer({
     routes: [
       tunnelRoute(registry, { cert: server.cert, key: server.key, ca: ca.cert }),
-      { name: 'peer', match: { alpn: ALPN_PEER, protocol: 'tls' }, handler: peering.endpoint({ ...proxyPair(), ca: ca.cert }) },
+      { name: 'peer', match: { alpn: [...PEER_ALPNS], protocol: 'tls' }, handler: peering.endpoint({ ...proxyPair(), ca: ca.cert }) },
     ],
   });
   const { port: holderPort } = await holder.listen({ host: '127.0.0.1', port: 0 });
   const frontPair = proxyPair();
-  const pool = new PeerPool({ identity: () => ({ ...frontPair, ca: ca.cert }) });
+  const pool = new PeerPool({ identity: () => ({ ...frontPair, ca: ca.cert }), ...(protocols.front ? { protocol: protocols.front } : {}) });
   const peer = { id: 'holder', peerAddr: `127.0.0.1:${holderPort}` };
   const handler = viaTunnel(new TunnelRegistry({}), agent, target, { open: (name, to, o) => pool.open(peer, name, to, o) });
   const front = new Multiplexer({
@@ -82,7 +84,7 @@ export async function peeredProxies(
     registry.close();
     await closed;
   });
-  return { holderPort, registry, peering, front, frontPort };
+  return { holderPort, registry, peering, pool, front, frontPort };
 }
 
 /**

@@ -40,6 +40,13 @@ t.test('each payload reads back as it was written', async (t) => {
   const open = { kind: 0, target: 'db.internal:5432', client: '[2001:db8::7]:51234' };
   t.same(decodeOpen(encodeOpen(open)), open);
   t.same(decodeOpen(encodeOpen({ kind: 9, target: 'x:1', client: '' })), { kind: 9, target: 'x:1', client: '' }, 'no client');
+  const peered = { kind: 0, target: 'db:5432', client: '10.0.0.1:4000', agent: 'db-agent' };
+  t.same(decodeOpen(encodeOpen(peered)), peered, 'a peering open names its agent');
+  t.same(
+    decodeOpen(encodeOpen({ kind: 0, target: 'x:1', client: '', agent: '' })),
+    { kind: 0, target: 'x:1', client: '' },
+    'no agent: no field',
+  );
   const refusal = { status: 403, code: 'GATE_ERR_AGENT_TARGET_DENIED', reason: 'not in the allow-list: 10.0.0.1:22 ✗' };
   t.same(decodeAnswer(encodeAnswer(refusal)), refusal);
   t.same(decodeAnswer(encodeAnswer({ status: 200, code: '', reason: '' })), { status: 200, code: '', reason: '' });
@@ -57,6 +64,7 @@ t.test('a long reason is cut on a character boundary, and an open refuses what i
   t.notOk(read.includes('\uFFFD'), 'no character split');
   t.throws(() => encodeOpen({ kind: 0, target: 'h'.repeat(256), client: '' }), { code: ErrorCodes.INVALID_ARGUMENT });
   t.throws(() => encodeOpen({ kind: 0, target: 'a b:1', client: '' }), { code: ErrorCodes.INVALID_ARGUMENT }, 'a space');
+  t.throws(() => encodeOpen({ kind: 0, target: 'x:1', client: '', agent: 'a'.repeat(256) }), { code: ErrorCodes.INVALID_ARGUMENT });
 });
 
 t.test('malformed payloads are refused with the wire error that names them', async (t) => {
@@ -69,6 +77,16 @@ t.test('malformed payloads are refused with the wire error that names them', asy
     wireCode(() => decodeOpen(Buffer.of(0, 1, 0x61, 0, 0x62))),
     WireError.FRAME_SIZE_ERROR,
     'a byte past the client',
+  );
+  t.equal(
+    wireCode(() => decodeOpen(Buffer.of(0, 1, 0x61, 0, 2, 0x62))),
+    WireError.FRAME_SIZE_ERROR,
+    'an agent shorter than its length',
+  );
+  t.equal(
+    wireCode(() => decodeOpen(Buffer.of(0, 1, 0x61, 0, 1, 0x0a))),
+    WireError.PROTOCOL_ERROR,
+    'an agent that is not printable',
   );
   t.equal(
     wireCode(() => decodeOpen(Buffer.of(0, 1, 0x0a, 0))),

@@ -13,6 +13,7 @@ import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
 import { closeServer, listening, tlsClient, until } from '../helpers/net.js';
 import { agentCertificate, startProxySide } from '../helpers/tunnel-rig.js';
+import { suiteTunnelProtocol } from '../helpers/tunnel-protocol.js';
 
 // Past nghttp2's reset burst (1,000 RST_STREAMs, then 33 a second): with resets, the agent's
 // HTTP/2 stack would answer the run with GOAWAY and the tunnel would be gone for everyone.
@@ -56,6 +57,7 @@ t.test('1,200 early-closing clients beside long transfers: no reset, no failure,
   ]);
   t.teardown(() => proxy.close());
   const agent = startAgent({
+    ...suiteTunnelProtocol(),
     proxy: `127.0.0.1:${proxy.port}`,
     name: 'busy',
     ...agentCertificate('busy'),

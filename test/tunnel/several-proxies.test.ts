@@ -323,7 +323,7 @@ t.test('a proxy that sends no view (on its own, or older): the agent keeps one t
     connectionCount: 3,
   });
   t.teardown(() => agent.close());
-  t.same(await agent.waitConnected(), { via: 'direct', connections: 1 }, 'no proxy id: the proxy said nothing');
+  t.same(await agent.waitConnected(), { via: 'direct', connections: 1, protocol: 'framed' }, 'no proxy id: the proxy said nothing');
   t.equal(agent.proxies, undefined);
   t.equal(await dialsDuring(agent, 1000), 0, 'no second tunnel');
   t.equal(agent.dials, 1);

@@ -14,6 +14,7 @@ import { captureLogs } from '../hardening/log-capture.js';
 import { listening, closeServer, freezableRelay, readUntil, tlsClient, until } from '../helpers/net.js';
 import type { Teardownable } from '../helpers/daemon.js';
 import { agentCertificate, startProxySide, type ProxySide } from '../helpers/tunnel-rig.js';
+import { suiteTunnelProtocol } from '../helpers/tunnel-protocol.js';
 
 const { ca, server } = devCertificates();
 
@@ -44,6 +45,7 @@ function agent(
 ): TunnelAgent {
   const port = typeof proxy === 'number' ? proxy : proxy.port;
   const a = startAgent({
+    ...suiteTunnelProtocol(),
     proxy: `127.0.0.1:${port}`,
     name,
     ...agentCertificate(name),
@@ -86,7 +88,7 @@ t.test('an agent connects and carries a client to its target, both directions an
   const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'agent-a', target: echo.address }]);
   const a = agent(t, proxy, 'agent-a', [echo.address]);
   const event = await a.waitConnected();
-  t.same(event, { via: 'direct', connections: 1 });
+  t.same(event, { via: 'direct', connections: 1, protocol: suiteTunnelProtocol().tunnelProtocol === 'http2' ? 'http2' : 'framed' });
   t.same(proxy.registry.agents(), ['agent-a']);
 
   const { socket, line } = await greet(proxy.port, 'gate-redis');
@@ -167,9 +169,19 @@ t.test('a killed agent: its streams fail at once with GATE_ERR_AGENT_STREAM_FAIL
 
 t.test('identity: the certificate names the agent; a foreign CA is refused with its code, told to the agent', async (t) => {
   const proxy = await proxySide(t, []);
-  t.throws(() => startAgent({ proxy: `127.0.0.1:${proxy.port}`, name: 'someone-else', ...agentCertificate('agent-a'), ca: ca.cert }), {
-    code: ErrorCodes.AGENT_IDENTITY,
-  });
+  t.throws(
+    () =>
+      startAgent({
+        ...suiteTunnelProtocol(),
+        proxy: `127.0.0.1:${proxy.port}`,
+        name: 'someone-else',
+        ...agentCertificate('agent-a'),
+        ca: ca.cert,
+      }),
+    {
+      code: ErrorCodes.AGENT_IDENTITY,
+    },
+  );
   const foreign = CertificateAuthority.create('not the proxy CA').issue({ commonName: 'intruder', usage: 'client' });
   const intruder = agent(t, proxy, 'intruder', [], { cert: foreign.cert, key: foreign.key });
   const [refusal] = (await once(intruder, 'refused')) as [GateError];
