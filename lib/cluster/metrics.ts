@@ -9,7 +9,7 @@ export interface MetricSources {
   /** The statistics of every multiplexer that may still count (running listeners, and ones still draining after a reload). */
   listeners(): StatsSnapshot[];
   /** Agents' reverse tunnels on this proxy. */
-  tunnels(): { agents: number; streamsOpened: number; streamsReset: number };
+  tunnels(): { agents: number; streamsOpened: number; streamsReset: number; byProtocol?: Record<string, number> };
   /** This proxy's agents by what they said (version, upgrader), and the agents it refused by code. */
   fleet?(): FleetCounts;
   /** The connection upgrade's counts (TLS routing through load balancers that end TLS): `ConnectionUpgrade.counts`. */
@@ -269,8 +269,17 @@ export class GateMetrics {
     counter('gate_mux_tunnel_streams_opened_total', "Streams opened through agents' tunnels.", [], (add, s) =>
       add({}, s.tunnels.streamsOpened),
     );
-    counter('gate_mux_tunnel_streams_reset_total', "Streams through agents' tunnels that ended with RST_STREAM.", [], (add, s) =>
+    counter('gate_mux_tunnel_streams_reset_total', "Streams through agents' tunnels that ended with a reset.", [], (add, s) =>
       add({}, s.tunnels.streamsReset),
+    );
+    // How much of the fleet speaks the framing: an agent or a proxy older than it speaks HTTP/2.
+    gauge(
+      'gate_mux_tunnel_agents_by_protocol',
+      "Agents with a tunnel to this proxy, by the tunnel's protocol (framed, http2).",
+      ['protocol'],
+      (add, s) => {
+        for (const [protocol, n] of Object.entries(s.tunnels.byProtocol ?? {})) add({ protocol }, n);
+      },
     );
     // The agents this proxy holds (an agent tunnelled to two proxies counts at each); the whole
     // cluster's fleet is `gate-mux inventory ls`. Empty version: an agent older than self-descriptions.

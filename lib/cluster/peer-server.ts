@@ -126,18 +126,8 @@ export class PeerServer implements Closable {
           session.destroy();
           socket.destroy();
         });
-        // A peer that vanished without a FIN (its host died) would leave its streams, and the
-        // agent streams they hold, open: PINGs with a deadline end them, as for agents' tunnels.
-        startHeartbeat(session, {
-          intervalMs: DEFAULT_HEARTBEAT_INTERVAL_MS,
-          timeoutMs: DEFAULT_HEARTBEAT_TIMEOUT_MS,
-          onTimeout: (why) => {
-            this.log.warn({ remote }, `peering session lost: ${why}`);
-            session.destroy();
-            socket.destroy();
-          },
-        });
-        this.log.info({ remote }, 'peer connected');
+        this.heartbeat(session, socket, remote);
+        this.log.info({ remote, protocol: 'http2' }, 'peer connected');
       },
     };
   }
@@ -148,22 +138,37 @@ export class PeerServer implements Closable {
    * that vanished without one, as for HTTP/2 peers.
    */
   private startFramed(socket: TLSSocket, remote: string): void {
-    const session = new FramedSession(socket, { side: 'listener', onOpen: (stream, open) => this.serveFramed(stream, open) });
+    const session = new FramedSession(socket, {
+      side: 'listener',
+      onOpen: (stream, open) => this.serveFramed(stream, open),
+      // Not a tunnel's 1,000 streams: one peering session carries every forwarded connection
+      // between two proxies (peer-settings.ts says why).
+      maxConcurrentStreams: PEER_SESSION_SETTINGS.maxConcurrentStreams,
+    });
     this.sessions.add(session);
     session.once('close', (error?: GateError) => {
       if (error) this.log.debug({ remote, err: error }, 'peer session error');
       this.sessions.delete(session);
       socket.destroy();
     });
+    this.heartbeat(session, socket, remote);
+    this.log.info({ remote, protocol: 'framed' }, 'peer connected');
+  }
+
+  /**
+   * A peer that vanished without a FIN (its host died) would leave its streams, and the agent
+   * streams they hold, open: PINGs with a deadline end them, as for agents' tunnels.
+   */
+  private heartbeat(session: ServerHttp2Session | FramedSession, socket: TLSSocket, remote: string): void {
     startHeartbeat(session, {
       intervalMs: DEFAULT_HEARTBEAT_INTERVAL_MS,
       timeoutMs: DEFAULT_HEARTBEAT_TIMEOUT_MS,
       onTimeout: (why) => {
         this.log.warn({ remote }, `peering session lost: ${why}`);
         session.destroy();
+        socket.destroy();
       },
     });
-    this.log.info({ remote, protocol: 'framed' }, 'peer connected');
   }
 
   /** GOAWAY to every peer: no new forwarded dials, open ones finish. */
@@ -295,26 +300,42 @@ export class PeerServer implements Closable {
     // proxy's own open to the agent.
     queueMicrotask(() => {
       if (stream.closed) return;
-      const firstBytes = stream.takeHeld();
-      void dialThenRelay<TunnelStream>(stream, {
-        closedWhy: 'peer stream closed',
-        dial: (cancel) => this.options.registry.open(agent, target, { cancel, client, firstBytes }),
-        release: releaseTunnelStream,
-        fail: (err) => {
-          const error = toGateError(err, ErrorCodes.AGENT_STREAM_FAILED);
-          this.log.debug({ agent, target, code: error.code }, `forwarded dial failed: ${error.message}`);
-          refuse(error);
-        },
-        relay: (upstream) => {
-          stream.respond({ status: 200, code: '', reason: '' });
-          if (isFramedStream(upstream)) return joinFramed(stream, upstream);
-          // An HTTP/2 agent's reset is passed on as CONNECT_ERROR, as on an HTTP/2 peering stream.
-          upstream.once('close', () => {
-            if (!closedCleanly(upstream) && !stream.closed) stream.reset(WireError.CONNECT_ERROR, 'the agent reset the stream');
-          });
-          splice(new FramedDuplex(stream), upstream, () => {}, undefined, { releaseB: (s) => releaseStream(s) });
-        },
+      this.forward(stream, { agent, target, client, firstBytes: stream.takeHeld() }, refuse, (upstream) => {
+        stream.respond({ status: 200, code: '', reason: '' });
+        if (isFramedStream(upstream)) return joinFramed(stream, upstream);
+        // An HTTP/2 agent's reset is passed on as CONNECT_ERROR, as on an HTTP/2 peering stream.
+        upstream.once('close', () => {
+          if (!closedCleanly(upstream) && !stream.closed) stream.reset(WireError.CONNECT_ERROR, 'the agent reset the stream');
+        });
+        splice(new FramedDuplex(stream), upstream, () => {}, undefined, { releaseB: (s) => releaseStream(s) });
       });
+    });
+  }
+
+  /**
+   * A forwarded dial, whichever protocol the peer speaks: the agent's stream opened through this
+   * proxy's own tunnel (never forwarded again: no loops), then joined to the peer's stream
+   * (`join`), or the failure told to the peer (`refuse`). A peer stream that closes meanwhile
+   * cancels the open.
+   */
+  private forward(
+    inbound: ServerHttp2Stream | FramedStream,
+    dial: { agent: string; target: string; client: string | undefined; firstBytes: Buffer | undefined },
+    refuse: (error: GateError) => void,
+    join: (upstream: TunnelStream) => void,
+  ): void {
+    const { agent, target, client, firstBytes } = dial;
+    void dialThenRelay<TunnelStream>(inbound, {
+      closedWhy: 'peer stream closed',
+      gone: () => inbound.destroyed || inbound.closed,
+      dial: (cancel) => this.options.registry.open(agent, target, { cancel, client, firstBytes }),
+      release: releaseTunnelStream,
+      fail: (err) => {
+        const error = toGateError(err, ErrorCodes.AGENT_STREAM_FAILED);
+        this.log.debug({ agent, target, code: error.code }, `forwarded dial failed: ${error.message}`);
+        refuse(error);
+      },
+      relay: join,
     });
   }
 
@@ -328,32 +349,19 @@ export class PeerServer implements Closable {
     refuse: (error: GateError) => void,
   ): void {
     if (stream.destroyed || stream.closed) return; // the peer let go while the bytes were taken
-    void dialThenRelay<TunnelStream>(stream, {
-      closedWhy: 'peer stream closed',
-      gone: () => stream.destroyed || stream.closed,
-      // Local tunnels only: a dial that came from a peer is never forwarded again (no loops).
-      dial: (cancel) => this.options.registry.open(agent, target, { cancel, client, firstBytes }),
-      release: releaseTunnelStream,
-      fail: (err) => {
-        const error = toGateError(err, ErrorCodes.AGENT_STREAM_FAILED);
-        this.log.debug({ agent, target, code: error.code }, `forwarded dial failed: ${error.message}`);
-        refuse(error);
-      },
-      relay: (upstream) => {
-        stream.respond({ ':status': 200 });
-        // An agent stream that ended with a reset is passed on as one (RFC 9113 §8.5
-        // CONNECT_ERROR): left to splice, the peer would see RST_STREAM NO_ERROR, a clean end.
-        upstream.once('close', () => {
-          if (!closedCleanly(upstream) && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CONNECT_ERROR);
-        });
-        // A peer stream whose END_STREAM came with its first bytes ended when they were taken:
-        // splice passes that FIN on at once. A framed agent stream goes through its Duplex while
-        // peering speaks HTTP/2.
-        const framed = isFramedStream(upstream);
-        splice(stream, tunnelDuplex(upstream), () => {}, undefined, {
-          releaseB: framed ? () => releaseFramedStream(upstream) : (s) => releaseStream(s),
-        });
-      },
+    this.forward(stream, { agent, target, client, firstBytes }, refuse, (upstream) => {
+      stream.respond({ ':status': 200 });
+      // An agent stream that ended with a reset is passed on as one (RFC 9113 §8.5
+      // CONNECT_ERROR): left to splice, the peer would see RST_STREAM NO_ERROR, a clean end.
+      upstream.once('close', () => {
+        if (!closedCleanly(upstream) && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CONNECT_ERROR);
+      });
+      // A peer stream whose END_STREAM came with its first bytes ended when they were taken:
+      // splice passes that FIN on at once. A framed agent stream goes through its Duplex.
+      const framed = isFramedStream(upstream);
+      splice(stream, tunnelDuplex(upstream), () => {}, undefined, {
+        releaseB: framed ? () => releaseFramedStream(upstream) : (s) => releaseStream(s),
+      });
     });
   }
 }

@@ -119,8 +119,6 @@ export class TunnelRegistry extends EventEmitter implements Closable {
    * than a FIN both ways. Resets are what an agent rate-limits (rapid reset), on either protocol.
    */
   readonly streamStats = { opened: 0, reset: 0 };
-  /** Tunnels admitted so far, by protocol (a metric: how many agents speak the framing). */
-  readonly admittedByProtocol: Record<string, number> = {};
   /** Agents refused so far, by GATE_ERR_* code (a metric). */
   readonly refusals: Record<string, number> = {};
   /** Refusals repeat with every retry of every refused agent: logged per code with a limit. */
@@ -143,6 +141,14 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     // By the name's holder, not a scan: the cluster member asks once per agent at every refresh.
     const entry = this.sessions.get(name) as AgentSession | undefined;
     return entry?.admitted && this.all.has(entry) ? describedOf(entry) : undefined;
+  }
+
+  /** The agents connected now, counted by their tunnel's protocol (`framed`, `http2`). */
+  agentsByProtocol(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const e of this.all)
+      if (e.admitted && this.sessions.get(e.name) === e) counts[e.link.protocol] = (counts[e.link.protocol] ?? 0) + 1;
+    return counts;
   }
 
   /** Names of the agents connected now. */
@@ -304,7 +310,6 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       entry.description = description;
       entry.admitted = true;
       entry.since = Date.now();
-      this.admittedByProtocol[link.protocol] = (this.admittedByProtocol[link.protocol] ?? 0) + 1;
       request?.admit(); // the verdict: admitted
       this.log.info(
         {

@@ -2,34 +2,19 @@
 // is older, chosen at the TLS handshake by ALPN; and the holder joins either peering stream to
 // either kind of agent tunnel, bytes, half-close and refusal codes intact.
 import t from 'tap';
-import { connect, createServer, type Socket } from 'node:net';
+import { connect } from 'node:net';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
 import type { TunnelProtocolChoice } from '../../lib/tunnel/agent-tunnel.js';
 import { isFramedStream, tunnelDuplex } from '../../lib/tunnel/tunnel-stream.js';
 import type { Teardownable } from '../helpers/daemon.js';
+import { startEchoServer } from '../helpers/echo-servers.js';
 import { peeredProxies } from '../helpers/hand-made-agent.js';
-import { closeServer, listening, readUntil } from '../helpers/net.js';
+import { readUntil } from '../helpers/net.js';
 import { agentCertificate } from '../helpers/tunnel-rig.js';
 
 const { ca } = devCertificates();
-
-async function echoServer(t: Teardownable): Promise<string> {
-  const sockets = new Set<Socket>();
-  const srv = createServer({ allowHalfOpen: true }, (socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-    socket.on('error', () => {});
-    socket.pipe(socket);
-  });
-  const port = await listening(srv);
-  t.teardown(() => {
-    for (const s of sockets) s.destroy();
-    return closeServer(srv);
-  });
-  return `127.0.0.1:${port}`;
-}
 
 /** A plaintext HTTP/1 client through the front proxy: what it writes comes back from the echo. */
 async function echoThrough(port: number, body: string): Promise<string> {
@@ -53,7 +38,7 @@ for (const c of cases) {
   t.test(
     `a front proxy offering ${c.front}, a holder selecting ${c.holder}, an agent on ${c.agent}: peering on ${c.peering}`,
     async (t) => {
-      const target = await echoServer(t);
+      const target = (await startEchoServer(t)).address;
       const name = `peer-proto-${cases.indexOf(c)}`;
       const rig = await peeredProxies(t, name, target, { front: c.front, holder: c.holder });
       const agent = startAgent({

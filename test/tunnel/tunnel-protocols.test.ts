@@ -2,7 +2,6 @@
 // older, chosen at the TLS handshake by ALPN; and a tunnel of either kind carries clients the same.
 import t from 'tap';
 import { once } from 'node:events';
-import { createServer, type Socket } from 'node:net';
 import { terminate } from '../../lib/handlers/builders.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
@@ -12,26 +11,11 @@ import { TunnelRegistry } from '../../lib/tunnel/registry.js';
 import { viaTunnel } from '../../lib/tunnel/via-tunnel.js';
 import { ALPN_REVERSE_TUNNEL, ALPN_REVERSE_TUNNEL_FRAMED } from '../../lib/wire/names.js';
 import type { Teardownable } from '../helpers/daemon.js';
-import { closeServer, listening, readUntil, tlsClient } from '../helpers/net.js';
+import { startEchoServer } from '../helpers/echo-servers.js';
+import { readUntil, tlsClient } from '../helpers/net.js';
 import { agentCertificate } from '../helpers/tunnel-rig.js';
 
 const { ca, server } = devCertificates();
-
-async function echoServer(t: Teardownable): Promise<string> {
-  const sockets = new Set<Socket>();
-  const srv = createServer({ allowHalfOpen: true }, (socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-    socket.on('error', () => {});
-    socket.pipe(socket);
-  });
-  const port = await listening(srv);
-  t.teardown(() => {
-    for (const s of sockets) s.destroy();
-    return closeServer(srv);
-  });
-  return `127.0.0.1:${port}`;
-}
 
 /**
  * A proxy whose tunnel endpoint selects among `alpns` (the server's order decides), and a client
@@ -106,7 +90,7 @@ const cases: Array<{ what: string; alpns: string[]; choice?: TunnelProtocolChoic
 
 for (const c of cases) {
   t.test(c.what, async (t) => {
-    const target = await echoServer(t);
+    const target = (await startEchoServer(t)).address;
     const name = `proto-${c.expect}-${cases.indexOf(c)}`;
     const side = await proxy(t, c.alpns, name, target);
     const a = agent(t, side.port, name, target, c.choice);
@@ -116,7 +100,7 @@ for (const c of cases) {
       a.tunnels.map((x) => x.protocol),
       [c.expect],
     );
-    t.same(side.registry.admittedByProtocol, { [c.expect]: 1 }, 'the proxy admitted it on the same protocol');
+    t.same(side.registry.agentsByProtocol(), { [c.expect]: 1 }, 'the proxy holds it on the same protocol');
     const text = `through a ${c.expect} tunnel `.repeat(2000);
     t.equal(await echoThrough(side.port, text), text, 'a client goes through, every byte back');
     t.equal(side.registry.streamStats.opened, 1);
@@ -134,7 +118,7 @@ t.test('GATE_TUNNEL_PROTOCOL=http2 makes an agent offer HTTP/2 alone; anything e
 });
 
 t.test('an agent started with GATE_TUNNEL_PROTOCOL=http2 in its environment speaks HTTP/2', async (t) => {
-  const target = await echoServer(t);
+  const target = (await startEchoServer(t)).address;
   const side = await proxy(t, [ALPN_REVERSE_TUNNEL_FRAMED, ALPN_REVERSE_TUNNEL], 'proto-env', target);
   const a = startAgent({
     proxy: `127.0.0.1:${side.port}`,
