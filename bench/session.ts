@@ -8,7 +8,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeBenchCert, type BenchCert } from './certs.js';
 import { benchConfig, type BenchConfig, type BenchOptions, type Workload } from './options.js';
-import { allPeers, type Peer, type PeerContext, type RunningPeer } from './peers.js';
+import { allPeers, comparePeers, type Peer, type PeerContext, type RunningPeer } from './peers.js';
 import type { ProcSample } from './proc.js';
 import { JsonLines, spawnPinned, stopChild } from './spawn.js';
 
@@ -72,7 +72,11 @@ export interface BenchSession {
 export function openSession(options: BenchOptions): BenchSession {
   const distDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
   const dir = mkdtempSync(join(tmpdir(), 'gate-mux-bench-'));
-  const peers = allPeers(options.compare, options.refNodeArgs).filter((p) => !options.peers || options.peers.includes(p.name));
+  // `--compare` builds run beside the peers named by `--peers`: they are what the run compares to.
+  const compared = new Set(comparePeers(options.compare, options.refNodeArgs).map((p) => p.name));
+  const peers = allPeers(options.compare, options.refNodeArgs).filter(
+    (p) => !options.peers || options.peers.includes(p.name) || compared.has(p.name),
+  );
   const runnable = peers.filter((p) => !p.missing);
   const twoCores = cpus().length >= 2;
   return {

@@ -295,10 +295,11 @@ export class PeerServer implements Closable {
     }
     const agent = open.agent as string;
     const client = open.client || undefined;
-    // The frames of one read are all parsed before a microtask runs, and the front proxy writes
-    // its OPEN and the client's first bytes together: by then they are held, and go on with this
-    // proxy's own open to the agent.
-    queueMicrotask(() => {
+    // The front proxy writes its OPEN and the client's first bytes together, but a busy turn's
+    // frames span several TLS records, which may arrive in separate reads: a loop turn later
+    // (as takeArrivedBytes waits on HTTP/2) they are held, and go on with this proxy's own open
+    // to the agent instead of waiting for its answer.
+    setImmediate(() => {
       if (stream.closed) return;
       this.forward(stream, { agent, target, client, firstBytes: stream.takeHeld() }, refuse, (upstream) => {
         stream.respond({ status: 200, code: '', reason: '' });

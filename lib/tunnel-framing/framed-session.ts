@@ -129,6 +129,9 @@ export class FramedSession extends EventEmitter implements StreamSession {
     this.sendCredit = this.connectionWindow;
     this.allowance = this.connectionWindow;
     this.reader = new FrameReader((type, flags, id, payload) => this.frame(type, flags, id, payload));
+    // Nagle off, as Node's HTTP/2 sets it on its sockets: the session gathers a turn's frames
+    // itself, and a small frame held for an ACK is a client's first byte held for a round trip.
+    (socket as Duplex & { setNoDelay?: (noDelay: boolean) => unknown }).setNoDelay?.(true);
     socket.on('data', (chunk: Buffer) => this.read(chunk));
     socket.on('end', () => this.peerEnded());
     socket.on('error', (err: Error) =>
