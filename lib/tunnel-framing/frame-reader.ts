@@ -1,18 +1,38 @@
 // Cuts a byte stream into frames (frames.ts). Pure: it is given chunks and calls back with frames,
 // and knows nothing of sockets or streams.
-import { FRAME_HEADER_BYTES, FrameError, MAX_FRAME_PAYLOAD, WireError } from './frames.js';
-
-/** One frame; `payload` may be a view of the chunk it arrived in (copy it to keep it past the call). */
-export type FrameSink = (type: number, flags: number, streamId: number, payload: Buffer) => void;
+import { FLAG_END, FRAME_HEADER_BYTES, FrameError, FrameType, MAX_FRAME_PAYLOAD, WireError } from './frames.js';
 
 /**
- * Reads frames from chunks as they come. A frame inside one chunk is handed on as a view of it,
- * with no copy; only a frame split across chunks is gathered, once, when its last byte has come.
- * At most one frame (MAX_FRAME_PAYLOAD + 9 bytes) is ever held. A header announcing a longer
- * payload throws a FrameError (FRAME_SIZE_ERROR) before any of it is awaited.
+ * One frame, or one piece of a DATA frame; `payload` may be a view of the chunk it arrived in
+ * (copy it to keep it past the call).
+ */
+export type FrameSink = (type: number, flags: number, streamId: number, payload: Buffer) => void;
+
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * Reads frames from chunks as they come, with no copy of a DATA payload:
+ *
+ * - **DATA** is handed on in pieces as its bytes arrive, each a view of the chunk it came in: a
+ *   64 KiB frame spread over several TLS records is never gathered. Every piece has the frame's
+ *   flags but END, which only the last piece carries. A sink sees a frame's pieces in order, with
+ *   nothing between them (frames are not interleaved).
+ * - **Other frames** are handed on whole: a view of the chunk when it holds them, else gathered
+ *   once, when the last byte has come.
+ *
+ * At most one header and one control frame (MAX_FRAME_PAYLOAD + 9 bytes) are ever held. A header
+ * announcing a longer payload throws a FrameError (FRAME_SIZE_ERROR) before any of it is awaited.
  */
 export class FrameReader {
-  /** Bytes of a frame not whole yet, in the order they came. */
+  /** A header split across chunks, while it is not whole. */
+  private header: Buffer | undefined = undefined;
+  private headerBytes = 0;
+  /** The frame whose payload is being read: its header, and how much of its payload is to come. */
+  private type = 0;
+  private flags = 0;
+  private streamId = 0;
+  private remaining = -1;
+  /** A control frame's payload so far, gathered until whole. */
   private parts: Buffer[] = [];
   private partsBytes = 0;
 
@@ -21,46 +41,83 @@ export class FrameReader {
     private readonly maxPayload = MAX_FRAME_PAYLOAD,
   ) {}
 
-  /** Bytes held for a frame not whole yet. */
+  /** Bytes held for a frame not whole yet (a split header, or a control frame's payload so far). */
   get held(): number {
-    return this.partsBytes;
+    return this.headerBytes + this.partsBytes;
   }
 
   push(chunk: Buffer): void {
-    let data = chunk;
-    if (this.partsBytes > 0) {
-      const need = this.needed(chunk);
-      if (need === undefined || this.partsBytes + chunk.length < need) {
-        this.parts.push(chunk);
-        this.partsBytes += chunk.length;
-        return;
-      }
-      // The held frame is whole with this chunk: its bytes alone are gathered, once; the rest of
-      // the chunk is read in place.
-      const take = need - this.partsBytes;
-      this.parts.push(chunk.subarray(0, take));
-      const frame = Buffer.concat(this.parts, need);
-      this.parts = [];
-      this.partsBytes = 0;
-      this.emit(frame, 0, need);
-      data = chunk.subarray(take);
-    }
     let at = 0;
-    while (data.length - at >= FRAME_HEADER_BYTES) {
-      const end = at + FRAME_HEADER_BYTES + this.payloadLength(data, at);
-      if (end > data.length) break;
-      this.emit(data, at, end);
-      at = end;
-    }
-    if (at < data.length) {
-      this.parts.push(at === 0 ? data : data.subarray(at));
-      this.partsBytes = data.length - at;
+    while (at < chunk.length) {
+      if (this.remaining >= 0) {
+        at = this.payload(chunk, at);
+        continue;
+      }
+      if (this.headerBytes === 0 && chunk.length - at >= FRAME_HEADER_BYTES) {
+        // The common case: a whole header, and often the whole frame, in this chunk.
+        const length = this.payloadLength(chunk, at);
+        const end = at + FRAME_HEADER_BYTES + length;
+        if (chunk[at + 3] !== FrameType.DATA && end <= chunk.length) {
+          this.sink(chunk[at + 3]!, chunk[at + 4]!, chunk.readUInt32BE(at + 5) & 0x7fffffff, chunk.subarray(at + FRAME_HEADER_BYTES, end));
+          at = end;
+          continue;
+        }
+        this.begin(chunk, at, length);
+        at += FRAME_HEADER_BYTES;
+        continue;
+      }
+      at = this.splitHeader(chunk, at);
     }
   }
 
-  private emit(data: Buffer, at: number, end: number): void {
-    const streamId = data.readUInt32BE(at + 5) & 0x7fffffff;
-    this.sink(data[at + 3]!, data[at + 4]!, streamId, data.subarray(at + FRAME_HEADER_BYTES, end));
+  /** Takes a header's bytes from `chunk` at `at` until it is whole; returns where reading goes on. */
+  private splitHeader(chunk: Buffer, at: number): number {
+    this.header ??= Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+    const take = Math.min(FRAME_HEADER_BYTES - this.headerBytes, chunk.length - at);
+    chunk.copy(this.header, this.headerBytes, at, at + take);
+    this.headerBytes += take;
+    if (this.headerBytes === FRAME_HEADER_BYTES) {
+      this.headerBytes = 0;
+      this.begin(this.header, 0, this.payloadLength(this.header, 0));
+    }
+    return at + take;
+  }
+
+  /** A frame's header is read: its payload comes next (at once, for an empty one). */
+  private begin(header: Buffer, at: number, length: number): void {
+    this.type = header[at + 3]!;
+    this.flags = header[at + 4]!;
+    this.streamId = header.readUInt32BE(at + 5) & 0x7fffffff;
+    this.remaining = length;
+    if (length === 0) this.finish(EMPTY);
+  }
+
+  /** Payload bytes from `chunk` at `at`; returns where reading goes on. */
+  private payload(chunk: Buffer, at: number): number {
+    const take = Math.min(this.remaining, chunk.length - at);
+    const piece = chunk.subarray(at, at + take);
+    this.remaining -= take;
+    if (this.type === FrameType.DATA) {
+      if (this.remaining === 0) this.finish(piece);
+      else if (take > 0) this.sink(FrameType.DATA, this.flags & ~FLAG_END, this.streamId, piece);
+      return at + take;
+    }
+    if (this.remaining > 0) {
+      this.parts.push(piece);
+      this.partsBytes += take;
+      return at + take;
+    }
+    const whole = this.partsBytes === 0 ? piece : Buffer.concat([...this.parts, piece], this.partsBytes + take);
+    this.parts = [];
+    this.partsBytes = 0;
+    this.finish(whole);
+    return at + take;
+  }
+
+  /** The frame's last bytes (all of them, but for DATA): handed on with the frame's own flags. */
+  private finish(payload: Buffer): void {
+    this.remaining = -1;
+    this.sink(this.type, this.flags, this.streamId, payload);
   }
 
   /** The payload length a header at `at` announces, refused past the bound. */
@@ -69,17 +126,5 @@ export class FrameReader {
     if (length > this.maxPayload)
       throw new FrameError(WireError.FRAME_SIZE_ERROR, `a frame of ${length} bytes (at most ${this.maxPayload})`);
     return length;
-  }
-
-  /** The whole length of the held frame, once its header has come (with `next`, if need be). */
-  private needed(next: Buffer): number | undefined {
-    if (this.partsBytes + next.length < FRAME_HEADER_BYTES) return undefined;
-    const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-    let filled = 0;
-    for (const part of [...this.parts, next]) {
-      filled += part.copy(header, filled, 0, Math.min(part.length, FRAME_HEADER_BYTES - filled));
-      if (filled === FRAME_HEADER_BYTES) break;
-    }
-    return FRAME_HEADER_BYTES + this.payloadLength(header, 0);
   }
 }

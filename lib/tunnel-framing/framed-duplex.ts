@@ -6,6 +6,9 @@ import { ErrorCodes, GateError } from '../errors.js';
 import type { FramedStream } from './framed-stream.js';
 import { WireError, wireErrorName } from './frames.js';
 
+/** What the Duplex's readable side holds before it pauses the stream: a quarter of its window. */
+const DUPLEX_READ_AHEAD_BYTES = 256 * 1024;
+
 /**
  * Wraps `stream`: its bytes are the Duplex's readable side (the stream is paused while the
  * readable buffer is full, so it returns no credit), writes go to the stream and call back once
@@ -19,7 +22,9 @@ export class FramedDuplex extends Duplex {
   private waiting: ((err?: Error | null) => void) | undefined = undefined;
 
   constructor(readonly stream: FramedStream) {
-    super({ allowHalfOpen: true });
+    // The stream's own window bounds what it holds; a Readable's 16 KiB default would pause it
+    // at nearly every frame, and a paused stream copies what arrives meanwhile.
+    super({ allowHalfOpen: true, readableHighWaterMark: DUPLEX_READ_AHEAD_BYTES });
     stream.on('data', (chunk: Buffer) => {
       if (!this.push(chunk)) stream.pause();
     });

@@ -172,9 +172,10 @@ export class FramedStream extends EventEmitter {
     if (payload.length > 0) {
       if (this.flowing && this.heldBytes === 0) this.deliver(payload);
       else {
-        // Copied: a payload is a view of the socket read it came in, and a few bytes held from
-        // each of many reads would otherwise keep every read's whole buffer alive.
-        this.held.push(Buffer.from(payload));
+        // A payload is a view of the socket read it came in: a small one is copied, or a few
+        // bytes held from each of many reads would keep every read's whole buffer alive. One
+        // that is most of its read (bulk, while the reader is behind) is held as it is.
+        this.held.push(payload.byteLength * 2 >= payload.buffer.byteLength ? payload : Buffer.from(payload));
         this.heldBytes += payload.length;
       }
     }

@@ -19,6 +19,7 @@ import {
   FRAME_HEADER_BYTES,
   FrameError,
   frameHeader,
+  FLAG_END,
   FrameType,
   MAX_FRAME_PAYLOAD,
   MAX_REASON_BYTES,
@@ -152,10 +153,28 @@ function sampleStream(): { bytes: Buffer; frames: [number, number, number, strin
   return { bytes, frames };
 }
 
+type Seen = [number, number, number, string];
+
+/**
+ * What a reader's sink saw, with each run of DATA pieces of one stream joined: a DATA frame comes
+ * in pieces as its bytes arrive, END on the last alone, so pieces and frames join alike.
+ */
+function joined(seen: Seen[]): Seen[] {
+  const out: Seen[] = [];
+  for (const [type, flags, id, hex] of seen) {
+    const last = out[out.length - 1];
+    if (type === FrameType.DATA && last && last[0] === FrameType.DATA && last[2] === id && (last[1] & FLAG_END) === 0) {
+      out[out.length - 1] = [type, flags, id, last[3] + hex];
+    } else out.push([type, flags, id, hex]);
+  }
+  return out;
+}
+
 t.test('the reader gives the same frames however the bytes are cut', async (t) => {
   const { bytes, frames } = sampleStream();
-  const read = (cuts: number[]): [number, number, number, string][] => {
-    const got: [number, number, number, string][] = [];
+  const expected = joined(frames);
+  const read = (cuts: number[]): Seen[] => {
+    const got: Seen[] = [];
     const reader = new FrameReader((type, flags, id, payload) => got.push([type, flags, id, payload.toString('hex')]));
     let at = 0;
     for (const cut of [...cuts, bytes.length]) {
@@ -165,17 +184,25 @@ t.test('the reader gives the same frames however the bytes are cut', async (t) =
     t.equal(reader.held, 0, 'nothing held once the last frame is whole');
     return got;
   };
-  t.same(read([]), frames, 'in one chunk');
+  t.same(read([]), frames, 'in one chunk: each frame whole, in one piece');
   // Every cut point within the first frames, then cuts every 1,000 bytes through the big one.
   let same = 0;
-  for (let cut = 1; cut < 80; cut++) if (JSON.stringify(read([cut])) === JSON.stringify(frames)) same++;
+  for (let cut = 1; cut < 80; cut++) if (JSON.stringify(joined(read([cut]))) === JSON.stringify(expected)) same++;
   t.equal(same, 79, 'cut once at each of the first 79 bytes');
   const many: number[] = [];
   for (let cut = 7; cut < bytes.length; cut += 1000) many.push(cut);
-  t.same(read(many), frames, `cut into ${many.length + 1} pieces`);
+  const pieces = read(many);
+  t.same(joined(pieces), expected, `cut into ${many.length + 1} pieces`);
+  const big = pieces.filter(([type, , id]) => type === FrameType.DATA && id === 2).slice(1);
+  t.ok(big.length > 60, `the 64 KiB DATA frame came in ${big.length} pieces, none gathered`);
+  t.same(
+    big.map(([, flags]) => flags),
+    [...Array.from({ length: big.length - 1 }, () => 0), FLAG_END],
+    'END on its last piece alone',
+  );
   const bytewise: number[] = [];
   for (let cut = 1; cut < bytes.length; cut += cut < 200 ? 1 : 4099) bytewise.push(cut);
-  t.same(read(bytewise), frames, 'one byte at a time through the headers');
+  t.same(joined(read(bytewise)), expected, 'one byte at a time through the headers');
 });
 
 t.test('a header announcing more than the bound is refused before its payload is awaited', async (t) => {
