@@ -103,7 +103,7 @@ function tunnelReport(s: BenchSession, out: string[]): void {
   );
   out.push(
     '',
-    '`gate-mux-terminate`: terminate + forward to the upstream. `gate-mux-tunnel`: terminate, then one HTTP/2 CONNECT stream in the reverse tunnel an agent process holds (mutual TLS); the agent runs on the client core, the proxy alone on the router core.',
+    '`gate-mux-terminate`: terminate + forward to the upstream. `gate-mux-tunnel`: terminate, then one stream in the reverse tunnel an agent process holds (mutual TLS; the tunnel framing, or HTTP/2 for an older build); the agent runs on the client core, the proxy alone on the router core.',
   );
   const setup = (key: string): number | undefined => medianOf(s, 'tunnel', TUNNEL_PEER, key, (m) => m.variant === 'setup');
   const p50 = setup('setupP50Ms');
@@ -223,7 +223,7 @@ function report(s: BenchSession, startedAt: Date, seconds: number): string {
     if (s.peers.some((p) => p.name === 'gate-mux-peered')) {
       out.push(
         '',
-        "`gate-mux-local-tunnel` and `gate-mux-peered`: upstream A behind an agent's tunnel, the client's TLS passed through; the tunnel is held by the router itself, or by another proxy: per connection a route-store lookup (in memory), a CONNECT stream in the peering session, and one in the tunnel; the CPU is every process of the path. `gate-mux-peered` minus `gate-mux-local-tunnel` is the peering hop.",
+        "`gate-mux-local-tunnel` and `gate-mux-peered`: upstream A behind an agent's tunnel, the client's TLS passed through; the tunnel is held by the router itself, or by another proxy: per connection a route-store lookup (in memory), a stream in the peering session, and one in the tunnel; the CPU is every process of the path. `gate-mux-peered` minus `gate-mux-local-tunnel` is the peering hop.",
       );
     }
   }

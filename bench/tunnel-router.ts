@@ -1,6 +1,6 @@
 // The tunnelled bench router, measured against the direct route: the proxy ends the client's TLS (as
 // the `terminate` + `forward` router does with TERMINATE=1, bench/router.ts) and carries the
-// cleartext to upstream A through an agent's reverse tunnel: one HTTP/2 CONNECT stream per client
+// cleartext to upstream A through an agent's reverse tunnel: one tunnel stream (the framing, or HTTP/2) per client
 // connection in the session the agent (a child process, bench/tunnel-side.ts) holds open over
 // mutual TLS. Everything else goes to B, terminated and forwarded, so the runner's routing check
 // reads the same A/B answers as from every other router. Upstreams are cleartext (upstream.ts
