@@ -403,10 +403,17 @@ export class FramedSession extends EventEmitter implements StreamSession {
       this.spendReset();
       return this.refuseOpen(id, `more than ${this.maxConcurrent} concurrent streams`);
     }
+    if (!this.options.onOpen) {
+      // A side that takes no streams (the proxy, from an agent) refuses each; a flood of opens
+      // spends the budget a flood of resets would, and answers never read are bounded as well.
+      this.spendReset();
+      this.guardOutput();
+      this.sendAnswer(id, { status: 501, code: '', reason: 'this side takes no streams' });
+      return;
+    }
     const stream = new FramedStream(this, id, this.streamWindow, false);
     this.streams.set(id, stream);
     this.peerStreams++;
-    if (!this.options.onOpen) return stream.respond({ status: 501, code: '', reason: 'this side takes no streams' });
     this.options.onOpen(stream, open);
   }
 

@@ -10,6 +10,7 @@ import { FrameReader } from '../../lib/tunnel-framing/frame-reader.js';
 import { FramedSession, type FramedSessionOptions } from '../../lib/tunnel-framing/framed-session.js';
 import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
 import {
+  decodeAnswer,
   controlFrame,
   decodeGoAway,
   encodeOpen,
@@ -21,7 +22,7 @@ import {
   WireError,
 } from '../../lib/tunnel-framing/frames.js';
 import { echoFramed } from '../helpers/framed-echo.js';
-import { listening } from '../helpers/net.js';
+import { listening, until } from '../helpers/net.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 
 type OnOpen = (stream: FramedStream, open: OpenPayload) => void;
@@ -379,6 +380,25 @@ t.test('hostile: a rapid-reset flood ends the session with ENHANCE_YOUR_CALM', a
   t.equal(h.goAways[0]?.code, WireError.ENHANCE_YOUR_CALM);
   t.match(h.goAways[0]?.reason, /rapid reset/);
   t.equal(h.sessions[0]?.openStreams, 0, 'no stream left behind');
+});
+
+t.test('hostile: opens to a side that takes none are each refused 501, and a flood of them ends the session', async (t) => {
+  const h = await hostile(t, { onOpen: undefined, resetBurst: 50, resetsPerSecond: 1 });
+  const answers: number[] = [];
+  const reader = new FrameReader((type, _flags, _id, payload) => {
+    if (type === FrameType.ANSWER) answers.push(decodeAnswer(payload).status);
+  });
+  h.raw.on('data', (chunk: Buffer) => reader.push(chunk));
+  h.raw.write(open(2));
+  await until(() => answers.length === 1, 'the first open answered');
+  t.same(answers, [501], 'refused with 501, no stream kept');
+  t.equal(h.sessions[0]?.openStreams, 0);
+  const frames: Buffer[] = [];
+  for (let id = 4; id <= 4 + 2 * 200; id += 2) frames.push(open(id));
+  h.raw.write(Buffer.concat(frames));
+  await h.ended;
+  t.equal(h.goAways[0]?.code, WireError.ENHANCE_YOUR_CALM, 'the refusals spent the reset budget');
+  t.match(h.goAways[0]?.reason, /rapid reset/);
 });
 
 t.test('hostile: the other side going away without a GOAWAY fails the streams rather than leaving them', async (t) => {
