@@ -184,10 +184,10 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
     'held, unanswered, for their 1.5 s (the loop paid nothing for them)',
   );
 
-  // The tunnel route before an agent is admitted: TLS with its ALPN and no certificate, or
-  // another CA's, then garbage.
+  // The tunnel route before an agent is admitted: TLS with either tunnel ALPN (the framing's,
+  // whose refusal is a framed GOAWAY, or HTTP/2's) and no certificate, or another CA's, then garbage.
   const foreign = CertificateAuthority.create('not the cluster CA').issue({ commonName: 'intruder', usage: 'client' });
-  const tunnelAttempt = (withForeign: boolean): Promise<Timed<{ status: number; code: string }>> =>
+  const tunnelAttempt = (withForeign: boolean, alpn: string): Promise<Timed<{ status: number; code: string }>> =>
     timed(
       () =>
         new Promise((resolve) => {
@@ -196,7 +196,7 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
             port: proxy.port,
             servername: 'localhost',
             ca: proxy.ca,
-            ALPNProtocols: ['gate-reversetunnel'],
+            ALPNProtocols: [alpn],
             ...(withForeign ? foreign : {}),
           });
           const timer = setTimeout(() => finish('still-open'), giveUpMs);
@@ -212,7 +212,7 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
         }),
     );
   const tunnels = await underPingGuard(t, proxy, '200 tunnel attempts without an agent certificate', () =>
-    inParallel(200, 25, (i) => tunnelAttempt(i % 2 === 0)),
+    inParallel(200, 25, (i) => tunnelAttempt(i % 2 === 0, i % 4 < 2 ? 'gate-reversetunnel-framed' : 'gate-reversetunnel')),
   );
   expectRefusals(t, 'tunnel route before admission', tunnels, ['closed']);
 
