@@ -8,7 +8,6 @@ import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
 import type { TunnelProtocolChoice } from '../../lib/tunnel/agent-tunnel.js';
 import { isFramedStream, tunnelDuplex } from '../../lib/tunnel/tunnel-stream.js';
-import type { Teardownable } from '../helpers/daemon.js';
 import { startEchoServer } from '../helpers/echo-servers.js';
 import { peeredProxies } from '../helpers/hand-made-agent.js';
 import { readUntil } from '../helpers/net.js';
