@@ -36,15 +36,19 @@ export interface FramedRelayOptions {
  *   returns no credit, so the other side stops too.
  * - The stream's bytes are written to the handle as they come: a framed stream delivers one
  *   payload per frame, and the session's frames of one socket read come together already.
- * - Bytes read into the handle's shared buffer are copied before they go to the stream: the
- *   session gathers its output until the loop's next turn, and the buffer is read into again
- *   before that.
+ * - A read into the handle's own buffer goes to the stream as it is, not copied: the session
+ *   holds it until its socket write completes (it gathers a turn's frames first), so the handle
+ *   is not read again until the stream's `written` callback, as StreamRelay waits for an HTTP/2
+ *   stream's write.
  */
 export class FramedRelay extends HandleStreamRelay<FramedStreamFailure> {
   private readonly onStreamData = (chunk: Buffer): void => this.streamData(chunk);
   private readonly onStreamEnd = (): void => this.sendFin();
   private readonly onStreamDrain = (): void => this.streamDrained();
   private readonly onStreamClose = (): void => this.streamClose();
+  private readonly onStreamWritten = (): void => this.streamWritten();
+  /** A view of the handle's buffer is with the stream: no read until its `written` callback. */
+  private awaitingWrite = false;
 
   constructor(
     handle: TcpHandle,
@@ -73,10 +77,20 @@ export class FramedRelay extends HandleStreamRelay<FramedStreamFailure> {
 
   onHandleData(_handle: TcpHandle, chunk: Buffer, reused?: boolean): void {
     this.reads++;
-    if (!this.stream.write(reused ? Buffer.from(chunk) : chunk)) {
+    if (reused) {
+      this.awaitingWrite = true;
+      stopReading(this.handle);
+      if (!this.stream.write(chunk, this.onStreamWritten)) this.awaitingDrain = true;
+      return;
+    }
+    if (!this.stream.write(chunk)) {
       this.awaitingDrain = true;
       stopReading(this.handle);
     }
+  }
+
+  protected override readHeld(): boolean {
+    return this.awaitingWrite;
   }
 
   protected endStream(): void {
@@ -107,6 +121,11 @@ export class FramedRelay extends HandleStreamRelay<FramedStreamFailure> {
     if (this.closed) return;
     this.reads++;
     this.writeHandle(chunk);
+  }
+
+  private streamWritten(): void {
+    this.awaitingWrite = false;
+    this.readHandle();
   }
 
   private streamClose(): void {

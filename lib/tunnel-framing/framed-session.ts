@@ -102,6 +102,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
   /** Frames made this turn of the event loop, and their size: written together at its end. */
   private pending: Buffer[] = [];
   private pendingBytes = 0;
+  /** The `written` callbacks of this turn's DATA: they run when the turn's write completes. */
+  private pendingWritten: Array<() => void> | undefined = undefined;
   /** Set once this side sent GOAWAY: the other side's new opens are refused. */
   private goingAway = false;
   /** Set once the other side sent GOAWAY: no new opens here. */
@@ -218,11 +220,14 @@ export class FramedSession extends EventEmitter implements StreamSession {
 
   // --- StreamSession: what the streams ask of it ---
 
-  sendData(stream: FramedStream, payload: Buffer | undefined, end: boolean): void {
+  sendData(stream: FramedStream, payload: Buffer | undefined, end: boolean, written?: () => void): void {
     const length = payload?.length ?? 0;
     this.sendCredit -= length;
     this.queue(frameHeader(FrameType.DATA, end ? FLAG_END : 0, stream.id, length));
     if (payload) this.queue(payload);
+    if (!written) return;
+    if (this.closedWith) queueMicrotask(written);
+    else (this.pendingWritten ??= []).push(written);
   }
 
   sendWindow(id: number, increment: number): void {
@@ -272,20 +277,29 @@ export class FramedSession extends EventEmitter implements StreamSession {
    * the Writable's list and a gathered write. Bulk goes as a gathered write, with no copy.
    */
   flush(): void {
-    const { pending, pendingBytes } = this;
-    if (pending.length === 0 || this.socket.destroyed) return;
+    const { pending, pendingBytes, pendingWritten } = this;
+    if (pending.length === 0) return;
     this.pending = [];
     this.pendingBytes = 0;
+    this.pendingWritten = undefined;
+    if (this.socket.destroyed) {
+      if (pendingWritten) for (const written of pendingWritten) written();
+      return;
+    }
+    // The socket calls back once the write is out (or failed): the payloads are no longer held.
+    const done = pendingWritten && ((): void => runAll(pendingWritten));
     if (pending.length === 1) {
-      this.socket.write(pending[0]!);
+      this.socket.write(pending[0]!, done);
       return;
     }
     if (pendingBytes <= JOIN_LIMIT_BYTES) {
-      this.socket.write(Buffer.concat(pending, pendingBytes));
+      this.socket.write(Buffer.concat(pending, pendingBytes), done);
       return;
     }
     this.socket.cork();
-    for (const bytes of pending) this.socket.write(bytes);
+    const last = pending.length - 1;
+    for (let i = 0; i < last; i++) this.socket.write(pending[i]!);
+    this.socket.write(pending[last]!, done);
     this.socket.uncork();
   }
 
@@ -513,4 +527,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
 
 function flushSession(session: FramedSession): void {
   session.flush();
+}
+
+function runAll(callbacks: Array<() => void>): void {
+  for (const callback of callbacks) callback();
 }

@@ -7,8 +7,12 @@ import { MAX_FRAME_PAYLOAD, WireError, type AnswerPayload } from './frames.js';
 export interface StreamSession {
   /** Connection credit this side may still spend on DATA. */
   readonly sendCredit: number;
-  /** Sends DATA for stream `id` (its credit already taken); an empty payload with `end` is the FIN. */
-  sendData(stream: FramedStream, payload: Buffer | undefined, end: boolean): void;
+  /**
+   * Sends DATA for stream `id` (its credit already taken); an empty payload with `end` is the FIN.
+   * `written`, when given, runs once the session no longer holds `payload`: its socket write
+   * completed, or the session dropped it.
+   */
+  sendData(stream: FramedStream, payload: Buffer | undefined, end: boolean, written?: () => void): void;
   sendWindow(id: number, increment: number): void;
   sendReset(id: number, code: number, reason: string): void;
   sendAnswer(id: number, answer: AnswerPayload): void;
@@ -50,6 +54,8 @@ export class FramedStream extends EventEmitter {
   /** Bytes read by the consumer and not yet returned as credit. */
   private unreturned = 0;
   private queued: Buffer[] | undefined = undefined;
+  /** The `written` callbacks of the queued buffers, by position (see `write`). */
+  private queuedWritten: Array<(() => void) | undefined> | undefined = undefined;
   private endQueued = false;
   private sentEnd = false;
   private gotEnd = false;
@@ -78,16 +84,23 @@ export class FramedStream extends EventEmitter {
    * Sends what the credit allows now; the rest waits for credit. False: wait for 'drain'. On a
    * stream the other side opened, bytes written before `respond` wait for it (DATA before the
    * ANSWER would break the framing).
+   *
+   * `data` is held, not copied, until it is written to the session's socket. `written`, when
+   * given, runs once it no longer is (written, or dropped because the stream or the session
+   * closed): a relay that writes a view of a read buffer it reuses reads again only then.
    */
-  write(data: Buffer): boolean {
-    if (this.closed || this.sentEnd || this.endQueued) return false;
-    if (this.queued || !this.answered) {
-      (this.queued ??= []).push(data);
+  write(data: Buffer, written?: () => void): boolean {
+    if (this.closed || this.sentEnd || this.endQueued) {
+      if (written) queueMicrotask(written);
       return false;
     }
-    const sent = this.send(data);
+    if (this.queued || !this.answered) {
+      this.enqueue(data, written);
+      return false;
+    }
+    const sent = this.send(data, written);
     if (sent === data.length) return true;
-    this.queued = [sent === 0 ? data : data.subarray(sent)];
+    this.enqueue(sent === 0 ? data : data.subarray(sent), written);
     return false;
   }
 
@@ -210,18 +223,20 @@ export class FramedStream extends EventEmitter {
 
   /** Credit came (the stream's or the connection's): what is queued goes now, as far as it can. */
   creditArrived(): void {
-    const queued = this.queued;
+    const { queued, queuedWritten } = this;
     if (!queued || this.closed || !this.answered) return;
     while (queued.length > 0) {
       const next = queued[0]!;
-      const sent = this.send(next);
+      const sent = this.send(next, queuedWritten?.[0]);
       if (sent < next.length) {
         queued[0] = next.subarray(sent);
         return;
       }
       queued.shift();
+      queuedWritten?.shift();
     }
     this.queued = undefined;
+    this.queuedWritten = undefined;
     if (this.endQueued) {
       this.endQueued = false;
       this.end();
@@ -236,6 +251,10 @@ export class FramedStream extends EventEmitter {
     this.closeReason = reason;
     this.closedByPeer = byPeer;
     this.queued = undefined;
+    // What was queued is dropped: its writers may reuse their buffers.
+    const written = this.queuedWritten;
+    this.queuedWritten = undefined;
+    if (written) for (const done of written) if (done) queueMicrotask(done);
     // What was held unread gives its connection credit back: the other side may use it elsewhere.
     if (this.heldBytes > 0) this.session.consumed(this.heldBytes);
     this.held = [];
@@ -246,15 +265,26 @@ export class FramedStream extends EventEmitter {
 
   // --- inside ---
 
-  /** Sends as much of `data` as the stream's and the connection's credit allow; returns how much. */
-  private send(data: Buffer): number {
+  private enqueue(data: Buffer, written: (() => void) | undefined): void {
+    const queued = (this.queued ??= []);
+    if (written) (this.queuedWritten ??= [])[queued.length] = written;
+    else if (this.queuedWritten) this.queuedWritten[queued.length] = undefined;
+    queued.push(data);
+  }
+
+  /**
+   * Sends as much of `data` as the stream's and the connection's credit allow; returns how much.
+   * `written` goes with the frame that sends its last byte.
+   */
+  private send(data: Buffer, written?: () => void): number {
     let at = 0;
     while (at < data.length) {
       const n = Math.min(data.length - at, this.credit, this.session.sendCredit, MAX_FRAME_PAYLOAD);
       if (n <= 0) break;
       this.credit -= n;
-      this.session.sendData(this, at === 0 && n === data.length ? data : data.subarray(at, at + n), false);
       at += n;
+      const whole = at === n && n === data.length;
+      this.session.sendData(this, whole ? data : data.subarray(at - n, at), false, at === data.length ? written : undefined);
     }
     // Blocked by the connection, not the stream: the session says when its credit comes.
     if (at < data.length && this.credit > 0) this.session.waitForCredit(this);

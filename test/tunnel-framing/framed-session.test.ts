@@ -4,6 +4,7 @@
 import t, { type Test } from 'tap';
 import { createServer, connect, type Socket } from 'node:net';
 import { once } from 'node:events';
+import { Duplex } from 'node:stream';
 import { connect as tlsConnect, createServer as tlsCreateServer, type TLSSocket } from 'node:tls';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { FrameReader } from '../../lib/tunnel-framing/frame-reader.js';
@@ -410,4 +411,58 @@ t.test('hostile: the other side going away without a GOAWAY fails the streams ra
   await h.ended;
   t.equal(h.errors[0]?.code, ErrorCodes.AGENT_STREAM_FAILED);
   t.equal(h.sessions[0]?.openStreams, 0);
+});
+
+/** A socket whose writes complete only when the test says so. */
+function heldSocket(): { socket: Duplex; complete: () => number } {
+  const held: Array<() => void> = [];
+  const socket = new Duplex({
+    read() {},
+    write(_chunk, _encoding, done) {
+      held.push(done);
+    },
+    writev(_chunks, done) {
+      held.push(done);
+    },
+  });
+  const complete = (): number => {
+    const n = held.length;
+    for (const done of held.splice(0)) done();
+    return n;
+  };
+  return { socket, complete };
+}
+
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+t.test("a write's callback runs once the socket's write of it completes, not when it is queued", async (t) => {
+  const { socket, complete } = heldSocket();
+  const session = new FramedSession(socket, { side: 'dialer' });
+  const stream = session.open({ kind: 0, target: 'db.internal:5432', client: '' });
+  let written = 0;
+  t.ok(
+    stream.write(Buffer.alloc(64 * 1024, 7), () => written++),
+    'within the credit',
+  );
+  t.ok(stream.write(Buffer.alloc(100, 8), () => written++));
+  await turn();
+  t.equal(written, 0, 'the turn was flushed, but the socket still holds its write');
+  t.ok(complete() > 0, 'the socket had a write to complete');
+  await turn();
+  t.equal(written, 2, 'both called back once the socket took them');
+  session.destroy();
+});
+
+t.test('a session destroyed before its turn was written calls its writes back all the same', async (t) => {
+  const { socket } = heldSocket();
+  const session = new FramedSession(socket, { side: 'dialer' });
+  const stream = session.open({ kind: 0, target: 'db.internal:5432', client: '' });
+  let written = 0;
+  stream.write(Buffer.alloc(1000), () => written++);
+  session.destroy();
+  await turn();
+  t.equal(written, 1, 'the frame was dropped, and its writer told');
+  stream.write(Buffer.alloc(1000), () => written++);
+  await turn();
+  t.equal(written, 2, 'a write after the end is told at once too');
 });

@@ -1,5 +1,5 @@
 // One framed stream on its own, its session reduced to the calls it makes: what a paused stream
-// keeps of the bytes that arrive while nobody reads it.
+// keeps of the bytes that arrive while nobody reads it, and when a writer may reuse its buffer.
 import t from 'tap';
 import { FramedStream, type StreamSession } from '../../lib/tunnel-framing/framed-stream.js';
 
@@ -38,4 +38,59 @@ t.test('a paused stream copies a small piece of a large read, and holds a read t
   t.ok(got[0]!.equals(small));
   t.equal(got[1]!.buffer, bulk.buffer, 'the bulk piece was held without a copy');
   t.equal(s.consumedBytes, 10 + 15 * 1024, 'all of it counted as read');
+});
+
+/** A session that records each DATA it is given, with whether it carried a `written` callback. */
+function recordingSession(credit: number): StreamSession & { sent: Array<{ bytes: number; written: (() => void) | undefined }> } {
+  return {
+    ...session(),
+    sendCredit: credit,
+    sent: [],
+    sendData(_stream: FramedStream, payload: Buffer | undefined, _end: boolean, written?: () => void) {
+      this.sent.push({ bytes: payload?.length ?? 0, written });
+    },
+  };
+}
+
+t.test('a write held for credit keeps its `written` callback until its last byte is sent', async (t) => {
+  const s = recordingSession(1 << 20);
+  const stream = new FramedStream(s, 1, 1000, true); // a 1000-byte window: 2500 bytes need credit twice
+  let calls = 0;
+  const written = (): void => {
+    calls++;
+  };
+  t.notOk(stream.write(Buffer.alloc(2500), written), 'past the credit: wait for drain');
+  t.same(
+    s.sent.map((d) => [d.bytes, d.written !== undefined]),
+    [[1000, false]],
+    'the first piece goes without the callback',
+  );
+  t.ok(stream.receiveWindow(1000));
+  t.ok(stream.receiveWindow(1000));
+  t.same(
+    s.sent.map((d) => [d.bytes, d.written !== undefined]),
+    [
+      [1000, false],
+      [1000, false],
+      [500, true],
+    ],
+    'the piece with the last byte carries it',
+  );
+  t.equal(s.sent[2]!.written, written);
+  t.equal(calls, 0, 'the stream calls nothing itself: the session does, once the write is out');
+});
+
+t.test('a write dropped with its stream still calls back, so its writer may reuse the buffer', async (t) => {
+  const s = recordingSession(1 << 20);
+  const stream = new FramedStream(s, 2, 1 << 20, false); // not answered yet: writes wait
+  let calls = 0;
+  t.notOk(stream.write(Buffer.alloc(10), () => calls++));
+  t.notOk(stream.write(Buffer.alloc(10)), 'a second write, without a callback');
+  stream.reset(8, 'gone');
+  await new Promise<void>((resolve) => queueMicrotask(resolve));
+  t.equal(calls, 1, 'called once, after the reset');
+  t.equal(s.sent.length, 0, 'nothing was sent');
+  stream.write(Buffer.alloc(10), () => calls++);
+  await new Promise<void>((resolve) => queueMicrotask(resolve));
+  t.equal(calls, 2, 'a write to a closed stream calls back too');
 });
