@@ -13,8 +13,10 @@ export interface HandleFailure {
  * talk to their stream, which a subclass says through the abstract methods below.
  *
  * What it keeps, for both:
- * - Reads start once the stream can take bytes, and stop while it cannot (`awaitingDrain`, set by
- *   the subclass when a write to the stream returned false; `streamDrained()` restarts them).
+ * - Reads start once the stream can take bytes, and stop while it cannot (`awaitingDrain`: a
+ *   write to the stream returned false; `streamDrained()` restarts them).
+ * - A read into the handle's own buffer is written to the stream without a copy, and the handle
+ *   is not read again until that write calls back (`writeStream`'s `written`).
  * - Writes to the handle that libuv had to queue pause the stream from COALESCE_LIMIT_BYTES
  *   (splice.ts) on, until they are out.
  * - The handle's EOF ends the stream; the stream's end becomes the handle's FIN (`sendFin`), sent
@@ -37,6 +39,9 @@ export abstract class HandleStreamRelay<Failure> implements HandleOwner {
   private finSent = false;
   /** Handle reads stop until the stream drains. */
   protected awaitingDrain = false;
+  /** Handle reads stop until the stream's write of the handle's own buffer calls back. */
+  private awaitingWrite = false;
+  private readonly onStreamWritten = (): void => this.streamWritten();
   /** The stream has closed (cleanly or not). */
   protected streamClosed = false;
   protected closed = false;
@@ -65,7 +70,23 @@ export abstract class HandleStreamRelay<Failure> implements HandleOwner {
     this.onClose(undefined);
   }
 
-  abstract onHandleData(handle: TcpHandle, chunk: Buffer, reused?: boolean): void;
+  /**
+   * A read of the handle goes to the stream. A view of the handle's own buffer (`reused`) is the
+   * stream's until its write calls back: the handle is not read again before then.
+   */
+  onHandleData(_handle: TcpHandle, chunk: Buffer, reused?: boolean): void {
+    this.reads++;
+    if (reused) {
+      this.awaitingWrite = true;
+      stopReading(this.handle);
+      if (!this.writeStream(chunk, this.onStreamWritten)) this.awaitingDrain = true;
+      return;
+    }
+    if (!this.writeStream(chunk)) {
+      this.awaitingDrain = true;
+      stopReading(this.handle);
+    }
+  }
 
   onHandleEnd(_handle: TcpHandle, error: string | undefined): void {
     if (error !== undefined) return this.fail(error);
@@ -90,6 +111,11 @@ export abstract class HandleStreamRelay<Failure> implements HandleOwner {
 
   // --- what a subclass says about its stream ---
 
+  /**
+   * Writes handle bytes to the stream; false when it wants no more until 'drain'. `written`, when
+   * given, must run once the stream no longer holds `data`.
+   */
+  protected abstract writeStream(data: Buffer, written?: () => void): boolean;
   /** Ends the stream's writing side (the handle's EOF). */
   protected abstract endStream(): void;
   protected abstract pauseStream(): void;
@@ -98,17 +124,17 @@ export abstract class HandleStreamRelay<Failure> implements HandleOwner {
   protected abstract releaseStream(): void;
   /** Removes the relay's listeners from the stream. */
   protected abstract detachStream(): void;
-  /** True while the handle must not be read for a reason of the subclass's own. */
-  protected readHeld(): boolean {
-    return false;
-  }
-
   // --- for subclasses ---
 
   /** Starts (or restarts) reading the handle, unless something holds the reads back. */
   protected readHandle(): void {
-    if (this.closed || this.handleEnded || this.awaitingDrain || this.readHeld()) return;
+    if (this.closed || this.handleEnded || this.awaitingDrain || this.awaitingWrite) return;
     if (!startRelayReading(this.handle, this)) this.fail('EBADF');
+  }
+
+  private streamWritten(): void {
+    this.awaitingWrite = false;
+    this.readHandle();
   }
 
   protected streamDrained(): void {

@@ -1,6 +1,6 @@
 import { constants, type Http2Stream } from 'node:http2';
 import { type HandleFailure, HandleStreamRelay } from './handle-stream-relay.js';
-import { stopReading, type TcpHandle } from './uv.js';
+import type { TcpHandle } from './uv.js';
 
 /** A stream relay that ended because the stream was reset (or its session went). */
 export interface StreamFailure {
@@ -44,14 +44,11 @@ export interface StreamRelayOptions {
 export class StreamRelay extends HandleStreamRelay<StreamFailure> {
   /** Chunks from the stream not written to the handle yet (see streamData). */
   private pending: Buffer[] | undefined = undefined;
-  /** Handle reads stop until the stream's write of the handle's own buffer calls back. */
-  private awaitingWrite = false;
   // One of each per relay, none per read.
   private readonly onStreamData = (chunk: Buffer): void => this.streamData(chunk);
   private readonly onStreamEnd = (): void => this.streamEnd();
   private readonly onStreamDrain = (): void => this.streamDrained();
   private readonly onStreamClose = (): void => this.streamClose();
-  private readonly onStreamWritten = (): void => this.streamWritten();
 
   constructor(
     handle: TcpHandle,
@@ -79,23 +76,8 @@ export class StreamRelay extends HandleStreamRelay<StreamFailure> {
     if (!this.awaitingDrain) this.readHandle();
   }
 
-  onHandleData(_handle: TcpHandle, chunk: Buffer, reused?: boolean): void {
-    this.reads++;
-    // A view of the handle's own buffer is the stream's until its write calls back.
-    if (reused) {
-      this.awaitingWrite = true;
-      stopReading(this.handle);
-      if (!this.stream.write(chunk, this.onStreamWritten)) this.awaitingDrain = true;
-      return;
-    }
-    if (!this.stream.write(chunk)) {
-      this.awaitingDrain = true;
-      stopReading(this.handle);
-    }
-  }
-
-  protected override readHeld(): boolean {
-    return this.awaitingWrite;
+  protected writeStream(data: Buffer, written?: () => void): boolean {
+    return this.stream.write(data, written);
   }
 
   protected endStream(): void {
@@ -120,11 +102,6 @@ export class StreamRelay extends HandleStreamRelay<StreamFailure> {
     stream.removeListener('end', this.onStreamEnd);
     stream.removeListener('drain', this.onStreamDrain);
     stream.removeListener('close', this.onStreamClose);
-  }
-
-  private streamWritten(): void {
-    this.awaitingWrite = false;
-    this.readHandle();
   }
 
   /*

@@ -2,7 +2,7 @@
 // session: a client connection at the proxy, or a target connection at the agent, carried with no
 // net.Socket and no Duplex on either side.
 import { type HandleFailure, HandleStreamRelay } from '../transport/handle-stream-relay.js';
-import { stopReading, type TcpHandle } from '../transport/uv.js';
+import type { TcpHandle } from '../transport/uv.js';
 import type { FramedStream } from './framed-stream.js';
 import { WireError } from './frames.js';
 
@@ -46,9 +46,6 @@ export class FramedRelay extends HandleStreamRelay<FramedStreamFailure> {
   private readonly onStreamEnd = (): void => this.sendFin();
   private readonly onStreamDrain = (): void => this.streamDrained();
   private readonly onStreamClose = (): void => this.streamClose();
-  private readonly onStreamWritten = (): void => this.streamWritten();
-  /** A view of the handle's buffer is with the stream: no read until its `written` callback. */
-  private awaitingWrite = false;
 
   constructor(
     handle: TcpHandle,
@@ -75,22 +72,8 @@ export class FramedRelay extends HandleStreamRelay<FramedStreamFailure> {
     this.readHandle();
   }
 
-  onHandleData(_handle: TcpHandle, chunk: Buffer, reused?: boolean): void {
-    this.reads++;
-    if (reused) {
-      this.awaitingWrite = true;
-      stopReading(this.handle);
-      if (!this.stream.write(chunk, this.onStreamWritten)) this.awaitingDrain = true;
-      return;
-    }
-    if (!this.stream.write(chunk)) {
-      this.awaitingDrain = true;
-      stopReading(this.handle);
-    }
-  }
-
-  protected override readHeld(): boolean {
-    return this.awaitingWrite;
+  protected writeStream(data: Buffer, written?: () => void): boolean {
+    return this.stream.write(data, written);
   }
 
   protected endStream(): void {
@@ -121,11 +104,6 @@ export class FramedRelay extends HandleStreamRelay<FramedStreamFailure> {
     if (this.closed) return;
     this.reads++;
     this.writeHandle(chunk);
-  }
-
-  private streamWritten(): void {
-    this.awaitingWrite = false;
-    this.readHandle();
   }
 
   private streamClose(): void {
