@@ -283,7 +283,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
     this.pendingBytes = 0;
     this.pendingWritten = undefined;
     if (this.socket.destroyed) {
-      if (pendingWritten) for (const written of pendingWritten) written();
+      // Dropped: told as a failed write would be, after this call (as sendData tells a late one).
+      if (pendingWritten) for (const written of pendingWritten) queueMicrotask(written);
       return;
     }
     // The socket calls back once the write is out (or failed): the payloads are no longer held.

@@ -24,6 +24,12 @@ export interface StreamSession {
   forget(stream: FramedStream): void;
 }
 
+/** A write that waits for credit, and who to tell once it is written. */
+interface QueuedWrite {
+  data: Buffer;
+  written: (() => void) | undefined;
+}
+
 /**
  * A stream, as the relays at each end use it: `write` (false: wait for 'drain'), `end` (the FIN),
  * `pause`/`resume` (a paused stream holds what arrives, within its credit, and returns no credit
@@ -53,9 +59,8 @@ export class FramedStream extends EventEmitter {
   private allowance: number;
   /** Bytes read by the consumer and not yet returned as credit. */
   private unreturned = 0;
-  private queued: Buffer[] | undefined = undefined;
-  /** The `written` callbacks of the queued buffers, by position (see `write`). */
-  private queuedWritten: Array<(() => void) | undefined> | undefined = undefined;
+  /** Writes waiting for credit (or for the answer), each with its `written` callback. */
+  private queued: QueuedWrite[] | undefined = undefined;
   private endQueued = false;
   private sentEnd = false;
   private gotEnd = false;
@@ -223,20 +228,18 @@ export class FramedStream extends EventEmitter {
 
   /** Credit came (the stream's or the connection's): what is queued goes now, as far as it can. */
   creditArrived(): void {
-    const { queued, queuedWritten } = this;
+    const queued = this.queued;
     if (!queued || this.closed || !this.answered) return;
     while (queued.length > 0) {
       const next = queued[0]!;
-      const sent = this.send(next, queuedWritten?.[0]);
-      if (sent < next.length) {
-        queued[0] = next.subarray(sent);
+      const sent = this.send(next.data, next.written);
+      if (sent < next.data.length) {
+        next.data = next.data.subarray(sent);
         return;
       }
       queued.shift();
-      queuedWritten?.shift();
     }
     this.queued = undefined;
-    this.queuedWritten = undefined;
     if (this.endQueued) {
       this.endQueued = false;
       this.end();
@@ -250,11 +253,10 @@ export class FramedStream extends EventEmitter {
     this.closeCode = code;
     this.closeReason = reason;
     this.closedByPeer = byPeer;
-    this.queued = undefined;
     // What was queued is dropped: its writers may reuse their buffers.
-    const written = this.queuedWritten;
-    this.queuedWritten = undefined;
-    if (written) for (const done of written) if (done) queueMicrotask(done);
+    const dropped = this.queued;
+    this.queued = undefined;
+    if (dropped) for (const { written } of dropped) if (written) queueMicrotask(written);
     // What was held unread gives its connection credit back: the other side may use it elsewhere.
     if (this.heldBytes > 0) this.session.consumed(this.heldBytes);
     this.held = [];
@@ -266,10 +268,7 @@ export class FramedStream extends EventEmitter {
   // --- inside ---
 
   private enqueue(data: Buffer, written: (() => void) | undefined): void {
-    const queued = (this.queued ??= []);
-    if (written) (this.queuedWritten ??= [])[queued.length] = written;
-    else if (this.queuedWritten) this.queuedWritten[queued.length] = undefined;
-    queued.push(data);
+    (this.queued ??= []).push({ data, written });
   }
 
   /**
