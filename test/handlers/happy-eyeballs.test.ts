@@ -9,7 +9,7 @@ import { ErrorCodes } from '../../lib/errors.js';
 import { forward } from '../../lib/handlers/builders.js';
 import { dialOrder } from '../../lib/transport/address-order.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
-import { closeServer, liveHandles, readUntil, tcpClient, trackedServer, until } from '../helpers/net.js';
+import { closeServer, liveHandles, readUntil, refusedPort, tcpClient, trackedServer, until } from '../helpers/net.js';
 import { availableTransports, TRANSPORT_LABEL, TRANSPORT_OPTIONS } from '../helpers/transports.js';
 
 const v4 = (address: string): LookupAddress => ({ address, family: 4 });
@@ -74,9 +74,7 @@ for (const name of availableTransports(t)) {
 
   t.test(`a name whose every address refuses is GATE_ERR_DIAL_REFUSED, on ${TRANSPORT_LABEL[name]}`, async (t) => {
     const before = liveHandles();
-    const gone = await trackedServer(() => {});
-    const deadPort = gone.port;
-    await closeServer(gone.server);
+    const deadPort = await refusedPort();
     const mux = new Multiplexer({
       ...TRANSPORT_OPTIONS[name],
       routes: [

@@ -12,7 +12,7 @@ import { connect } from 'node:net';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { forward } from '../../lib/handlers/builders.js';
 import type { UpstreamAddress } from '../../lib/handlers/types.js';
-import { closeServer, liveHandles, trackedServer as server, until } from '../helpers/net.js';
+import { closeServer, liveHandles, refusedPort, trackedServer as server, until } from '../helpers/net.js';
 import { prng } from '../helpers/prng.js';
 import { stalledListener } from './stalled-listener.js';
 import { availableTransports, TRANSPORT_LABEL, TRANSPORT_OPTIONS } from '../helpers/transports.js';
@@ -84,8 +84,7 @@ for (const name of availableTransports(t))
       const resetter = await server((s) => s.once('data', () => s.resetAndDestroy()));
       const staller = await server(() => {}); // accepts, never reads or writes
       const stalled = await stalledListener();
-      const gone = await server(() => {});
-      await closeServer(gone.server); // a port nobody listens on any more: refused
+      const refused = await refusedPort();
 
       // Dial timeout under the idle timeout: a stalled dial is reported as such, not as idleness.
       const mux = new Multiplexer({
@@ -106,7 +105,7 @@ for (const name of availableTransports(t))
       for (const [kind, port] of [
         ['echo', echo.port],
         ['upstream-first', first.port],
-        ['refuse', gone.port],
+        ['refuse', refused],
         ['upstream-reset', resetter.port],
         ['stall-idle', staller.port],
         ['stall-dial', stalled.port],

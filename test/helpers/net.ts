@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
 import { connect as tlsConnect, createServer as createTlsServer, type TLSSocket, type ConnectionOptions } from 'node:tls';
 import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 
 export async function listening(server: Server, host = '127.0.0.1'): Promise<number> {
@@ -255,4 +256,27 @@ export async function freezableRelay(t: { teardown(fn: () => unknown): unknown }
       }
     },
   };
+}
+
+/**
+ * A port on 127.0.0.1 that refuses connections and that no `listen(0)` will take: below the
+ * kernel's ephemeral range (net.ipv4.ip_local_port_range), checked to refuse now. A port freed by
+ * closing a listener is not enough: the next `listen(0)` in this process or another test's may get
+ * it, and a dial meant to be refused lands on that listener instead.
+ */
+export async function refusedPort(): Promise<number> {
+  const range = await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').catch(() => '32768 60999');
+  const low = Number(range.trim().split(/\s+/)[0]) || 32768;
+  for (let port = low - 1; port > low - 200 && port > 1024; port--) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(false);
+      });
+      socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED'));
+    });
+    if (refused) return port;
+  }
+  throw new Error(`no refusing port below ${low} on 127.0.0.1`);
 }

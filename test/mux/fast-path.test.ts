@@ -12,7 +12,7 @@ import { custom, forward } from '../../lib/handlers/builders.js';
 import { handlesAvailable } from '../../lib/transport/uv.js';
 import { checkHandles, FAST_PATH_ENV } from '../../lib/transport/self-test.js';
 import { IdleSweep } from '../../lib/transport/idle-sweep.js';
-import { closeServer, listening, liveHandles, readUntil, tcpClient, until } from '../helpers/net.js';
+import { closeServer, listening, liveHandles, readUntil, refusedPort, tcpClient, until } from '../helpers/net.js';
 import { captureLogs } from '../hardening/log-capture.js';
 import type { Route } from '../../lib/mux/types.js';
 
@@ -126,9 +126,7 @@ t.test('a hostname upstream is looked up, then dialed on a handle', async (t) =>
 });
 
 t.test('a refused dial is GATE_ERR_DIAL_REFUSED, and nothing is left open', async (t) => {
-  const closed = createServer();
-  const deadPort = await listening(closed);
-  await closeServer(closed);
+  const deadPort = await refusedPort();
   const { port, mux, logs } = await withMux(
     t,
     [{ name: 'ssh', match: { protocol: 'ssh' }, handler: forward({ host: '127.0.0.1', port: deadPort }) }],
