@@ -4,7 +4,7 @@
 import { type HandleFailure, HandleStreamRelay } from '../transport/handle-stream-relay.js';
 import type { TcpHandle } from '../transport/uv.js';
 import type { FramedStream } from './framed-stream.js';
-import { WireError } from './frames.js';
+import { type AnswerPayload, WireError } from './frames.js';
 
 /** A framed relay that ended because the stream was reset (or refused, or its session went). */
 export interface FramedStreamFailure {
@@ -114,14 +114,20 @@ export class FramedRelay extends HandleStreamRelay<FramedStreamFailure> {
   }
 }
 
-/** How long a released stream may take to finish cleanly before it is reset after all. */
+/** How long a released stream may take to finish cleanly, once answered, before it is reset after all. */
 export const RELEASE_GRACE_MS = 5_000;
 
 /**
  * Lets go of a stream whose client has gone with a FIN, not a reset: a client that leaves early is
  * ordinary, and resets are what the other side's rapid-reset budget counts (framed-session.ts).
  * What the other side still sends is read and dropped, so the connection's credit comes back;
- * a target that ignores the FIN has its stream cancelled after `graceMs`.
+ * a target that ignores the FIN has its stream cancelled `graceMs` after the other side's answer.
+ *
+ * Never before that answer: a stream reset before it is answered is what the other side's budget
+ * counts (a rapid reset), so a stream let go before its answer keeps its slot (the proxy counts
+ * it against its cap, settings.ts) and waits for the answer, which the other side's dial timeout
+ * bounds; the grace starts then. However many clients leave early, and whatever their targets do
+ * with the FIN, the proxy spends none of the agent's budget (issue 37).
  */
 export function releaseFramedStream(stream: FramedStream, graceMs = RELEASE_GRACE_MS): void {
   if (stream.closed) return;
@@ -129,9 +135,14 @@ export function releaseFramedStream(stream: FramedStream, graceMs = RELEASE_GRAC
   stream.on('data', ignore);
   stream.resume();
   stream.end();
-  const timer = setTimeout(() => stream.reset(WireError.CANCEL, 'released: the client left'), graceMs);
-  timer.unref();
-  stream.once('close', () => clearTimeout(timer));
+  const arm = (): void => {
+    const timer = setTimeout(() => stream.reset(WireError.CANCEL, 'released: the client left'), graceMs);
+    timer.unref();
+    stream.once('close', () => clearTimeout(timer));
+  };
+  // A refusal closes the stream as it arrives: only an opened stream has a grace to run.
+  if (stream.opened && stream.answer === undefined) stream.once('response', (answer: AnswerPayload) => answer.status === 200 && arm());
+  else arm();
 }
 
 /** The agent's release: the TCP connection behind the stream failed (RFC 9113 §8.5's CONNECT_ERROR). */

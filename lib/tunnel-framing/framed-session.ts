@@ -43,9 +43,10 @@ export interface FramedSessionOptions {
   /** Streams the other side may hold open at once; opens past it are reset REFUSED_STREAM (default 1000). */
   maxConcurrentStreams?: number;
   /**
-   * Streams the other side may reset (or have refused) in a burst, and how fast that budget comes
-   * back per second: past it the session ends with ENHANCE_YOUR_CALM, as nghttp2 does against a
-   * rapid-reset flood (its defaults: 1000, 33 per second).
+   * Streams the other side may reset before this side answered them (or have refused) in a burst,
+   * and how fast that budget comes back per second: past it the session ends with
+   * ENHANCE_YOUR_CALM, as nghttp2 does against a rapid-reset flood (its defaults: 1000, 33 per
+   * second). See `spendReset` for what counts.
    */
   resetBurst?: number;
   resetsPerSecond?: number;
@@ -88,8 +89,20 @@ export class FramedSession extends EventEmitter implements StreamSession {
   private nextId: number;
   /** The highest id the other side opened so far. */
   private lastPeerId = 0;
-  /** Streams the other side opened and that are still open. */
+  /**
+   * Streams the other side opened that are still open on the wire: not reset or refused, and not
+   * both FINs sent. What the concurrency limit counts.
+   */
   private peerStreams = 0;
+  /**
+   * The other side's streams with one FIN crossed (1) or both (2, out of `peerStreams` already):
+   * the limit counts a stream as HTTP/2 does (RFC 9113 §5.1: closed once both END_STREAMs have
+   * passed), not until its last bytes are delivered here. The opener counts its streams until
+   * they close on its side, which is never before that: so an opener that keeps under the limit
+   * by its own count (the proxy, settings.ts) is never refused. Were a stream counted here until
+   * delivered (a target that stopped reading), the two counts would part.
+   */
+  private readonly peerFins = new Map<FramedStream, number>();
   sendCredit: number;
   /** Connection bytes the other side may still send. */
   private allowance: number;
@@ -223,6 +236,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
   sendData(stream: FramedStream, payload: Buffer | undefined, end: boolean, written?: () => void): void {
     const length = payload?.length ?? 0;
     this.sendCredit -= length;
+    if (end && !stream.opened) this.peerFin(stream);
     this.queue(frameHeader(FrameType.DATA, end ? FLAG_END : 0, stream.id, length));
     if (payload) this.queue(payload);
     if (!written) return;
@@ -258,8 +272,18 @@ export class FramedSession extends EventEmitter implements StreamSession {
     if (this.streams.get(stream.id) !== stream) return;
     this.streams.delete(stream.id);
     this.waiting.delete(stream);
-    if (!stream.opened) this.peerStreams--;
+    if (!stream.opened) {
+      if (this.peerFins.get(stream) !== 2) this.peerStreams--;
+      this.peerFins.delete(stream);
+    }
     this.endIfIdle();
+  }
+
+  /** A FIN of the other side's stream crossed the wire, either way; at the second it leaves the limit. */
+  private peerFin(stream: FramedStream): void {
+    const fins = (this.peerFins.get(stream) ?? 0) + 1;
+    this.peerFins.set(stream, fins);
+    if (fins === 2) this.peerStreams--;
   }
 
   // --- the wire ---
@@ -359,7 +383,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
         const reset = decodeReset(payload);
         const stream = this.streamFor(id, 'RESET');
         if (!stream) return;
-        if (!stream.opened) this.spendReset();
+        // Only a stream reset before this side answered it: see spendReset.
+        if (!stream.opened && !stream.answered) this.spendReset();
         return stream.receiveReset(reset.code, reset.reason);
       }
       case FrameType.GOAWAY:
@@ -388,8 +413,9 @@ export class FramedSession extends EventEmitter implements StreamSession {
     }
     if (stream.opened && !stream.answer) throw new FrameError(WireError.PROTOCOL_ERROR, `DATA on stream ${id} before its ANSWER`);
     if (stream.finReceived) throw new FrameError(WireError.STREAM_CLOSED, `DATA on stream ${id} after its FIN`);
-    if (!stream.receiveData(payload, (flags & FLAG_END) !== 0))
-      throw new FrameError(WireError.FLOW_CONTROL_ERROR, `DATA past stream ${id}'s credit`);
+    const end = (flags & FLAG_END) !== 0;
+    if (end && !stream.opened) this.peerFin(stream);
+    if (!stream.receiveData(payload, end)) throw new FrameError(WireError.FLOW_CONTROL_ERROR, `DATA past stream ${id}'s credit`);
   }
 
   private window(id: number, increment: number): void {
@@ -471,7 +497,19 @@ export class FramedSession extends EventEmitter implements StreamSession {
       throw new FrameError(WireError.ENHANCE_YOUR_CALM, 'frames sent faster than their answers are read');
   }
 
-  /** One reset (or refused open) of the other side's: past the budget, the session ends. */
+  /**
+   * One reset (or refused open) of the other side's: past the budget, the session ends.
+   *
+   * What counts is what a rapid-reset attacker does (CVE-2023-44487), and nothing an honest opener
+   * does on its clients' behalf (issue 37): a stream reset before this side answered it, whose
+   * work (the dial) goes on after its slot in the concurrency limit is free again, and an open
+   * past the limit or of a side that takes none. A stream reset after the answer is not counted:
+   * its work was done while it held its slot, so the limit bounds it already. An opener that kept
+   * to the limit and reset only answered streams could otherwise still be cut off, and every
+   * stream of the session with it, by clients leaving early against targets that ignore the FIN
+   * (the proxy resets those after its release grace, framed-relay.ts). The proxy, for its part,
+   * never resets a stream before its answer, and never opens past the limit (settings.ts).
+   */
   private spendReset(): void {
     const now = Date.now();
     this.resetTokens = Math.min(this.resetBurst, this.resetTokens + ((now - this.resetRefilledAt) / 1000) * this.resetsPerSecond);

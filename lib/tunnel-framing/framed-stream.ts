@@ -172,8 +172,11 @@ export class FramedStream extends EventEmitter {
     this.creditArrived(); // what was written before the answer
   }
 
-  /** May DATA go out: always on a stream this side opened, after `respond` on one the other side did. */
-  private get answered(): boolean {
+  /**
+   * May DATA go out: always on a stream this side opened, after `respond` on one the other side
+   * did. On the other side's stream: this side has answered it (its dial is done, or refused).
+   */
+  get answered(): boolean {
     return this.opened || this.responded;
   }
 

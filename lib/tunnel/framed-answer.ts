@@ -6,7 +6,7 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { cancelReason, stopWaiting, whenCancelled } from '../transport/dial-cancel.js';
 import { releaseFramedStream } from '../tunnel-framing/framed-relay.js';
 import type { FramedStream } from '../tunnel-framing/framed-stream.js';
-import { type AnswerPayload, WireError } from '../tunnel-framing/frames.js';
+import type { AnswerPayload } from '../tunnel-framing/frames.js';
 import type { ConnectAnswerOptions } from './connect-answer.js';
 import { type Refusal, refusalCode } from './connect-request.js';
 
@@ -17,9 +17,9 @@ export function framedRefusal(answer: AnswerPayload): Refusal {
 
 /**
  * Waits for the answer to a stream this side opened: resolves with the stream on 200, rejects with
- * the caller's error otherwise. On a rejection the stream is let go: released with a FIN when the
- * caller cancelled (its client left; a FIN spends none of the other side's reset budget),
- * cancelled with a reset when the other side did not answer in time. A refused stream is closed
+ * the caller's error otherwise. On a rejection the stream is let go with a FIN
+ * (releaseFramedStream), whether the caller cancelled (its client left) or the other side did not
+ * answer in time: a FIN spends none of the other side's reset budget. A refused stream is closed
  * already.
  */
 export function awaitFramedAnswer(stream: FramedStream, options: ConnectAnswerOptions): Promise<FramedStream> {
@@ -35,8 +35,10 @@ export function awaitFramedAnswer(stream: FramedStream, options: ConnectAnswerOp
       stream.removeListener('close', onClose);
       if (!err) return resolve(stream);
       if (closing) return reject(err);
-      if (err.code === ErrorCodes.DIAL_ABORTED) releaseFramedStream(stream);
-      else stream.reset(WireError.CANCEL, err.message);
+      // Released, never reset, even when the other side was too slow to answer: a stream reset
+      // before its answer is what the other side's rapid-reset budget counts (framed-session.ts),
+      // and a slow target is no abuse. The stream keeps its slot until the answer comes.
+      releaseFramedStream(stream);
       reject(err);
     };
     const onResponse = (answer: AnswerPayload): void => {

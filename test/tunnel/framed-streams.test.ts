@@ -3,7 +3,7 @@
 // on a real framed session over loopback TCP, and real targets: an echo server, a closed port.
 // Checked: the policy and the target's syntax are refused with their codes, an unreachable target
 // with the dial's, the client's first flight reaches the target first, a client that leaves while
-// the agent dials releases the stream with a FIN (no reset), no answer in time resets it, and the
+// the agent dials releases the stream with a FIN (no reset), so does no answer in time, and the
 // socket fallback carries the same bytes and resets as the bare-handle relay.
 import t, { type Test } from 'tap';
 import { once } from 'node:events';
@@ -145,14 +145,22 @@ t.test('a client that leaves while the agent dials releases the stream with a FI
   t.same(agentClosed, [undefined], 'closed by two FINs: no reset reached the agent');
 });
 
-t.test('no answer in time: the stream is reset (CANCEL), and the agent sees it', async (t) => {
-  const { proxy, agentClosed } = await rig(t, () => {});
+t.test('no answer in time: the open fails, the stream is released with a FIN, never reset before its answer', async (t) => {
+  // A reset before the answer is what the agent's rapid-reset budget counts (issue 37): the
+  // stream keeps its slot and waits for the answer; its release grace starts then.
+  let seen: FramedStream | undefined;
+  const { proxy, agentClosed } = await rig(t, (stream) => {
+    seen = stream;
+  });
   await t.rejects(openAndWait(proxy, 'silent:1', undefined, undefined, 100), {
     code: ErrorCodes.AGENT_STREAM_FAILED,
     message: /no answer within 100 ms/,
   });
-  while (agentClosed.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
-  t.same(agentClosed, [WireError.CANCEL]);
+  while (!seen?.finReceived) await new Promise((resolve) => setTimeout(resolve, 5));
+  t.ok(seen.finReceived, 'the agent got the FIN');
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.same(agentClosed, [], 'and no reset');
+  t.equal(proxy.openStreams, 1, 'the stream keeps its slot until the answer');
 });
 
 t.test('the session lost before the answer: the open fails as lost', async (t) => {
