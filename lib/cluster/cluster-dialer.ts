@@ -109,8 +109,14 @@ export class ClusterDialer implements Closable {
       } catch (err) {
         // The agent reached and refusing, or the target unreachable from it, is the answer; only a
         // tunnel that went away meanwhile, or is finishing after a GOAWAY (AGENT_OFFLINE: it takes
-        // no new stream), sends the dial to the other holders.
-        if (!isGateError(err) || FINAL_CODES.has(err.code) || (err.code !== ErrorCodes.AGENT_OFFLINE && registry.has(agent))) throw err;
+        // no new stream), or is full (AGENT_BUSY: at the proxy's cap of streams per tunnel, issue
+        // 37), sends the dial to the other holders: another of the agent's tunnels may have room.
+        if (
+          !isGateError(err) ||
+          FINAL_CODES.has(err.code) ||
+          (err.code !== ErrorCodes.AGENT_OFFLINE && err.code !== ErrorCodes.AGENT_BUSY && registry.has(agent))
+        )
+          throw err;
         failure = err;
       }
     }

@@ -67,6 +67,7 @@ interface PeerConnection {
  */
 const KEPT_CODES: ReadonlySet<ErrorCode> = new Set([
   ErrorCodes.AGENT_OFFLINE,
+  ErrorCodes.AGENT_BUSY,
   ErrorCodes.AGENT_TARGET_DENIED,
   ErrorCodes.AGENT_STREAM_FAILED,
   ErrorCodes.DRAINING,

@@ -51,6 +51,8 @@ export interface AgentTunnelSettings {
   connectionUpgrade?: ConnectionUpgradeDial | undefined;
   dialTimeoutMs?: number | undefined;
   targetDialTimeoutMs: number;
+  /** Streams the proxy may hold open at once (the framing's limit; HTTP/2's is in `h2`'s settings). */
+  maxStreams?: number | undefined;
   heartbeatIntervalMs: number;
   heartbeatTimeoutMs: number;
   logger?: Logger | undefined;
@@ -196,7 +198,8 @@ export class AgentTunnel extends EventEmitter implements Closable {
       },
     };
     try {
-      current = this.protocol === 'framed' ? startFramedLink(socket, streams, events) : startHttp2Link(socket, o.h2, streams, events);
+      current =
+        this.protocol === 'framed' ? startFramedLink(socket, streams, events, o.maxStreams) : startHttp2Link(socket, o.h2, streams, events);
     } catch (err) {
       socket.destroy();
       throw err;

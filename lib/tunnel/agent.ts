@@ -14,7 +14,7 @@ import { AgentTunnel, type TunnelProtocolChoice, tunnelProtocolFromEnv } from '.
 import { DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
 import type { ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS } from './heartbeat.js';
-import { TUNNEL_SESSION_SETTINGS } from './settings.js';
+import { TUNNEL_MAX_STREAMS, TUNNEL_SESSION_SETTINGS } from './settings.js';
 import { MAX_SERVICES, parseService, upgraderFrom, type AgentDescription, type AgentService } from './agent-description.js';
 import { isServerId, serverIdForName } from './server-id.js';
 import { packageVersion } from '../wire/package-version.js';
@@ -56,6 +56,12 @@ export interface AgentOptions {
   tunnelProtocol?: TunnelProtocolChoice;
   /** Deadline for the TCP connect to a target (default 10 s). */
   targetDialTimeoutMs?: number;
+  /**
+   * Streams the proxy may hold open at once on one tunnel (default 1000, TUNNEL_MAX_STREAMS): an
+   * open past it is refused and counted against the proxy's rapid-reset budget. The proxy keeps
+   * below it by its own count (its `agentMaxStreams`, to be set alike), so set both or neither.
+   */
+  maxStreams?: number;
   heartbeatIntervalMs?: number;
   heartbeatTimeoutMs?: number;
   /** Reconnect backoff (default 0.5 s growing to 30 s, full jitter). */
@@ -219,7 +225,9 @@ class Agent extends EventEmitter implements TunnelAgent {
     // The agent is the HTTP/2 *server* on a connection it dialled: the proxy is the one that opens
     // streams (one per client connection), so it must be the client (RFC 9113 §5.1.1: clients open
     // odd-numbered streams). The server object only builds sessions; it never listens.
-    this.h2 = createServer({ settings: TUNNEL_SESSION_SETTINGS });
+    this.h2 = createServer({
+      settings: { ...TUNNEL_SESSION_SETTINGS, maxConcurrentStreams: options.maxStreams ?? TUNNEL_MAX_STREAMS },
+    });
     this.described = {
       serverId: (options.serverId ?? serverIdForName(options.name)).toLowerCase(),
       hostname: options.hostname ?? hostname(),
@@ -399,6 +407,7 @@ class Agent extends EventEmitter implements TunnelAgent {
       connectionUpgrade: this.options.connectionUpgrade,
       dialTimeoutMs: this.options.dialTimeoutMs,
       targetDialTimeoutMs: this.options.targetDialTimeoutMs ?? 10_000,
+      maxStreams: this.options.maxStreams ?? TUNNEL_MAX_STREAMS,
       heartbeatIntervalMs: this.options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
       heartbeatTimeoutMs: this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
       logger: this.options.logger,
@@ -538,6 +547,9 @@ export function startAgent(options: AgentOptions): TunnelAgent {
       ErrorCodes.AGENT_IDENTITY,
       `agent ${JSON.stringify(options.name)} holds a certificate for ${JSON.stringify(named)}`,
     );
+  }
+  if (options.maxStreams !== undefined && (!Number.isInteger(options.maxStreams) || options.maxStreams < 1)) {
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `maxStreams must be a whole number of at least 1, not ${String(options.maxStreams)}`);
   }
   if (options.serverId !== undefined && !isServerId(options.serverId)) {
     throw new GateError(ErrorCodes.INVALID_ARGUMENT, `serverId must be a UUID, not ${JSON.stringify(options.serverId)}`);

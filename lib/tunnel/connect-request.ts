@@ -34,6 +34,8 @@ export function statusForCode(code: string): number {
       return 400;
     case ErrorCodes.DIAL_TIMEOUT:
       return 504;
+    case ErrorCodes.AGENT_BUSY:
+      return 503;
     default:
       return 502;
   }

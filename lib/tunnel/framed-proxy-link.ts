@@ -13,10 +13,16 @@ import type { LinkEvents, ProxyLink } from './proxy-link.js';
 /** A cluster view's ids, as its DATA carries them: at most 1024 ids of 128 bytes and their commas. */
 const MAX_VIEW_BYTES = 1024 * 129;
 
-/** Starts the framed session on `socket` and tells `events` what the proxy says. */
-export function startFramedLink(socket: TLSSocket, streams: AgentStreamOptions, events: LinkEvents): ProxyLink {
+/**
+ * Starts the framed session on `socket` and tells `events` what the proxy says. `maxStreams`: the
+ * streams the proxy may hold open at once (settings.ts).
+ */
+export function startFramedLink(socket: TLSSocket, streams: AgentStreamOptions, events: LinkEvents, maxStreams?: number): ProxyLink {
   const session = new FramedSession(socket, {
     side: 'dialer',
+    // The reset budget follows the limit as the defaults relate (1000 streams; a burst of 1000,
+    // back at 33 a second, nghttp2's): a burst of the limit, back in 30 s.
+    ...(maxStreams === undefined ? {} : { maxConcurrentStreams: maxStreams, resetBurst: maxStreams, resetsPerSecond: maxStreams / 30 }),
     onOpen: (stream, open) => {
       if (open.kind === StreamKind.CLUSTER_VIEW) return takeView(stream, open, events);
       if (open.kind === StreamKind.DESCRIBE) return answerDescribe(stream, events);

@@ -18,6 +18,7 @@ import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeart
 import { LogLimiter } from '../log-limiter.js';
 import { MAX_DESCRIPTION_BYTES, readDescription, type AgentDescription } from './agent-description.js';
 import { versionRefusal } from './version-rule.js';
+import { clientStreamCap, TUNNEL_MAX_STREAMS, TUNNEL_RESERVED_STREAMS } from './settings.js';
 
 export interface TunnelRegistryOptions {
   logger?: Logger;
@@ -34,6 +35,12 @@ export interface TunnelRegistryOptions {
    * at admission (GATE_ERR_AGENT_VERSION_INCOMPATIBLE). Unset: every version is admitted.
    */
   version?: string;
+  /**
+   * The concurrent streams the agents take (their `maxStreams`; default TUNNEL_MAX_STREAMS, 1000):
+   * the proxy opens at most `clientStreamCap` of this many client streams through one tunnel, and
+   * refuses the surplus client with GATE_ERR_AGENT_BUSY (settings.ts says why). At least 5.
+   */
+  agentMaxStreams?: number;
 }
 
 /** A connected agent as the inventory lists it. */
@@ -82,6 +89,8 @@ interface AgentSession extends AgentSessionEntry {
   admitted?: boolean;
   /** Why it was refused after its session started: the socket ends with it, so the listener counts the code. */
   refusal?: GateError;
+  /** Client streams open through this tunnel now, from `open` until each closes: what the cap counts. */
+  clientStreams: number;
 }
 
 function describedOf(e: AgentSession): DescribedAgent {
@@ -117,8 +126,11 @@ export class TunnelRegistry extends EventEmitter implements Closable {
   /**
    * Streams opened through agents, and how many ended with a reset (sent or received) rather
    * than a FIN both ways. Resets are what an agent rate-limits (rapid reset), on either protocol.
+   * `busy`: clients refused with GATE_ERR_AGENT_BUSY, no stream opened (the tunnel was at its cap).
    */
-  readonly streamStats = { opened: 0, reset: 0 };
+  readonly streamStats = { opened: 0, reset: 0, busy: 0 };
+  /** Client streams this proxy opens at once through one tunnel (settings.ts). */
+  readonly streamCap: number;
   /** Agents refused so far, by GATE_ERR_* code (a metric). */
   readonly refusals: Record<string, number> = {};
   /** Refusals repeat with every retry of every refused agent: logged per code with a limit. */
@@ -129,6 +141,13 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     this.log = componentLogger(options.logger, 'tunnel-registry');
     this.sessions = options.sessions ?? new LocalAgentSessions();
     this.refusalLog = new LogLimiter(this.log);
+    const agentMax = options.agentMaxStreams ?? TUNNEL_MAX_STREAMS;
+    if (!Number.isInteger(agentMax) || agentMax <= TUNNEL_RESERVED_STREAMS)
+      throw new GateError(
+        ErrorCodes.INVALID_ARGUMENT,
+        `agentMaxStreams must be a whole number above ${TUNNEL_RESERVED_STREAMS}, not ${String(agentMax)}`,
+      );
+    this.streamCap = clientStreamCap(agentMax);
   }
 
   /** The agents connected now, with what each said about itself. */
@@ -233,7 +252,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       return this.refuse(socket, duplicate(), remote);
     }
     const link: AgentLink = isFramed(socket) ? new FramedAgentLink(socket, name) : new Http2AgentLink(socket, name);
-    const entry: AgentSession = { name, link, socket, remote, since: Date.now(), serial };
+    const entry: AgentSession = { name, link, socket, remote, since: Date.now(), serial, clientStreams: 0 };
     this.all.add(entry);
     // Both queued now, before the agent's first PING can be answered (see TUNNEL_CLUSTER_VIEW_PATH
     // and TUNNEL_DESCRIBE_PATH): the agent knows by then whether it waits for a verdict.
@@ -537,6 +556,10 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       return Promise.reject(new GateError(ErrorCodes.AGENT_OFFLINE, `agent ${name} is offline (not connected to this proxy)`));
     }
     const where = `agent ${name} -> ${target}`;
+    // The cap (settings.ts): a tunnel at it takes no more, and the client is refused now, with no
+    // stream opened, rather than the agent refusing the open and counting it as abuse. The cluster
+    // dialer tries the agent's tunnels on other proxies before the client sees this.
+    if (entry.clientStreams >= this.streamCap) return Promise.reject(this.busy(entry, where));
     const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
     const { link } = entry;
     let opening: Promise<TunnelStream>;
@@ -554,19 +577,29 @@ export class TunnelRegistry extends EventEmitter implements Closable {
           lost: (why) => new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${why}`),
           timedOut: () => new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: no answer within ${timeoutMs} ms`),
         },
-        this.countStream,
+        (reset) => {
+          entry.clientStreams--;
+          if (reset) this.streamStats.reset++;
+        },
       );
     } catch (err) {
       return Promise.reject(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${(err as Error).message}`, { cause: err }));
     }
+    entry.clientStreams++;
     this.streamStats.opened++;
     return opening;
   }
 
-  /** Told once per stream, as it ends. */
-  private readonly countStream = (reset: boolean): void => {
-    if (reset) this.streamStats.reset++;
-  };
+  /** A client refused because `entry`'s tunnel is at its cap: counted, logged at a bounded rate. */
+  private busy(entry: AgentSession, where: string): GateError {
+    this.streamStats.busy++;
+    const error = new GateError(
+      ErrorCodes.AGENT_BUSY,
+      `${where}: agent ${entry.name} is busy: its tunnel to this proxy carries ${this.streamCap} client streams, the most one tunnel is given`,
+    );
+    this.refusalLog.log('warn', error.code, { agent: entry.name, remote: entry.remote, code: error.code }, error.message);
+    return error;
+  }
 
   /**
    * While on, new tunnels are refused with GATE_ERR_DRAINING (told in the GOAWAY, so the agent
