@@ -12,7 +12,7 @@ import type { Logger } from '../log.js';
 import { tunnelAlpns } from '../tunnel/agent-tunnel.js';
 import { startAgent, type AgentConnectedEvent, type TunnelAgent } from '../tunnel/agent.js';
 import { DEFAULT_CONNECTION_COUNT } from '../tunnel/agent-pool.js';
-import { readAgentState, readOrCreateServerId, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
+import { readAgentState, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
 import { parseService, SERVICE_KINDS, type AgentService } from '../tunnel/agent-description.js';
 import { joinProxy, renewalTime, renewIdentity, type JoinEndpoint } from '../tunnel/join-client.js';
 import { allowedTargets, loadAgentConfig, servicesOf, type AgentFileConfig } from '../config/agent-config.js';
@@ -337,14 +337,12 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
       );
       identity = stored;
     }
-    const serverId = values['state-dir'] ? await readOrCreateServerId(values['state-dir']) : undefined;
     agent = startAgent({
       proxy: values['tunnel-addr'] ?? values.proxy,
       name: values.name,
       ...identity,
       resources: values.allow ?? [],
       services,
-      ...(serverId ? { serverId } : {}),
       ...(serverName ? { serverName } : {}),
       ...(hooks.env ? { env: hooks.env } : {}),
       dialTimeoutMs: timeoutMs,

@@ -26,11 +26,15 @@ export interface InventoryRow {
 /** The upgrader shown for an agent that never said (older than self-descriptions). */
 export const UNKNOWN_UPGRADER = 'unknown';
 
-/** The record a proxy writes for one of its agents. An undescribed agent gets a server ID from its name. */
+/**
+ * The record a proxy writes for one of its agents. Its server ID is always the one the agent's
+ * certificate name gives (the registry admits no description naming another): what an agent says
+ * can never key a record to another agent's row.
+ */
 export function recordFor(agent: DescribedAgent, proxyId: string, generation: number): InventoryRecord {
   const d = agent.description;
   return {
-    serverId: d?.serverId ?? serverIdForName(agent.name),
+    serverId: serverIdForName(agent.name),
     hostname: d?.hostname ?? '',
     services: d ? d.services.map((s) => ({ ...s })) : [],
     version: d?.version ?? '',

@@ -1,13 +1,11 @@
-import { randomUUID, X509Certificate } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
 import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ErrorCodes, GateError, isGateError } from '../errors.js';
+import { ErrorCodes, GateError } from '../errors.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
 import type { AgentIdentity } from './join-client.js';
-import { isServerId } from './server-id.js';
 
 const FILES = { key: 'agent-key.pem', cert: 'agent.pem', ca: 'ca.pem' } as const;
-const SERVER_ID_FILE = 'server-id';
 
 /** The agent's identity as kept in its state directory, or undefined when it has none yet. */
 export interface StoredIdentity extends AgentIdentity {
@@ -52,29 +50,4 @@ export async function writeAgentState(dir: string, identity: AgentIdentity): Pro
     await rename(`${path}.tmp`, path);
     await chmod(path, 0o600);
   }
-}
-
-/**
- * The agent's server ID (its inventory key): read from `dir`, or made (a random UUID) and kept
- * there at the first start. It is not part of the identity files, so a renewal, or a new join
- * into the same directory, keeps it. GATE_ERR_AGENT_STATE when the file holds something else.
- */
-export async function readOrCreateServerId(dir: string): Promise<string> {
-  const path = join(dir, SERVER_ID_FILE);
-  try {
-    const text = (await readFile(path, 'utf8')).trim();
-    if (!isServerId(text))
-      throw new GateError(ErrorCodes.AGENT_STATE, `${path} does not hold a server ID (a UUID); remove it to make a new one`);
-    return text.toLowerCase();
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
-      if (isGateError(err)) throw err;
-      throw new GateError(ErrorCodes.AGENT_STATE, `cannot read ${path}: ${(err as Error).message}`, { cause: err });
-    }
-  }
-  const id = randomUUID();
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  await writeFile(`${path}.tmp`, `${id}\n`, { mode: 0o600 });
-  await rename(`${path}.tmp`, path);
-  return id;
 }

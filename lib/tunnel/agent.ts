@@ -16,7 +16,7 @@ import type { ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS } from './heartbeat.js';
 import { TUNNEL_MAX_STREAMS, TUNNEL_SESSION_SETTINGS } from './settings.js';
 import { MAX_SERVICES, parseService, upgraderFrom, type AgentDescription, type AgentService } from './agent-description.js';
-import { isServerId, serverIdForName } from './server-id.js';
+import { serverIdForName } from './server-id.js';
 import { packageVersion } from '../wire/package-version.js';
 
 export interface AgentOptions {
@@ -76,12 +76,6 @@ export interface AgentOptions {
    * and with a proxy that says nothing (on its own, or older) it holds one tunnel.
    */
   connectionCount?: number;
-  /**
-   * The agent's server ID in the inventory: a UUID that stays the same across restarts and
-   * renewals. The command line keeps a random one in the state directory (agent-state.ts);
-   * default: one derived from `name` (server-id.ts), for an agent that keeps no state.
-   */
-  serverId?: string;
   /** The services it provides, for the inventory (the tunnel's policy is `resources` / `allow`). */
   services?: Array<{ kind: string; name: string }>;
   /** Default: the machine's host name. */
@@ -229,7 +223,8 @@ class Agent extends EventEmitter implements TunnelAgent {
       settings: { ...TUNNEL_SESSION_SETTINGS, maxConcurrentStreams: options.maxStreams ?? TUNNEL_MAX_STREAMS },
     });
     this.described = {
-      serverId: (options.serverId ?? serverIdForName(options.name)).toLowerCase(),
+      // Bound to the certificate's name (server-id.ts): the proxy refuses any other (issue 37).
+      serverId: serverIdForName(options.name),
       hostname: options.hostname ?? hostname(),
       services: servicesOf(options.services ?? []),
       version: options.version ?? packageVersion,
@@ -550,9 +545,6 @@ export function startAgent(options: AgentOptions): TunnelAgent {
   }
   if (options.maxStreams !== undefined && (!Number.isInteger(options.maxStreams) || options.maxStreams < 1)) {
     throw new GateError(ErrorCodes.INVALID_ARGUMENT, `maxStreams must be a whole number of at least 1, not ${String(options.maxStreams)}`);
-  }
-  if (options.serverId !== undefined && !isServerId(options.serverId)) {
-    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `serverId must be a UUID, not ${JSON.stringify(options.serverId)}`);
   }
   const agent = new Agent(options);
   agent.start();

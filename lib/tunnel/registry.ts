@@ -18,6 +18,7 @@ import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeart
 import { LogLimiter } from '../log-limiter.js';
 import { MAX_DESCRIPTION_BYTES, readDescription, type AgentDescription } from './agent-description.js';
 import { versionRefusal } from './version-rule.js';
+import { serverIdForName } from './server-id.js';
 import { clientStreamCap, TUNNEL_MAX_STREAMS, TUNNEL_RESERVED_STREAMS } from './settings.js';
 
 export interface TunnelRegistryOptions {
@@ -390,6 +391,19 @@ export class TunnelRegistry extends EventEmitter implements Closable {
         ErrorCodes.AGENT_DESCRIPTION_INVALID,
         { agent: entry.name, remote: entry.remote, code: ErrorCodes.AGENT_DESCRIPTION_INVALID, sanitised },
         `the agent's self-description was sanitised (${sanitised.join(', ')})`,
+      );
+    }
+    // An agent speaks only for itself (issue 37): its server ID is the one its certificate's name
+    // gives it, so no agent can name another's inventory row, however predictable the IDs are.
+    const bound = serverIdForName(entry.name);
+    if (description.serverId !== bound) {
+      return this.badDescription(
+        entry,
+        request,
+        new GateError(
+          ErrorCodes.AGENT_SERVER_ID_MISMATCH,
+          `the agent's self-description is refused: server ID ${description.serverId} is not agent ${entry.name}'s (${bound}, from its certificate's name)`,
+        ),
       );
     }
     if (!entry.admitted) return admit(description);

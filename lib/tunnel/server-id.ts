@@ -8,11 +8,13 @@ export function isServerId(text: string): boolean {
 }
 
 /**
- * The server ID of an agent that keeps no state directory (a pre-issued certificate and key):
- * derived from its name, so it is the same at every start. A UUID of version 8 (RFC 9562 §5.8,
- * "custom"): the first 16 bytes of SHA-256 over a fixed prefix and the name, with the version and
- * variant bits set. An agent that joined keeps a random one in its state directory instead
- * (agent-state.ts). Pure.
+ * An agent's server ID, its inventory key: derived from its name, the name its certificate
+ * carries, so it is the same at every start, renewal and join. A UUID of version 8 (RFC 9562
+ * §5.8, "custom"): the first 16 bytes of SHA-256 over a fixed prefix and the name, with the
+ * version and variant bits set. Predictable, and listed by `/v1/inventory`, but bound to the
+ * agent's authenticated identity: the proxy refuses a description naming any other
+ * (GATE_ERR_AGENT_SERVER_ID_MISMATCH, registry.ts), so knowing another agent's ID gives nothing
+ * (issue 37: an agent describing itself with another's ID replaced that agent's row). Pure.
  */
 export function serverIdForName(name: string): string {
   const bytes = createHash('sha256').update(`gate-mux agent server id\0${name}`).digest().subarray(0, 16);

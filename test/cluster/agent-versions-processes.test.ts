@@ -11,6 +11,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { InventoryRow } from '../../lib/cluster/inventory.js';
 import { caPin } from '../../lib/pki/ca-pin.js';
+import { serverIdForName } from '../../lib/tunnel/server-id.js';
 import { spawnAgentProcess, type AgentProcess } from '../helpers/agent-process.js';
 import { freePort } from '../helpers/daemon.js';
 import { run, until } from '../helpers/net.js';
@@ -109,7 +110,7 @@ t.test(
     t.same(served, { status: 200, body: 'v3.1.0' }, 'the version endpoint answers without a tunnel');
 
     // The updater installs a compatible build: same state directory, no token.
-    const serverId = (await readFile(join(dir, 'old', 'server-id'), 'utf8')).trim();
+    const serverId = serverIdForName('old');
     old.child.kill('SIGTERM');
     await old.exited;
     const upgraded = agent('old', '3.0.0', { token: false });

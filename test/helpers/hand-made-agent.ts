@@ -8,6 +8,7 @@ import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { descriptionLine } from '../../lib/tunnel/agent-description.js';
 import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
+import { serverIdForName } from '../../lib/tunnel/server-id.js';
 import { tunnelRoute } from '../../lib/tunnel/endpoint.js';
 import { TunnelRegistry, type TunnelRegistryOptions } from '../../lib/tunnel/registry.js';
 import { viaTunnel, type ViaTunnelOptions } from '../../lib/tunnel/via-tunnel.js';
@@ -18,7 +19,6 @@ import { until } from './net.js';
 import { agentCertificate, rawAgentSession } from './tunnel-rig.js';
 
 const { ca, server } = devCertificates();
-const SERVER_ID = '5e0d8f9a-6b1c-4d2e-8f3a-9b8c7d6e5f40';
 
 /** A proxy whose TLS clients offering ALPN gate-bench (passed through) and HTTP/1 clients go to `target` via agent `agent`. */
 export async function proxyViaAgent(
@@ -103,7 +103,9 @@ export async function handMadeAgent(
     stream.on('error', () => {});
     if (isDescribeRequest(headers)) {
       stream.respond({ ':status': 200 });
-      stream.write(descriptionLine({ serverId: SERVER_ID, hostname: 'h', services: [], version: packageVersion, upgrader: 'none' }));
+      stream.write(
+        descriptionLine({ serverId: serverIdForName(name), hostname: 'h', services: [], version: packageVersion, upgrader: 'none' }),
+      );
       return;
     }
     if (headers[':method'] !== 'CONNECT') return void stream.respond({ ':status': 204 }, { endStream: true });

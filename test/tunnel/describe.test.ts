@@ -13,6 +13,7 @@ import { startAgent, type TunnelAgent } from '../../lib/tunnel/agent.js';
 import { serveAgentStream } from '../../lib/tunnel/agent-stream.js';
 import { descriptionLine, type AgentDescription } from '../../lib/tunnel/agent-description.js';
 import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
+import { serverIdForName } from '../../lib/tunnel/server-id.js';
 import { packageVersion } from '../../lib/wire/package-version.js';
 import { startEchoServer } from '../helpers/echo-servers.js';
 import { readUntil, until } from '../helpers/net.js';
@@ -20,7 +21,6 @@ import { agentCertificate, rawAgentSession, startProxySide, type ProxySide } fro
 import { tunnelDuplex } from '../../lib/tunnel/tunnel-stream.js';
 
 const PROXY_VERSION = '3.1.0';
-const SERVER_ID = '5e0d8f9a-6b1c-4d2e-8f3a-9b8c7d6e5f40';
 
 async function proxySide(t: Test): Promise<ProxySide> {
   const side = await startProxySide([], { registry: { version: PROXY_VERSION, heartbeatTimeoutMs: 5000 } });
@@ -46,7 +46,6 @@ function agent(t: Test, side: ProxySide, name: string, extra: Partial<Parameters
 t.test('a description reaches the registry at admission, and a change follows', async (t) => {
   const side = await proxySide(t);
   const a = agent(t, side, 'db-1', {
-    serverId: SERVER_ID,
     hostname: 'db-1.internal',
     services: [{ kind: 'db', name: 'orders' }],
     version: '3.0.2',
@@ -54,7 +53,7 @@ t.test('a description reaches the registry at admission, and a change follows', 
   });
   await a.waitConnected(10_000);
   const expected: AgentDescription = {
-    serverId: SERVER_ID,
+    serverId: serverIdForName('db-1'),
     hostname: 'db-1.internal',
     services: [{ kind: 'db', name: 'orders' }],
     version: '3.0.2',
@@ -92,7 +91,7 @@ t.test('a description reaches the registry at admission, and a change follows', 
   t.equal(d.upgrader, 'none', 'no GATE_EXT_UPGRADER: none');
   t.equal(d.version, packageVersion, 'the package version by default');
   t.same(d.services, []);
-  t.ok(d.serverId.length === 36, 'a server ID derived from the name');
+  t.equal(d.serverId, serverIdForName('plain'), 'the server ID derived from the name');
 });
 
 t.test('an incompatible version: refused with its code and words, counted, and retried with backoff', async (t) => {
@@ -145,8 +144,16 @@ async function echoThrough(side: ProxySide, name: string, target: string, text: 
   return readUntil(stream, (s) => s.length >= text.length);
 }
 
-const description = (extra: Partial<AgentDescription> & Record<string, unknown> = {}) =>
-  descriptionLine({ serverId: SERVER_ID, hostname: 'h', services: [], version: '3.1.0', upgrader: 'none', ...extra } as AgentDescription);
+/** A description line of agent `name`: its own server ID, unless `extra` names another. */
+const description = (name: string, extra: Partial<AgentDescription> & Record<string, unknown> = {}) =>
+  descriptionLine({
+    serverId: serverIdForName(name),
+    hostname: 'h',
+    services: [],
+    version: '3.1.0',
+    upgrader: 'none',
+    ...extra,
+  } as AgentDescription);
 
 t.test('hostile descriptions: refused with the code before admission, sanitised when only untidy', async (t) => {
   const side = await proxySide(t);
@@ -160,10 +167,10 @@ t.test('hostile descriptions: refused with the code before admission, sanitised 
   };
   await refused('huge', Buffer.alloc(20_000, 0x61), /more than 16384 bytes/, 'a line of 20 kB without a newline');
   await refused('malformed', '{"serverId":\n', /not JSON/, 'malformed JSON');
-  await refused('notsemver', description({ version: '3.1' }), /not semver/, 'a version that is not semver');
+  await refused('notsemver', description('notsemver', { version: '3.1' }), /not semver/, 'a version that is not semver');
   t.equal(side.registry.refusals[ErrorCodes.AGENT_DESCRIPTION_INVALID], 3, 'each refusal counted');
 
-  const untidy = await handMadeAgent(t, side, 'untidy', description({ hostname: 'web\r\n\u001b[31mroot\u0000' }));
+  const untidy = await handMadeAgent(t, side, 'untidy', description('untidy', { hostname: 'web\r\n\u001b[31mroot\u0000' }));
   await side.registry.waitFor('untidy', 10_000);
   t.equal(side.registry.describedAgent('untidy')?.description?.hostname, 'web[31mroot', 'control characters removed');
   t.equal(untidy.goaway(), undefined, 'admitted');
@@ -172,14 +179,14 @@ t.test('hostile descriptions: refused with the code before admission, sanitised 
 t.test('a bad description after admission resets only the describe stream: CONNECTs go on, the last good one stays', async (t) => {
   const side = await proxySide(t);
   const echo = await startEchoServer(t);
-  const agent = await handMadeAgent(t, side, 'changing', description({ hostname: 'first' }));
+  const agent = await handMadeAgent(t, side, 'changing', description('changing', { hostname: 'first' }));
   await side.registry.waitFor('changing', 10_000);
   t.equal(await echoThrough(side, 'changing', echo.address, 'before'), 'before');
   const describe = agent.describe()!;
   const reset = new Promise((resolve) => describe.once('close', resolve));
-  describe.write(description({ hostname: 'second' }));
+  describe.write(description('changing', { hostname: 'second' }));
   await until(() => side.registry.describedAgent('changing')?.description?.hostname === 'second', 'the change', 5000);
-  describe.write(description({ version: '3.2.0' }));
+  describe.write(description('changing', { version: '3.2.0' }));
   await reset;
   t.equal(describe.rstCode, 7, 'REFUSED_STREAM: a running agent cannot change its version');
   t.equal(side.registry.describedAgent('changing')?.description?.hostname, 'second', 'the last valid description stays');

@@ -2,8 +2,6 @@
 // network, the version rule, server IDs, the merged rows, the table, the metric counts.
 import t from 'tap';
 import { PassThrough } from 'node:stream';
-import { readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { ErrorCodes } from '../../lib/errors.js';
 import {
   descriptionLine,
@@ -13,14 +11,12 @@ import {
   upgraderFrom,
   type AgentDescription,
 } from '../../lib/tunnel/agent-description.js';
-import { readOrCreateServerId } from '../../lib/tunnel/agent-state.js';
 import { readLines } from '../../lib/tunnel/describe-stream.js';
 import { isServerId, serverIdForName } from '../../lib/tunnel/server-id.js';
 import { versionRefusal } from '../../lib/tunnel/version-rule.js';
 import { fleetCounts, mergeInventory, parseInventoryRecord, recordFor } from '../../lib/cluster/inventory.js';
 import { inventoryTable } from '../../lib/cli/inventory.js';
 import type { InventoryRecord } from '../../lib/cluster/route-store.js';
-import { tempDir } from '../helpers/temp-dir.js';
 
 const ID = '0b7c6a1e-2f4d-4c3b-9a8e-1d2c3b4a5f60';
 const good: AgentDescription = {
@@ -111,14 +107,8 @@ t.test('the version rule: at most one major behind the proxy, never ahead; major
   t.equal(versionRefusal('3.1.0', 'garbage')?.code, ErrorCodes.AGENT_VERSION_INCOMPATIBLE);
 });
 
-t.test('server IDs: kept in the state directory, or derived from the name', async (t) => {
-  const dir = join(await tempDir(t, 'server-id'), 'state');
-  const first = await readOrCreateServerId(dir);
-  t.ok(isServerId(first));
-  t.equal(await readOrCreateServerId(dir), first, 'the same at the next start');
-  t.equal((await readFile(join(dir, 'server-id'), 'utf8')).trim(), first);
-  await writeFile(join(dir, 'server-id'), 'junk\n');
-  await t.rejects(readOrCreateServerId(dir), { code: ErrorCodes.AGENT_STATE });
+t.test('server IDs: derived from the name', async (t) => {
+  t.ok(isServerId(serverIdForName('edge')));
   t.equal(serverIdForName('edge'), serverIdForName('edge'), 'stable');
   t.not(serverIdForName('edge'), serverIdForName('edge2'));
   t.match(serverIdForName('edge'), /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'a version-8 UUID');
@@ -199,6 +189,11 @@ t.test("inventory rows: one per server ID, the newest tunnel's description, the 
     generation: 3,
     since: 5,
   });
+  t.equal(
+    recordFor({ name: 'a', description: { ...good, serverId: serverIdForName('b') }, since: 5 }, 'p9', 3).serverId,
+    serverIdForName('a'),
+    "a record is keyed by the certificate name's server ID, whatever the description says",
+  );
   t.same(
     fleetCounts(
       [
