@@ -9,7 +9,7 @@ export interface MetricSources {
   /** The statistics of every multiplexer that may still count (running listeners, and ones still draining after a reload). */
   listeners(): StatsSnapshot[];
   /** Agents' reverse tunnels on this proxy. */
-  tunnels(): { agents: number; streamsOpened: number; streamsReset: number; byProtocol?: Record<string, number> };
+  tunnels(): { agents: number; streamsOpened: number; streamsReset: number; streamsBusy?: number; byProtocol?: Record<string, number> };
   /** This proxy's agents by what they said (version, upgrader), and the agents it refused by code. */
   fleet?(): FleetCounts;
   /** The connection upgrade's counts (TLS routing through load balancers that end TLS): `ConnectionUpgrade.counts`. */
@@ -271,6 +271,12 @@ export class GateMetrics {
     );
     counter('gate_mux_tunnel_streams_reset_total', "Streams through agents' tunnels that ended with a reset.", [], (add, s) =>
       add({}, s.tunnels.streamsReset),
+    );
+    counter(
+      'gate_mux_tunnel_streams_busy_total',
+      "Clients refused with GATE_ERR_AGENT_BUSY: the agent's tunnel carried the proxy's cap of streams.",
+      [],
+      (add, s) => add({}, s.tunnels.streamsBusy ?? 0),
     );
     // How much of the fleet speaks the framing: an agent or a proxy older than it speaks HTTP/2.
     gauge(

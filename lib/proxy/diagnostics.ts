@@ -52,6 +52,7 @@ export class ProxyDiagnostics implements Closable {
         agents: registry.agents().length,
         streamsOpened: registry.streamStats.opened,
         streamsReset: registry.streamStats.reset,
+        streamsBusy: registry.streamStats.busy,
         byProtocol: registry.agentsByProtocol(),
       }),
       fleet: () => fleetCounts(registry.describedAgents(), registry.refusals),
