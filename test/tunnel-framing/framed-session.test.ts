@@ -303,9 +303,14 @@ async function hostile(t: Test, options: Partial<FramedSessionOptions> = {}) {
   const port = await listening(server);
   const sessions: FramedSession[] = [];
   const errors: (GateError | undefined)[] = [];
+  let closed = (): void => {};
+  const sessionClosed = new Promise<void>((resolve) => (closed = resolve));
   server.on('connection', (socket) => {
     const session = new FramedSession(socket, { side: 'dialer', onOpen: echo, ...options });
-    session.on('close', (err: GateError | undefined) => errors.push(err));
+    session.on('close', (err: GateError | undefined) => {
+      errors.push(err);
+      closed();
+    });
     sessions.push(session);
   });
   const raw = connect(port, '127.0.0.1');
@@ -316,7 +321,8 @@ async function hostile(t: Test, options: Partial<FramedSessionOptions> = {}) {
   });
   raw.on('data', (chunk: Buffer) => reader.push(chunk));
   raw.on('error', () => {});
-  const ended = once(raw, 'close');
+  // The raw side closed, and the session told its 'close' (after its socket closed: goAwayNow).
+  const ended = Promise.all([once(raw, 'close'), sessionClosed]);
   t.teardown(() => {
     raw.destroy();
     server.close();
