@@ -50,6 +50,16 @@ export class FramedDuplex extends Duplex {
     this.stream.resume();
   }
 
+  /**
+   * As a Readable's, and once the reader has taken everything buffered, what was gathered is
+   * pushed: the Readable may not ask (`_read`) again before a push answers its last request.
+   */
+  override read(size?: number): unknown {
+    const chunk: unknown = super.read(size);
+    if (this.gathered.bytes > 0 && this.readableLength === 0) this.pushGathered();
+    return chunk;
+  }
+
   private streamData(chunk: Buffer): void {
     // The reader keeps up (nothing buffered), or bulk: pushed as it is, after what was gathered.
     if (chunk.length >= HOLD_AS_IS_BYTES || (this.readableLength === 0 && this.gathered.bytes === 0)) {

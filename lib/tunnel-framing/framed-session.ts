@@ -99,6 +99,12 @@ export const MAX_OWED_ANSWERS = 1000;
 export const PAUSE_OWED_ANSWERS = 64;
 
 /**
+ * Reading paused that long because the other side reads none of its answers: it is cut
+ * (ENHANCE_YOUR_CALM), rather than held until a heartbeat or an admission deadline notices.
+ */
+export const STALLED_ANSWERS_MS = 5_000;
+
+/**
  * Frames that carry nothing a burst may hold, and how many come back per second: DATA with no
  * payload and no END (CVE-2019-9518), a WINDOW of less than a useful increment (CVE-2019-9511: a
  * peer returning credit a byte at a time makes a frame of work per byte), a PING ACK for no PING
@@ -170,8 +176,9 @@ export class FramedSession extends EventEmitter implements StreamSession {
   /** Writes made and not called back yet, in order (a socket calls its writes back in order). */
   private readonly flights: Flight[] = [];
   private readonly onFlightWritten = (): void => this.flightWritten();
-  /** Reading stopped: the other side does not read its answers (PAUSE_OWED_ANSWERS). */
+  /** Reading stopped: the other side does not read its answers (PAUSE_OWED_ANSWERS), since when. */
   private readPaused = false;
+  private stallTimer: NodeJS.Timeout | undefined = undefined;
   /** This side's output is past OUTPUT_HIGH_BYTES: streams wait for 'drain'. */
   private outputFull = false;
   private readonly onOutputDrained = (): void => this.outputDrained();
@@ -416,6 +423,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
     if (flight.written) runAll(flight.written);
     if (this.readPaused && this.owed <= PAUSE_OWED_ANSWERS / 2 && !this.closedWith) {
       this.readPaused = false;
+      clearTimeout(this.stallTimer);
       this.socket.resume();
     }
   }
@@ -450,7 +458,14 @@ export class FramedSession extends EventEmitter implements StreamSession {
       // The other side does not read what it asks for: its frames wait in its own buffers now.
       this.readPaused = true;
       this.socket.pause();
+      this.stallTimer = setTimeout(stalledSession, STALLED_ANSWERS_MS, this);
+      this.stallTimer.unref();
     }
+  }
+
+  /** Reading stayed paused for STALLED_ANSWERS_MS: the other side reads nothing it asked for. */
+  stalled(): void {
+    if (this.readPaused && !this.closedWith) this.fail(floodError(`${this.owed} answers not read for ${STALLED_ANSWERS_MS} ms`));
   }
 
   /** The other side broke the framing: told why in a GOAWAY, then the session ends. */
@@ -689,6 +704,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
   private finish(error: GateError | undefined): void {
     if (this.closedWith) return;
     this.closedWith = { error };
+    clearTimeout(this.stallTimer);
     const why = error?.message ?? 'the session closed';
     for (const stream of [...this.streams.values()]) stream.close(WireError.CANCEL, why, true);
     for (const ping of this.pings.values())
@@ -708,6 +724,10 @@ export class FramedSession extends EventEmitter implements StreamSession {
 
 function flushSession(session: FramedSession): void {
   session.flush();
+}
+
+function stalledSession(session: FramedSession): void {
+  session.stalled();
 }
 
 function runAll(callbacks: Array<() => void>): void {

@@ -133,6 +133,11 @@ export class FramedStream extends EventEmitter {
     if (this.held.bytes > 0 || this.gotEnd) queueMicrotask(() => this.deliverHeld());
   }
 
+  /** Objects held unread (a measure for tests: bounded whatever the frames' sizes). */
+  get heldPieces(): number {
+    return this.held.count;
+  }
+
   get isPaused(): boolean {
     return !this.flowing;
   }
