@@ -262,6 +262,14 @@ export class FramedSession extends EventEmitter implements StreamSession {
     return this.closedWith !== undefined;
   }
 
+  /**
+   * Why the session ended, once `closed` (undefined for a clean end). 'close' tells the same, but
+   * after a GOAWAY that ended it only once the socket has closed (goAwayNow).
+   */
+  get closeError(): GateError | undefined {
+    return this.closedWith?.error;
+  }
+
   /** The same as `closed`, under the name an Http2Session gives it (heartbeat.ts reads either). */
   get destroyed(): boolean {
     return this.closedWith !== undefined;
