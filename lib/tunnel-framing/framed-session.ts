@@ -105,6 +105,13 @@ export const PAUSE_OWED_ANSWERS = 64;
 export const STALLED_ANSWERS_MS = 5_000;
 
 /**
+ * After a GOAWAY that ended the session, what the other side still sends is read and dropped (a
+ * socket closed with unread bytes sends a TCP RST, which can discard the GOAWAY before it is
+ * read), up to this much: a flood does not get a second of decryption at line rate.
+ */
+const DISCARD_LIMIT_BYTES = 1 << 20;
+
+/**
  * Frames that carry nothing a burst may hold, and how many come back per second: DATA with no
  * payload and no END (CVE-2019-9518), a WINDOW of less than a useful increment (CVE-2019-9511: a
  * peer returning credit a byte at a time makes a frame of work per byte), a PING ACK for no PING
@@ -190,6 +197,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
   /** 'close' is told once the socket has closed after a GOAWAY that ended the session (goAwayNow). */
   private closeTold = false;
   private closeDeferred = false;
+  /** Bytes read and dropped after the session ended (DISCARD_LIMIT_BYTES). */
+  private discarded = 0;
   /** Set once this side sent GOAWAY: the other side's new opens are refused. */
   private goingAway = false;
   /** Set once the other side sent GOAWAY: no new opens here. */
@@ -451,7 +460,11 @@ export class FramedSession extends EventEmitter implements StreamSession {
   }
 
   private read(chunk: Buffer): void {
-    if (this.closedWith) return;
+    if (this.closedWith) {
+      this.discarded += chunk.length;
+      if (this.discarded > DISCARD_LIMIT_BYTES) this.socket.destroy();
+      return;
+    }
     try {
       if (this.admission) {
         this.admission.bytes -= chunk.length;
@@ -495,13 +508,14 @@ export class FramedSession extends EventEmitter implements StreamSession {
     this.flush();
     // Written, then this side's FIN, and 'close' told only once the socket has closed: a listener
     // that destroys the socket at 'close' would otherwise drop the GOAWAY unsent. Reading goes on
-    // (and is dropped) meanwhile: a socket closed with unread bytes sends a TCP RST, which may
-    // discard the GOAWAY at the other end before it is read.
+    // (and is dropped, DISCARD_LIMIT_BYTES) meanwhile: a socket closed with unread bytes sends a
+    // TCP RST, which may discard the GOAWAY at the other end before it is read. Not for a side
+    // that reads none of its answers (reading paused): it will not read the GOAWAY either.
     if (!socket.destroyed) {
       this.closeDeferred = true;
       socket.write(controlFrame(FrameType.GOAWAY, 0, 0, goAway));
       socket.end();
-      socket.resume();
+      if (!this.readPaused) socket.resume();
       const cutOff = setTimeout(() => socket.destroy(), graceMs);
       cutOff.unref();
       socket.once('close', () => clearTimeout(cutOff));

@@ -20,6 +20,7 @@ import {
   type GoAwayPayload,
   WireError,
 } from '../../lib/tunnel-framing/frames.js';
+import { splice } from '../../lib/transport/splice.js';
 import { echoFramed } from '../helpers/framed-echo.js';
 import { listening } from '../helpers/net.js';
 
@@ -228,6 +229,54 @@ t.test('one-byte DATA frames through a Duplex nobody reads: its read-ahead holds
   d.resume();
   await new Promise((resolve) => setTimeout(resolve, 50));
   t.equal(Buffer.concat(chunks).length, window, 'every byte delivered once read');
+});
+
+t.test('one-byte DATA frames relayed to a client whose buffers are full: few objects at every step', async (t) => {
+  // The proxy's path for a client whose TLS ended there: the stream as a Duplex, spliced to the
+  // client's socket (lib/tunnel/via-tunnel.ts). The client reads nothing, and its connection's
+  // buffers are filled first, so what comes next is held by this side.
+  const sinkServer = createServer((socket) => socket.pause());
+  const sinkPort = await listening(sinkServer);
+  const accepted = once(sinkServer, 'connection') as Promise<[Socket]>;
+  const far = connect(sinkPort, '127.0.0.1');
+  const [client] = await accepted;
+  t.teardown(() => {
+    far.destroy();
+    client.destroy();
+    sinkServer.close();
+  });
+  far.pause();
+  const bulk = Buffer.alloc(64 * 1024);
+  for (let i = 0; i < 1000; i++) {
+    const taken = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), 200);
+      client.write(bulk, () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    if (!taken) break;
+  }
+  const window = 256 * 1024;
+  let duplex: FramedDuplex | undefined;
+  const h = await underAttack(t, { streamWindow: window, connectionWindow: 4 * window }, (stream) => {
+    stream.respond({ status: 200, code: '', reason: '' });
+    duplex = new FramedDuplex(stream);
+    duplex.on('error', () => {});
+    splice(client, duplex, () => {}, undefined, { coalesceA: true, coalesceB: true });
+  });
+  h.raw.write(open(2));
+  await sendDribble(h.raw, window);
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline && h.socket.bytesRead < window * 10) await new Promise((resolve) => setTimeout(resolve, 10));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const d = duplex!;
+  const queued = (client as unknown as { writableBuffer: unknown[] }).writableBuffer.length;
+  const readAhead = (d as unknown as { _readableState: { buffer: { length: number } } })._readableState.buffer.length;
+  t.ok(client.writableLength > 0, `the client's socket holds ${client.writableLength} bytes it cannot send`);
+  t.ok(queued <= 300, `in ${queued} writes (one a frame: about ${window})`);
+  t.ok(readAhead <= 64, `the Duplex's read-ahead: ${d.readableLength} bytes in ${readAhead} chunks`);
+  t.ok(d.stream.heldPieces <= 64, `the stream: ${d.stream.heldPieces} objects held`);
 });
 
 t.test('a GOAWAY for a broken framing reaches a peer whose reading lagged, though the socket is destroyed at close', async (t) => {
