@@ -186,8 +186,9 @@ export class FramedSession extends EventEmitter implements StreamSession {
   /** Reading stopped: the other side does not read its answers (PAUSE_OWED_ANSWERS), since when. */
   private readPaused = false;
   private stallTimer: NodeJS.Timeout | undefined = undefined;
-  /** This side's output is past OUTPUT_HIGH_BYTES: streams wait for 'drain'. */
+  /** This side's output (queued this turn, or in the socket) is past OUTPUT_HIGH_BYTES: streams wait for 'drain'. */
   private outputFull = false;
+  private drainArmed = false;
   private readonly onOutputDrained = (): void => this.outputDrained();
   private idleTokens: number;
   private idleRefilledAt = Date.now();
@@ -396,6 +397,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
     if (this.pending.length === 0) setImmediate(flushSession, this);
     this.pending.push(bytes);
     this.pendingBytes += bytes.length;
+    // One turn may not queue more than the bound either (streams written in a loop).
+    if (this.pendingBytes >= OUTPUT_HIGH_BYTES) this.outputFull = true;
   }
 
   /**
@@ -426,9 +429,10 @@ export class FramedSession extends EventEmitter implements StreamSession {
     if (pending.length === 1) socket.write(pending[0]!, done);
     else if (pendingBytes <= JOIN_LIMIT_BYTES) socket.write(Buffer.concat(pending, pendingBytes), done);
     else writeGathered(socket, pending, done);
-    if (!this.outputFull && socket.writableLength >= OUTPUT_HIGH_BYTES) {
-      // 'drain' comes: the write that went past the socket's high-water mark returned false.
-      this.outputFull = true;
+    if (socket.writableLength >= OUTPUT_HIGH_BYTES) this.outputFull = true;
+    if (this.outputFull && !this.drainArmed) {
+      // 'drain' comes: a write of this size went past the socket's high-water mark (false).
+      this.drainArmed = true;
       socket.once('drain', this.onOutputDrained);
     }
   }
@@ -447,6 +451,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
 
   /** The socket took this side's output: streams waiting for it send again. */
   private outputDrained(): void {
+    this.drainArmed = false;
     this.outputFull = false;
     this.wakeWaiting();
   }

@@ -56,6 +56,7 @@ async function underAttack(t: Test, options: Partial<FramedSessionOptions> = {},
   return { raw, socket, session, closed, goAways };
 }
 
+const MiB = 1024 * 1024;
 const open = (id: number): Buffer => controlFrame(FrameType.OPEN, 0, id, encodeOpen({ kind: 0, target: 'x:1', client: '' }));
 const ping = (n: number): Buffer => {
   const payload = Buffer.alloc(8);
@@ -277,6 +278,45 @@ t.test('one-byte DATA frames relayed to a client whose buffers are full: few obj
   t.ok(queued <= 300, `in ${queued} writes (one a frame: about ${window})`);
   t.ok(readAhead <= 64, `the Duplex's read-ahead: ${d.readableLength} bytes in ${readAhead} chunks`);
   t.ok(d.stream.heldPieces <= 64, `the stream: ${d.stream.heldPieces} objects held`);
+});
+
+t.test('a peer that grants credit and never reads: this side stops sending at 4 MiB of its own output queued', async (t) => {
+  let written = 0;
+  let blocked = false;
+  const h = await underAttack(t, {}, (stream) => {
+    stream.respond({ status: 200, code: '', reason: '' });
+    // A client with 64 MiB to send, as fast as the stream takes it.
+    const chunk = Buffer.alloc(64 * 1024);
+    const pump = (): void => {
+      while (written < 64 * MiB) {
+        written += chunk.length;
+        if (!stream.write(chunk)) {
+          blocked = true;
+          stream.once('drain', () => {
+            blocked = false;
+            pump();
+          });
+          return;
+        }
+      }
+    };
+    pump();
+  });
+  h.raw.pause(); // never reads
+  // Credit for far more than that: 1 GiB on the stream and on the connection.
+  h.raw.write(
+    Buffer.concat([
+      open(2),
+      controlFrame(FrameType.WINDOW, 0, 2, encodeWindow(1 << 30)),
+      controlFrame(FrameType.WINDOW, 0, 0, encodeWindow(1 << 30)),
+    ]),
+  );
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline && !blocked) await new Promise((resolve) => setTimeout(resolve, 10));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.ok(blocked, `the writer waits for drain (${Math.round(written / MiB)} MiB taken)`);
+  t.ok(h.socket.writableLength < 8 * MiB, `the socket holds ${Math.round(h.socket.writableLength / 1024)} KiB, not the 64 MiB granted`);
+  t.ok(written < 24 * MiB, 'and the stream took no more than that and what the kernel holds');
 });
 
 t.test('a GOAWAY for a broken framing reaches a peer whose reading lagged, though the socket is destroyed at close', async (t) => {
