@@ -1,6 +1,13 @@
 import { COALESCE_LIMIT_BYTES } from './splice.js';
 import { closeHandle, OWNER, shutdown, startRelayReading, stopReading, write, type HandleOwner, type TcpHandle } from './uv.js';
 
+/**
+ * Handle writes libuv may hold queued before the stream is paused, whatever their size: a stream
+ * of tiny frames to a client that does not read would otherwise queue a write request per frame
+ * until COALESCE_LIMIT_BYTES (issue 37). A paused framed stream gathers what arrives meanwhile.
+ */
+export const MAX_QUEUED_WRITES = 64;
+
 /** A relay that ended because its TCP handle failed: the errno name (ECONNRESET, ...). */
 export interface HandleFailure {
   side: 'handle';
@@ -18,7 +25,7 @@ export interface HandleFailure {
  * - A read into the handle's own buffer is written to the stream without a copy, and the handle
  *   is not read again until that write calls back (`writeStream`'s `written`).
  * - Writes to the handle that libuv had to queue pause the stream from COALESCE_LIMIT_BYTES
- *   (splice.ts) on, until they are out.
+ *   (splice.ts) or MAX_QUEUED_WRITES on, until they are out.
  * - The handle's EOF ends the stream; the stream's end becomes the handle's FIN (`sendFin`), sent
  *   by libuv after the writes queued before it.
  * - Done when the stream has closed cleanly and the handle's FIN is out; a failed read, write or
@@ -148,7 +155,7 @@ export abstract class HandleStreamRelay<Failure> implements HandleOwner {
     if (result === 'done') return;
     if (result !== 'queued') return this.fail(result);
     this.writesQueued++;
-    if (!this.streamPaused && this.handle.writeQueueSize >= COALESCE_LIMIT_BYTES) {
+    if (!this.streamPaused && (this.handle.writeQueueSize >= COALESCE_LIMIT_BYTES || this.writesQueued >= MAX_QUEUED_WRITES)) {
       this.streamPaused = true;
       this.pauseStream();
     }

@@ -31,6 +31,12 @@ function passEnd(src: Duplex, dst: Duplex): void {
 export const COALESCE_LIMIT_BYTES = 256 * 1024;
 
 /**
+ * Writes a coalescing relay lets queue in `dst` before it pauses `src`, whatever their size: bulk
+ * reaches COALESCE_LIMIT_BYTES first (256 writes of 1 KiB), tiny chunks reach this.
+ */
+const COALESCE_LIMIT_WRITES = 256;
+
+/**
  * `relay` for the two sides of a tunnel stream. An HTTP/2 stream delivers a read as
  * many small chunks (a DATA frame, or the part of one a TLS record held: a few KiB each), so
  * `dst` is corked from the first chunk until the loop's check phase and the chunks of one read
@@ -45,11 +51,26 @@ function relayCoalesced(src: Duplex, dst: Duplex): void {
     corked = false;
     dst.uncork();
   };
+  /** Writes queued in `dst` since it was last empty: bounded in count, not only in bytes. */
+  let queued = 0;
+  const written = (): void => {
+    queued = 0;
+    src.resume();
+  };
   src.on('data', (chunk: Buffer) => {
     if (!corked) {
       corked = true;
       dst.cork();
       setImmediate(flush);
+    }
+    if (dst.writableLength === 0) queued = 0;
+    if (++queued >= COALESCE_LIMIT_WRITES) {
+      // Many small chunks (tiny frames from the other side, issue 37) would each be an entry
+      // in `dst`'s buffer until COALESCE_LIMIT_BYTES: paused at a count instead, until this
+      // write (and so every one before it) is out. A paused framed stream gathers meanwhile.
+      dst.write(chunk, written);
+      src.pause();
+      return;
     }
     // A false from write() (its high-water mark) always comes with a 'drain' once `dst` empties,
     // so pausing only then cannot stall.

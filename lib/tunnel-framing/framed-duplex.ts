@@ -5,9 +5,17 @@ import { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { FramedStream } from './framed-stream.js';
 import { WireError, wireErrorName } from './frames.js';
+import { HOLD_AS_IS_BYTES, HeldPieces } from './held-pieces.js';
 
 /** What the Duplex's readable side holds before it pauses the stream: a quarter of its window. */
 const DUPLEX_READ_AHEAD_BYTES = 256 * 1024;
+
+/**
+ * Small pieces that arrive while the readable side holds bytes are gathered up to this before they
+ * are pushed: the read-ahead then holds at most about DUPLEX_READ_AHEAD_BYTES / 16 KiB objects,
+ * not one per tiny frame (issue 37: one-byte DATA frames, a Buffer and a buffered chunk each).
+ */
+const GATHER_BYTES = 16 * 1024;
 
 /**
  * Wraps `stream`: its bytes are the Duplex's readable side (the stream is paused while the
@@ -20,21 +28,55 @@ const DUPLEX_READ_AHEAD_BYTES = 256 * 1024;
 export class FramedDuplex extends Duplex {
   /** A write waiting for the stream's 'drain'. */
   private waiting: ((err?: Error | null) => void) | undefined = undefined;
+  /** Small pieces waiting to be pushed together. */
+  private readonly gathered = new HeldPieces();
 
   constructor(readonly stream: FramedStream) {
     // The stream's own window bounds what it holds; a Readable's 16 KiB default would pause it
     // at nearly every frame, and a paused stream copies what arrives meanwhile.
     super({ allowHalfOpen: true, readableHighWaterMark: DUPLEX_READ_AHEAD_BYTES });
-    stream.on('data', (chunk: Buffer) => {
-      if (!this.push(chunk)) stream.pause();
+    stream.on('data', (chunk: Buffer) => this.streamData(chunk));
+    stream.once('end', () => {
+      this.pushGathered();
+      this.push(null);
     });
-    stream.once('end', () => this.push(null));
     stream.on('drain', () => this.drained());
     stream.once('close', () => this.streamClosed());
   }
 
   override _read(): void {
+    // The reader took everything: what was gathered goes now, whatever its size.
+    if (this.readableLength === 0 && this.gathered.bytes > 0 && !this.pushGathered()) return;
     this.stream.resume();
+  }
+
+  /**
+   * As a Readable's, and once the reader has taken everything buffered, what was gathered is
+   * pushed: the Readable may not ask (`_read`) again before a push answers its last request.
+   */
+  override read(size?: number): unknown {
+    const chunk: unknown = super.read(size);
+    if (this.gathered.bytes > 0 && this.readableLength === 0) this.pushGathered();
+    return chunk;
+  }
+
+  private streamData(chunk: Buffer): void {
+    // The reader keeps up (nothing buffered), or bulk: pushed as it is, after what was gathered.
+    if (chunk.length >= HOLD_AS_IS_BYTES || (this.readableLength === 0 && this.gathered.bytes === 0)) {
+      this.pushGathered();
+      if (!this.push(chunk)) this.stream.pause();
+      return;
+    }
+    this.gathered.add(chunk);
+    if (this.gathered.bytes >= GATHER_BYTES) this.pushGathered();
+  }
+
+  /** Pushes what was gathered; false (and the stream paused) when the readable side is full. */
+  private pushGathered(): boolean {
+    const gathered = this.gathered.takeAll();
+    if (gathered === undefined || this.push(gathered)) return true;
+    this.stream.pause();
+    return false;
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (err?: Error | null) => void): void {

@@ -21,6 +21,7 @@ import {
   FLAG_ACK,
   FLAG_END,
   FrameError,
+  floodError,
   frameHeader,
   FrameType,
   type GoAwayPayload,
@@ -53,6 +54,22 @@ export interface FramedSessionOptions {
   /** Per-stream and connection windows (defaults: 1 MiB and 16 MiB). */
   streamWindow?: number;
   connectionWindow?: number;
+  /**
+   * The other side is not admitted yet (an agent that has not described itself): until `admit()`
+   * it may do almost nothing (docs/tunnel-framing.md, "Limits"). Past any bound the session ends
+   * with GOAWAY ENHANCE_YOUR_CALM (GATE_ERR_TUNNEL_FLOOD).
+   */
+  untilAdmitted?: AdmissionLimits;
+}
+
+/** What a session's other side may do before it is admitted. */
+export interface AdmissionLimits {
+  /** PINGs answered (an agent sends one at start, then one per heartbeat interval). */
+  pings: number;
+  /** Bytes read from the connection, all frames counted. */
+  bytes: number;
+  /** Frames that carry nothing (see IDLE_FRAME_BURST), with no refill. */
+  idleFrames: number;
 }
 
 /**
@@ -66,8 +83,63 @@ export const DEFAULT_CONNECTION_WINDOW = 16 << 20;
 /** A turn's frames up to this size are joined into one buffer before they are written. */
 const JOIN_LIMIT_BYTES = 16 * 1024;
 
-/** What the session may leave unsent before a peer that sends and never reads is cut off. */
-const OUTPUT_SLACK_BYTES = 1 << 20;
+/**
+ * Control answers (PING ACKs, WINDOWs, the session's refusals) queued and not yet written: past
+ * this count the session ends with ENHANCE_YOUR_CALM. nghttp2 bounds its outbound queue of such
+ * frames the same way, in frames and not bytes (max_outbound_ack, NGHTTP2_DEFAULT_MAX_OBQ_FLOOD_ITEM:
+ * 1000): each is an object however small, and a peer that never reads them would have them pile up.
+ */
+export const MAX_OWED_ANSWERS = 1000;
+
+/**
+ * Past this many unwritten answers the other side is not reading what it asked for: the session
+ * stops reading its socket until they are written (their write calls back), so a flood stays in
+ * the peer's own buffers and costs this side nothing. Answers, not bytes: this side's DATA backlog
+ * never pauses reading, or two sides sending bulk to each other could each wait for the other.
+ */
+export const PAUSE_OWED_ANSWERS = 64;
+
+/**
+ * Reading paused that long because the other side reads none of its answers: it is cut
+ * (ENHANCE_YOUR_CALM), rather than held until a heartbeat or an admission deadline notices.
+ */
+export const STALLED_ANSWERS_MS = 5_000;
+
+/**
+ * After a GOAWAY that ended the session, what the other side still sends is read and dropped (a
+ * socket closed with unread bytes sends a TCP RST, which can discard the GOAWAY before it is
+ * read), up to this much: a flood does not get a second of decryption at line rate.
+ */
+const DISCARD_LIMIT_BYTES = 1 << 20;
+
+/**
+ * Frames that carry nothing a burst may hold, and how many come back per second: DATA with no
+ * payload and no END (CVE-2019-9518), a WINDOW of less than a useful increment (CVE-2019-9511: a
+ * peer returning credit a byte at a time makes a frame of work per byte), a PING ACK for no PING
+ * of ours, a frame of a type this version does not know. Past it: ENHANCE_YOUR_CALM. Node's http2
+ * counts the empty frames as invalid ones (maxSessionInvalidFrames, 1000).
+ */
+export const IDLE_FRAME_BURST = 1000;
+export const IDLE_FRAMES_PER_SECOND = 100;
+
+/** A WINDOW increment below this (or an eighth of the stream window, if less) is an idle frame. */
+const MIN_USEFUL_INCREMENT = 1024;
+
+/**
+ * This side's own output waiting in the socket, past which its streams stop sending (they wait as
+ * for credit) until the socket drains: a peer that grants credit and does not read would otherwise
+ * have this side buffer every byte its clients send (CVE-2019-9517).
+ */
+export const OUTPUT_HIGH_BYTES = 4 << 20;
+
+/** In a gathered write, runs of pieces smaller than this are joined: tiny frames are not an object each. */
+const SMALL_PIECE_BYTES = 1024;
+
+/** A turn's write, and what to do once it is out: its DATA's `written` callbacks, its answers' count. */
+interface Flight {
+  written: Array<() => void> | undefined;
+  owed: number;
+}
 
 /**
  * One end of a framed tunnel session on `socket`. `open` starts a stream; the other side's opens
@@ -103,7 +175,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
    * delivered (a target that stopped reading), the two counts would part.
    */
   private readonly peerFins = new Map<FramedStream, number>();
-  sendCredit: number;
+  /** Connection credit the other side gave, not yet spent. */
+  private credit: number;
   /** Connection bytes the other side may still send. */
   private allowance: number;
   private unreturned = 0;
@@ -117,6 +190,29 @@ export class FramedSession extends EventEmitter implements StreamSession {
   private pendingBytes = 0;
   /** The `written` callbacks of this turn's DATA: they run when the turn's write completes. */
   private pendingWritten: Array<() => void> | undefined = undefined;
+  /** Control answers among this turn's frames, and all not written yet (this turn's included). */
+  private pendingOwed = 0;
+  private owed = 0;
+  /** Writes made and not called back yet, in order (a socket calls its writes back in order). */
+  private readonly flights: Flight[] = [];
+  private readonly onFlightWritten = (): void => this.flightWritten();
+  /** Reading stopped: the other side does not read its answers (PAUSE_OWED_ANSWERS), since when. */
+  private readPaused = false;
+  private stallTimer: NodeJS.Timeout | undefined = undefined;
+  /** This side's output (queued this turn, or in the socket) is past OUTPUT_HIGH_BYTES: streams wait for 'drain'. */
+  private outputFull = false;
+  private drainArmed = false;
+  private readonly onOutputDrained = (): void => this.outputDrained();
+  private idleTokens: number;
+  private idleRefilledAt = Date.now();
+  private readonly minUsefulIncrement: number;
+  /** Until `admit()`: what the other side may still do (AdmissionLimits), counted down. */
+  private admission: AdmissionLimits | undefined;
+  /** 'close' is told once the socket has closed after a GOAWAY that ended the session (goAwayNow). */
+  private closeTold = false;
+  private closeDeferred = false;
+  /** Bytes read and dropped after the session ended (DISCARD_LIMIT_BYTES). */
+  private discarded = 0;
   /** Set once this side sent GOAWAY: the other side's new opens are refused. */
   private goingAway = false;
   /** Set once the other side sent GOAWAY: no new opens here. */
@@ -141,8 +237,11 @@ export class FramedSession extends EventEmitter implements StreamSession {
     this.resetTokens = this.resetBurst;
     this.streamWindow = options.streamWindow ?? DEFAULT_STREAM_WINDOW;
     this.connectionWindow = options.connectionWindow ?? DEFAULT_CONNECTION_WINDOW;
-    this.sendCredit = this.connectionWindow;
+    this.credit = this.connectionWindow;
     this.allowance = this.connectionWindow;
+    this.idleTokens = IDLE_FRAME_BURST;
+    this.minUsefulIncrement = Math.min(MIN_USEFUL_INCREMENT, Math.floor(this.streamWindow / 8));
+    this.admission = options.untilAdmitted && { ...options.untilAdmitted };
     this.reader = new FrameReader((type, flags, id, payload) => this.frame(type, flags, id, payload));
     // Nagle off, as Node's HTTP/2 sets it on its sockets: the session gathers a turn's frames
     // itself, and a small frame held for an ACK is a client's first byte held for a round trip.
@@ -152,9 +251,28 @@ export class FramedSession extends EventEmitter implements StreamSession {
     socket.on('error', (err: Error) =>
       this.finish(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel connection failed: ${err.message}`, { cause: err })),
     );
-    socket.on('close', () =>
-      this.finish(this.ended ? undefined : new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'tunnel connection closed')),
-    );
+    socket.on('close', () => {
+      this.finish(this.ended ? undefined : new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'tunnel connection closed'));
+      if (this.closeDeferred) this.tellClose();
+    });
+  }
+
+  /**
+   * Connection credit this side may spend on DATA now: the other side's grant, or none while this
+   * side's own output waits in the socket past OUTPUT_HIGH_BYTES.
+   */
+  get sendCredit(): number {
+    return this.outputFull ? 0 : this.credit;
+  }
+
+  /** The other side is admitted: the limits of `untilAdmitted` no longer apply. */
+  admit(): void {
+    this.admission = undefined;
+  }
+
+  /** Control answers queued and not written yet (a measure for tests; MAX_OWED_ANSWERS bounds it). */
+  get owedAnswers(): number {
+    return this.owed;
   }
 
   /** True once the session can open no more streams (GOAWAY either way, or closed). */
@@ -165,6 +283,14 @@ export class FramedSession extends EventEmitter implements StreamSession {
   /** True once the session is over: every stream closed. */
   get closed(): boolean {
     return this.closedWith !== undefined;
+  }
+
+  /**
+   * Why the session ended, once `closed` (undefined for a clean end). 'close' tells the same, but
+   * after a GOAWAY that ended it only once the socket has closed (goAwayNow).
+   */
+  get closeError(): GateError | undefined {
+    return this.closedWith?.error;
   }
 
   /** The same as `closed`, under the name an Http2Session gives it (heartbeat.ts reads either). */
@@ -235,7 +361,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
 
   sendData(stream: FramedStream, payload: Buffer | undefined, end: boolean, written?: () => void): void {
     const length = payload?.length ?? 0;
-    this.sendCredit -= length;
+    this.credit -= length;
     if (end && !stream.opened) this.peerFin(stream);
     this.queue(frameHeader(FrameType.DATA, end ? FLAG_END : 0, stream.id, length));
     if (payload) this.queue(payload);
@@ -245,6 +371,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
   }
 
   sendWindow(id: number, increment: number): void {
+    // Owed: the other side's DATA asked for it (how many is bounded by the credit, not a flood).
+    this.owe();
     this.queue(controlFrame(FrameType.WINDOW, 0, id, encodeWindow(increment)));
   }
 
@@ -293,6 +421,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
     if (this.pending.length === 0) setImmediate(flushSession, this);
     this.pending.push(bytes);
     this.pendingBytes += bytes.length;
+    // One turn may not queue more than the bound either (streams written in a loop).
+    if (this.pendingBytes >= OUTPUT_HIGH_BYTES) this.outputFull = true;
   }
 
   /**
@@ -301,41 +431,91 @@ export class FramedSession extends EventEmitter implements StreamSession {
    * the Writable's list and a gathered write. Bulk goes as a gathered write, with no copy.
    */
   flush(): void {
-    const { pending, pendingBytes, pendingWritten } = this;
+    const { pending, pendingBytes, pendingWritten, pendingOwed, socket } = this;
     if (pending.length === 0) return;
     this.pending = [];
     this.pendingBytes = 0;
     this.pendingWritten = undefined;
-    if (this.socket.destroyed) {
+    this.pendingOwed = 0;
+    if (socket.destroyed) {
       // Dropped: told as a failed write would be, after this call (as sendData tells a late one).
+      this.owed -= pendingOwed;
       if (pendingWritten) for (const written of pendingWritten) queueMicrotask(written);
       return;
     }
-    // The socket calls back once the write is out (or failed): the payloads are no longer held.
-    const done = pendingWritten && ((): void => runAll(pendingWritten));
-    if (pending.length === 1) {
-      this.socket.write(pending[0]!, done);
-      return;
+    // The socket calls back once the write is out (or failed): the payloads are no longer held,
+    // the answers no longer owed.
+    let done: (() => void) | undefined;
+    if (pendingWritten !== undefined || pendingOwed > 0) {
+      this.flights.push({ written: pendingWritten, owed: pendingOwed });
+      done = this.onFlightWritten;
     }
-    if (pendingBytes <= JOIN_LIMIT_BYTES) {
-      this.socket.write(Buffer.concat(pending, pendingBytes), done);
-      return;
+    if (pending.length === 1) socket.write(pending[0]!, done);
+    else if (pendingBytes <= JOIN_LIMIT_BYTES) socket.write(Buffer.concat(pending, pendingBytes), done);
+    else writeGathered(socket, pending, done);
+    if (socket.writableLength >= OUTPUT_HIGH_BYTES) this.outputFull = true;
+    if (this.outputFull && !this.drainArmed) {
+      // 'drain' comes: a write of this size went past the socket's high-water mark (false).
+      this.drainArmed = true;
+      socket.once('drain', this.onOutputDrained);
     }
-    this.socket.cork();
-    const last = pending.length - 1;
-    for (let i = 0; i < last; i++) this.socket.write(pending[i]!);
-    this.socket.write(pending[last]!, done);
-    this.socket.uncork();
+  }
+
+  private flightWritten(): void {
+    const flight = this.flights.shift();
+    if (!flight) return;
+    this.owed -= flight.owed;
+    if (flight.written) runAll(flight.written);
+    if (this.readPaused && this.owed <= PAUSE_OWED_ANSWERS / 2 && !this.closedWith) {
+      this.readPaused = false;
+      clearTimeout(this.stallTimer);
+      this.socket.resume();
+    }
+  }
+
+  /** The socket took this side's output: streams waiting for it send again. */
+  private outputDrained(): void {
+    this.drainArmed = false;
+    this.outputFull = false;
+    this.wakeWaiting();
+  }
+
+  private wakeWaiting(): void {
+    for (const stream of this.waiting) {
+      if (this.sendCredit <= 0) break;
+      this.waiting.delete(stream);
+      stream.creditArrived();
+    }
   }
 
   private read(chunk: Buffer): void {
-    if (this.closedWith) return;
+    if (this.closedWith) {
+      this.discarded += chunk.length;
+      if (this.discarded > DISCARD_LIMIT_BYTES) this.socket.destroy();
+      return;
+    }
     try {
+      if (this.admission) {
+        this.admission.bytes -= chunk.length;
+        if (this.admission.bytes < 0) throw floodError('more bytes than a session may send before it is admitted');
+      }
       this.reader.push(chunk);
     } catch (err) {
       if (!(err instanceof FrameError)) throw err;
-      this.fail(err);
+      return this.fail(err);
     }
+    if (this.owed > PAUSE_OWED_ANSWERS && !this.readPaused) {
+      // The other side does not read what it asks for: its frames wait in its own buffers now.
+      this.readPaused = true;
+      this.socket.pause();
+      this.stallTimer = setTimeout(stalledSession, STALLED_ANSWERS_MS, this);
+      this.stallTimer.unref();
+    }
+  }
+
+  /** Reading stayed paused for STALLED_ANSWERS_MS: the other side reads nothing it asked for. */
+  stalled(): void {
+    if (this.readPaused && !this.closedWith) this.fail(floodError(`${this.owed} answers not read for ${STALLED_ANSWERS_MS} ms`));
   }
 
   /** The other side broke the framing: told why in a GOAWAY, then the session ends. */
@@ -353,14 +533,24 @@ export class FramedSession extends EventEmitter implements StreamSession {
     if (this.closedWith) return;
     this.goingAway = true;
     const goAway = encodeGoAway({ lastStreamId: this.lastPeerId, code, reason });
+    const { socket } = this;
     this.flush();
-    this.socket.write(controlFrame(FrameType.GOAWAY, 0, 0, goAway));
-    this.finish(error);
+    // Written, then this side's FIN, and 'close' told only once the socket has closed: a listener
+    // that destroys the socket at 'close' would otherwise drop the GOAWAY unsent. Reading goes on
+    // (and is dropped, DISCARD_LIMIT_BYTES) meanwhile: a socket closed with unread bytes sends a
+    // TCP RST, which may discard the GOAWAY at the other end before it is read. Not for a side
+    // that reads none of its answers (reading paused): it will not read the GOAWAY either.
+    if (!socket.destroyed) {
+      this.closeDeferred = true;
+      socket.write(controlFrame(FrameType.GOAWAY, 0, 0, goAway));
+      socket.end();
+      if (!this.readPaused) socket.resume();
+      const cutOff = setTimeout(() => socket.destroy(), graceMs);
+      cutOff.unref();
+      socket.once('close', () => clearTimeout(cutOff));
+    }
     this.ended = true;
-    this.socket.end();
-    const cutOff = setTimeout(() => this.socket.destroy(), graceMs);
-    cutOff.unref();
-    this.socket.once('close', () => clearTimeout(cutOff));
+    this.finish(error);
   }
 
   private frame(type: number, flags: number, id: number, payload: Buffer): void {
@@ -393,8 +583,9 @@ export class FramedSession extends EventEmitter implements StreamSession {
       case FrameType.PING:
         return this.pinged(id, flags, payload);
       default:
-        // A frame type of a later version: ignored, as HTTP/2 ignores unknown frames.
-        return;
+        // A frame type of a later version: ignored, as HTTP/2 ignores unknown frames (but not
+        // without end: it is work that carries nothing here).
+        return this.spendIdle('frames of unknown types');
     }
   }
 
@@ -405,6 +596,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
         `DATA past the connection's credit (${payload.length} bytes, ${this.allowance} left)`,
       );
     this.allowance -= payload.length;
+    // An empty frame that is not a FIN carries nothing (a piece of a longer frame is never empty).
+    if (payload.length === 0 && (flags & FLAG_END) === 0) this.spendIdle('empty DATA frames');
     const stream = this.streamFor(id, 'DATA');
     if (!stream) {
       // A stream closed meanwhile (reset, refused): its bytes still count, and give their credit back.
@@ -419,14 +612,11 @@ export class FramedSession extends EventEmitter implements StreamSession {
   }
 
   private window(id: number, increment: number): void {
+    if (increment < this.minUsefulIncrement) this.spendIdle('WINDOW increments too small to be useful');
     if (id === 0) {
-      if (this.sendCredit + increment > 0x7fffffff) throw new FrameError(WireError.FLOW_CONTROL_ERROR, 'connection credit past 2^31-1');
-      this.sendCredit += increment;
-      for (const stream of this.waiting) {
-        if (this.sendCredit <= 0) break;
-        this.waiting.delete(stream);
-        stream.creditArrived();
-      }
+      if (this.credit + increment > 0x7fffffff) throw new FrameError(WireError.FLOW_CONTROL_ERROR, 'connection credit past 2^31-1');
+      this.credit += increment;
+      this.wakeWaiting();
       return;
     }
     const stream = this.streamFor(id, 'WINDOW');
@@ -439,6 +629,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
       throw new FrameError(WireError.PROTOCOL_ERROR, `an OPEN of stream ${id}, not a new id of the other side`);
     const open = decodeOpen(payload);
     this.lastPeerId = id;
+    if (this.admission) throw floodError('an OPEN before the session was admitted');
     if (this.goingAway) return this.refuseOpen(id, 'the session is going away');
     if (this.peerStreams >= this.maxConcurrent) {
       this.spendReset();
@@ -448,7 +639,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
       // A side that takes no streams (the proxy, from an agent) refuses each; a flood of opens
       // spends the budget a flood of resets would, and answers never read are bounded as well.
       this.spendReset();
-      this.guardOutput();
+      this.oweOrCut();
       this.sendAnswer(id, { status: 501, code: '', reason: 'this side takes no streams' });
       return;
     }
@@ -459,7 +650,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
   }
 
   private refuseOpen(id: number, reason: string): void {
-    this.guardOutput();
+    this.oweOrCut();
     this.sendReset(id, WireError.REFUSED_STREAM, reason);
   }
 
@@ -480,21 +671,45 @@ export class FramedSession extends EventEmitter implements StreamSession {
     if (id !== 0 || payload.length !== 8)
       throw new FrameError(WireError.FRAME_SIZE_ERROR, `a PING of ${payload.length} bytes on stream ${id}`);
     if ((flags & FLAG_ACK) === 0) {
-      this.guardOutput();
+      if (this.admission && --this.admission.pings < 0) throw floodError('more PINGs than a session may send before it is admitted');
+      this.oweOrCut();
       this.queue(controlFrame(FrameType.PING, FLAG_ACK, 0, payload));
       return;
     }
     const seq = payload.readBigUInt64BE(0);
     const ping = this.pings.get(seq);
-    if (!ping) return;
+    if (!ping) return this.spendIdle('PING ACKs for no PING');
     this.pings.delete(seq);
     ping.done(undefined, Number(process.hrtime.bigint() - ping.at) / 1e6);
   }
 
-  /** Answers this side owes (PING, refusals) pile up only if the other side does not read: cut it off. */
-  private guardOutput(): void {
-    if (this.socket.writableLength > this.connectionWindow + OUTPUT_SLACK_BYTES)
-      throw new FrameError(WireError.ENHANCE_YOUR_CALM, 'frames sent faster than their answers are read');
+  /** One more control answer queued, to be written. */
+  private owe(): void {
+    this.pendingOwed++;
+    this.owed++;
+  }
+
+  /**
+   * The same, for an answer a frame of the other side asks for (a PING, an open refused): past
+   * MAX_OWED_ANSWERS unwritten, it asks faster than it reads, and the session ends. (WINDOWs are
+   * counted but not cut here: a stream's reader makes them, and the credit bounds how many.)
+   */
+  private oweOrCut(): void {
+    if (this.owed >= MAX_OWED_ANSWERS) throw floodError(`more than ${MAX_OWED_ANSWERS} answers owed and not read`);
+    this.owe();
+  }
+
+  /** One frame that carries nothing: past the budget (IDLE_FRAME_BURST, or admission's), the session ends. */
+  private spendIdle(what: string): void {
+    if (this.admission) {
+      if (--this.admission.idleFrames < 0) throw floodError(`too many ${what} before the session was admitted`);
+      return;
+    }
+    const now = Date.now();
+    this.idleTokens = Math.min(IDLE_FRAME_BURST, this.idleTokens + ((now - this.idleRefilledAt) / 1000) * IDLE_FRAMES_PER_SECOND);
+    this.idleRefilledAt = now;
+    if (this.idleTokens < 1) throw floodError(`too many ${what}`);
+    this.idleTokens--;
   }
 
   /**
@@ -554,13 +769,21 @@ export class FramedSession extends EventEmitter implements StreamSession {
   private finish(error: GateError | undefined): void {
     if (this.closedWith) return;
     this.closedWith = { error };
+    clearTimeout(this.stallTimer);
     const why = error?.message ?? 'the session closed';
     for (const stream of [...this.streams.values()]) stream.close(WireError.CANCEL, why, true);
     for (const ping of this.pings.values())
       ping.done(error ?? new GateError(ErrorCodes.AGENT_HEARTBEAT_TIMEOUT, 'the session closed before the PING was answered'), 0);
     this.pings.clear();
     this.waiting.clear();
-    this.emit('close', error);
+    if (!this.closeDeferred) this.tellClose();
+  }
+
+  /** 'close', once: at finish, or after goAwayNow once the socket has closed. */
+  private tellClose(): void {
+    if (this.closeTold) return;
+    this.closeTold = true;
+    this.emit('close', this.closedWith?.error);
   }
 }
 
@@ -568,6 +791,37 @@ function flushSession(session: FramedSession): void {
   session.flush();
 }
 
+function stalledSession(session: FramedSession): void {
+  session.stalled();
+}
+
 function runAll(callbacks: Array<() => void>): void {
   for (const callback of callbacks) callback();
+}
+
+/**
+ * A large turn as a gathered write, with no copy of its bulk; runs of small pieces between (many
+ * tiny frames) are joined, so the socket's queue holds a bounded number of objects per byte.
+ */
+function writeGathered(socket: Duplex, pending: Buffer[], done: (() => void) | undefined): void {
+  socket.cork();
+  const last = pending.length - 1;
+  let runFrom = -1;
+  let runBytes = 0;
+  for (let i = 0; i <= last; i++) {
+    const piece = pending[i]!;
+    if (piece.length < SMALL_PIECE_BYTES && i < last) {
+      if (runFrom < 0) runFrom = i;
+      runBytes += piece.length;
+      continue;
+    }
+    if (runFrom >= 0) {
+      // A run of one small piece (a DATA header before its payload) is written as it is.
+      socket.write(i - runFrom === 1 ? pending[runFrom]! : Buffer.concat(pending.slice(runFrom, i), runBytes));
+      runFrom = -1;
+      runBytes = 0;
+    }
+    socket.write(piece, i === last ? done : undefined);
+  }
+  socket.uncork();
 }

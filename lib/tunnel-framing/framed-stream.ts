@@ -2,6 +2,7 @@
 // ways, with its own credit, its own FIN each way, and a reset with a reason.
 import { EventEmitter } from 'node:events';
 import { MAX_FRAME_PAYLOAD, WireError, type AnswerPayload } from './frames.js';
+import { HeldPieces } from './held-pieces.js';
 
 /** What a stream needs of its session: the sending of frames and the connection's credit. */
 export interface StreamSession {
@@ -69,9 +70,8 @@ export class FramedStream extends EventEmitter {
   /** This side answered the other side's open. */
   private responded = false;
   private delivering = false;
-  /** What arrived while paused, and its size. */
-  private held: Buffer[] = [];
-  private heldBytes = 0;
+  /** What arrived while paused: small pieces gathered, so its objects are bounded, not only its bytes. */
+  private readonly held = new HeldPieces();
 
   constructor(
     private readonly session: StreamSession,
@@ -130,7 +130,12 @@ export class FramedStream extends EventEmitter {
   resume(): void {
     if (this.flowing) return;
     this.flowing = true;
-    if (this.heldBytes > 0 || this.gotEnd) queueMicrotask(() => this.deliverHeld());
+    if (this.held.bytes > 0 || this.gotEnd) queueMicrotask(() => this.deliverHeld());
+  }
+
+  /** Objects held unread (a measure for tests: bounded whatever the frames' sizes). */
+  get heldPieces(): number {
+    return this.held.count;
   }
 
   get isPaused(): boolean {
@@ -148,12 +153,11 @@ export class FramedStream extends EventEmitter {
    * The FIN, if it came, is still delivered at `resume`.
    */
   takeHeld(): Buffer | undefined {
-    if (this.heldBytes === 0 || this.closed) return undefined;
-    const { held, heldBytes } = this;
-    this.held = [];
-    this.heldBytes = 0;
-    this.account(heldBytes);
-    return held.length === 1 ? held[0] : Buffer.concat(held, heldBytes);
+    if (this.held.bytes === 0 || this.closed) return undefined;
+    const bytes = this.held.bytes;
+    const held = this.held.takeAll();
+    this.account(bytes);
+    return held;
   }
 
   /** Ends the stream both ways now, telling the other side `code` and `reason`. */
@@ -191,18 +195,16 @@ export class FramedStream extends EventEmitter {
       return true;
     }
     if (payload.length > 0) {
-      if (this.flowing && this.heldBytes === 0) this.deliver(payload);
-      else {
-        // A payload is a view of the socket read it came in: a small one is copied, or a few
-        // bytes held from each of many reads would keep every read's whole buffer alive. One
-        // that is most of its read (bulk, while the reader is behind) is held as it is.
-        this.held.push(payload.byteLength * 2 >= payload.buffer.byteLength ? payload : Buffer.from(payload));
-        this.heldBytes += payload.length;
-      }
+      if (this.flowing && this.held.bytes === 0) this.deliver(payload);
+      // A payload is a view of the socket read it came in: a small one is copied (into a tail
+      // shared with its neighbours), or a few bytes held from each of many reads would keep every
+      // read's whole buffer alive, and many tiny frames would be as many objects. One that is
+      // large and most of its read (bulk, while the reader is behind) is held as it is.
+      else this.held.add(payload);
     }
     if (end) {
       this.gotEnd = true;
-      if (this.flowing && this.heldBytes === 0) this.deliverEnd();
+      if (this.flowing && this.held.bytes === 0) this.deliverEnd();
     }
     return true;
   }
@@ -261,9 +263,8 @@ export class FramedStream extends EventEmitter {
     this.queued = undefined;
     if (dropped) for (const { written } of dropped) if (written) queueMicrotask(written);
     // What was held unread gives its connection credit back: the other side may use it elsewhere.
-    if (this.heldBytes > 0) this.session.consumed(this.heldBytes);
-    this.held = [];
-    this.heldBytes = 0;
+    if (this.held.bytes > 0) this.session.consumed(this.held.bytes);
+    this.held.clear();
     this.session.forget(this);
     this.emit('close');
   }
@@ -313,13 +314,9 @@ export class FramedStream extends EventEmitter {
   private deliverHeld(): void {
     if (this.delivering) return;
     this.delivering = true;
-    while (this.flowing && this.held.length > 0 && !this.closed) {
-      const payload = this.held.shift()!;
-      this.heldBytes -= payload.length;
-      this.deliver(payload);
-    }
+    while (this.flowing && this.held.bytes > 0 && !this.closed) this.deliver(this.held.shift()!);
     this.delivering = false;
-    if (this.flowing && this.heldBytes === 0 && this.gotEnd) this.deliverEnd();
+    if (this.flowing && this.held.bytes === 0 && this.gotEnd) this.deliverEnd();
   }
 
   private deliverEnd(): void {

@@ -68,9 +68,16 @@ export class FrameError extends GateError {
   constructor(
     readonly wireCode: number,
     message: string,
+    /** GATE_ERR_TUNNEL_FLOOD for a peer that broke no rule of the framing but one of its limits. */
+    code: typeof ErrorCodes.TUNNEL_PROTOCOL | typeof ErrorCodes.TUNNEL_FLOOD = ErrorCodes.TUNNEL_PROTOCOL,
   ) {
-    super(ErrorCodes.TUNNEL_PROTOCOL, `${message} (${wireErrorName(wireCode)})`);
+    super(code, `${message} (${wireErrorName(wireCode)})`);
   }
+}
+
+/** A peer past one of the framing's limits on work (docs/tunnel-framing.md, "Limits"). */
+export function floodError(message: string): FrameError {
+  return new FrameError(WireError.ENHANCE_YOUR_CALM, message, ErrorCodes.TUNNEL_FLOOD);
 }
 
 /** Stream kinds an OPEN may name. Kinds this version does not know are refused, not fatal. */

@@ -4,7 +4,7 @@
 import { EventEmitter } from 'node:events';
 import type { TLSSocket } from 'node:tls';
 import type { GateError } from '../errors.js';
-import { FramedSession } from '../tunnel-framing/framed-session.js';
+import { type AdmissionLimits, FramedSession } from '../tunnel-framing/framed-session.js';
 import type { FramedStream } from '../tunnel-framing/framed-stream.js';
 import { type AnswerPayload, type GoAwayPayload, StreamKind, WireError, wireErrorName } from '../tunnel-framing/frames.js';
 import { refusalDebugData } from './admission.js';
@@ -14,6 +14,15 @@ import type { ClusterView } from './cluster-view.js';
 import { readLines } from './describe-stream.js';
 import { awaitFramedAnswer } from './framed-answer.js';
 import { refuseFramed } from './goaway-refusal.js';
+
+/**
+ * What an agent may do before it is admitted (it answers the describe request, the proxy's
+ * verdict comes): its first PING and its heartbeat's, its answers and its description (at most
+ * 16 KiB a line), nothing else. Its certificate proves only that it was enrolled, and one
+ * certificate may open many sessions that never describe themselves (issue 37), so each costs
+ * little until then; the registry's deadline for the description ends it.
+ */
+export const AGENT_ADMISSION_LIMITS: AdmissionLimits = { pings: 8, bytes: 256 * 1024, idleFrames: 16 };
 
 /** True when `stream` ended in a reset, either way (not a refusal: that is an answer). */
 function endedInReset(stream: FramedStream): boolean {
@@ -32,8 +41,9 @@ export class FramedAgentLink extends EventEmitter implements AgentLink {
   ) {
     super();
     // The agent dialled: it is the dialer (odd ids), the proxy opens even ones. An agent has
-    // nothing to open on the proxy: the session's default refuses its opens with 501.
-    const session = new FramedSession(socket, { side: 'listener' });
+    // nothing to open on the proxy: the session's default refuses its opens with 501 (before
+    // admission, an open ends the session).
+    const session = new FramedSession(socket, { side: 'listener', untilAdmitted: AGENT_ADMISSION_LIMITS });
     this.session = session;
     session.on('goaway', (goAway: GoAwayPayload) => this.emit('goaway', `agent sent GOAWAY (${wireErrorName(goAway.code)})`));
     session.once('close', (error: GateError | undefined) => {
@@ -85,7 +95,10 @@ export class FramedAgentLink extends EventEmitter implements AgentLink {
       stream.resume();
     });
     return {
-      admit: () => stream.end(),
+      admit: () => {
+        this.session.admit();
+        stream.end();
+      },
       refuse: () => stream.reset(WireError.REFUSED_STREAM, 'the description is refused'),
     };
   }

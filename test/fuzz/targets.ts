@@ -16,7 +16,7 @@ import {
 import { Detector } from '../../lib/mux/detector.js';
 import { Duplex } from 'node:stream';
 import { ErrorCodes } from '../../lib/errors.js';
-import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
+import { FramedSession, MAX_OWED_ANSWERS } from '../../lib/tunnel-framing/framed-session.js';
 import {
   controlFrame,
   encodeAnswer,
@@ -27,6 +27,7 @@ import {
   FLAG_END,
   FrameType,
   FrameError,
+  WireError,
   wireErrorName,
 } from '../../lib/tunnel-framing/frames.js';
 import type { Prng } from '../helpers/prng.js';
@@ -132,11 +133,18 @@ export function fuzzDetector(input: Buffer, rand: Prng): string {
 /** Streams the fuzzed session lets the other side hold open: small, so that the limit is reached. */
 const FUZZ_MAX_STREAMS = 4;
 
+/** The limits before admission, small so that the fuzzer reaches them (docs/tunnel-framing.md, "Limits"). */
+const FUZZ_ADMISSION = { pings: 2, bytes: 4096, idleFrames: 4 };
+
 /**
  * A framed tunnel session (lib/tunnel-framing) reading the input as the other side's bytes, in
  * random segments, on an in-memory connection: whatever comes, the session either stays open with
- * no more streams than its limit, or ends with GATE_ERR_TUNNEL_PROTOCOL and no stream left; it
+ * no more streams than its limit and no more answers owed than MAX_OWED_ANSWERS, or ends with
+ * GATE_ERR_TUNNEL_PROTOCOL (a broken framing) or GATE_ERR_TUNNEL_FLOOD (a limit on work: answers
+ * owed, idle frames, the limits before admission, which half the runs keep) and no stream left; it
  * never throws. Each stream it is offered is answered and echoed, so credit and FINs are spent.
+ * The turn's writes are never flushed during a run, so every answer stays owed: the count bound
+ * is reached by any input with enough PINGs.
  */
 export function fuzzTunnelFrames(input: Buffer, rand: Prng): string {
   const socket = new Duplex({
@@ -145,14 +153,13 @@ export function fuzzTunnelFrames(input: Buffer, rand: Prng): string {
       done();
     },
   });
-  let closedWith: unknown;
-  let closed = false;
   const session = new FramedSession(socket, {
     side: 'dialer',
     maxConcurrentStreams: FUZZ_MAX_STREAMS,
     resetBurst: 8,
     streamWindow: 4096,
     connectionWindow: 16_384,
+    ...(rand.chance(0.5) ? { untilAdmitted: FUZZ_ADMISSION } : {}),
     onOpen: (stream) => {
       stream.respond({ status: 200, code: '', reason: '' });
       stream.on('data', (chunk: Buffer) => stream.write(Buffer.from(chunk)));
@@ -160,19 +167,23 @@ export function fuzzTunnelFrames(input: Buffer, rand: Prng): string {
       stream.resume();
     },
   });
-  session.on('close', (err: unknown) => {
-    closed = true;
-    closedWith = err;
-  });
   try {
     for (const piece of split(input, rand)) socket.emit('data', piece);
-    if (!closed) {
+    // Read at once: 'close' itself waits for the socket after a GOAWAY, and this run is synchronous.
+    const closedWith = session.closeError;
+    if (!session.closed) {
       if (session.openStreams > FUZZ_MAX_STREAMS) throw new FuzzFailure(`${session.openStreams} streams open, past the limit`);
+      if (session.owedAnswers > MAX_OWED_ANSWERS) throw new FuzzFailure(`${session.owedAnswers} answers owed, past the bound`);
       return 'done:open';
     }
     if (session.openStreams !== 0) throw new FuzzFailure(`${session.openStreams} streams left after the session closed`);
-    if (!(closedWith instanceof FrameError) || closedWith.code !== ErrorCodes.TUNNEL_PROTOCOL)
+    if (
+      !(closedWith instanceof FrameError) ||
+      (closedWith.code !== ErrorCodes.TUNNEL_PROTOCOL && closedWith.code !== ErrorCodes.TUNNEL_FLOOD)
+    )
       throw new FuzzFailure(`closed without a framing error: ${String(closedWith)}`);
+    if (closedWith.code === ErrorCodes.TUNNEL_FLOOD && closedWith.wireCode !== WireError.ENHANCE_YOUR_CALM)
+      throw new FuzzFailure(`a flood cut with ${wireErrorName(closedWith.wireCode)}`);
     return `closed:${wireErrorName(closedWith.wireCode)}`;
   } finally {
     socket.destroy();
@@ -243,6 +254,10 @@ export function corpus(): Record<Target, Buffer[]> {
     ]),
     // Our own stream ids are odd (the fuzzed session dials): an ANSWER for one never opened.
     controlFrame(FrameType.ANSWER, 0, 1, encodeAnswer({ status: 200, code: '', reason: '' })),
+    // The limits on work: PINGs past the answers owed, empty DATA, one-byte WINDOWs.
+    Buffer.concat(Array.from({ length: 1100 }, (_, i) => controlFrame(FrameType.PING, 0, 0, Buffer.alloc(8, i)))),
+    Buffer.concat([open(2, 'f:6'), ...Array.from({ length: 1100 }, () => data(2, ''))]),
+    Buffer.concat(Array.from({ length: 1100 }, () => controlFrame(FrameType.WINDOW, 0, 0, encodeWindow(1)))),
   ];
   return {
     'tunnel-frames': frames,

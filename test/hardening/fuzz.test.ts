@@ -34,5 +34,6 @@ t.test('seeded fuzz of the parsers and the detector: no crash, no broken invaria
     ['closed:PROTOCOL_ERROR', 'closed:FRAME_SIZE_ERROR'].every((v) => frames.includes(v)),
     'framed sessions ended by malformed frames, each with its wire error',
   );
+  t.ok(frames.includes('closed:ENHANCE_YOUR_CALM'), 'framed sessions ended by a limit on work (GATE_ERR_TUNNEL_FLOOD)');
   t.comment(`fuzz: ${report.inputs} inputs, ${report.inputsPerSecond}/s, slowest ${report.slowestMs} ms`);
 });

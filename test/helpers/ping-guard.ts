@@ -63,6 +63,8 @@ export interface GuardedProxy {
   caPin: string;
   /** The development join token (any agent name). */
   devToken: string;
+  /** The proxy process's id (its memory can be read in /proc). */
+  pid: number;
   output(): string;
 }
 
@@ -107,6 +109,7 @@ export async function startGuardedProxy(t: Test, options: GuardedProxyOptions = 
     ca,
     caPin: caPin(ca),
     devToken: (await readFile(join(dataDir, 'join-token'), 'utf8')).trim(),
+    pid: started.child.pid!,
     output: started.output,
   };
 }

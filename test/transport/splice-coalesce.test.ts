@@ -97,6 +97,23 @@ t.test('backpressure starts at 256 KiB queued, not at the 16 KiB high-water mark
   t.ok(dst.finished, "the source's end reached the sink");
 });
 
+t.test('tiny chunks pause the source at 256 queued writes, not at 256 KiB of them, and resume once written', async (t) => {
+  const src = source();
+  const dst = sink();
+  splice(src, dst.stream, () => {}, undefined, { coalesceA: true });
+  const one = Buffer.from('x');
+  for (let i = 0; i < 300; i++) src.push(one);
+  await settle();
+  t.ok(src.isPaused(), 'paused: one-byte chunks would otherwise be an entry each up to 256 KiB (issue 37)');
+  t.equal(dst.stream.writableLength, 256, 'at 256 one-byte writes queued in the sink');
+  for (let i = 0; i < 50 && dst.bytes < 300; i++) {
+    dst.release();
+    await turn();
+  }
+  t.equal(dst.bytes, 300, 'every byte arrived once the sink took its writes');
+  t.notOk(src.isPaused(), 'and the source reads again');
+});
+
 t.test('a source whose bytes and FIN were read before splice has its FIN passed on, on either relay', async (t) => {
   // A tunnel's first bytes are read from the held client (or the peer's stream) to go with the
   // CONNECT; when its FIN came in the same read, 'end' has fired before splice listens.

@@ -179,6 +179,26 @@ t.test(
       t.same(await closed, { side: 'handle', code: 'ECONNRESET' }, 'the relay names the failed side');
     });
 
+    t.test('one-byte frames to a target whose buffers are full: a bounded count of queued writes', async (t) => {
+      const { target, stream, relay } = await rig(t);
+      const socket = await target;
+      socket.pause();
+      // Bulk until the kernel's buffers are full and libuv holds a write: then every byte the
+      // stream delivers is a queued write of its own (issue 37), until the relay pauses it.
+      const block = Buffer.alloc(16 * 1024, 1);
+      for (let i = 0; i < 2000 && relay().handle.writeQueueSize === 0; i++) {
+        stream.write(block);
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      const before = relay().handle.writeQueueSize;
+      t.ok(before > 0 && before < 256 * 1024, `libuv holds ${before} bytes: the byte bound is not reached`);
+      const one = Buffer.from('x');
+      for (let i = 0; i < 10_000; i++) stream.write(one);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const grew = relay().handle.writeQueueSize - before;
+      t.ok(grew <= 64, `${grew} one-byte writes queued after it (10,000 frames sent), not one per frame`);
+    });
+
     t.test('a stream that is reset: the target connection closes at once', async (t) => {
       const { target, stream, closed } = await rig(t);
       const socket = await target;

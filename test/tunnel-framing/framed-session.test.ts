@@ -303,9 +303,14 @@ async function hostile(t: Test, options: Partial<FramedSessionOptions> = {}) {
   const port = await listening(server);
   const sessions: FramedSession[] = [];
   const errors: (GateError | undefined)[] = [];
+  let closed = (): void => {};
+  const sessionClosed = new Promise<void>((resolve) => (closed = resolve));
   server.on('connection', (socket) => {
     const session = new FramedSession(socket, { side: 'dialer', onOpen: echo, ...options });
-    session.on('close', (err: GateError | undefined) => errors.push(err));
+    session.on('close', (err: GateError | undefined) => {
+      errors.push(err);
+      closed();
+    });
     sessions.push(session);
   });
   const raw = connect(port, '127.0.0.1');
@@ -316,7 +321,8 @@ async function hostile(t: Test, options: Partial<FramedSessionOptions> = {}) {
   });
   raw.on('data', (chunk: Buffer) => reader.push(chunk));
   raw.on('error', () => {});
-  const ended = once(raw, 'close');
+  // The raw side closed, and the session told its 'close' (after its socket closed: goAwayNow).
+  const ended = Promise.all([once(raw, 'close'), sessionClosed]);
   t.teardown(() => {
     raw.destroy();
     server.close();
@@ -434,13 +440,16 @@ t.test("a write's callback runs once the socket has taken its bytes, not when it
   const session = new FramedSession(client, { side: 'dialer', ...windows });
   const stream = session.open({ kind: 0, target: 'db.internal:5432', client: '' });
   let written = 0;
-  t.ok(
+  // Within the credit, but past what a session queues in its socket (OUTPUT_HIGH_BYTES, 4 MiB):
+  // the rest waits for the socket to drain, and the callback comes with the last byte.
+  t.notOk(
     stream.write(Buffer.alloc(24 << 20, 7), () => written++),
-    'within the credit',
+    'within the credit, past the output bound: the rest waits',
   );
+  // Turns flush and drain into the kernel until its buffers are full; then the socket holds some.
+  await until(() => client.writableLength > 0, 'the kernel buffers full');
   await turn();
-  await turn();
-  t.ok(client.writableLength > 0, 'the turn was flushed, and the socket still holds part of it');
+  t.ok(client.writableLength > 0, 'the turns were flushed, and the socket still holds part of them');
   t.equal(written, 0, 'so the writer is not told yet');
   let received = 0;
   peer.on('data', (chunk: Buffer) => {
