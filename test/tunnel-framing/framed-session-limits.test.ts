@@ -23,6 +23,7 @@ import {
 import { splice } from '../../lib/transport/splice.js';
 import { echoFramed } from '../helpers/framed-echo.js';
 import { listening } from '../helpers/net.js';
+import { retainedHeap } from '../helpers/retained-heap.js';
 
 /**
  * A session under test on the accepting end (the dialer's role: it answers opens) and a raw socket
@@ -102,7 +103,7 @@ t.test('a PING flood that never reads its ACKs: the session cuts it with the cod
     maxOwed = Math.max(maxOwed, h.session.owedAnswers);
     maxQueued = Math.max(maxQueued, h.socket.writableLength);
   }, 5);
-  const heapBefore = process.memoryUsage().heapUsed;
+  const heapBefore = retainedHeap();
   const closed = h.closed.then((error) => {
     done = true;
     return error;
@@ -112,7 +113,7 @@ t.test('a PING flood that never reads its ACKs: the session cuts it with the cod
   const sent = await flood(h.raw, ping, 2_000_000, 200, () => done);
   const error = await closed;
   clearInterval(sampler);
-  const heapGrowth = process.memoryUsage().heapUsed - heapBefore;
+  const heapGrowth = retainedHeap() - heapBefore;
   t.equal(error?.code, ErrorCodes.TUNNEL_FLOOD, `cut with GATE_ERR_TUNNEL_FLOOD (${error?.message}) after ${sent} PINGs sent`);
   t.ok(maxOwed <= MAX_OWED_ANSWERS, `answers owed never past the bound (${maxOwed})`);
   t.ok(maxQueued < 8 << 20, `the socket's queue stayed small (${maxQueued} bytes at most)`);
@@ -181,14 +182,14 @@ t.test('one-byte DATA frames to a paused stream: the objects it holds are bounde
     stream.respond({ status: 200, code: '', reason: '' }); // answered, never read: it stays paused
   });
   h.raw.write(open(2));
-  const heapBefore = process.memoryUsage().heapUsed;
+  const heapBefore = retainedHeap();
   await sendDribble(h.raw, window);
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline && (taken === undefined || taken.heldPieces === 0 || h.socket.bytesRead < window * 10))
     await new Promise((resolve) => setTimeout(resolve, 10));
   await new Promise((resolve) => setTimeout(resolve, 50));
   const stream = taken!;
-  const heapGrowth = process.memoryUsage().heapUsed - heapBefore;
+  const heapGrowth = retainedHeap() - heapBefore;
   t.notOk(h.session.closed, 'within its credit: the session carries on');
   t.ok(stream.heldPieces <= 64, `${window} one-byte frames held in ${stream.heldPieces} objects`);
   t.ok(heapGrowth < 8 << 20, `heap grew ${Math.round(heapGrowth / 1024)} KiB (one Buffer a frame: about 35 MiB)`);
