@@ -14,6 +14,7 @@ import { forwardThroughProxy, kubeUpstreamProxy } from './env-proxy-upstream.js'
 import { tunnelEndpoint } from '../tunnel/endpoint.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
 import { viaTunnel, type TunnelStreamOpener } from '../tunnel/via-tunnel.js';
+import { refusalForRoute } from '../refusals/protocols.js';
 import type { PeerServer } from '../cluster/peer-server.js';
 
 /** The servers the proxy answers web traffic with itself. */
@@ -102,7 +103,12 @@ export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: 
   const upstream =
     spec.upstream &&
     (isAgentUpstream(spec.upstream)
-      ? viaTunnel(needTunnels(), spec.upstream.agent, spec.upstream.target, options.openTunnel ? { open: options.openTunnel } : {})
+      ? viaTunnel(needTunnels(), spec.upstream.agent, spec.upstream.target, {
+          ...(options.openTunnel ? { open: options.openTunnel } : {}),
+          // The route's protocol is known even where the connection does not show it (a MySQL
+          // client on its own port sends nothing; TLS on a database port may carry no ALPN).
+          refusal: refusalForRoute(spec.protocol) ?? 'none',
+        })
       : directOrProxied(spec, spec.upstream, options.env));
   let handler: Handler;
   if (spec.protocol === 'tunnel') {
