@@ -21,6 +21,8 @@ export const REFUSAL_READ_MS = 5_000;
 /** How long the client has to read the answer and close, before the connection is closed anyway. */
 export const REFUSAL_LINGER_MS = 2_000;
 
+const DEFAULT_LIMITS = { readMs: REFUSAL_READ_MS, lingerMs: REFUSAL_LINGER_MS };
+
 /**
  * The protocol to answer `client` in, if any: the route's choice, else what the connection shows
  * (ALPN, plaintext greeting). Never for a TLS connection the proxy did not end itself (a
@@ -42,7 +44,14 @@ export function refusalFor(choice: RefusalChoice, client: Duplex | undefined, in
  * the answer before the client reads it). The connection is destroyed with `error` in every case,
  * so it is logged and counted with the route's code as before. `agent` names a tunnel route's agent.
  */
-export function refuseClient(client: Duplex, error: GateError, protocol: RefusalProtocol, first: Buffer | undefined, agent?: string): void {
+export function refuseClient(
+  client: Duplex,
+  error: GateError,
+  protocol: RefusalProtocol,
+  first: Buffer | undefined,
+  agent?: string,
+  limits: { readMs: number; lingerMs: number } = DEFAULT_LIMITS,
+): void {
   if (client.destroyed) return;
   const step = refusalStep(protocol);
   const failure = describeFailure(error, agent);
@@ -66,7 +75,7 @@ export function refuseClient(client: Duplex, error: GateError, protocol: Refusal
     if (client.readableEnded) client.end(result.bytes, finish);
     else {
       client.end(result.bytes);
-      timer = setTimeout(finish, REFUSAL_LINGER_MS);
+      timer = setTimeout(finish, limits.lingerMs);
     }
   };
   const onData = (chunk: Buffer): void => {
@@ -85,7 +94,7 @@ export function refuseClient(client: Duplex, error: GateError, protocol: Refusal
   if (client.readableEnded) return decide(true);
   timer = setTimeout(() => {
     if (!answered) decide(true);
-  }, REFUSAL_READ_MS);
+  }, limits.readMs);
   client.on('data', onData);
   client.once('end', onEnd);
   client.resume();
