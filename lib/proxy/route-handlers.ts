@@ -47,7 +47,9 @@ function alpnChooser(match: RouteMatch): TerminateHandler['tls']['selectAlpn'] {
 function directOrProxied(spec: RouteSpec, upstream: HostPort, env: NodeJS.ProcessEnv | undefined): Handler {
   const target = formatHostPort(upstream.host, upstream.port);
   const via = ENV_PROXY_PROTOCOLS.has(spec.protocol) ? kubeUpstreamProxy(upstream, env ?? process.env) : undefined;
-  return via ? forwardThroughProxy(target, via) : forward({ host: upstream.host, port: upstream.port });
+  return via
+    ? forwardThroughProxy(target, via)
+    : forward({ host: upstream.host, port: upstream.port }, { refusal: refusalForRoute(spec.protocol) ?? 'none' });
 }
 
 function framed(spec: RouteSpec, inner: Handler): Handler {

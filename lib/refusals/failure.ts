@@ -31,6 +31,14 @@ export interface RouteFailure {
   hint: string | undefined;
 }
 
+/** What was dialled: the upstream itself, or an agent's target (`agent "db-1": the target`). */
+function dialled(who: string): string {
+  return who === DIRECT ? DIRECT : `${who}: the target`;
+}
+
+/** What failed, for a route with no agent (the proxy dials the upstream itself). */
+const DIRECT = 'the upstream';
+
 interface Words {
   kind: FailureKind;
   /** The failure, after the name of what failed (`agent "db-1"`, `the upstream`). */
@@ -61,9 +69,9 @@ const WORDS: Record<string, Words> = {
     hint: "Add the target to the agent's allow-list (--allow), or fix the route.",
   },
   [ErrorCodes.AGENT_STREAM_FAILED]: { kind: 'failed', says: (who) => `${who} could not carry the connection to its target` },
-  [ErrorCodes.DIAL_REFUSED]: { kind: 'failed', says: (who) => `${who}: the target refused the connection` },
-  [ErrorCodes.DIAL_FAILED]: { kind: 'failed', says: (who) => `${who}: the target could not be reached` },
-  [ErrorCodes.DIAL_TIMEOUT]: { kind: 'timeout', says: (who) => `${who}: the target did not answer in time` },
+  [ErrorCodes.DIAL_REFUSED]: { kind: 'failed', says: (who) => `${dialled(who)} refused the connection` },
+  [ErrorCodes.DIAL_FAILED]: { kind: 'failed', says: (who) => `${dialled(who)} could not be reached` },
+  [ErrorCodes.DIAL_TIMEOUT]: { kind: 'timeout', says: (who) => `${dialled(who)} did not answer in time` },
   [ErrorCodes.PEER_DIAL_FAILED]: { kind: 'unavailable', says: (who) => `${who} is held by a proxy this one cannot reach` },
   [ErrorCodes.DRAINING]: { kind: 'busy', says: (who) => `${who} is held by a proxy that is shutting down`, hint: 'Try again.' },
   [ErrorCodes.STORE_UNAVAILABLE]: { kind: 'unavailable', says: (who) => `${who} cannot be located (the cluster store is unavailable)` },
@@ -105,7 +113,7 @@ export function describeFailure(error: { code?: unknown; message?: unknown }, ag
   // A tunnel failure that carries the agent's own code is told by that code (its dial timed out,
   // was refused), with both codes shown: the proxy's, which its log has, and the agent's.
   const words = wordsFor(detail !== undefined && code === ErrorCodes.AGENT_STREAM_FAILED ? detail : code);
-  const who = agent !== undefined && NAME.test(agent) ? `agent "${agent}"` : 'the upstream';
+  const who = agent !== undefined && NAME.test(agent) ? `agent "${agent}"` : DIRECT;
   const codes = detail !== undefined ? `${code}, agent: ${detail}` : code;
   return { code, detail, kind: words.kind, text: `gate: ${words.says(who)} (${codes})`, hint: words.hint };
 }

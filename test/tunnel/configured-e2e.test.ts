@@ -18,7 +18,7 @@ import { spawnAgentProcess, type AgentProcess } from '../helpers/agent-process.j
 import { describeResult, localProxyTo, runClient } from '../helpers/clients.js';
 import type { Teardownable } from '../helpers/daemon.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
-import { readUntil, run, tlsClient, until } from '../helpers/net.js';
+import { readAll, readUntil, run, tlsClient, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { queryRunning, startPostgres } from '../helpers/postgres.js';
 import { startRedis } from '../helpers/redis.js';
@@ -133,10 +133,14 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
   const got = await run(redisCli, ['-h', '127.0.0.1', '-p', String(redisPort), 'GET', 'tunnelled'], { env: process.env });
   t.equal(got.stdout.trim(), 'yes');
 
-  // A target outside the allow-list: refused by the agent, never dialled.
+  // A target outside the allow-list: refused by the agent, never dialled; the MySQL client is
+  // told so in an ERR packet in place of the server's greeting, then the connection closes.
   const denied = await tlsClient(port, { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-mysql'] });
   denied.on('error', () => {});
-  await once(denied, 'close');
+  t.match(
+    await readAll(denied),
+    `gate: agent "e2e" refused this route's target (not in its allow-list) (${ErrorCodes.AGENT_TARGET_DENIED})`,
+  );
   await until(() => gate.stats('multiplex').failures[ErrorCodes.AGENT_TARGET_DENIED] === 1, 'the refusal recorded');
 
   // The agent dies mid-session: the session errors (bounded by run's deadline), never hangs.

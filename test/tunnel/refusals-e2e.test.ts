@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MongoClient } from 'mongodb';
 import { ErrorCodes } from '../../lib/errors.js';
+import { forward } from '../../lib/handlers/builders.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { TunnelRegistry } from '../../lib/tunnel/registry.js';
 import { viaTunnel } from '../../lib/tunnel/via-tunnel.js';
@@ -240,4 +241,35 @@ t.test('a joined agent that refuses the target, or whose dial is refused: each c
   const failures = joined.stats('multiplex').failures;
   t.ok((failures[ErrorCodes.AGENT_TARGET_DENIED] ?? 0) >= 1, 'the denials are counted with their code, as before');
   t.ok((failures[ErrorCodes.AGENT_STREAM_FAILED] ?? 0) >= 1, 'the refused dials too');
+});
+
+t.test("a direct upstream that refuses: the proxy's own dial failure is said the same way", async (t) => {
+  const refused = `127.0.0.1:${await refusedPort()}`;
+  const direct = await startGateProxy(t, { mode: 'multiplex', upstreams: { postgres: refused, ssh: refused, redis: refused } });
+  const port = direct.port('multiplex');
+  const REFUSED = `gate: the upstream refused the connection (${ErrorCodes.DIAL_REFUSED})`;
+  if (psql) {
+    // Plaintext: the fast path on bare handles; TLS: the socket after `terminate`.
+    t.match(await psqlTo(t, `host=127.0.0.1 port=${port} sslmode=disable user=u dbname=postgres`), `FATAL:  ${REFUSED}`, 'psql, plaintext');
+    t.match(
+      await psqlTo(t, `host=localhost port=${port} sslmode=verify-full sslrootcert=${direct.caFile} user=u dbname=postgres`),
+      `FATAL:  ${REFUSED}`,
+      'psql, TLS',
+    );
+  }
+  if (ssh) t.match(await sshTo(t, port), new RegExp(`port ${port}:7: ${escapeRegExp(REFUSED)}`), 'ssh');
+  if (redisCli) t.match(await redisTo(await localProxyTo(t, direct, 'multiplex', ['gate-redis'])), `ERR ${REFUSED}`, 'redis-cli');
+  if (curl) {
+    const mux = new Multiplexer({ routes: [{ name: 'app', match: { protocol: 'http1' }, handler: forward(refused) }] });
+    const { port: web } = await mux.listen({ host: '127.0.0.1', port: 0 });
+    t.teardown(() => mux.close({ graceMs: 0 }));
+    const result = await runClient(curl, ['-sS', '-i', `http://127.0.0.1:${web}/`], { env });
+    t.match(
+      result.stdout.toString(),
+      /^HTTP\/1\.1 502 Bad Gateway\r\n[^]*\r\n\r\ngate: the upstream refused the connection \(GATE_ERR_DIAL_REFUSED\)\n$/,
+      'curl',
+    );
+    await until(() => mux.stats().failures[ErrorCodes.DIAL_REFUSED] === 1, 'counted with the dial code');
+  }
+  await until(() => (direct.stats('multiplex').failures[ErrorCodes.DIAL_REFUSED] ?? 0) >= 3, 'counted with the dial code');
 });
