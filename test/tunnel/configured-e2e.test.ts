@@ -82,11 +82,17 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
     const [exitCode] = (await refused.exited) as [number | null];
     t.equal(exitCode, 1, `exit 1 for ${code}`);
     t.match(refused.output(), `agent: ${code}: `, `the CLI names ${code}`);
+    if (extra.includes('--token'))
+      t.match(refused.output(), 'agent: warning: --token puts the join token on the command line', 'a literal token is warned about');
   }
   await t.rejects(stat(elsewhere), 'no state written by a refused join');
 
-  let agent = spawnAgent(t, [...common, '--token', token, '--ca-pin', gate.proxy.caPin], env);
+  // As the proxy's printed command has it: the token read from its file, never on the command line.
+  let agent = spawnAgent(t, [...common, '--token-file', gate.proxy.devTokenFile, '--ca-pin', gate.proxy.caPin], env);
+  const cmdline = await readFile(`/proc/${agent.child.pid}/cmdline`, 'utf8');
+  t.notOk(cmdline.includes(token), 'ps shows no token: the command line names the file');
   await readUntil(agent.child.stdout!, () => agent.output().includes('tunnel up'));
+  t.notMatch(agent.output(), /warning: --token/, 'no warning for --token-file');
   t.match(agent.output(), /joined as e2e; identity kept in /);
   t.match(
     agent.output(),
