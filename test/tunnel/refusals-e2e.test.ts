@@ -266,7 +266,7 @@ t.test("a direct upstream that refuses: the proxy's own dial failure is said the
     const result = await runClient(curl, ['-sS', '-i', `http://127.0.0.1:${web}/`], { env });
     t.match(
       result.stdout.toString(),
-      /^HTTP\/1\.1 502 Bad Gateway\r\n[^]*\r\n\r\ngate: the upstream refused the connection \(GATE_ERR_DIAL_REFUSED\)\n$/,
+      /^HTTP\/1\.1 502 Bad Gateway\r\n[\s\S]*\r\n\r\ngate: the upstream refused the connection \(GATE_ERR_DIAL_REFUSED\)\n$/,
       'curl',
     );
     await until(() => mux.stats().failures[ErrorCodes.DIAL_REFUSED] === 1, 'counted with the dial code');
