@@ -1,3 +1,4 @@
+import { saveServerCertificate } from './certificates.js';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { GateError } from '../errors.js';
@@ -287,6 +288,13 @@ export class GateProxy implements Closable {
     this.registry.revalidate();
     listeners.commit();
     diag.commit();
+    // Only now, every listener bound: a start or reload that failed has written nothing.
+    const save = state.certificates.serverToSave;
+    if (save) {
+      await saveServerCertificate(save.dataDir, save.pair).catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message, dataDir: save.dataDir }, 'could not save the server certificate in data_dir'),
+      );
+    }
   }
 
   private routesFor(spec: ListenerSpec, state: ProxyState) {
