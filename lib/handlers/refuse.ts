@@ -53,7 +53,8 @@ export function refuseClient(
   limits: { readMs: number; lingerMs: number } = DEFAULT_LIMITS,
 ): void {
   if (client.destroyed) return;
-  const step = refusalStep(protocol);
+  const loading = refusalStep(protocol);
+  let step = typeof loading === 'function' ? loading : undefined;
   const failure = describeFailure(error, agent);
   let received = first ?? Buffer.alloc(0);
   let answered = false;
@@ -64,8 +65,12 @@ export function refuseClient(
     client.removeListener('end', onEnd);
     client.destroy(error);
   };
+  /** No more bytes will be waited for: the client ended, or the read deadline passed. */
+  let ended = false;
   const decide = (final: boolean): void => {
-    const result = step(received, failure, final);
+    // Until the protocol's answer is loaded (MongoDB's, the first time), bytes are only kept.
+    if (!step || answered) return;
+    const result = step(received, failure, final || ended);
     if (result.need) return;
     answered = true;
     received = Buffer.alloc(0);
@@ -87,13 +92,27 @@ export function refuseClient(
   // Registered before the stream's own end handling: the close that follows the client's FIN is
   // this one, with the route's error, not a clean one that would hide the failure.
   const onEnd = (): void => {
+    ended = true;
     if (answered) finish();
     else decide(true);
   };
   client.once('close', () => clearTimeout(timer));
-  if (client.readableEnded) return decide(true);
+  if (typeof loading !== 'function') {
+    loading.then(
+      (loaded) => {
+        step = loaded;
+        if (!client.destroyed) decide(received.length >= REFUSAL_READ_LIMIT);
+      },
+      () => finish(),
+    );
+  }
+  if (client.readableEnded) {
+    ended = true;
+    return decide(true);
+  }
   timer = setTimeout(() => {
-    if (!answered) decide(true);
+    ended = true;
+    decide(true);
   }, limits.readMs);
   client.on('data', onData);
   client.once('end', onEnd);

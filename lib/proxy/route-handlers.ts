@@ -76,6 +76,8 @@ export interface RouteForOptions {
   openTunnel?: TunnelStreamOpener;
   /** Serves the peer route; without it the peer route is a configuration error. */
   peering?: PeerServer;
+  /** What a `tunnel:` route's failure is told as (an agent refused for its version, not "offline"). */
+  explainTunnelFailure?: (agent: string, error: GateError) => GateError;
 }
 
 /**
@@ -86,6 +88,10 @@ export interface RouteForOptions {
  * as gate-mux does on its fast path.
  */
 const ENV_PROXY_PROTOCOLS: ReadonlySet<string> = new Set(['kube']);
+
+function explainFor(explain: (agent: string, error: GateError) => GateError, agent: string): (error: GateError) => GateError {
+  return (error) => explain(agent, error);
+}
 
 /**
  * Turns one planned route into a multiplexer route with its handler. Without `tunnels`, the tunnel
@@ -110,6 +116,7 @@ export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: 
           // The route's protocol is known even where the connection does not show it (a MySQL
           // client on its own port sends nothing; TLS on a database port may carry no ALPN).
           refusal: refusalForRoute(spec.protocol) ?? 'none',
+          ...(options.explainTunnelFailure ? { explain: explainFor(options.explainTunnelFailure, spec.upstream.agent) } : {}),
         })
       : directOrProxied(spec, spec.upstream, options.env));
   let handler: Handler;

@@ -1,6 +1,5 @@
 import { ALPN_MONGODB, ALPN_MYSQL, ALPN_POSTGRES, ALPN_POSTGRES_DIRECT, ALPN_REDIS, ALPN_SSH, PING_SUFFIX } from '../wire/names.js';
 import { httpRefusal } from './http.js';
-import { mongodbRefusal } from './mongodb.js';
 import { mysqlRefusal } from './mysql.js';
 import { postgresRefusal } from './postgres.js';
 import { redisRefusal } from './redis.js';
@@ -11,17 +10,24 @@ import type { RefusalStep } from './step.js';
 export const REFUSAL_PROTOCOLS = ['postgres', 'mysql', 'redis', 'mongodb', 'ssh', 'http'] as const;
 export type RefusalProtocol = (typeof REFUSAL_PROTOCOLS)[number];
 
-const STEPS: Record<RefusalProtocol, RefusalStep> = {
+const STEPS: Record<Exclude<RefusalProtocol, 'mongodb'>, RefusalStep> = {
   postgres: postgresRefusal,
   mysql: mysqlRefusal,
   redis: redisRefusal,
-  mongodb: mongodbRefusal,
   ssh: sshRefusal,
   http: httpRefusal,
 };
 
-export function refusalStep(protocol: RefusalProtocol): RefusalStep {
-  return STEPS[protocol];
+let mongodb: Promise<RefusalStep> | undefined;
+
+/**
+ * The protocol's answer. MongoDB's is loaded when first needed: it brings a BSON library, which
+ * a process whose MongoDB routes never fail (or that has none) should not load at start.
+ */
+export function refusalStep(protocol: RefusalProtocol): RefusalStep | Promise<RefusalStep> {
+  if (protocol !== 'mongodb') return STEPS[protocol];
+  mongodb ??= import('./mongodb.js').then((m) => m.mongodbRefusal);
+  return mongodb;
 }
 
 /** The proxy's route protocols that have an answer; `web` is HTTP; Kubernetes (passthrough) has none. */

@@ -36,6 +36,12 @@ export interface ViaTunnelOptions {
    * TLS the proxy did not end is never answered.
    */
   refusal?: RefusalChoice;
+  /**
+   * Called on the failure path only, with the error a stream could not be opened with: returns the
+   * error the connection fails with (the proxy turns "offline" into "refused for its version" for
+   * an agent it just refused at admission). Default: the error itself.
+   */
+  explain?: (error: GateError) => GateError;
 }
 
 /**
@@ -67,18 +73,26 @@ export function viaTunnel(
   const openFor: StreamOpen = (remote, cancel, firstBytes) =>
     open(agent, target, new ClientStreamOptions(cancel, formatHostPort(remote.address, remote.port), options.openTimeoutMs, firstBytes));
   const { refusal } = options;
+  const explain = options.explain ?? ((error: GateError) => error);
   return {
     kind: 'custom',
     // A passthrough client still on its bare handle is relayed to the stream by a StreamRelay
     // (HTTP/2) or a FramedRelay.
-    [BARE_CLIENT]: (client, rest, conn, watch) => new BareTunnelClient(client, conn, agent, target, watch, refusal).open(openFor, rest),
+    [BARE_CLIENT]: (client, rest, conn, watch) =>
+      new BareTunnelClient(client, conn, agent, target, watch, refusal, explain).open(openFor, rest),
     handle: (client, info) => {
       const firstBytes = takeBuffered(client);
       return dialThenRelay<TunnelStream>(client, {
         dial: (cancel) => openFor(info.remote, cancel, firstBytes),
         release: releaseTunnelStream,
         fail: (err) =>
-          failClient(client, toGateError(err, ErrorCodes.AGENT_STREAM_FAILED), refusalFor(refusal, client, info), firstBytes, agent),
+          failClient(
+            client,
+            explain(toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)),
+            refusalFor(refusal, client, info),
+            firstBytes,
+            agent,
+          ),
         relay: (stream) => relayStream(client, stream, agent, target),
       });
     },
@@ -166,6 +180,7 @@ class BareTunnelClient implements ClientReader {
     private readonly target: string,
     private readonly watch: WatchRelay | undefined,
     private readonly refusal: RefusalChoice,
+    private readonly explain: (error: GateError) => GateError,
   ) {}
 
   open(openFor: StreamOpen, rest: Buffer): void {
@@ -176,7 +191,7 @@ class BareTunnelClient implements ClientReader {
     openFor(this.conn.info.remote, this.cancel, rest.length > 0 ? rest : undefined).then(
       (stream) => this.relay(stream),
       (err: unknown) => {
-        if (this.settle()) this.fail(toGateError(err, ErrorCodes.AGENT_STREAM_FAILED), rest);
+        if (this.settle()) this.fail(this.explain(toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)), rest);
       },
     );
   }

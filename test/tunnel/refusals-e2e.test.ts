@@ -4,6 +4,7 @@
 // YAML-configured GateProxy (directly, and through `gate-mux local-proxy`'s startLocalProxy) and
 // their own output is asserted on.
 import t, { type Test } from 'tap';
+import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -272,4 +273,25 @@ t.test("a direct upstream that refuses: the proxy's own dial failure is said the
     await until(() => mux.stats().failures[ErrorCodes.DIAL_REFUSED] === 1, 'counted with the dial code');
   }
   await until(() => (direct.stats('multiplex').failures[ErrorCodes.DIAL_REFUSED] ?? 0) >= 3, 'counted with the dial code');
+});
+
+t.test('an agent refused for its version: its clients are told so, not that it is offline', async (t) => {
+  // This package's agent (0.x) against a proxy that says it is 3.1.0: more than one major behind.
+  const gateOld = await startGateProxy(t, { mode: 'multiplex', version: '3.1.0', upstreams: { postgres: 'tunnel:old-1/127.0.0.1:5432' } });
+  const port = gateOld.port('multiplex');
+  const state = join(await tempDir(t, 'refusals-old-agent'), 'old-1');
+  const refused = once(gateOld.proxy.tunnels, 'agent-refused');
+  const args = ['--proxy', `127.0.0.1:${port}`, '--server-name', 'localhost', '--name', 'old-1', '--state-dir', state];
+  const old = spawnAgentProcess(
+    t,
+    AGENT,
+    [...args, '--allow', '127.0.0.1:5432', '--token-file', gateOld.proxy.devTokenFile, '--ca-pin', gateOld.proxy.caPin],
+    env,
+  );
+  const [error] = (await Promise.race([refused, old.exited.then(() => Promise.reject(new Error(old.output())))])) as [{ code: string }];
+  t.equal(error.code, ErrorCodes.AGENT_VERSION_INCOMPATIBLE, 'the proxy refused the agent for its version');
+  if (!psql) return;
+  const stderr = await psqlTo(t, `host=localhost port=${port} sslmode=verify-full sslrootcert=${gateOld.caFile} user=u dbname=postgres`);
+  t.match(stderr, `FATAL:  gate: agent "old-1" runs a version the proxy does not admit (${ErrorCodes.AGENT_VERSION_INCOMPATIBLE})`);
+  t.match(stderr, 'HINT:  Update the agent to a version the proxy accepts');
 });
