@@ -56,7 +56,7 @@ export function refuseClient(
   const loading = refusalStep(protocol);
   let step = typeof loading === 'function' ? loading : undefined;
   const failure = describeFailure(error, agent);
-  let received = first ?? Buffer.alloc(0);
+  let received = first === undefined ? Buffer.alloc(0) : first.subarray(0, REFUSAL_READ_LIMIT);
   let answered = false;
   let timer: NodeJS.Timeout | undefined;
   const finish = (): void => {

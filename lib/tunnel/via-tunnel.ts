@@ -58,8 +58,9 @@ function failClient(client: Duplex, error: GateError, protocol?: RefusalProtocol
  * A handler whose upstream is `target` (`host:port`) as seen from agent `agent`: the client
  * connection is carried in one stream of that agent's tunnel. Put it where a `forward` would go
  * (after `terminate` for a database route). The client is held paused while the agent dials; if
- * the agent is not connected, refuses the target or cannot reach it, the client is closed with
- * GATE_ERR_AGENT_NOT_CONNECTED / GATE_ERR_AGENT_TARGET_DENIED / GATE_ERR_AGENT_STREAM_FAILED.
+ * the agent is not connected, refuses the target or cannot reach it, the client is told why in its
+ * protocol where it can be (`refusal`; handlers/refuse.ts) and closed with GATE_ERR_AGENT_OFFLINE /
+ * GATE_ERR_AGENT_TARGET_DENIED / GATE_ERR_AGENT_STREAM_FAILED.
  * When the agent dies mid-stream the tunnel's streams are reset and each client is closed at once
  * with GATE_ERR_AGENT_STREAM_FAILED (never left hanging).
  */
