@@ -164,6 +164,12 @@ t.test('agent offline: OpenSSH prints the disconnect reason', async (t) => {
     new RegExp(`Received disconnect from 127\\.0\\.0\\.1 port ${port}:7: ${escapeRegExp(OFFLINE)}`),
     'plaintext SSH on the shared port',
   );
+  const local = await localProxyTo(t, gate, 'multiplex', ['gate-proxy-ssh']);
+  t.match(
+    await sshTo(t, local),
+    new RegExp(`Received disconnect from 127\\.0\\.0\\.1 port ${local}:7: ${escapeRegExp(OFFLINE)}`),
+    'SSH inside TLS (gate-proxy-ssh) through the local proxy',
+  );
   const own = separate.port('ssh');
   t.match(
     await sshTo(t, own),
