@@ -2,7 +2,7 @@
 //
 // First start (joins with the token and CA pin `npm start` prints; key and certificate kept in
 // the state directory, mode 0600):
-//   node dist/examples/agent.js --proxy localhost:3080 --ca-pin sha256:... --token "$(cat .data/join-token)" \
+//   node dist/examples/agent.js --proxy localhost:3080 --ca-pin sha256:... --token-file .data/join-token \
 //       --name local-agent --allow 127.0.0.1:5432 --state-dir .agent-local-agent
 // Later starts need no token: node dist/examples/agent.js --proxy localhost:3080 --name local-agent \
 //       --allow 127.0.0.1:5432 --state-dir .agent-local-agent

@@ -14,10 +14,10 @@ import {
   type ResourceKind,
 } from '../config/agent-config.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
-import { AGENT_JOIN_OPTIONS } from './agent-flags.js';
+import { AGENT_JOIN_OPTIONS, joinTokenFrom } from './agent-flags.js';
 import { agentSchemaPath } from './package-info.js';
 
-export const CONFIGURE_USAGE = `usage: gate-mux agent configure --proxy HOST:PORT --name NAME [--token TOKEN --ca-pin sha256:HEX]
+export const CONFIGURE_USAGE = `usage: gate-mux agent configure --proxy HOST:PORT --name NAME [--token-file FILE --ca-pin sha256:HEX]
          [--allow HOST:PORT ...] [--resource KIND:NAME=HOST:PORT[@PUBLIC_ADDR,...] ...]
          [--upgrade-channel NAME] [--package-manager apt|dnf|yum|zypper] [--state-dir DIR]
          [--tunnel-addr HOST:PORT] [--server-name NAME] [--output FILE] [--force]
@@ -78,6 +78,12 @@ export async function configure(argv: string[], io: { out: (l: string) => void; 
     return 2;
   };
   if (!values.proxy || !values.name) return usage('--proxy and --name are required');
+  let token: string | undefined;
+  try {
+    token = await joinTokenFrom(values, process.env, (line) => io.err(`agent configure: ${line}`));
+  } catch (err) {
+    return usage((err as Error).message);
+  }
   const manager = values['package-manager'];
   if (manager !== undefined && !(PACKAGE_MANAGERS as readonly string[]).includes(manager))
     return usage(`--package-manager ${manager}: expected ${PACKAGE_MANAGERS.join(', ')}`);
@@ -89,7 +95,7 @@ export async function configure(argv: string[], io: { out: (l: string) => void; 
   }
   const text = renderAgentConfig({
     proxy: values.proxy,
-    token: values.token,
+    token,
     caPin: values['ca-pin'],
     name: values.name,
     allow: values.allow ?? [],

@@ -4,7 +4,7 @@
 // targets its --allow list names. `gate-mux agent --help` (or node dist/examples/agent.js --help).
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { AGENT_JOIN_OPTIONS } from './agent-flags.js';
+import { AGENT_JOIN_OPTIONS, joinTokenFrom } from './agent-flags.js';
 import { loggerFromOptions } from './log.js';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
@@ -21,12 +21,14 @@ const USAGE = `usage:
   agent --config FILE [flags that override it]     (the packaged unit: --config /etc/gate/agent.yaml)
   agent configure --proxy HOST:PORT --name NAME ...  (write that file; agent configure --help)
   agent --proxy HOST:PORT --name NAME --allow HOST:PORT [--allow ...] --state-dir DIR
-        [--token TOKEN --ca-pin sha256:HEX]      (first start: join; later starts reuse DIR)
+        [--token-file FILE --ca-pin sha256:HEX]  (first start: join; later starts reuse DIR)
   agent --proxy HOST:PORT --name NAME --cert FILE --key FILE --ca FILE --allow HOST:PORT [...]
                                                   (a pre-issued identity; no joining or renewal)
   agent --proxy HOST:PORT [--ca FILE | --insecure]  (report the way to the proxy and exit)
 options:
   --config FILE            read these settings from an agent configuration file (YAML); flags win
+  --token-file FILE        the join token, read from FILE (its first line); or set GATE_JOIN_TOKEN.
+                           --token TOKEN works too, but puts the token where \`ps\` shows it
   --tunnel-addr HOST:PORT  the tunnel port when the proxy runs separate ports (default: --proxy)
   --server-name NAME       the name the proxy's certificate is checked for (default: the proxy host)
   --service KIND:NAME      a service this agent provides, for the proxies' inventory (repeatable;
@@ -125,7 +127,7 @@ async function identityFor(
     const why = stored
       ? `the certificate in ${opts.stateDir} expired at ${new Date(stored.expiresAt).toISOString()}`
       : `${opts.stateDir} holds no identity yet`;
-    throw new GateError(ErrorCodes.AGENT_STATE, `${why}: join with --token and --ca-pin`);
+    throw new GateError(ErrorCodes.AGENT_STATE, `${why}: join with --token-file (or GATE_JOIN_TOKEN) and --ca-pin`);
   }
   const joined = await joinProxy(endpoint, { token: opts.token, name: opts.name, caPin: opts.caPin });
   await writeAgentState(opts.stateDir, joined);
@@ -174,7 +176,7 @@ function keepRenewed(
           onExpired(
             new GateError(
               ErrorCodes.AGENT_STATE,
-              `the certificate in ${stateDir} expired at ${new Date(current.expiresAt).toISOString()} before it could be renewed (${(err as Error).message}): join again with --token and --ca-pin`,
+              `the certificate in ${stateDir} expired at ${new Date(current.expiresAt).toISOString()} before it could be renewed (${(err as Error).message}): join again with --token-file (or GATE_JOIN_TOKEN) and --ca-pin`,
             ),
           );
           return;
@@ -267,6 +269,13 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   if (values.help) {
     io.out(USAGE);
     return 0;
+  }
+  // The command line's token, file or environment first: each wins over the configuration file's.
+  try {
+    values.token = await joinTokenFrom(values, hooks.env ?? process.env, (line) => io.err(`agent: ${line}`));
+  } catch (err) {
+    io.err(failure(err));
+    return 2;
   }
   if (values.config) {
     try {

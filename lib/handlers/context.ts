@@ -10,6 +10,8 @@ export interface HandlerContext {
   adopt(stream: Duplex, side?: 'client' | 'upstream'): void;
   /** Ends the connection with an error: logged once with route, code and byte counts. */
   fail(error: Error): void;
+  /** Records `error` as the connection's failure (the first one recorded is kept), ending nothing. */
+  recordError(err: Error, side?: 'client' | 'upstream'): void;
 }
 
 /** Something a connection owns and destroys with it: a stream, a bare-handle client or relay. */
@@ -32,5 +34,4 @@ export interface ConnectionParts extends HandlerContext {
   attach(part: Part): void;
   handOver(next: Part, counts: ClientCounts): void;
   closed(part: Part): void;
-  recordError(err: Error, side?: 'client' | 'upstream'): void;
 }

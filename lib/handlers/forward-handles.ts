@@ -11,6 +11,7 @@ import type { WatchRelay } from './bare-client.js';
 import type { ForwardHandler, UpstreamAddress } from './types.js';
 import { DEFAULT_DIAL_TIMEOUT_MS, dialError, proxyHeaderFor, upstreamOf } from './forward.js';
 import { dialDeadline } from '../transport/dial-deadline.js';
+import { refuseClient, refusalFor } from './refuse.js';
 import { resolveDialOrder, type DialAddress, type Lookup } from '../transport/address-order.js';
 
 /**
@@ -151,8 +152,19 @@ class HandleDial {
 
   failed(error: GateError): void {
     if (this.done) return;
-    this.conn.fail(error);
+    const protocol = refusalFor(this.handler.refusal, undefined, this.conn.info);
+    if (!protocol) {
+      this.conn.fail(error);
+      return this.destroy();
+    }
+    // The client is told why in its protocol (only now does its handle become a socket, on this
+    // failure path); the connection still fails with the dial's code.
+    const { conn } = this;
+    conn.recordError(error, 'upstream');
+    const socket = this.client.toSocket(Buffer.alloc(0));
+    conn.handOver(socket, socket);
     this.destroy();
+    refuseClient(socket, error, protocol, this.rest);
   }
 
   destroy(): void {

@@ -8,6 +8,7 @@ import { ReadBuffer } from '../transport/read-buffer.js';
 import type { ConnectionInfo, ForwardHandler, UpstreamAddress } from './types.js';
 import type { HandlerContext } from './context.js';
 import { dialDeadline } from '../transport/dial-deadline.js';
+import { refuseClient, refusalFor } from './refuse.js';
 
 export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
 /** Postgres SSLRequest: int32 length 8, int32 code 80877103 (PostgreSQL protocol §55.2.10). */
@@ -37,12 +38,20 @@ export function runForward(client: Duplex, handler: ForwardHandler, ctx: Handler
     ...(handler.lookup ? { lookup: handler.lookup } : {}),
   });
   const dialTimeoutMs = handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
+  const failDial = (error: GateError): void => {
+    const protocol = refusalFor(handler.refusal, client, ctx.info);
+    if (!protocol) return ctx.fail(error);
+    // The client is told why in its protocol; the connection still fails with the dial's code.
+    ctx.recordError(error, 'upstream');
+    upstream.destroy();
+    refuseClient(client, error, protocol, undefined);
+  };
   const cancelDeadline = dialDeadline(dialTimeoutMs, () => {
-    ctx.fail(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${to.host}:${to.port} did not accept within ${dialTimeoutMs} ms`));
+    failDial(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${to.host}:${to.port} did not accept within ${dialTimeoutMs} ms`));
   });
   const onDialError = (err: NodeJS.ErrnoException): void => {
     cancelDeadline();
-    ctx.fail(dialError(err, to));
+    failDial(dialError(err, to));
   };
   // Before adopt(): listeners run in order, and the dial's own error (refused, unreachable) must
   // be the one recorded, not a generic reset.

@@ -9,6 +9,7 @@ import type { Server as HttpServer } from 'node:http';
 import type { Http2Server, Http2SecureServer } from 'node:http2';
 import type { ProxyHeader } from '../proxy-protocol/header.js';
 import type { Endpoint } from '../transport/endpoint.js';
+import type { RefusalProtocol } from '../refusals/protocols.js';
 
 export type { Endpoint };
 
@@ -80,6 +81,14 @@ export interface ForwardHandler {
    * with `{ all: true }`, every address it gives is tried, Happy Eyeballs style (RFC 8305).
    */
   lookup?: LookupFunction;
+  /**
+   * The protocol a client whose upstream cannot be dialled (refused, unreachable, timed out) is told
+   * why in (handlers/refuse.ts): `postgres`, `mysql`, `redis`, `mongodb`, `ssh`, `http`, or `none`
+   * for a bare close. Default: what the connection shows (its negotiated ALPN, its plaintext
+   * greeting). Never said inside TLS the proxy did not end, nor by the native relay (which dials
+   * on its own thread): those close as before.
+   */
+  refusal?: RefusalProtocol | 'none';
 }
 
 export interface TerminateHandler {

@@ -1,4 +1,4 @@
-import { X509Certificate } from 'node:crypto';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { chmod, link, mkdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
@@ -26,6 +26,12 @@ export interface ProxyCertificates {
   clusterCaFile: string;
   /** The server key pair issued by the cluster CA, for the tunnel route. */
   clusterServer: KeyPair;
+  /**
+   * Set when `clusterServer` was issued now (the files in `data_dir` were missing, or do not fit
+   * this CA and these names): the proxy writes it there with `saveServerCertificate` once its
+   * listeners are bound, so a start that fails changes nothing on disk.
+   */
+  serverToSave: { dataDir: string; pair: KeyPair } | undefined;
   /**
    * This proxy's peering identity: issued by the cluster CA at each start, kept in
    * memory only, for both ends of peering (server and client authentication), with the proxy role
@@ -124,11 +130,65 @@ function peerCertificate(ca: CertificateAuthority): KeyPair {
   return ca.issue({ commonName: 'gate-mux proxy', uris: [PEER_ROLE_URI], usage: 'both', days: 30 });
 }
 
+/** A server certificate in `data_dir` is reused while it has at least this long left. */
+const SERVER_REUSE_MIN_MS = 30 * 24 * 3600 * 1000;
+
 /**
- * The server certificate is issued anew at each start for the names the configuration uses
- * (public and listen addresses), which may have changed.
+ * The server certificate in `dataDir` when it is this CA's, for every one of `names`, with its
+ * key, and not near its end; else undefined. Reusing it means that a second proxy on the same
+ * `data_dir` (another of the cluster, or one started by mistake) never replaces the file a running
+ * proxy's certificate came from.
  */
-async function clusterServerCertificate(config: GateConfig, ca: CertificateAuthority, dataDir: string): Promise<KeyPair> {
+async function fittingServerCertificate(dataDir: string, ca: CertificateAuthority, names: string[]): Promise<KeyPair | undefined> {
+  let pair: KeyPair;
+  try {
+    pair = { cert: await readFile(join(dataDir, 'server.pem'), 'utf8'), key: await readFile(join(dataDir, 'server-key.pem'), 'utf8') };
+  } catch {
+    return undefined;
+  }
+  try {
+    const cert = new X509Certificate(pair.cert);
+    const issuer = new X509Certificate(ca.cert);
+    if (!cert.checkIssued(issuer) || !cert.verify(issuer.publicKey)) return undefined;
+    if (!cert.checkPrivateKey(createPrivateKey(pair.key))) return undefined;
+    if (Date.parse(cert.validTo) - Date.now() < SERVER_REUSE_MIN_MS) return undefined;
+    const covered = names.every(
+      (name) => (isIP(name) === 0 ? cert.checkHost(name, { wildcards: false }) : cert.checkIP(name)) !== undefined,
+    );
+    return covered ? pair : undefined;
+  } catch {
+    return undefined; // unreadable: issue a new one
+  }
+}
+
+/**
+ * Writes the server certificate and key into `dataDir` (after the proxy's listeners are bound):
+ * each through a temporary file renamed into place, so no reader sees half of one.
+ */
+export async function saveServerCertificate(dataDir: string, pair: KeyPair): Promise<void> {
+  const tag = `${process.pid}-${Math.random().toString(36).slice(2)}`;
+  for (const [file, text, mode] of [
+    ['server-key.pem', pair.key, 0o600],
+    ['server.pem', pair.cert, 0o644],
+  ] as Array<[string, string | Buffer, number]>) {
+    const temp = join(dataDir, `.${file}.${tag}`);
+    await writeFile(temp, text, { mode });
+    await rename(temp, join(dataDir, file)).catch(async (err: unknown) => {
+      await unlink(temp).catch(() => {});
+      throw err;
+    });
+  }
+}
+
+/**
+ * The server certificate for the names the configuration uses (public and listen addresses): the
+ * one in `data_dir` when it fits, else a new one, which is saved only once the listeners are bound.
+ */
+async function clusterServerCertificate(
+  config: GateConfig,
+  ca: CertificateAuthority,
+  dataDir: string,
+): Promise<{ pair: KeyPair; issued: boolean }> {
   const p = config.proxy;
   const hosts = new Set(['localhost', 'kube.gate.cluster.local', '127.0.0.1', '::1']);
   for (const address of [
@@ -142,15 +202,15 @@ async function clusterServerCertificate(config: GateConfig, ca: CertificateAutho
     if (address.host && address.host !== '0.0.0.0' && address.host !== '::') hosts.add(address.host.toLowerCase());
   }
   const names = [...hosts];
+  const existing = await fittingServerCertificate(dataDir, ca, names);
+  if (existing) return { pair: existing, issued: false };
   const server = ca.issue({
     commonName: names.find((h) => isIP(h) === 0) ?? 'localhost',
     dnsNames: names.filter((h) => isIP(h) === 0),
     ipAddresses: names.filter((h) => isIP(h) !== 0),
     usage: 'server',
   });
-  await writeFile(join(dataDir, 'server-key.pem'), server.key, { mode: 0o600 });
-  await writeFile(join(dataDir, 'server.pem'), server.cert);
-  return server;
+  return { pair: server, issued: true };
 }
 
 /**
@@ -160,8 +220,15 @@ async function clusterServerCertificate(config: GateConfig, ca: CertificateAutho
 export async function loadProxyCertificates(config: GateConfig, fallbackDataDir = '.data'): Promise<ProxyCertificates> {
   const dataDir = config.dataDir ?? fallbackDataDir;
   const { ca, caFile } = await clusterAuthority(dataDir);
-  const clusterServer = await clusterServerCertificate(config, ca, dataDir);
-  const cluster = { clusterCa: ca, clusterCaFile: caFile, clusterServer, peer: peerCertificate(ca) };
+  const server = await clusterServerCertificate(config, ca, dataDir);
+  const clusterServer = server.pair;
+  const cluster = {
+    clusterCa: ca,
+    clusterCaFile: caFile,
+    clusterServer,
+    serverToSave: server.issued ? { dataDir, pair: clusterServer } : undefined,
+    peer: peerCertificate(ca),
+  };
   const pairs = config.proxy.httpsKeypairs;
   if (pairs.length === 0) return { default: clusterServer, bySni: {}, caFile, ...cluster };
   const loaded = await Promise.all(pairs.map((p) => readKeyPair(p.certFile, p.keyFile)));

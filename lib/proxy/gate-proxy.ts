@@ -1,3 +1,5 @@
+import { saveServerCertificate } from './certificates.js';
+import { RefusedAgents } from './refused-agents.js';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { GateError } from '../errors.js';
@@ -58,6 +60,8 @@ export class GateProxy implements Closable {
   private proxyState: ProxyState;
   private readonly logger: Logger;
   private readonly registry: TunnelRegistry;
+  /** Agents refused for their version, so their clients are told that rather than "offline". */
+  private readonly refusedAgents: RefusedAgents;
   private readonly web: WebFrontDoor;
   private readonly endpoints: ProxyEndpoints;
   private readonly listeners: ListenerSet;
@@ -76,6 +80,7 @@ export class GateProxy implements Closable {
     this.logger = componentLogger(options.logger, 'proxy');
     this.diagnostics = new ProxyDiagnostics(options.logger, () => readInventory(this.clusterWiring.store));
     this.registry = new TunnelRegistry({ ...logger, isRevoked: (serial) => this.proxyState.revoked.has(serial), version: options.version });
+    this.refusedAgents = new RefusedAgents(this.registry);
     this.clusterWiring = new ClusterWiring({
       proxyId: this.proxyId,
       version: options.version,
@@ -287,6 +292,13 @@ export class GateProxy implements Closable {
     this.registry.revalidate();
     listeners.commit();
     diag.commit();
+    // Only now, every listener bound: a start or reload that failed has written nothing.
+    const save = state.certificates.serverToSave;
+    if (save) {
+      await saveServerCertificate(save.dataDir, save.pair).catch((err: unknown) =>
+        this.logger.warn({ err: (err as Error).message, dataDir: save.dataDir }, 'could not save the server certificate in data_dir'),
+      );
+    }
   }
 
   private routesFor(spec: ListenerSpec, state: ProxyState) {
@@ -294,6 +306,7 @@ export class GateProxy implements Closable {
       tunnels: this.registry,
       peering: this.clusterWiring.peering,
       openTunnel: this.clusterWiring.openTunnel.bind(this.clusterWiring),
+      explainTunnelFailure: (agent: string, error: GateError) => this.refusedAgents.explain(agent, error),
       ...(this.options.env ? { env: this.options.env } : {}),
     };
     return spec.routes.map((r) => routeFor(r, state.certificates, this.web.servers, options));

@@ -8,7 +8,7 @@ export interface JoinHintOptions {
   plan: ListenerPlan;
   /** `sha256:<hex>` of the cluster CA's SubjectPublicKeyInfo. */
   caPin: string;
-  /** The development token's file; the command reads it with `$(cat ...)` so the token itself is never printed. */
+  /** The development token's file; the command names it (`--token-file`), so the token itself is never printed. */
   tokenFile: string;
   /** How to run the agent (default: the repository's example). */
   agentCommand?: string;
@@ -40,8 +40,9 @@ function shellWord(word: string): string {
 /**
  * What `npm start` prints for agents: the CA pin, and for each agent the configuration routes to a
  * ready-to-paste command with its `--allow` list (or one template when none is configured). The
- * token is read from its file by the shell (`"$(cat FILE)"`), so it never appears in the output,
- * in terminal scroll-back or in a log collector reading stdout. The proxy address is the first
+ * agent reads the token from its file (`--token-file`), so it never appears in the output, in
+ * terminal scroll-back, in a log collector reading stdout, nor in the agent's command line, which
+ * `ps` shows to every local user. The proxy address is the first
  * public_addr, else the web listener (port as bound); in separate mode the tunnel port is added.
  */
 export function agentJoinHint(options: JoinHintOptions): string {
@@ -71,8 +72,8 @@ export function agentJoinHint(options: JoinHintOptions): string {
       ...(tunnel ? ['--tunnel-addr', shellWord(tunnel)] : []),
       '--ca-pin',
       options.caPin,
-      '--token',
-      `"$(cat ${shellWord(options.tokenFile)})"`,
+      '--token-file',
+      shellWord(options.tokenFile),
       '--name',
       shellWord(name),
       ...targets.flatMap((target) => ['--allow', shellWord(target)]),

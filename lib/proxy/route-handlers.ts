@@ -14,6 +14,7 @@ import { forwardThroughProxy, kubeUpstreamProxy } from './env-proxy-upstream.js'
 import { tunnelEndpoint } from '../tunnel/endpoint.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';
 import { viaTunnel, type TunnelStreamOpener } from '../tunnel/via-tunnel.js';
+import { refusalForRoute } from '../refusals/protocols.js';
 import type { PeerServer } from '../cluster/peer-server.js';
 
 /** The servers the proxy answers web traffic with itself. */
@@ -46,7 +47,9 @@ function alpnChooser(match: RouteMatch): TerminateHandler['tls']['selectAlpn'] {
 function directOrProxied(spec: RouteSpec, upstream: HostPort, env: NodeJS.ProcessEnv | undefined): Handler {
   const target = formatHostPort(upstream.host, upstream.port);
   const via = ENV_PROXY_PROTOCOLS.has(spec.protocol) ? kubeUpstreamProxy(upstream, env ?? process.env) : undefined;
-  return via ? forwardThroughProxy(target, via) : forward({ host: upstream.host, port: upstream.port });
+  return via
+    ? forwardThroughProxy(target, via)
+    : forward({ host: upstream.host, port: upstream.port }, { refusal: refusalForRoute(spec.protocol) ?? 'none' });
 }
 
 function framed(spec: RouteSpec, inner: Handler): Handler {
@@ -73,6 +76,8 @@ export interface RouteForOptions {
   openTunnel?: TunnelStreamOpener;
   /** Serves the peer route; without it the peer route is a configuration error. */
   peering?: PeerServer;
+  /** What a `tunnel:` route's failure is told as (an agent refused for its version, not "offline"). */
+  explainTunnelFailure?: (agent: string, error: GateError) => GateError;
 }
 
 /**
@@ -83,6 +88,10 @@ export interface RouteForOptions {
  * as gate-mux does on its fast path.
  */
 const ENV_PROXY_PROTOCOLS: ReadonlySet<string> = new Set(['kube']);
+
+function explainFor(explain: (agent: string, error: GateError) => GateError, agent: string): (error: GateError) => GateError {
+  return (error) => explain(agent, error);
+}
 
 /**
  * Turns one planned route into a multiplexer route with its handler. Without `tunnels`, the tunnel
@@ -102,7 +111,13 @@ export function routeFor(spec: RouteSpec, certificates: ProxyCertificates, web: 
   const upstream =
     spec.upstream &&
     (isAgentUpstream(spec.upstream)
-      ? viaTunnel(needTunnels(), spec.upstream.agent, spec.upstream.target, options.openTunnel ? { open: options.openTunnel } : {})
+      ? viaTunnel(needTunnels(), spec.upstream.agent, spec.upstream.target, {
+          ...(options.openTunnel ? { open: options.openTunnel } : {}),
+          // The route's protocol is known even where the connection does not show it (a MySQL
+          // client on its own port sends nothing; TLS on a database port may carry no ALPN).
+          refusal: refusalForRoute(spec.protocol) ?? 'none',
+          ...(options.explainTunnelFailure ? { explain: explainFor(options.explainTunnelFailure, spec.upstream.agent) } : {}),
+        })
       : directOrProxied(spec, spec.upstream, options.env));
   let handler: Handler;
   if (spec.protocol === 'tunnel') {

@@ -109,7 +109,8 @@ function describedOf(e: AgentSession): DescribedAgent {
  * one stream per client connection routed to the agent. Events: `agent-connected` (name, once the
  * agent is admitted: certificate, name and self-description checked), `agent-described` (name,
  * when a connected agent's description changed),
- * `agent-disconnected` (name, reason) and `agent-refused` (GateError).
+ * `agent-disconnected` (name, reason) and `agent-refused` (GateError, and the agent's name once its
+ * certificate named it).
  *
  * One name, one tunnel: an agent connecting under a name already held is refused
  * (GATE_ERR_AGENT_DUPLICATE) and the tunnel that holds it is left alone, so a copied certificate
@@ -444,7 +445,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       { agent: entry.name, remote: entry.remote, code: error.code },
       `agent refused: ${error.message}`,
     );
-    this.emit('agent-refused', error);
+    this.emit('agent-refused', error, entry.name);
     entry.endedBy = error.message;
     entry.refusal = error;
     entry.link.refuse(error);

@@ -10,10 +10,12 @@ import type { ClientReader, HandleEnd } from '../transport/client-end.js';
 import type { Endpoint } from '../transport/endpoint.js';
 import { BARE_CLIENT, type BareClientHook, type WatchRelay } from '../handlers/bare-client.js';
 import type { ConnectionParts } from '../handlers/context.js';
+import { type RefusalChoice, refuseClient, refusalFor } from '../handlers/refuse.js';
 import { releaseStream } from './release-stream.js';
 import { closedCleanly, failureReason, isFramedStream, releaseTunnelStream, type TunnelStream, tunnelDuplex } from './tunnel-stream.js';
 import type { CustomHandler } from '../handlers/types.js';
 import type { OpenStreamOptions, TunnelRegistry } from './registry.js';
+import type { RefusalProtocol } from '../refusals/protocols.js';
 import { formatHostPort } from '../client/target.js';
 
 /** Opens the stream for one client (at `remote`), until `cancel`; `firstBytes` go with the CONNECT. */
@@ -27,22 +29,38 @@ export interface ViaTunnelOptions {
   openTimeoutMs?: number;
   /** How the stream is opened (default: `registry.open`, this proxy's tunnels only). */
   open?: TunnelStreamOpener;
+  /**
+   * The protocol a client whose stream cannot be opened is told why in (agent offline, target
+   * refused, ...): `postgres`, `mysql`, `redis`, `mongodb`, `ssh`, `http`, or `none` for a bare
+   * close. Default: what the connection shows (its ALPN, its plaintext greeting). A client whose
+   * TLS the proxy did not end is never answered.
+   */
+  refusal?: RefusalChoice;
+  /**
+   * Called on the failure path only, with the error a stream could not be opened with: returns the
+   * error the connection fails with (the proxy turns "offline" into "refused for its version" for
+   * an agent it just refused at admission). Default: the error itself.
+   */
+  explain?: (error: GateError) => GateError;
 }
 
 /**
  * Fails the client connection with `error`: destroying the socket with it makes the multiplexer
- * record the code and log the connection once, with its route and byte counts.
+ * record the code and log the connection once, with its route and byte counts. A client whose
+ * stream could not be opened is first told why in `protocol`, when there is one.
  */
-function failClient(client: Duplex, error: GateError): void {
-  if (!client.destroyed) client.destroy(error);
+function failClient(client: Duplex, error: GateError, protocol?: RefusalProtocol, first?: Buffer, agent?: string): void {
+  if (protocol) refuseClient(client, error, protocol, first, agent);
+  else if (!client.destroyed) client.destroy(error);
 }
 
 /**
  * A handler whose upstream is `target` (`host:port`) as seen from agent `agent`: the client
  * connection is carried in one stream of that agent's tunnel. Put it where a `forward` would go
  * (after `terminate` for a database route). The client is held paused while the agent dials; if
- * the agent is not connected, refuses the target or cannot reach it, the client is closed with
- * GATE_ERR_AGENT_NOT_CONNECTED / GATE_ERR_AGENT_TARGET_DENIED / GATE_ERR_AGENT_STREAM_FAILED.
+ * the agent is not connected, refuses the target or cannot reach it, the client is told why in its
+ * protocol where it can be (`refusal`; handlers/refuse.ts) and closed with GATE_ERR_AGENT_OFFLINE /
+ * GATE_ERR_AGENT_TARGET_DENIED / GATE_ERR_AGENT_STREAM_FAILED.
  * When the agent dies mid-stream the tunnel's streams are reset and each client is closed at once
  * with GATE_ERR_AGENT_STREAM_FAILED (never left hanging).
  */
@@ -55,17 +73,27 @@ export function viaTunnel(
   const open = options.open ?? ((name: string, to: string, o: OpenStreamOptions) => registry.open(name, to, o));
   const openFor: StreamOpen = (remote, cancel, firstBytes) =>
     open(agent, target, new ClientStreamOptions(cancel, formatHostPort(remote.address, remote.port), options.openTimeoutMs, firstBytes));
+  const { refusal } = options;
+  const explain = options.explain ?? ((error: GateError) => error);
   return {
     kind: 'custom',
     // A passthrough client still on its bare handle is relayed to the stream by a StreamRelay
     // (HTTP/2) or a FramedRelay.
-    [BARE_CLIENT]: (client, rest, conn, watch) => new BareTunnelClient(client, conn, agent, target, watch).open(openFor, rest),
+    [BARE_CLIENT]: (client, rest, conn, watch) =>
+      new BareTunnelClient(client, conn, agent, target, watch, refusal, explain).open(openFor, rest),
     handle: (client, info) => {
       const firstBytes = takeBuffered(client);
       return dialThenRelay<TunnelStream>(client, {
         dial: (cancel) => openFor(info.remote, cancel, firstBytes),
         release: releaseTunnelStream,
-        fail: (err) => failClient(client, toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)),
+        fail: (err) =>
+          failClient(
+            client,
+            explain(toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)),
+            refusalFor(refusal, client, info),
+            firstBytes,
+            agent,
+          ),
         relay: (stream) => relayStream(client, stream, agent, target),
       });
     },
@@ -152,6 +180,8 @@ class BareTunnelClient implements ClientReader {
     private readonly agent: string,
     private readonly target: string,
     private readonly watch: WatchRelay | undefined,
+    private readonly refusal: RefusalChoice,
+    private readonly explain: (error: GateError) => GateError,
   ) {}
 
   open(openFor: StreamOpen, rest: Buffer): void {
@@ -162,9 +192,26 @@ class BareTunnelClient implements ClientReader {
     openFor(this.conn.info.remote, this.cancel, rest.length > 0 ? rest : undefined).then(
       (stream) => this.relay(stream),
       (err: unknown) => {
-        if (this.settle()) this.conn.fail(toGateError(err, ErrorCodes.AGENT_STREAM_FAILED));
+        if (this.settle()) this.fail(this.explain(toGateError(err, ErrorCodes.AGENT_STREAM_FAILED)), rest);
       },
     );
+  }
+
+  /**
+   * The stream could not be opened: the connection fails with `error`, its client told why first
+   * when its protocol is known (only now is the handle made a socket, on this failure path).
+   */
+  private fail(error: GateError, rest: Buffer): void {
+    const { conn, client } = this;
+    const protocol = refusalFor(this.refusal, undefined, conn.info);
+    if (!protocol) return conn.fail(error);
+    conn.recordError(error);
+    client.stopReading();
+    const { early } = this;
+    const socket = client.toSocket(Buffer.alloc(0));
+    conn.handOver(socket, socket);
+    if (this.ended) socket.push(null);
+    refuseClient(socket, error, protocol, early ? Buffer.concat([rest, ...early]) : rest, this.agent);
   }
 
   data(chunk: Buffer): void {

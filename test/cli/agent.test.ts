@@ -62,6 +62,23 @@ t.test('usage and argument errors', async (t) => {
     );
     t.match(badService.text(), /--service: a service is KIND:NAME with KIND one of db, ssh, kube, app, desktop/);
   }
+  // The join token: from a file, not the command line; bad files are named.
+  t.match(help.text(), /--token-file FILE/);
+  const dir = await tempDir(t, 'cli-token');
+  const empty = join(dir, 'empty');
+  await writeFile(empty, '\n');
+  const large = join(dir, 'large');
+  await writeFile(large, 'x'.repeat(5000));
+  for (const [args, message] of [
+    [['--token', 'abc', '--token-file', empty], /--token-file or --token, not both/],
+    [['--token-file', join(dir, 'missing')], /--token-file \S+missing: ENOENT/],
+    [['--token-file', empty], /--token-file \S+empty is empty/],
+    [['--token-file', large], /5000 bytes is not a join token/],
+  ] as Array<[string[], RegExp]>) {
+    const bad = capture();
+    t.equal(await main(['--proxy', 'h:1', '--name', 'x', ...args], { io: bad.io, env: {} }), 2, args.join(' '));
+    t.match(bad.text(), message);
+  }
 });
 
 t.test('join, hold, renew, restart, pre-issued identity, report mode', async (t) => {
@@ -92,14 +109,16 @@ t.test('join, hold, renew, restart, pre-issued identity, report mode', async (t)
   const first = capture();
   const firstStop = stopper();
   let renewals = 0;
-  const running = main([...base, '--token', token, '--ca-pin', gate.proxy.caPin], {
-    ...hooks,
+  // The token from the environment (GATE_JOIN_TOKEN), as a unit's EnvironmentFile would give it.
+  const running = main([...base, '--ca-pin', gate.proxy.caPin], {
+    env: { GATE_JOIN_TOKEN: token },
     io: first.io,
     stopSignal: firstStop.signal,
     renewAt: () => (renewals++ === 0 ? Date.now() : Date.now() + 3_600_000),
   });
   await until(() => first.out.some((l) => l.startsWith('certificate renewed')), 'joined, connected and renewed', 20_000);
   t.match(first.text(), /joined as cli; identity kept in /);
+  t.notMatch(first.text(), /warning: --token/, 'no warning without --token');
   await until(() => first.out.some((l) => l.startsWith('tunnel up: agent cli via direct')), 'tunnel up');
   t.ok(
     first.out.some((l) => l === `tunnel up: agent cli via direct (connection 1) (proxy ${gate.proxy.proxyId})`),

@@ -18,7 +18,7 @@ t.test('npm start on the embedded default configuration answers curl --cacert on
   t.match(output(), /agents: CA pin sha256:[0-9a-f]{64}\n/, 'the CA pin is printed');
   t.match(
     output(),
-    /node \/\S+\/dist\/lib\/cli\/gate-mux\.js agent --proxy localhost:3080 --ca-pin sha256:[0-9a-f]{64} --token "\$\(cat \.data\/join-token\)" --name local-agent --allow 127\.0\.0\.1:5432 --state-dir \.agent-local-agent/,
+    /node \/\S+\/dist\/lib\/cli\/gate-mux\.js agent --proxy localhost:3080 --ca-pin sha256:[0-9a-f]{64} --token-file \.data\/join-token --name local-agent --allow 127\.0\.0\.1:5432 --state-dir \.agent-local-agent/,
     'a ready-to-paste agent command for the configured agent',
   );
   t.notOk(output().includes(readFileSync(join(cwd, '.data', 'join-token'), 'utf8').trim()), 'the token itself is not printed');

@@ -11,7 +11,7 @@ import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from '../../lib/cluster/route-store.js';
 import { ErrorCodes, GateError } from '../../lib/errors.js';
 import { captureLogs } from '../hardening/log-capture.js';
-import { closedWithoutAnswer, startPeeringCluster as cluster, clusterClient as client } from '../helpers/cluster.js';
+import { mongoHello, saidBeforeClose, startPeeringCluster as cluster, clusterClient as client } from '../helpers/cluster.js';
 import { echoOnce, run, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { startPostgres } from '../helpers/postgres.js';
@@ -93,9 +93,10 @@ t.test('a client on any proxy reaches the agent wherever its tunnel is', async (
   for (const s of [viaA, viaB, viaC]) s.destroy();
 
   // Offline everywhere: the same prompt failure as one proxy.
-  t.ok(
-    await closedWithoutAnswer(await client(a, c.ca.cert, 'gate-redis', { address: '198.51.100.21', port: 1 })),
-    'a client of an agent held nowhere is closed',
+  t.match(
+    await saidBeforeClose(await client(a, c.ca.cert, 'gate-redis', { address: '198.51.100.21', port: 1 }), 'PING\r\n'),
+    /^-ERR gate: agent "\S+" is offline \(GATE_ERR_AGENT_OFFLINE\)\r\n$/,
+    'a client of an agent held nowhere is told so, and closed',
   );
   await until(() => a.stats('multiplex').failures[ErrorCodes.AGENT_OFFLINE] === 1, 'GATE_ERR_AGENT_OFFLINE recorded on A');
 
@@ -104,7 +105,11 @@ t.test('a client on any proxy reaches the agent wherever its tunnel is', async (
   const local = await client(b, c.ca.cert, 'gate-mongodb');
   t.equal(await echoOnce(local, 'store down, local'), 'store down, local', 'local tunnels work without the store');
   local.destroy();
-  t.ok(await closedWithoutAnswer(await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.22', port: 2 })), 'a remote dial fails');
+  t.match(
+    await saidBeforeClose(await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.22', port: 2 }), mongoHello()),
+    `(${ErrorCodes.STORE_UNAVAILABLE})`,
+    'a remote dial fails, and the driver is told why',
+  );
   await until(() => a.stats('multiplex').failures[ErrorCodes.STORE_UNAVAILABLE] === 1, 'with GATE_ERR_STORE_UNAVAILABLE');
   store.down = false;
   // A refresh of each now: an outage near the TTL may have let B's records expire while B still
@@ -128,7 +133,10 @@ t.test('a client on any proxy reaches the agent wherever its tunnel is', async (
     'the client of the dead path closed with GATE_ERR_AGENT_STREAM_FAILED',
   );
   await until(() => a.proxy.peers.connected().length === 0, "A closed B's session when B left the store", 5_000);
-  t.ok(await closedWithoutAnswer(await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.24', port: 4 })));
+  t.match(
+    await saidBeforeClose(await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.24', port: 4 }), mongoHello()),
+    `(${ErrorCodes.AGENT_OFFLINE})`,
+  );
   await until(() => a.stats('multiplex').failures[ErrorCodes.AGENT_OFFLINE] === 2, 'the agent is offline once its only holder left');
 });
 

@@ -92,7 +92,10 @@ for (const name of availableTransports(t)) {
     const client = await tcpClient(port);
     client.on('error', () => {});
     client.write('SSH-2.0-eyeballs\r\n');
-    t.equal(await readUntil(client, () => false), '', 'closed without an answer');
+    // Told why in its own protocol (an SSH disconnect naming the code), then closed.
+    const said = await readUntil(client, () => false);
+    t.match(said, /^SSH-2\.0-gate-mux\r\n/, 'the SSH identification, then the disconnect');
+    t.match(said, 'gate: the upstream refused the connection (GATE_ERR_DIAL_REFUSED)');
     await until(() => mux.stats().failures[ErrorCodes.DIAL_REFUSED] === 1, 'GATE_ERR_DIAL_REFUSED');
     t.same(Object.keys(mux.stats().failures), [ErrorCodes.DIAL_REFUSED], 'that failure only, once for the connection');
     await mux.close({ graceMs: 50 });

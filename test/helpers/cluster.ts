@@ -9,6 +9,7 @@
 import { execFileSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { serialize } from 'bson';
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
@@ -218,13 +219,27 @@ export async function clusterClient(
   return socket;
 }
 
-/** Writes to a client whose dial should fail: true when it is closed without any answer. */
-export async function closedWithoutAnswer(socket: TLSSocket): Promise<boolean> {
+/**
+ * Sends `first` (a protocol's first message) on a client whose dial should fail and returns what
+ * the proxy said before closing it: a failed route is told in the client's protocol
+ * (docs/protocols.md, "When a route fails").
+ */
+export async function saidBeforeClose(socket: TLSSocket, first: Buffer | string): Promise<string> {
   let got = '';
-  socket.on('data', (d: Buffer) => (got += d.toString()));
-  socket.write('anyone?');
+  socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+  socket.write(first);
   await once(socket, 'close');
-  return got === '';
+  return got;
+}
+
+/** A MongoDB driver's first message: `hello` in an OP_MSG (MongoDB Wire Protocol), request id 1. */
+export function mongoHello(): Buffer {
+  const body = Buffer.from(serialize({ hello: 1, $db: 'admin' }));
+  const header = Buffer.alloc(21);
+  header.writeInt32LE(21 + body.length, 0);
+  header.writeInt32LE(1, 4);
+  header.writeInt32LE(2013, 12);
+  return Buffer.concat([header, body]);
 }
 
 /**

@@ -133,8 +133,12 @@ t.test('a refused dial is GATE_ERR_DIAL_REFUSED, and nothing is left open', asyn
     true,
   );
   const client = await tcpClient(port);
+  let said = '';
+  client.on('data', (d: Buffer) => (said += d.toString('latin1')));
   client.write('SSH-2.0-refused\r\n');
   await once(client, 'close');
+  // Told why in its own protocol first (docs/protocols.md, "When a route fails").
+  t.match(said, /^SSH-2\.0-gate-mux\r\n[\s\S]*gate: the upstream refused the connection \(GATE_ERR_DIAL_REFUSED\)/);
   await until(() => mux.openConnections === 0, 'the connection to finish');
   t.equal(mux.stats().failures.GATE_ERR_DIAL_REFUSED, 1);
   t.match(logs.text(), /refused the connection/);

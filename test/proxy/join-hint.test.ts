@@ -26,7 +26,7 @@ t.test('one ready-to-paste command per configured agent, with its --allow list; 
   t.equal(lines[0], `agents: CA pin ${PIN}`);
   t.equal(
     lines[2],
-    `  node dist/examples/agent.js --proxy localhost:3080 --ca-pin ${PIN} --token "$(cat '/srv/gate data/join-token')" --name db --allow 10.0.0.5:5432 --allow 10.0.0.6:3306 --state-dir .agent-db`,
+    `  node dist/examples/agent.js --proxy localhost:3080 --ca-pin ${PIN} --token-file '/srv/gate data/join-token' --name db --allow 10.0.0.5:5432 --allow 10.0.0.6:3306 --state-dir .agent-db`,
     'a wildcard listener is reached as localhost; paths with spaces are quoted',
   );
   t.match(lines[3], /--name cache --allow 10\.0\.0\.7:6379 --state-dir \.agent-cache$/);
@@ -44,7 +44,7 @@ proxy_service:
   t.match(hint, /start an agent \(no upstream is tunnel:<agent>\/<host:port> yet\)/);
   t.match(
     hint,
-    `  gate-mux agent --proxy gate.example.com:443 --tunnel-addr tunnel.example.com:3024 --ca-pin ${PIN} --token "$(cat join-token)" --name my-agent --allow HOST:PORT --state-dir .agent-my-agent`,
+    `  gate-mux agent --proxy gate.example.com:443 --tunnel-addr tunnel.example.com:3024 --ca-pin ${PIN} --token-file join-token --name my-agent --allow HOST:PORT --state-dir .agent-my-agent`,
   );
   const local = parseConfig(`auth_service: {proxy_listener_mode: separate}\nproxy_service:\n  web_listen_addr: 127.0.0.1:3080\n`).config;
   t.match(

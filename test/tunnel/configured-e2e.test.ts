@@ -18,7 +18,7 @@ import { spawnAgentProcess, type AgentProcess } from '../helpers/agent-process.j
 import { describeResult, localProxyTo, runClient } from '../helpers/clients.js';
 import type { Teardownable } from '../helpers/daemon.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
-import { readUntil, run, tlsClient, until } from '../helpers/net.js';
+import { readAll, readUntil, run, tlsClient, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { queryRunning, startPostgres } from '../helpers/postgres.js';
 import { startRedis } from '../helpers/redis.js';
@@ -82,11 +82,17 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
     const [exitCode] = (await refused.exited) as [number | null];
     t.equal(exitCode, 1, `exit 1 for ${code}`);
     t.match(refused.output(), `agent: ${code}: `, `the CLI names ${code}`);
+    if (extra.includes('--token'))
+      t.match(refused.output(), 'agent: warning: --token puts the join token on the command line', 'a literal token is warned about');
   }
   await t.rejects(stat(elsewhere), 'no state written by a refused join');
 
-  let agent = spawnAgent(t, [...common, '--token', token, '--ca-pin', gate.proxy.caPin], env);
+  // As the proxy's printed command has it: the token read from its file, never on the command line.
+  let agent = spawnAgent(t, [...common, '--token-file', gate.proxy.devTokenFile, '--ca-pin', gate.proxy.caPin], env);
+  const cmdline = await readFile(`/proc/${agent.child.pid}/cmdline`, 'utf8');
+  t.notOk(cmdline.includes(token), 'ps shows no token: the command line names the file');
   await readUntil(agent.child.stdout!, () => agent.output().includes('tunnel up'));
+  t.notMatch(agent.output(), /warning: --token/, 'no warning for --token-file');
   t.match(agent.output(), /joined as e2e; identity kept in /);
   t.match(
     agent.output(),
@@ -133,10 +139,14 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
   const got = await run(redisCli, ['-h', '127.0.0.1', '-p', String(redisPort), 'GET', 'tunnelled'], { env: process.env });
   t.equal(got.stdout.trim(), 'yes');
 
-  // A target outside the allow-list: refused by the agent, never dialled.
+  // A target outside the allow-list: refused by the agent, never dialled; the MySQL client is
+  // told so in an ERR packet in place of the server's greeting, then the connection closes.
   const denied = await tlsClient(port, { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-mysql'] });
   denied.on('error', () => {});
-  await once(denied, 'close');
+  t.match(
+    await readAll(denied),
+    `gate: agent "e2e" refused this route's target (not in its allow-list) (${ErrorCodes.AGENT_TARGET_DENIED})`,
+  );
   await until(() => gate.stats('multiplex').failures[ErrorCodes.AGENT_TARGET_DENIED] === 1, 'the refusal recorded');
 
   // The agent dies mid-session: the session errors (bounded by run's deadline), never hangs.

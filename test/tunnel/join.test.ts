@@ -19,7 +19,7 @@ import { fetchPinnedCa, joinProxy, renewalTime, renewIdentity, type JoinEndpoint
 import { AGENT_CA_PATH, AGENT_JOIN_PATH, AGENT_RENEW_PATH } from '../../lib/wire/names.js';
 import { captureLogs } from '../hardening/log-capture.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
-import { closeServer, listening, readUntil, startTaggedTcpServer, tlsClient, until } from '../helpers/net.js';
+import { closeServer, listening, readAll, readUntil, startTaggedTcpServer, tlsClient, until } from '../helpers/net.js';
 
 const STATIC_TOKEN = 'static-token-for-edge-0123456789';
 const EXPIRED_TOKEN = 'expired-token-0123456789abcdef';
@@ -59,7 +59,8 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
   // No agent yet: a client of the tunnelled route is closed at once with GATE_ERR_AGENT_OFFLINE.
   const early = await tlsClient(port, { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
   early.on('error', () => {});
-  await once(early, 'close');
+  early.end('PING\r\n');
+  t.match(await readAll(early), `(${ErrorCodes.AGENT_OFFLINE})`, 'told why, in a Redis error');
   await until(() => gate.stats('multiplex').failures[ErrorCodes.AGENT_OFFLINE] === 1, 'offline recorded');
   t.ok(
     logs.lines.some((l) => l.code === ErrorCodes.AGENT_OFFLINE),

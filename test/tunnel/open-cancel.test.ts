@@ -57,7 +57,11 @@ t.test('an agent that never answers: the client is closed with GATE_ERR_AGENT_ST
   const { client, stream } = await waitingClient(side.port, raw);
   await once(stream, 'close');
   t.equal(stream.rstCode, constants.NGHTTP2_CANCEL, 'cancelled by the proxy');
+  // The client reads the proxy's answer (a 502 naming the code), then the close.
+  let said = '';
+  client.on('data', (d: Buffer) => (said += d.toString('latin1')));
   if (!client.closed) await once(client, 'close');
+  t.match(said, /^HTTP\/1\.1 502 Bad Gateway\r\n[\s\S]*GATE_ERR_AGENT_STREAM_FAILED/, 'told why, in HTTP');
   await until(() => side.mux.stats().failures[ErrorCodes.AGENT_STREAM_FAILED] === 1, 'the timeout recorded with its code');
 });
 

@@ -75,10 +75,14 @@ async function greet(port: number, alpn: string): Promise<{ socket: Awaited<Retu
   return { socket, line };
 }
 
-/** Waits for a socket to close; resolves with the error it was destroyed with, if any. */
+/**
+ * Waits for a socket to close, reading (and dropping) what it is sent first: a refused client is
+ * told why in its protocol before the close. Resolves with the error it was destroyed with, if any.
+ */
 async function closed(socket: Socket): Promise<Error | undefined> {
   let error: Error | undefined;
   socket.on('error', (err) => (error ??= err));
+  socket.resume();
   if (!socket.destroyed) await once(socket, 'close');
   return error;
 }
