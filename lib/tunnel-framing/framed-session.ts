@@ -214,8 +214,12 @@ export class FramedSession extends EventEmitter implements StreamSession {
    * reader, in order (the rest of a read, and whatever the socket still emits meanwhile).
    */
   private backlog: Buffer[] | undefined = undefined;
-  /** The other side's FIN came while a backlog waited: it is told once the backlog is read. */
+  /**
+   * The other side's FIN, or the socket's close, came while a backlog waited: each is taken once
+   * the backlog is read (a socket that is not half-open closes at the FIN, with the backlog unread).
+   */
   private endAfterBacklog = false;
+  private closeAfterBacklog = false;
   private stallTimer: NodeJS.Timeout | undefined = undefined;
   /** This side's output (queued this turn, or in the socket) is past OUTPUT_HIGH_BYTES: streams wait for 'drain'. */
   private outputFull = false;
@@ -274,8 +278,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
       this.finish(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel connection failed: ${err.message}`, { cause: err })),
     );
     socket.on('close', () => {
-      this.finish(this.ended ? undefined : new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'tunnel connection closed'));
-      if (this.closeDeferred) this.tellClose();
+      if (this.backlog && !this.closedWith) this.closeAfterBacklog = true;
+      else this.socketClosed();
     });
   }
 
@@ -548,13 +552,9 @@ export class FramedSession extends EventEmitter implements StreamSession {
   readSlice(): void {
     const { backlog } = this;
     if (!backlog) return;
-    if (this.closedWith) {
-      this.backlog = undefined;
-      return;
-    }
     this.reader.budget = FRAMES_PER_SLICE;
     try {
-      while (backlog.length > 0) {
+      while (backlog.length > 0 && !this.closedWith) {
         const chunk = backlog[0]!;
         const at = this.reader.push(chunk);
         if (at < chunk.length) {
@@ -563,21 +563,28 @@ export class FramedSession extends EventEmitter implements StreamSession {
           return this.pauseIfOwed();
         }
         backlog.shift();
-        if (this.closedWith) break;
       }
     } catch (err) {
       if (!(err instanceof FrameError)) throw err;
-      this.backlog = undefined;
-      return this.fail(err);
+      this.fail(err);
     }
     this.backlog = undefined;
-    if (this.closedWith) return;
-    this.pauseIfOwed();
-    if (this.endAfterBacklog) {
-      this.endAfterBacklog = false;
-      return this.peerEnded();
+    if (!this.closedWith) {
+      this.pauseIfOwed();
+      if (this.endAfterBacklog) this.peerEnded();
+      else if (!this.readPaused) this.socket.resume();
     }
-    if (!this.readPaused) this.socket.resume();
+    this.endAfterBacklog = false;
+    if (this.closeAfterBacklog) {
+      this.closeAfterBacklog = false;
+      this.socketClosed();
+    }
+  }
+
+  /** The socket closed: the session is over, if it was not already; 'close' told if it waited for this. */
+  private socketClosed(): void {
+    this.finish(this.ended ? undefined : new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'tunnel connection closed'));
+    if (this.closeDeferred) this.tellClose();
   }
 
   /** Reading stops while the other side reads none of its answers (PAUSE_OWED_ANSWERS). */
