@@ -132,6 +132,17 @@ const MIN_USEFUL_INCREMENT = 1024;
  */
 export const OUTPUT_HIGH_BYTES = 4 << 20;
 
+/**
+ * Frames read (a DATA frame's piece counts as one) between two yields to the event loop, at most.
+ * One socket read may bring several TLS records, each 16 KiB of frames: of one-byte DATA frames,
+ * some 6,500 in one macrotask, and nothing else on the proxy runs meanwhile (issue 37's dribble).
+ * Past the bound the session stops reading, keeps the rest, and goes on in a later turn
+ * (setImmediate), as nghttp2 leaves a read's rest to its next call. The budget is not refilled
+ * per turn, only once spent: bulk (64 KiB frames) spends it a frame at a time, so it yields once
+ * in megabytes and costs nothing per read.
+ */
+export const FRAMES_PER_SLICE = 1024;
+
 /** In a gathered write, runs of pieces smaller than this are joined: tiny frames are not an object each. */
 const SMALL_PIECE_BYTES = 1024;
 
@@ -198,6 +209,17 @@ export class FramedSession extends EventEmitter implements StreamSession {
   private readonly onFlightWritten = (): void => this.flightWritten();
   /** Reading stopped: the other side does not read its answers (PAUSE_OWED_ANSWERS), since when. */
   private readPaused = false;
+  /**
+   * Set while reading yields (FRAMES_PER_SLICE spent): what was read and not yet through the
+   * reader, in order (the rest of a read, and whatever the socket still emits meanwhile).
+   */
+  private backlog: Buffer[] | undefined = undefined;
+  /**
+   * The other side's FIN, or the socket's close, came while a backlog waited: each is taken once
+   * the backlog is read (a socket that is not half-open closes at the FIN, with the backlog unread).
+   */
+  private endAfterBacklog = false;
+  private closeAfterBacklog = false;
   private stallTimer: NodeJS.Timeout | undefined = undefined;
   /** This side's output (queued this turn, or in the socket) is past OUTPUT_HIGH_BYTES: streams wait for 'drain'. */
   private outputFull = false;
@@ -243,17 +265,21 @@ export class FramedSession extends EventEmitter implements StreamSession {
     this.minUsefulIncrement = Math.min(MIN_USEFUL_INCREMENT, Math.floor(this.streamWindow / 8));
     this.admission = options.untilAdmitted && { ...options.untilAdmitted };
     this.reader = new FrameReader((type, flags, id, payload) => this.frame(type, flags, id, payload));
+    this.reader.budget = FRAMES_PER_SLICE;
     // Nagle off, as Node's HTTP/2 sets it on its sockets: the session gathers a turn's frames
     // itself, and a small frame held for an ACK is a client's first byte held for a round trip.
     (socket as Duplex & { setNoDelay?: (noDelay: boolean) => unknown }).setNoDelay?.(true);
     socket.on('data', (chunk: Buffer) => this.read(chunk));
-    socket.on('end', () => this.peerEnded());
+    socket.on('end', () => {
+      if (this.backlog) this.endAfterBacklog = true;
+      else this.peerEnded();
+    });
     socket.on('error', (err: Error) =>
       this.finish(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel connection failed: ${err.message}`, { cause: err })),
     );
     socket.on('close', () => {
-      this.finish(this.ended ? undefined : new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'tunnel connection closed'));
-      if (this.closeDeferred) this.tellClose();
+      if (this.backlog && !this.closedWith) this.closeAfterBacklog = true;
+      else this.socketClosed();
     });
   }
 
@@ -469,7 +495,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
     if (this.readPaused && this.owed <= PAUSE_OWED_ANSWERS / 2 && !this.closedWith) {
       this.readPaused = false;
       clearTimeout(this.stallTimer);
-      this.socket.resume();
+      if (!this.backlog) this.socket.resume();
     }
   }
 
@@ -499,12 +525,71 @@ export class FramedSession extends EventEmitter implements StreamSession {
         this.admission.bytes -= chunk.length;
         if (this.admission.bytes < 0) throw floodError('more bytes than a session may send before it is admitted');
       }
-      this.reader.push(chunk);
+      if (this.backlog) {
+        // Reading yields: the socket emitted more before its pause took (or was resumed).
+        this.backlog.push(chunk);
+        this.socket.pause();
+        return;
+      }
+      const at = this.reader.push(chunk);
+      if (at < chunk.length) {
+        // FRAMES_PER_SLICE spent: the rest waits for a later turn, and so does the socket.
+        this.backlog = [at === 0 ? chunk : chunk.subarray(at)];
+        this.socket.pause();
+        setImmediate(readSlice, this);
+      }
     } catch (err) {
       if (!(err instanceof FrameError)) throw err;
       return this.fail(err);
     }
-    if (this.owed > PAUSE_OWED_ANSWERS && !this.readPaused) {
+    this.pauseIfOwed();
+  }
+
+  /**
+   * A turn after reading yielded: the budget refilled, the backlog read as far as it goes; once it
+   * is all read, the socket is resumed (unless the other side's unread answers hold it paused).
+   */
+  readSlice(): void {
+    const { backlog } = this;
+    if (!backlog) return;
+    this.reader.budget = FRAMES_PER_SLICE;
+    try {
+      while (backlog.length > 0 && !this.closedWith) {
+        const chunk = backlog[0]!;
+        const at = this.reader.push(chunk);
+        if (at < chunk.length) {
+          backlog[0] = chunk.subarray(at);
+          setImmediate(readSlice, this);
+          return this.pauseIfOwed();
+        }
+        backlog.shift();
+      }
+    } catch (err) {
+      if (!(err instanceof FrameError)) throw err;
+      this.fail(err);
+    }
+    this.backlog = undefined;
+    if (!this.closedWith) {
+      this.pauseIfOwed();
+      if (this.endAfterBacklog) this.peerEnded();
+      else if (!this.readPaused) this.socket.resume();
+    }
+    this.endAfterBacklog = false;
+    if (this.closeAfterBacklog) {
+      this.closeAfterBacklog = false;
+      this.socketClosed();
+    }
+  }
+
+  /** The socket closed: the session is over, if it was not already; 'close' told if it waited for this. */
+  private socketClosed(): void {
+    this.finish(this.ended ? undefined : new GateError(ErrorCodes.AGENT_STREAM_FAILED, 'tunnel connection closed'));
+    if (this.closeDeferred) this.tellClose();
+  }
+
+  /** Reading stops while the other side reads none of its answers (PAUSE_OWED_ANSWERS). */
+  private pauseIfOwed(): void {
+    if (this.owed > PAUSE_OWED_ANSWERS && !this.readPaused && !this.closedWith) {
       // The other side does not read what it asks for: its frames wait in its own buffers now.
       this.readPaused = true;
       this.socket.pause();
@@ -789,6 +874,10 @@ export class FramedSession extends EventEmitter implements StreamSession {
 
 function flushSession(session: FramedSession): void {
   session.flush();
+}
+
+function readSlice(session: FramedSession): void {
+  session.readSlice();
 }
 
 function stalledSession(session: FramedSession): void {

@@ -8,7 +8,13 @@ import { once } from 'node:events';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { FrameReader } from '../../lib/tunnel-framing/frame-reader.js';
 import { FramedDuplex } from '../../lib/tunnel-framing/framed-duplex.js';
-import { FramedSession, type FramedSessionOptions, IDLE_FRAME_BURST, MAX_OWED_ANSWERS } from '../../lib/tunnel-framing/framed-session.js';
+import {
+  FRAMES_PER_SLICE,
+  FramedSession,
+  type FramedSessionOptions,
+  IDLE_FRAME_BURST,
+  MAX_OWED_ANSWERS,
+} from '../../lib/tunnel-framing/framed-session.js';
 import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
 import {
   controlFrame,
@@ -203,6 +209,61 @@ t.test('one-byte DATA frames to a paused stream: the objects it holds are bounde
   t.ok(
     got.every((b) => b === 0x78),
     'as sent',
+  );
+});
+
+t.test('a burst of one-byte DATA frames is read in slices: the event loop turns between them, every byte in order', async (t) => {
+  // 64 Ki frames in one write: a socket read of 64 KiB holds some 6,500 of them. Read whole, each
+  // read is one macrotask of 6,500 frames; in slices, at most FRAMES_PER_SLICE between two turns.
+  const FRAMES = 64 * 1024;
+  const got: Buffer[] = [];
+  let taken: FramedStream | undefined;
+  const h = await underAttack(t, {}, (stream) => {
+    taken = stream;
+    stream.respond({ status: 200, code: '', reason: '' });
+    stream.on('data', (chunk: Buffer) => {
+      got.push(Buffer.from(chunk));
+      sinceTurn++;
+    });
+    stream.resume();
+  });
+  // A ticker on the event loop: the most frames delivered between two of its turns.
+  let sinceTurn = 0;
+  let mostInOneTurn = 0;
+  let turns = 0;
+  let ticking = true;
+  const tick = (): void => {
+    mostInOneTurn = Math.max(mostInOneTurn, sinceTurn);
+    sinceTurn = 0;
+    turns++;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick);
+  t.teardown(() => {
+    ticking = false;
+  });
+  h.raw.write(open(2));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const burst = Buffer.allocUnsafe(FRAMES * 10);
+  for (let i = 0; i < FRAMES; i++) {
+    frameHeader(FrameType.DATA, 0, 2, 1).copy(burst, i * 10);
+    burst[i * 10 + 9] = i & 0xff;
+  }
+  // Then the raw side's FIN: the session must read what it held back before it takes the end.
+  h.raw.end(burst);
+  const closedWith = await Promise.race([h.closed, new Promise((resolve) => setTimeout(resolve, 10_000, 'timeout'))]);
+  ticking = false;
+  t.not(closedWith, 'timeout', "the session ends at the raw side's FIN");
+  const all = Buffer.concat(got);
+  t.ok(taken, 'the stream was opened');
+  t.equal(all.length, FRAMES, 'every byte delivered before the FIN ended the session');
+  t.ok(
+    all.every((b, i) => b === (i & 0xff)),
+    'in order',
+  );
+  t.ok(
+    mostInOneTurn <= 2 * FRAMES_PER_SLICE,
+    `at most ${mostInOneTurn} frames between two turns of the event loop (${turns} turns; bound ${2 * FRAMES_PER_SLICE})`,
   );
 });
 
