@@ -90,18 +90,26 @@ async function greetedRaw(port: number): Promise<{ client: TLSSocket; raw: Socke
   return { client, raw };
 }
 
-/** Connects; resolves with the client once greeted, or undefined when the proxy closed it unanswered. */
-async function attempt(port: number, held: Set<Socket>): Promise<TLSSocket | undefined> {
+/**
+ * Connects and sends a Redis command; resolves with the client once greeted by the target, or with
+ * what the proxy answered instead (the route's refusal, in Redis's words) before it closed.
+ */
+async function attempt(port: number, held: Set<Socket>): Promise<TLSSocket | string> {
   const raw = connect(port, '127.0.0.1');
   raw.on('error', () => {});
   held.add(raw);
   const client = tlsConnect({ socket: raw, servername: 'localhost', ca: devCertificates().ca.cert, ALPNProtocols: ['gate-redis'] });
   client.on('error', () => {});
-  const first = await new Promise<'data' | 'close'>((resolve) => {
-    client.once('data', () => resolve('data'));
-    raw.once('close', () => resolve('close'));
+  client.write('PING\r\n');
+  let text = '';
+  const first = await new Promise<'greeted' | 'closed'>((resolve) => {
+    client.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      if (text.includes('hi\n')) resolve('greeted');
+    });
+    raw.once('close', () => resolve('closed'));
   });
-  return first === 'data' ? client : undefined;
+  return first === 'greeted' ? client : text;
 }
 
 // The cap is on the registry's path: HTTP/2 tunnels (to be retired) have it too.
@@ -125,10 +133,20 @@ for (const protocol of ['auto', 'http2'] as const) {
         for (const s of held) s.destroy();
       });
       const outcomes = await Promise.all(Array.from({ length: CLIENTS }, () => attempt(proxy.port, held)));
-      const through = outcomes.filter((c) => c !== undefined).length;
+      const through = outcomes.filter((c) => typeof c !== 'string').length;
       t.equal(through, CAP - 2, 'as many got through as the cap leaves beside the two established clients');
+      const told = outcomes.filter((c) => typeof c === 'string' && /^-ERR gate: .*\(GATE_ERR_AGENT_BUSY\)\r\n$/.test(c)).length;
+      t.equal(told, CLIENTS - through, 'every other client read why in its own protocol (-ERR gate: … GATE_ERR_AGENT_BUSY)');
+      // A refused connection is counted as its handler ends, which may be just after its client saw the close.
+      await until(() => (proxy.mux.stats().failures[ErrorCodes.AGENT_BUSY] ?? 0) >= CLIENTS - through, 'the refusals counted', 5_000).catch(
+        () => {},
+      );
       const failures = proxy.mux.stats().failures;
-      t.equal(failures[ErrorCodes.AGENT_BUSY], CLIENTS - through, 'every other client was refused with GATE_ERR_AGENT_BUSY');
+      t.equal(
+        failures[ErrorCodes.AGENT_BUSY],
+        CLIENTS - through,
+        `every other client was refused with GATE_ERR_AGENT_BUSY (${JSON.stringify(failures)})`,
+      );
       t.equal(proxy.registry.streamStats.busy, CLIENTS - through, 'and no stream was opened for them');
       t.equal(proxy.registry.streamStats.reset, 0, 'the agent refused no open: the proxy kept under its limit');
       t.equal(failures[ErrorCodes.AGENT_OFFLINE], undefined, 'the agent never went away');
