@@ -94,6 +94,10 @@ export interface ProxyServiceConfig {
   detectTimeoutMs: number;
   /** Idle timeout for routed connections; 0 is none (the default). */
   idleTimeoutMs: number;
+  /** The web endpoints' deadline for a request's headers (default 10 s; lib/web/request-deadlines.ts). */
+  webHeadersTimeoutMs: number;
+  /** The web endpoints' deadline for a whole request (default 30 s). */
+  webRequestTimeoutMs: number;
   /**
    * Open connections allowed at once, over every listener; 0 (the default) is what the open-file
    * limit carries (two descriptors per connection after a reserve; lib/mux/descriptor-limit.ts).

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { GateError } from '../errors.js';
 import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
+import { LogLimiter } from '../log-limiter.js';
 import type { StatsSnapshot } from '../mux/stats.js';
 import { fetchText as fetchThroughEnvironment } from '../client/fetch-text.js';
 import type { GateConfig } from '../config/types.js';
@@ -16,6 +17,7 @@ import { listenersReadiness, type ReadinessSource } from '../cluster/readiness.j
 import type { RouteStore } from '../cluster/route-store.js';
 import { readInventory } from '../cluster/inventory.js';
 import type { FetchText } from '../web/version-channels.js';
+import { DEFAULT_REQUEST_DEADLINES, type RequestDeadlines } from '../web/request-deadlines.js';
 import { ClusterWiring, presenceFor } from './cluster-wiring.js';
 import { ProxyDiagnostics } from './diagnostics.js';
 import type { ListenerPlan, ListenerSpec } from './listener-plan.js';
@@ -91,7 +93,12 @@ export class GateProxy implements Closable {
       muxLogger: options.logger,
       onRetired: (snapshot) => this.metrics.retire(snapshot),
     });
-    this.web = new WebFrontDoor(state.webTls, { handshakeTimeoutMs: options.config.proxy.detectTimeoutMs });
+    const expiries = new LogLimiter(this.logger);
+    this.web = new WebFrontDoor(state.webTls, {
+      handshakeTimeoutMs: options.config.proxy.detectTimeoutMs,
+      deadlines: webDeadlines(options.config),
+      onExpired: (err, remote) => expiries.log('info', err.code, { code: err.code, remote }, `web connection closed: ${err.message}`),
+    });
     this.endpoints = new ProxyEndpoints(this.web, {
       version: options.version,
       state: () => this.proxyState,
@@ -282,6 +289,7 @@ export class GateProxy implements Closable {
     }
     this.proxyState = state;
     this.endpoints.apply(state);
+    this.web.useDeadlines(webDeadlines(state.config));
     this.joinTokens.replace([...state.joinTokenRules]);
     // A certificate revoked by this reload ends its agent's tunnel now, not at its next connect.
     this.registry.revalidate();
@@ -298,4 +306,13 @@ export class GateProxy implements Closable {
     };
     return spec.routes.map((r) => routeFor(r, state.certificates, this.web.servers, options));
   }
+}
+
+/** The web endpoints' deadlines a configuration asks for. */
+function webDeadlines(config: GateConfig): RequestDeadlines {
+  return {
+    ...DEFAULT_REQUEST_DEADLINES,
+    headersTimeoutMs: config.proxy.webHeadersTimeoutMs,
+    requestTimeoutMs: config.proxy.webRequestTimeoutMs,
+  };
 }

@@ -514,7 +514,48 @@ const invalid: InvalidCase[] = [
     path: 'proxy_service.idle_timeout',
     says: /expected a duration such as 10s, 500ms or 1m30s, got number 30/,
   },
-  { name: 'detect_timeout zero', yaml: 'proxy_service:\n  detect_timeout: "0"\n', path: 'proxy_service.detect_timeout', says: /above 0/ },
+  {
+    name: 'detect_timeout zero',
+    yaml: 'proxy_service:\n  detect_timeout: "0"\n',
+    path: 'proxy_service.detect_timeout',
+    says: /at least 100ms/,
+  },
+  {
+    name: 'detect_timeout 1ms',
+    yaml: 'proxy_service:\n  detect_timeout: 1ms\n',
+    path: 'proxy_service.detect_timeout',
+    says: /at least 100ms \(detection must be bounded, and a shorter one cuts real clients\), got 1ms/,
+  },
+  {
+    name: 'idle_timeout 5ms',
+    yaml: 'proxy_service:\n  idle_timeout: 5ms\n',
+    path: 'proxy_service.idle_timeout',
+    says: /at least 100ms \(or 0\)/,
+  },
+  {
+    name: 'idle_timeout past what a timer holds',
+    yaml: 'proxy_service:\n  idle_timeout: 1000h\n',
+    path: 'proxy_service.idle_timeout',
+    says: /at most 596h/,
+  },
+  {
+    name: 'connection_upgrade_ping_interval 0',
+    yaml: 'proxy_service:\n  connection_upgrade_ping_interval: 0\n',
+    path: 'proxy_service.connection_upgrade_ping_interval',
+    says: /at least 100ms/,
+  },
+  {
+    name: 'web_headers_timeout 10ms',
+    yaml: 'proxy_service:\n  web_headers_timeout: 10ms\n',
+    path: 'proxy_service.web_headers_timeout',
+    says: /at least 100ms/,
+  },
+  {
+    name: 'web_request_timeout below web_headers_timeout',
+    yaml: 'proxy_service:\n  web_headers_timeout: 20s\n  web_request_timeout: 10s\n',
+    path: 'proxy_service.web_request_timeout',
+    says: /at least web_headers_timeout \(20s\)/,
+  },
   {
     name: 'max_connections negative',
     yaml: 'proxy_service:\n  max_connections: -1\n',
@@ -652,7 +693,7 @@ const invalid: InvalidCase[] = [
     name: 'join body timeout too long',
     yaml: 'auth_service:\n  join_body_timeout: 5m\n',
     path: 'auth_service.join_body_timeout',
-    says: /between 100ms and 1m/,
+    says: /at most 1m, got 5m/,
   },
   {
     name: 'revoked serial not hex',
