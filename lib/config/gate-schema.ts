@@ -102,6 +102,9 @@ export const GATE_SCHEMA: SchemaNode = s.section(
             { required: ['token'] },
           ),
         ),
+        development_token: s.boolean(
+          'Accept the development token in <data_dir>/join-token (any agent name, no expiry, no use limit). Default: on without join_tokens, off with them.',
+        ),
         agent_certificate_ttl: s.duration(
           "Lifetime of an agent's certificate (at least 1m); agents renew at two thirds of it.",
           DEFAULT_AGENT_CERTIFICATE_TTL_MS,

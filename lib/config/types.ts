@@ -41,6 +41,11 @@ export type JoinTokenConfig = JoinTokenRule;
 /** How agents join and how long their certificates live (`auth_service`). */
 export interface AgentAuthConfig {
   joinTokens: JoinTokenConfig[];
+  /**
+   * Whether the development token (`<data_dir>/join-token`) is accepted (`development_token`);
+   * default: only when no static token is configured.
+   */
+  developmentToken: boolean;
   /** Lifetime of an agent certificate; agents renew at two thirds of it. Default 1 h. */
   certificateTtlMs: number;
   /** Serial numbers (lower-case hex) of agent certificates the tunnel route refuses. */

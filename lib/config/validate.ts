@@ -478,7 +478,14 @@ function readAgentAuth(c: Checker, auth: Record<string, unknown>): AgentAuthConf
     renew: readRateLimit(c, auth.renew_rate_limit, [...path, 'renew_rate_limit'], DEFAULT_JOIN_LIMITS.renew),
     bodyTimeoutMs,
   };
-  return { joinTokens, certificateTtlMs, revokedSerials, limits };
+  // The development token exists so a laptop's first agent can join: once the operator has
+  // written tokens of their own it is off unless asked for (issue 37).
+  let developmentToken = joinTokens.length === 0;
+  if (auth.development_token !== undefined) {
+    if (typeof auth.development_token === 'boolean') developmentToken = auth.development_token;
+    else c.fail([...path, 'development_token'], `expected true or false, got ${describe(auth.development_token)}`);
+  }
+  return { joinTokens, developmentToken, certificateTtlMs, revokedSerials, limits };
 }
 
 /** `{burst, per_minute}`: whole numbers, burst at least 1; either may be left out for its default. */

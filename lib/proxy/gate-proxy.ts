@@ -176,7 +176,7 @@ export class GateProxy implements Closable {
   }
 
   /** The file holding the development join token (mode 0600 in data_dir). */
-  get devTokenFile(): string {
+  get devTokenFile(): string | undefined {
     return this.proxyState.devTokenFile;
   }
 

@@ -22,8 +22,8 @@ export interface ProxyState {
   readonly revoked: ReadonlySet<string>;
   /** Static join tokens and the development token: what `JoinTokens.replace` is given at the swap. */
   readonly joinTokenRules: readonly JoinTokenRule[];
-  /** The file holding the development join token (mode 0600 in data_dir). */
-  readonly devTokenFile: string;
+  /** The file holding the development join token (mode 0600 in data_dir); undefined when it is off. */
+  readonly devTokenFile: string | undefined;
   /** Joins and renewals, signed by this state's cluster CA. */
   readonly authority: AgentAuthority;
 }
@@ -40,7 +40,7 @@ export async function loadProxyState(config: GateConfig, options: ProxyStateOpti
   const logger = options.logger ? { logger: options.logger } : {};
   const dataDir = config.dataDir ?? '.data';
   const certificates = await loadProxyCertificates(config, dataDir);
-  const devToken = await loadDevToken(dataDir);
+  const devToken = config.agents.developmentToken ? await loadDevToken(dataDir) : undefined;
   const revoked = new Set(config.agents.revokedSerials);
   return {
     config,
@@ -53,8 +53,8 @@ export async function loadProxyState(config: GateConfig, options: ProxyStateOpti
       ...logger,
     }),
     revoked,
-    joinTokenRules: [...config.agents.joinTokens, devToken],
-    devTokenFile: join(dataDir, DEV_TOKEN_FILE),
+    joinTokenRules: devToken ? [...config.agents.joinTokens, devToken] : [...config.agents.joinTokens],
+    devTokenFile: devToken ? join(dataDir, DEV_TOKEN_FILE) : undefined,
     authority: new AgentAuthority({
       ca: certificates.clusterCa,
       tokens: options.joinTokens,

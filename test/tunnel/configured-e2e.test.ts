@@ -49,7 +49,7 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
     },
   });
   const port = gate.port('multiplex');
-  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const token = (await readFile(gate.proxy.devTokenFile!, 'utf8')).trim();
   const stateDir = join(await tempDir(t, 'agent-state'), 'e2e');
   const env = { PATH: process.env.PATH, HTTPS_PROXY: tinyproxy.url };
   const common = [
