@@ -105,6 +105,8 @@ export const ErrorCodes = {
   UPGRADE_VERIFY_FAILED: 'GATE_ERR_UPGRADE_VERIFY_FAILED',
   // several proxies as one cluster
   STORE_UNAVAILABLE: 'GATE_ERR_STORE_UNAVAILABLE',
+  // the diagnostics listener
+  DIAG_UNAUTHORIZED: 'GATE_ERR_DIAG_UNAUTHORIZED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

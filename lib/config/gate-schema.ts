@@ -79,7 +79,10 @@ export const GATE_SCHEMA: SchemaNode = s.section(
     version: s.oneOf('The file format version; only v3 is read.', ['v3']),
     data_dir: s.string('Where the proxy keeps its CA, certificates and join token.'),
     diag_addr: s.string(
-      "Plain HTTP /healthz, /readyz and /metrics on a port of its own (host:port, never a public listener's). Off when absent.",
+      "Plain HTTP /healthz, /readyz, /metrics and /v1/inventory on a port of its own (host:port, never a public listener's; not loopback only with diag_token_file). Off when absent.",
+    ),
+    diag_token_file: s.string(
+      'A file holding the bearer token (16+ characters) /metrics and /v1/inventory ask for on diag_addr; required unless diag_addr is a loopback address.',
     ),
     auth_service: s.section(
       'How agents join and how listeners are laid out.',

@@ -170,6 +170,11 @@ export interface GateConfig {
    * never one of the public listeners' addresses. Undefined (the default): not served.
    */
   diagAddr: HostPort | undefined;
+  /**
+   * Top-level `diag_token_file`: a file holding the bearer token `/metrics` and `/v1/inventory`
+   * ask for; required when `diagAddr` is not a loopback address.
+   */
+  diagTokenFile: string | undefined;
 }
 
 export interface LoadedConfig {

@@ -625,6 +625,14 @@ function checkListeners(c: Checker, config: GateConfig): void {
   }
 }
 
+/** 127.0.0.0/8, ::1 (or its IPv4-mapped form of a loopback address) and `localhost`: reached from this host only. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, '');
+  if (h === 'localhost' || h === '::1') return true;
+  const v4 = h.startsWith('::ffff:') ? h.slice(7) : h;
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4);
+}
+
 /** Validates a parsed configuration document. `raw` is the YAML value (undefined for an empty file). */
 export function validateConfig(raw: unknown, source: string): ValidationResult {
   const c = new Checker();
@@ -735,8 +743,18 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
   }
 
   const cluster = readCluster(c, top.cluster);
-  const config: GateConfig = { source, version, dataDir, listenerMode, agents, proxy, cluster, diagAddr };
+  const diagTokenFile = top.diag_token_file === undefined ? undefined : c.string(top.diag_token_file, ['diag_token_file'], 'a file path');
+  if (diagTokenFile && !diagAddr) c.warn(['diag_token_file'], 'read only with diag_addr, which is not set');
+  const config: GateConfig = { source, version, dataDir, listenerMode, agents, proxy, cluster, diagAddr, diagTokenFile };
   if (c.issues.length === 0) checkListeners(c, config);
+  if (diagAddr && !diagTokenFile && !isLoopbackHost(diagAddr.host)) {
+    // The listener serves the fleet's inventory (host names, versions, server IDs) and every
+    // counter: off this host only behind a key (issue 37).
+    c.fail(
+      ['diag_addr'],
+      `${formatAddress(diagAddr)} is not a loopback address: set diag_token_file (a bearer token /metrics and /v1/inventory ask for), or use e.g. 127.0.0.1:${diagAddr.port}`,
+    );
+  }
   if (proxy.proxyProtocol === 'on' && p.proxy_protocol_trusted_networks === undefined) {
     // Compatible with the platform, but on a port the internet reaches directly anyone could claim
     // any client address: say so (SECURITY.md, "Operator caveat").

@@ -279,7 +279,7 @@ export class GateProxy implements Closable {
    * new listener, checking route tables) is done first; the swap below it cannot fail.
    */
   private async apply(state: ProxyState): Promise<void> {
-    const diag = await this.diagnostics.prepare(state.config.diagAddr);
+    const diag = await this.diagnostics.prepare(state.config.diagAddr, state.diagToken);
     let listeners;
     try {
       listeners = await this.listeners.prepare(state.config, (spec) => this.routesFor(spec, state));

@@ -117,8 +117,8 @@ proxy_service:
       t.same(c.proxy.upstreams.redis, { agent: 'cache.edge', target: '[::1]:6379' });
       t.same(
         c.agents,
-        { joinTokens: [], certificateTtlMs: 3_600_000, revokedSerials: [], limits: DEFAULT_JOIN_LIMITS },
-        'agent defaults: no static token, 1 h certificates, the default join limits',
+        { joinTokens: [], developmentToken: true, certificateTtlMs: 3_600_000, revokedSerials: [], limits: DEFAULT_JOIN_LIMITS },
+        'agent defaults: no static token (so the development token), 1 h certificates, the default join limits',
       );
     },
   },
@@ -144,6 +144,7 @@ proxy_service:
           { token: '0123456789abcdef-static', agents: ['db-agent', 'cache'], expiresAt: Date.parse('2030-01-01T00:00:00Z'), maxUses: 3 },
           { token: 'another-token-of-16+', agents: ['solo'], expiresAt: undefined, maxUses: undefined },
         ],
+        developmentToken: false,
         certificateTtlMs: 600_000,
         revokedSerials: ['a1b2c', 'ff'],
         limits: { join: { burst: 50, perMinute: 30 }, renew: { burst: 1000, perMinute: 0 }, bodyTimeoutMs: 800 },

@@ -179,7 +179,7 @@ t.test('gate.yaml: every declared key is read, and a wrong value is refused by r
     checkGate,
     (path) => (path.at(-1) === 'forward_url' ? forwarded : full),
   );
-  t.same(keysOf(GATE_SCHEMA), ['version', 'data_dir', 'diag_addr', 'auth_service', 'proxy_service', 'cluster']);
+  t.same(keysOf(GATE_SCHEMA), ['version', 'data_dir', 'diag_addr', 'diag_token_file', 'auth_service', 'proxy_service', 'cluster']);
 });
 
 t.test('agent.yaml: every declared key is read, and a wrong value is refused by reader and schema alike', async (t) => {
