@@ -43,6 +43,8 @@ export interface AgentUpdaterConfig {
   installCommand: string | undefined;
   /** Prints the installed version; default: the package manager's database. */
   versionCommand: string | undefined;
+  /** Install a version lower than the running one too (`updater.allow_downgrade`); default false. */
+  allowDowngrade: boolean;
 }
 
 export interface AgentFileConfig {
@@ -151,7 +153,12 @@ function readUpdater(c: Checker, value: unknown): AgentUpdaterConfig {
       'an install_command needs a version_command (or a package_manager) to confirm what it installed',
     );
   }
-  return { channel, packageManager, installCommand, versionCommand };
+  let allowDowngrade = false;
+  if (map.allow_downgrade !== undefined) {
+    if (typeof map.allow_downgrade === 'boolean') allowDowngrade = map.allow_downgrade;
+    else c.fail(['updater', 'allow_downgrade'], `expected true or false, got ${describe(map.allow_downgrade)}`);
+  }
+  return { channel, packageManager, installCommand, versionCommand, allowDowngrade };
 }
 
 /** Validates the parsed YAML of an agent configuration file; every problem is collected with its key path. */

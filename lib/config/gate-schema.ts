@@ -68,7 +68,12 @@ const upstreams: Record<string, SchemaNode> = Object.fromEntries(
 
 const channel = s.section('One upgrade channel: exactly one of static_version or forward_url.', {
   static_version: s.string('The version this channel serves, such as v1.2.3.'),
-  forward_url: s.string('An http(s) URL whose /version and /critical this channel forwards (no query or fragment).'),
+  forward_url: s.string(
+    'An https:// URL whose /version and /critical this channel forwards (no query or fragment); http:// only with allow_insecure_forward_url.',
+  ),
+  allow_insecure_forward_url: s.boolean(
+    'Accept a plain http:// forward_url: its answers choose the version every enrolled agent installs as root, so only on a network you trust.',
+  ),
   critical: s.boolean('Updaters install static_version at once instead of waiting for the maintenance window.'),
 });
 channel.oneOf = [{ required: ['static_version'] }, { required: ['forward_url'] }];

@@ -306,6 +306,14 @@ function readChannels(c: Checker, value: unknown): Record<string, ChannelConfig>
       c.fail([...channelPath, 'critical'], 'only beside static_version: a forward_url channel forwards /critical too');
       continue;
     }
+    const insecure = channel.allow_insecure_forward_url;
+    if (insecure !== undefined && (!hasForward || typeof insecure !== 'boolean')) {
+      c.fail(
+        [...channelPath, 'allow_insecure_forward_url'],
+        hasForward ? `expected true or false, got ${describe(insecure)}` : 'only beside forward_url',
+      );
+      continue;
+    }
     if (channel.critical !== undefined && typeof channel.critical !== 'boolean') {
       c.fail([...channelPath, 'critical'], `expected true or false, got ${describe(channel.critical)}`);
       continue;
@@ -319,7 +327,7 @@ function readChannels(c: Checker, value: unknown): Record<string, ChannelConfig>
         out[name] = { kind: 'static', version, ...(channel.critical === true ? { critical: true } : {}) };
       }
     } else {
-      const url = readForwardUrl(c, channel.forward_url, [...channelPath, 'forward_url']);
+      const url = readForwardUrl(c, channel.forward_url, [...channelPath, 'forward_url'], insecure === true);
       if (url !== undefined) out[name] = { kind: 'forward', url };
     }
   }
@@ -337,8 +345,8 @@ function readMaintenanceConfig(c: Checker, value: unknown): MaintenanceConfig | 
   return c.fail([...path, 'agent_upgrades', ...result.path], `expected utc_start_hour (0-23) and optional weekdays: ${result.why}`);
 }
 
-function readForwardUrl(c: Checker, raw: unknown, path: PathSegment[]): string | undefined {
-  const expected = 'an http:// or https:// URL without query or fragment';
+function readForwardUrl(c: Checker, raw: unknown, path: PathSegment[], allowHttp: boolean): string | undefined {
+  const expected = 'an https:// URL without query or fragment';
   if (typeof raw !== 'string') return c.fail(path, `expected ${expected}, got ${describe(raw)}`);
   let url: URL;
   try {
@@ -348,6 +356,14 @@ function readForwardUrl(c: Checker, raw: unknown, path: PathSegment[]): string |
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     return c.fail(path, `expected ${expected}, got scheme "${url.protocol}"`);
+  }
+  // The upstream's answer is the version every enrolled agent installs, as root: in plain HTTP
+  // anyone on the path chooses it (issue 37). Only when the file says so, beside the URL.
+  if (url.protocol === 'http:' && !allowHttp) {
+    return c.fail(
+      path,
+      `plain http:// lets anyone on the path choose the version every enrolled agent installs: use https://, or set allow_insecure_forward_url: true beside it`,
+    );
   }
   // `/version` is appended to the path (as the platform does), which a query or fragment would break.
   if (url.search !== '' || url.hash !== '') return c.fail(path, `expected ${expected}, got ${describe(raw)}`);

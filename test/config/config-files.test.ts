@@ -159,6 +159,7 @@ proxy_service:
     edge: {static_version: v2.0.0-rc.1+build.5}
     default: {static_version: v9.9.9}
     stable/rolling: {forward_url: "https://updates.example.com/v1/stable/rolling/"}
+    lab: {forward_url: "http://updates.lab.internal/v1", allow_insecure_forward_url: true}
 `,
     check: (c, _w, t) => {
       t.same(c.proxy.automaticUpgradesChannels, {
@@ -166,6 +167,7 @@ proxy_service:
         edge: { kind: 'static', version: 'v2.0.0-rc.1+build.5' },
         default: { kind: 'static', version: 'v9.9.9' },
         'stable/rolling': { kind: 'forward', url: 'https://updates.example.com/v1/stable/rolling' },
+        lab: { kind: 'forward', url: 'http://updates.lab.internal/v1' },
       });
       t.equal(c.proxy.clusterMaintenanceConfig, undefined, 'no schedule unless configured');
     },
@@ -435,7 +437,25 @@ const invalid: InvalidCase[] = [
     name: 'forward_url not http',
     yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {forward_url: "ftp://x.example.com/v1"}\n',
     path: 'proxy_service.automatic_upgrades_channels.edge.forward_url',
-    says: /expected an http:\/\/ or https:\/\/ URL.*scheme "ftp:"/,
+    says: /expected an https:\/\/ URL.*scheme "ftp:"/,
+  },
+  {
+    name: 'forward_url in plain http',
+    yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {forward_url: "http://x.example.com/v1"}\n',
+    path: 'proxy_service.automatic_upgrades_channels.edge.forward_url',
+    says: /plain http:\/\/ lets anyone on the path choose the version .*allow_insecure_forward_url: true/,
+  },
+  {
+    name: 'forward_url in plain http, allow_insecure_forward_url not true',
+    yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {forward_url: "http://x.example.com/v1", allow_insecure_forward_url: false}\n',
+    path: 'proxy_service.automatic_upgrades_channels.edge.forward_url',
+    says: /plain http:\/\//,
+  },
+  {
+    name: 'allow_insecure_forward_url beside static_version',
+    yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {static_version: v1.0.0, allow_insecure_forward_url: true}\n',
+    path: 'proxy_service.automatic_upgrades_channels.edge.allow_insecure_forward_url',
+    says: /only beside forward_url/,
   },
   {
     name: 'forward_url with query',

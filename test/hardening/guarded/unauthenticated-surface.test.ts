@@ -86,7 +86,7 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
     proxy: [
       `detect_timeout: ${DETECT_TIMEOUT_MS}ms`,
       'automatic_upgrades_channels:',
-      `  hung: {forward_url: "http://127.0.0.1:${hangingPort}/v1"}`,
+      `  hung: {forward_url: "http://127.0.0.1:${hangingPort}/v1", allow_insecure_forward_url: true}`,
       '  stable/cloud: {static_version: v1.2.3}',
     ],
   });
