@@ -328,7 +328,7 @@ function readChannels(c: Checker, value: unknown): Record<string, ChannelConfig>
       }
     } else {
       const url = readForwardUrl(c, channel.forward_url, [...channelPath, 'forward_url'], insecure === true);
-      if (url !== undefined) out[name] = { kind: 'forward', url };
+      if (url !== undefined) out[name] = { kind: 'forward', url, ...(url.startsWith('http:') ? { insecure: true } : {}) };
     }
   }
   return out;

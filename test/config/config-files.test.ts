@@ -167,7 +167,7 @@ proxy_service:
         edge: { kind: 'static', version: 'v2.0.0-rc.1+build.5' },
         default: { kind: 'static', version: 'v9.9.9' },
         'stable/rolling': { kind: 'forward', url: 'https://updates.example.com/v1/stable/rolling' },
-        lab: { kind: 'forward', url: 'http://updates.lab.internal/v1' },
+        lab: { kind: 'forward', url: 'http://updates.lab.internal/v1', insecure: true },
       });
       t.equal(c.proxy.clusterMaintenanceConfig, undefined, 'no schedule unless configured');
     },
