@@ -176,6 +176,23 @@ t.test('web deadlines on handed-over connections', async (t) => {
     ]);
     t.ok(closed, 'the session, left with nothing open, is closed (keep-alive allowance plus the header deadline)');
 
+    // A stream whose body never ends is cancelled at the request deadline (RST_STREAM CANCEL).
+    const unfinished = h2Connect(`https://localhost:${proxy.port('multiplex')}`, {
+      ca: proxy.ca,
+      host: '127.0.0.1',
+      servername: 'localhost',
+    });
+    unfinished.on('error', () => {});
+    const post = unfinished.request({ ':method': 'POST', ':path': AGENT_JOIN_PATH, 'content-type': 'application/json' });
+    post.on('error', () => {});
+    post.write('{"tok');
+    const rst = await Promise.race([
+      new Promise<number>((r) => post.once('close', () => r(post.rstCode ?? -1))),
+      new Promise<number>((r) => setTimeout(() => r(-2), 10_000)),
+    ]);
+    t.equal(rst, 8, 'the stream is cancelled (CANCEL) at the request deadline');
+    unfinished.destroy();
+
     const silent = h2Connect(`https://localhost:${proxy.port('multiplex')}`, { ca: proxy.ca, host: '127.0.0.1', servername: 'localhost' });
     silent.on('error', () => {});
     const silentClosed = await Promise.race([
