@@ -202,3 +202,38 @@ t.test('web deadlines on handed-over connections', async (t) => {
     t.ok(silentClosed, 'a session that never sends a request is closed');
   });
 });
+
+t.test('partial requests holding every slot are closed at the header deadline, and the slots serve again', async (t) => {
+  // Issue 37's attack in small: max_connections slots, each taken by a request that never ends.
+  const SLOTS = 20;
+  const proxy = await startGateProxy(t, {
+    mode: 'multiplex',
+    upstreams: {},
+    // One test address may take every slot (the fair share would otherwise stop it first).
+    proxyService: { web_headers_timeout: '1s', max_connections: SLOTS, high_water: 1, source_share: 1 },
+  });
+  const target = { host: '127.0.0.1', port: proxy.port('multiplex'), ca: proxy.ca };
+  const held = await Promise.all(Array.from({ length: SLOTS }, () => raw(proxy)));
+  for (const c of held) c.socket.write(`GET ${PING_PATH} HTTP/1.1\r\nHost: localhost\r\nX-Never: `);
+  const during = await raw(proxy).then(
+    (c) => {
+      c.socket.destroy();
+      return 'served';
+    },
+    () => 'refused',
+  );
+  t.equal(during, 'refused', 'while they hold the slots, a new client is refused');
+  t.ok((proxy.stats('multiplex').failures[ErrorCodes.TOO_MANY_CONNECTIONS] ?? 0) >= 1, 'at the cap');
+  const allClosed = await Promise.race([
+    Promise.all(held.map((c) => c.closed)).then(() => true),
+    new Promise<boolean>((r) => setTimeout(() => r(false), 15_000)),
+  ]);
+  t.ok(allClosed, `all ${SLOTS} partial requests closed by the proxy`);
+  t.ok(
+    held.every((c) => errorCode(c.text()) === ErrorCodes.WEB_HEADERS_TIMEOUT),
+    'each with 408 and the header deadline code',
+  );
+  t.ok(await until(() => proxy.stats('multiplex').open === 0, 5000), 'every slot free again');
+  const answer = await webRequest(target, PING_PATH, { method: 'GET', giveUpMs: 10_000 });
+  t.equal(answer.status, 200, 'a new client is served');
+});
