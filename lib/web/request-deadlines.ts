@@ -71,8 +71,9 @@ function json408(error: GateError): string {
  *   not finished sending it). An h2 session with nothing open is thus closed like an idle
  *   keep-alive connection, at the keep-alive allowance plus the headers deadline.
  *
- * An upgraded connection (`Upgrade: websocket`, CONNECT) is no longer HTTP: its timers are cleared.
- * The deadlines can change (a reload); connections armed before keep the ones they were given.
+ * An upgraded connection (`Upgrade: websocket`) is no longer HTTP: its timers are cleared (a
+ * CONNECT, which nobody here serves, Node closes itself). The deadlines can change (a reload): a
+ * connection takes the new ones when it is next armed (its next request).
  */
 export class RequestDeadlineWatch {
   private deadlines: RequestDeadlines;
