@@ -8,7 +8,7 @@ const target = await fetchTargetVersion(request); // '1.2.4', or undefined for `
 const critical = (await fetchCritical(request)) ?? false; // undefined: the proxy has no /critical
 const { schedule, warning } = await readSchedule('/etc/gate-upgrade.d/schedule');
 if (warning) console.error(`warning: ${warning}`);
-const decision = shouldUpgrade({ current: '1.2.3', target, critical, window: schedule, now: new Date(), allowDowngrade: true });
+const decision = shouldUpgrade({ current: '1.2.3', target, critical, window: schedule, now: new Date(), allowDowngrade: false });
 // → { upgrade, available, downgrade, nextStart, …, reason: 'in-window' | 'outside-window' | 'critical'
 //     | 'up-to-date' | 'downgrade-refused' | 'no-target' | 'no-schedule' }
 console.log(`${decision.reason}: ${decision.upgrade ? `upgrade to ${target} now` : 'no upgrade now'}`);

@@ -55,7 +55,7 @@ const DECISION_OPTIONS = {
   channel: { type: 'string' },
   current: { type: 'string' },
   'version-command': { type: 'string' },
-  'no-downgrade': { type: 'boolean', default: false },
+  'allow-downgrade': { type: 'boolean', default: false },
   now: { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
@@ -81,7 +81,8 @@ const DECISION_HELP = `${CONNECTION_HELP}
   --current VERSION        the running version; default: what --version-command prints, else the
                            installed package's (the file's package manager), else this program's
   --version-command CMD    prints the installed version (run without a shell)
-  --no-downgrade           refuse a target lower than the running version (default: follow the cluster)
+  --allow-downgrade        install a target lower than the running version too (default: refused,
+                           critical or not; the file's updater.allow_downgrade: true does the same)
   --now ISO-TIME           decide as if it were then (for trying schedules)`;
 
 const HELP: Record<string, string> = {
@@ -260,7 +261,8 @@ async function decide(
   const target = await fetchTargetVersion({ ...request, channel });
   const critical = target === undefined ? false : await criticalOrWarn({ ...request, channel });
   const { schedule, warning } = await readSchedule(schedulePath(values.schedule));
-  const decision = shouldUpgrade({ current, target, critical, window: schedule, now, allowDowngrade: !values['no-downgrade'] });
+  const allowDowngrade = values['allow-downgrade'] || agent?.updater.allowDowngrade === true;
+  const decision = shouldUpgrade({ current, target, critical, window: schedule, now, allowDowngrade });
 
   if (target === undefined) print(`no upgrades available (channel ${channel} offers none)`);
   else if (!decision.available) print(`no upgrades available (${current} == ${decision.target})`);
@@ -278,7 +280,8 @@ async function decide(
         : `next maintenance window starts ${state.nextStart.toISOString()}`,
     );
   }
-  if (decision.reason === 'downgrade-refused') print('would not downgrade (--no-downgrade)');
+  if (decision.reason === 'downgrade-refused')
+    print('would not downgrade (--allow-downgrade or updater.allow_downgrade: true follows the cluster down)');
   else if (decision.available) print(decision.upgrade ? `would upgrade now (${decision.reason})` : `would wait (${decision.reason})`);
   log?.info(
     {

@@ -5,6 +5,7 @@
  * agents not yet enrolled in automatic updates.
  */
 import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { formatAddress, parseAddress, type HostPort } from '../config/address.js';
 import { loadConfig } from '../config/load.js';
 import type { InventoryRow } from '../cluster/inventory.js';
@@ -19,7 +20,7 @@ const TIMEOUT_MS = 10_000;
 const MAX_ANSWER_BYTES = 64 << 20;
 
 export const INVENTORY_USAGE = `usage: gate-mux inventory ls [--upgrader=none|unit|...] [--format text|json]
-                            [--diag HOST:PORT | --config FILE]
+                            [--diag HOST:PORT | --config FILE] [--token-file FILE]
 
 Lists the agents of the cluster, once each, however many proxies hold their tunnels: any proxy
 answers for all of them. Columns: Server ID, Hostname, Services, Version, Upgrader (none: not
@@ -29,7 +30,9 @@ enrolled in automatic updates; unknown: an agent older than self-descriptions).
   --format FORMAT   text (a table, default) or json (an array of objects: server_id, hostname,
                     services, version, upgrader, agent, proxies, since)
   --diag HOST:PORT  the proxy's diagnostics listener (diag_addr)
-  --config FILE     read diag_addr from this proxy configuration (default ${INSTALLED_CONFIG_PATH})
+  --config FILE     read diag_addr (and diag_token_file) from this proxy configuration
+                    (default ${INSTALLED_CONFIG_PATH})
+  --token-file FILE the diagnostics listener's bearer token (diag_token_file), when it has one
 `;
 
 export async function main(argv: string[]): Promise<number> {
@@ -51,6 +54,7 @@ export async function main(argv: string[]): Promise<number> {
         format: { type: 'string', default: 'text' },
         diag: { type: 'string' },
         config: { type: 'string' },
+        'token-file': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -68,7 +72,8 @@ export async function main(argv: string[]): Promise<number> {
   let rows: InventoryRow[];
   try {
     const diag = await diagAddress(values.diag, values.config);
-    rows = await fetchInventory(diag);
+    const tokenFile = values['token-file'] ?? diag.tokenFile;
+    rows = await fetchInventory(diag.address, tokenFile === undefined ? undefined : await readToken(tokenFile));
   } catch (err) {
     process.stderr.write(`gate-mux inventory: ${toGateError(err, ErrorCodes.FETCH_FAILED).message}\n`);
     return 1;
@@ -79,9 +84,27 @@ export async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** `--diag`, else the configuration's `diag_addr`; an unspecified host (0.0.0.0, ::) is asked on loopback. */
-async function diagAddress(flag: string | undefined, configPath: string | undefined): Promise<HostPort> {
+/** The token in `file`, trimmed. */
+async function readToken(file: string): Promise<string> {
+  try {
+    return (await readFile(file, 'utf8')).trim();
+  } catch (err) {
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `cannot read the diagnostics token ${file}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+}
+
+/**
+ * `--diag`, else the configuration's `diag_addr` (and its `diag_token_file`); an unspecified host
+ * (0.0.0.0, ::) is asked on loopback.
+ */
+async function diagAddress(
+  flag: string | undefined,
+  configPath: string | undefined,
+): Promise<{ address: HostPort; tokenFile: string | undefined }> {
   let address: HostPort;
+  let tokenFile: string | undefined;
   if (flag !== undefined) {
     const parsed = parseAddress(flag);
     if (!parsed.ok) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `--diag ${flag}: ${parsed.reason}`);
@@ -100,10 +123,11 @@ async function diagAddress(flag: string | undefined, configPath: string | undefi
         `${path} sets no diag_addr: the inventory is served on the proxy's diagnostics listener (set diag_addr, e.g. 127.0.0.1:3000)`,
       );
     address = config.diagAddr;
+    tokenFile = config.diagTokenFile;
   }
-  if (address.host === '0.0.0.0') return { ...address, host: '127.0.0.1' };
-  if (address.host === '::') return { ...address, host: '::1' };
-  return address;
+  if (address.host === '0.0.0.0') return { address: { ...address, host: '127.0.0.1' }, tokenFile };
+  if (address.host === '::') return { address: { ...address, host: '::1' }, tokenFile };
+  return { address, tokenFile };
 }
 
 /**
@@ -111,9 +135,14 @@ async function diagAddress(flag: string | undefined, configPath: string | undefi
  * private network, which a corporate proxy does not reach. Errors carry a code: the listener's
  * own (GATE_ERR_STORE_UNAVAILABLE when it could not read the store), else GATE_ERR_FETCH_*.
  */
-async function fetchInventory(diag: HostPort): Promise<InventoryRow[]> {
+async function fetchInventory(diag: HostPort, token: string | undefined): Promise<InventoryRow[]> {
   const where = `http://${formatAddress(diag)}/v1/inventory`;
-  const answer = await fetchText(where, { env: {}, timeoutMs: TIMEOUT_MS, maxBytes: MAX_ANSWER_BYTES });
+  const answer = await fetchText(where, {
+    env: {},
+    timeoutMs: TIMEOUT_MS,
+    maxBytes: MAX_ANSWER_BYTES,
+    ...(token === undefined ? {} : { headers: { Authorization: `Bearer ${token}` } }),
+  });
   let body: unknown;
   try {
     body = JSON.parse(answer.body);

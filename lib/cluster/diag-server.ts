@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
@@ -15,7 +16,25 @@ export interface DiagServerOptions {
   readiness: () => Iterable<ReadinessSource>;
   /** The cluster's fleet, for `/v1/inventory` (`gate-mux inventory ls`); without it the path answers 404. */
   inventory?: () => Promise<InventoryRow[]>;
+  /**
+   * The bearer token `/metrics` and `/v1/inventory` ask for (`diag_token_file`), per request (it
+   * follows reloads); undefined: they are open, as on a loopback address without a token.
+   */
+  token?: () => string | undefined;
   logger?: Logger;
+}
+
+/** The paths that need the token when there is one: the fleet's inventory and every counter. Probes stay open. */
+const GUARDED_PATHS: ReadonlySet<string> = new Set(['/metrics', '/v1/inventory']);
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}
+
+/** `Authorization: Bearer <token>`, compared as SHA-256 digests in constant time (the length of neither leaks). */
+export function bearerMatches(header: string | undefined, token: string): boolean {
+  const presented = /^Bearer +(\S+)\s*$/i.exec(header ?? '')?.[1] ?? '';
+  return timingSafeEqual(digest(presented), digest(token));
 }
 
 /** The paths served, each GET (and HEAD, which Node answers without the body). */
@@ -27,8 +46,9 @@ export const DIAG_PATHS = ['/healthz', '/readyz', '/metrics', '/v1/inventory'] a
  * `/healthz`: 200 while the process serves. `/readyz`: 200 when every readiness source is ready,
  * else 503, with JSON detail either way. `/metrics`: Prometheus text. `/v1/inventory`: the
  * cluster's agents as a JSON array (InventoryRow), read from the route store; 503 with the code
- * when the store cannot be read. The listener refuses a public address (config), which is what
- * keeps the inventory (host names, versions) to the proxy's host and its private network.
+ * when the store cannot be read. With a token (`diag_token_file`, which a non-loopback address
+ * requires), `/metrics` and `/v1/inventory` answer 401 `GATE_ERR_DIAG_UNAUTHORIZED` without it;
+ * `/healthz` and `/readyz` stay open for load balancers' probes.
  */
 export class DiagServer implements Closable {
   private readonly log: Logger;
@@ -130,6 +150,19 @@ export class DiagServer implements Closable {
       return send(res, 405, 'application/json', JSON.stringify({ error: 'method not allowed' }));
     }
     if (path === '/healthz') return send(res, 200, 'application/json', '{"status":"ok"}');
+    const token = this.options.token?.();
+    if (token !== undefined && GUARDED_PATHS.has(path ?? '') && !bearerMatches(req.headers.authorization, token)) {
+      res.setHeader('WWW-Authenticate', 'Bearer realm="gate-mux diagnostics"');
+      return send(
+        res,
+        401,
+        'application/json',
+        JSON.stringify({
+          error: `${path} needs the diag_token_file token (Authorization: Bearer ...)`,
+          code: ErrorCodes.DIAG_UNAUTHORIZED,
+        }),
+      );
+    }
     if (path === '/readyz') {
       const report = readinessOf(this.options.readiness());
       return send(res, report.ready ? 200 : 503, 'application/json', JSON.stringify(report));

@@ -3,7 +3,7 @@ import { AGENT_SCHEMA, DEFAULT_AGENT_STATE_DIR, DEFAULT_UPGRADE_CHANNEL, PACKAGE
 import { channelNameProblem } from './channel.js';
 import { parseYamlFile, readConfigText } from './load.js';
 import { keysOf } from './schema.js';
-import { Checker, describe, type PathSegment } from './validate.js';
+import { Checker, describe, MIN_DEADLINE_MS, type PathSegment } from './validate.js';
 import { parseCaPin } from '../pki/ca-pin.js';
 import { SERVICE_KINDS, type ServiceKind } from '../tunnel/agent-description.js';
 import { isValidAgentName } from '../tunnel/agent-identity.js';
@@ -43,6 +43,8 @@ export interface AgentUpdaterConfig {
   installCommand: string | undefined;
   /** Prints the installed version; default: the package manager's database. */
   versionCommand: string | undefined;
+  /** Install a version lower than the running one too (`updater.allow_downgrade`); default false. */
+  allowDowngrade: boolean;
 }
 
 export interface AgentFileConfig {
@@ -151,7 +153,12 @@ function readUpdater(c: Checker, value: unknown): AgentUpdaterConfig {
       'an install_command needs a version_command (or a package_manager) to confirm what it installed',
     );
   }
-  return { channel, packageManager, installCommand, versionCommand };
+  let allowDowngrade = false;
+  if (map.allow_downgrade !== undefined) {
+    if (typeof map.allow_downgrade === 'boolean') allowDowngrade = map.allow_downgrade;
+    else c.fail(['updater', 'allow_downgrade'], `expected true or false, got ${describe(map.allow_downgrade)}`);
+  }
+  return { channel, packageManager, installCommand, versionCommand, allowDowngrade };
 }
 
 /** Validates the parsed YAML of an agent configuration file; every problem is collected with its key path. */
@@ -190,7 +197,8 @@ export function validateAgentConfig(raw: unknown): {
       connectionCount = top.connection_count as number;
     else c.fail(['connection_count'], `expected a whole number from 1 to 64, got ${describe(top.connection_count)}`);
   }
-  const dialTimeoutMs = top.dial_timeout === undefined ? undefined : c.duration(top.dial_timeout, ['dial_timeout'], 10_000);
+  const dialTimeoutMs =
+    top.dial_timeout === undefined ? undefined : c.duration(top.dial_timeout, ['dial_timeout'], 10_000, { min: MIN_DEADLINE_MS });
   const updater = readUpdater(c, top.updater);
   const value: AgentFileConfig | undefined =
     proxy === undefined || name === undefined || c.issues.length > 0

@@ -61,6 +61,9 @@ export const AGENT_SCHEMA: SchemaNode = s.section(
         package_manager: s.oneOf('How to install a version (default: the one this machine has).', PACKAGE_MANAGERS),
         install_command: optional('Instead of a package manager: a command with {version} (run without a shell).'),
         version_command: optional('A command that prints the installed version.'),
+        allow_downgrade: s.boolean(
+          'Install a version lower than the running one when the channel serves it (after a cluster rollback). Default false: refused, critical or not.',
+        ),
       },
       { nullable: true },
     ),

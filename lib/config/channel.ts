@@ -7,7 +7,10 @@
  * A channel serves a fixed version (which the operator may mark critical: updaters then install it
  * without waiting for the maintenance window), or forwards both questions to another server's channel.
  */
-export type ChannelConfig = { kind: 'static'; version: string; critical?: boolean } | { kind: 'forward'; url: string };
+export type ChannelConfig =
+  | { kind: 'static'; version: string; critical?: boolean }
+  /** `insecure`: a plain http:// `url` was asked for explicitly (`allow_insecure_forward_url`); refused without it. */
+  | { kind: 'forward'; url: string; insecure?: boolean };
 
 export const MAX_CHANNEL_NAME_LENGTH = 128;
 

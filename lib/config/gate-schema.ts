@@ -22,6 +22,16 @@ export const DEFAULT_PRESENCE_TTL_MS = 10_000;
 export const DEFAULT_AGENT_CERTIFICATE_TTL_MS = 60 * 60 * 1000;
 /** As lib/conn-upgrade's default (config may not import it): below nginx's and AWS ALB's 60 s idle timeouts. */
 export const DEFAULT_UPGRADE_PING_INTERVAL_MS = 15_000;
+/**
+ * The web endpoints' deadlines (lib/web/request-deadlines.ts). 10 s for headers: the detection
+ * deadline's default, ample for a few hundred bytes on a bad link. 30 s for a whole request: the
+ * proxy's bodies are small (a join is under 64 KiB, with its own 1.5 s body deadline); Node's own
+ * 60 s / 300 s are meant for uploads it never takes.
+ */
+export const DEFAULT_WEB_HEADERS_TIMEOUT_MS = 10_000;
+export const DEFAULT_WEB_REQUEST_TIMEOUT_MS = 30_000;
+/** Longest either web deadline may be: past it they no longer free slots from stalled clients. */
+export const MAX_WEB_DEADLINE_MS = 10 * 60_000;
 
 const listenAddrs: Record<string, SchemaNode> = Object.fromEntries(
   UPSTREAM_PROTOCOLS.map((protocol) => [
@@ -58,7 +68,12 @@ const upstreams: Record<string, SchemaNode> = Object.fromEntries(
 
 const channel = s.section('One upgrade channel: exactly one of static_version or forward_url.', {
   static_version: s.string('The version this channel serves, such as v1.2.3.'),
-  forward_url: s.string('An http(s) URL whose /version and /critical this channel forwards (no query or fragment).'),
+  forward_url: s.string(
+    'An https:// URL whose /version and /critical this channel forwards (no query or fragment); http:// only with allow_insecure_forward_url.',
+  ),
+  allow_insecure_forward_url: s.boolean(
+    'Accept a plain http:// forward_url: its answers choose the version every enrolled agent installs as root, so only on a network you trust.',
+  ),
   critical: s.boolean('Updaters install static_version at once instead of waiting for the maintenance window.'),
 });
 channel.oneOf = [{ required: ['static_version'] }, { required: ['forward_url'] }];
@@ -69,7 +84,10 @@ export const GATE_SCHEMA: SchemaNode = s.section(
     version: s.oneOf('The file format version; only v3 is read.', ['v3']),
     data_dir: s.string('Where the proxy keeps its CA, certificates and join token.'),
     diag_addr: s.string(
-      "Plain HTTP /healthz, /readyz and /metrics on a port of its own (host:port, never a public listener's). Off when absent.",
+      "Plain HTTP /healthz, /readyz, /metrics and /v1/inventory on a port of its own (host:port, never a public listener's; not loopback only with diag_token_file). Off when absent.",
+    ),
+    diag_token_file: s.string(
+      'A file holding the bearer token (16+ characters) /metrics and /v1/inventory ask for on diag_addr; required unless diag_addr is a loopback address.',
     ),
     auth_service: s.section(
       'How agents join and how listeners are laid out.',
@@ -91,6 +109,9 @@ export const GATE_SCHEMA: SchemaNode = s.section(
             },
             { required: ['token'] },
           ),
+        ),
+        development_token: s.boolean(
+          'Accept the development token in <data_dir>/join-token (any agent name, no expiry, no use limit). Default: on without join_tokens, off with them.',
         ),
         agent_certificate_ttl: s.duration(
           "Lifetime of an agent's certificate (at least 1m); agents renew at two thirds of it.",
@@ -159,10 +180,18 @@ export const GATE_SCHEMA: SchemaNode = s.section(
         }),
         upstreams: s.section("Where each protocol's traffic goes; a protocol left out is not routed.", upstreams, { nullable: true }),
         detect_timeout: s.duration(
-          'How long a connection that has not said what it is may hold a slot (above 0).',
+          'How long a connection that has not said what it is may hold a slot (at least 100ms).',
           MUX_DEFAULTS.detectTimeoutMs,
         ),
-        idle_timeout: s.duration('Routed connections that carry nothing this long are closed (0: never).', 0),
+        idle_timeout: s.duration('Routed connections that carry nothing this long are closed (0: never; else at least 100ms).', 0),
+        web_headers_timeout: s.duration(
+          "How long a web connection may take to send a request's headers (100ms to 10m); past it the proxy answers 408 and closes.",
+          DEFAULT_WEB_HEADERS_TIMEOUT_MS,
+        ),
+        web_request_timeout: s.duration(
+          'How long a web connection may take to send a whole request, body included (web_headers_timeout to 10m).',
+          DEFAULT_WEB_REQUEST_TIMEOUT_MS,
+        ),
         max_connections: s.integer('Open connections over all listeners (0: what the open-file limit carries).', 0, { default: 0 }),
         max_connections_per_source: s.integer('Open connections from one address (0: none).', 0, { default: 0 }),
         high_water: s.fraction('From this share of max_connections on, one address holds at most source_share of it.', DEFAULT_HIGH_WATER),

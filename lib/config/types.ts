@@ -41,6 +41,11 @@ export type JoinTokenConfig = JoinTokenRule;
 /** How agents join and how long their certificates live (`auth_service`). */
 export interface AgentAuthConfig {
   joinTokens: JoinTokenConfig[];
+  /**
+   * Whether the development token (`<data_dir>/join-token`) is accepted (`development_token`);
+   * default: only when no static token is configured.
+   */
+  developmentToken: boolean;
   /** Lifetime of an agent certificate; agents renew at two thirds of it. Default 1 h. */
   certificateTtlMs: number;
   /** Serial numbers (lower-case hex) of agent certificates the tunnel route refuses. */
@@ -94,6 +99,10 @@ export interface ProxyServiceConfig {
   detectTimeoutMs: number;
   /** Idle timeout for routed connections; 0 is none (the default). */
   idleTimeoutMs: number;
+  /** The web endpoints' deadline for a request's headers (default 10 s; lib/web/request-deadlines.ts). */
+  webHeadersTimeoutMs: number;
+  /** The web endpoints' deadline for a whole request (default 30 s). */
+  webRequestTimeoutMs: number;
   /**
    * Open connections allowed at once, over every listener; 0 (the default) is what the open-file
    * limit carries (two descriptors per connection after a reserve; lib/mux/descriptor-limit.ts).
@@ -161,6 +170,11 @@ export interface GateConfig {
    * never one of the public listeners' addresses. Undefined (the default): not served.
    */
   diagAddr: HostPort | undefined;
+  /**
+   * Top-level `diag_token_file`: a file holding the bearer token `/metrics` and `/v1/inventory`
+   * ask for; required when `diagAddr` is not a loopback address.
+   */
+  diagTokenFile: string | undefined;
 }
 
 export interface LoadedConfig {

@@ -1,15 +1,18 @@
 import { formatAddress, isCidr, isWildcardHost, parseAddress, type HostPort, type ParseAddressOptions } from './address.js';
 import { channelNameProblem, normalizeVersion, type ChannelConfig } from './channel.js';
 import { checkAgentUpgrades, type MaintenanceConfig } from './maintenance-schedule.js';
-import { parseDuration } from './duration.js';
+import { formatDuration, parseDuration } from './duration.js';
 import { parseStoreUrl } from './store-url.js';
 import { LEGACY_PORTS, LISTEN_ADDR_KEYS, hasOwnPort, listenAddressFor, protocolEnabled } from './listen-addresses.js';
 import {
   DEFAULT_AGENT_CERTIFICATE_TTL_MS,
   DEFAULT_PRESENCE_TTL_MS,
   DEFAULT_UPGRADE_PING_INTERVAL_MS,
+  DEFAULT_WEB_HEADERS_TIMEOUT_MS,
   DEFAULT_WEB_LISTEN,
+  DEFAULT_WEB_REQUEST_TIMEOUT_MS,
   GATE_SCHEMA,
+  MAX_WEB_DEADLINE_MS,
 } from './gate-schema.js';
 import { keysOf } from './schema.js';
 import { nearestKey } from './suggest.js';
@@ -162,17 +165,58 @@ export class Checker {
     return out;
   }
 
-  duration(value: unknown, path: PathSegment[], fallback: number): number {
+  /**
+   * A duration within `bounds` (default: any up to `MAX_DURATION_MS`). `min` is the shortest that
+   * still makes sense for the key (`detect_timeout: 1ms` would cut every real client); `zero`
+   * allows 0 below it, where 0 means "never" (idle_timeout).
+   */
+  duration(value: unknown, path: PathSegment[], fallback: number, bounds: DurationBounds = {}): number {
     if (value === undefined) return fallback;
-    if (value === 0) return 0; // a bare 0 needs no unit
-    const ms = typeof value === 'string' ? parseDuration(value) : undefined;
+    const ms = value === 0 ? 0 : typeof value === 'string' ? parseDuration(value) : undefined; // a bare 0 needs no unit
     if (ms === undefined) {
       this.fail(path, `expected a duration such as 10s, 500ms or 1m30s, got ${describe(value)}`);
+      return fallback;
+    }
+    return this.bounded(ms, path, fallback, bounds);
+  }
+
+  private bounded(ms: number, path: PathSegment[], fallback: number, bounds: DurationBounds): number {
+    const max = bounds.max ?? MAX_DURATION_MS;
+    if (ms === 0 && bounds.zero) return 0;
+    const zeroNote = bounds.zero ? ' (or 0)' : '';
+    if (bounds.min !== undefined && ms < bounds.min) {
+      this.fail(
+        path,
+        `expected at least ${formatDuration(bounds.min)}${zeroNote}${bounds.why ? ` (${bounds.why})` : ''}, got ${formatDuration(ms)}`,
+      );
+      return fallback;
+    }
+    if (ms > max) {
+      this.fail(path, `expected at most ${formatDuration(max)}, got ${formatDuration(ms)}`);
       return fallback;
     }
     return ms;
   }
 }
+
+/** What `Checker.duration` accepts for one key. */
+interface DurationBounds {
+  min?: number;
+  max?: number;
+  /** 0 is allowed below `min` (it means "never"). */
+  zero?: boolean;
+  /** Why the minimum, for the message. */
+  why?: string;
+}
+
+/** Node's timers hold at most 2^31-1 ms (about 24.8 days); a longer one fires at once. Whole hours below it. */
+export const MAX_DURATION_MS = 596 * 3_600_000;
+
+/**
+ * The shortest deadline a client on an ordinary link can meet: a round trip or two, and a
+ * scheduler's hiccup. Below it the deadline cuts real clients, not slow ones.
+ */
+export const MIN_DEADLINE_MS = 100;
 
 function readListenerMode(c: Checker, auth: Record<string, unknown>): ListenerMode {
   const value = auth.proxy_listener_mode;
@@ -262,6 +306,14 @@ function readChannels(c: Checker, value: unknown): Record<string, ChannelConfig>
       c.fail([...channelPath, 'critical'], 'only beside static_version: a forward_url channel forwards /critical too');
       continue;
     }
+    const insecure = channel.allow_insecure_forward_url;
+    if (insecure !== undefined && (!hasForward || typeof insecure !== 'boolean')) {
+      c.fail(
+        [...channelPath, 'allow_insecure_forward_url'],
+        hasForward ? `expected true or false, got ${describe(insecure)}` : 'only beside forward_url',
+      );
+      continue;
+    }
     if (channel.critical !== undefined && typeof channel.critical !== 'boolean') {
       c.fail([...channelPath, 'critical'], `expected true or false, got ${describe(channel.critical)}`);
       continue;
@@ -275,8 +327,8 @@ function readChannels(c: Checker, value: unknown): Record<string, ChannelConfig>
         out[name] = { kind: 'static', version, ...(channel.critical === true ? { critical: true } : {}) };
       }
     } else {
-      const url = readForwardUrl(c, channel.forward_url, [...channelPath, 'forward_url']);
-      if (url !== undefined) out[name] = { kind: 'forward', url };
+      const url = readForwardUrl(c, channel.forward_url, [...channelPath, 'forward_url'], insecure === true);
+      if (url !== undefined) out[name] = { kind: 'forward', url, ...(url.startsWith('http:') ? { insecure: true } : {}) };
     }
   }
   return out;
@@ -293,8 +345,8 @@ function readMaintenanceConfig(c: Checker, value: unknown): MaintenanceConfig | 
   return c.fail([...path, 'agent_upgrades', ...result.path], `expected utc_start_hour (0-23) and optional weekdays: ${result.why}`);
 }
 
-function readForwardUrl(c: Checker, raw: unknown, path: PathSegment[]): string | undefined {
-  const expected = 'an http:// or https:// URL without query or fragment';
+function readForwardUrl(c: Checker, raw: unknown, path: PathSegment[], allowHttp: boolean): string | undefined {
+  const expected = 'an https:// URL without query or fragment';
   if (typeof raw !== 'string') return c.fail(path, `expected ${expected}, got ${describe(raw)}`);
   let url: URL;
   try {
@@ -304,6 +356,14 @@ function readForwardUrl(c: Checker, raw: unknown, path: PathSegment[]): string |
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     return c.fail(path, `expected ${expected}, got scheme "${url.protocol}"`);
+  }
+  // The upstream's answer is the version every enrolled agent installs, as root: in plain HTTP
+  // anyone on the path chooses it (issue 37). Only when the file says so, beside the URL.
+  if (url.protocol === 'http:' && !allowHttp) {
+    return c.fail(
+      path,
+      `plain http:// lets anyone on the path choose the version every enrolled agent installs: use https://, or set allow_insecure_forward_url: true beside it`,
+    );
   }
   // `/version` is appended to the path (as the platform does), which a query or fragment would break.
   if (url.search !== '' || url.hash !== '') return c.fail(path, `expected ${expected}, got ${describe(raw)}`);
@@ -408,8 +468,9 @@ function readAgentAuth(c: Checker, auth: Record<string, unknown>): AgentAuthConf
       });
     }
   }
-  const certificateTtlMs = c.duration(auth.agent_certificate_ttl, [...path, 'agent_certificate_ttl'], DEFAULT_AGENT_CERTIFICATE_TTL_MS);
-  if (certificateTtlMs < MIN_AGENT_CERTIFICATE_TTL_MS) c.fail([...path, 'agent_certificate_ttl'], 'expected at least 1m');
+  const certificateTtlMs = c.duration(auth.agent_certificate_ttl, [...path, 'agent_certificate_ttl'], DEFAULT_AGENT_CERTIFICATE_TTL_MS, {
+    min: MIN_AGENT_CERTIFICATE_TTL_MS,
+  });
   const revokedSerials: string[] = [];
   if (auth.revoked_agent_certificates !== undefined) {
     const list = auth.revoked_agent_certificates;
@@ -424,14 +485,23 @@ function readAgentAuth(c: Checker, auth: Record<string, unknown>): AgentAuthConf
       });
     }
   }
-  const bodyTimeoutMs = c.duration(auth.join_body_timeout, [...path, 'join_body_timeout'], DEFAULT_JOIN_LIMITS.bodyTimeoutMs);
-  if (bodyTimeoutMs < 100 || bodyTimeoutMs > 60_000) c.fail([...path, 'join_body_timeout'], 'expected between 100ms and 1m');
+  const bodyTimeoutMs = c.duration(auth.join_body_timeout, [...path, 'join_body_timeout'], DEFAULT_JOIN_LIMITS.bodyTimeoutMs, {
+    min: MIN_DEADLINE_MS,
+    max: 60_000,
+  });
   const limits = {
     join: readRateLimit(c, auth.join_rate_limit, [...path, 'join_rate_limit'], DEFAULT_JOIN_LIMITS.join),
     renew: readRateLimit(c, auth.renew_rate_limit, [...path, 'renew_rate_limit'], DEFAULT_JOIN_LIMITS.renew),
     bodyTimeoutMs,
   };
-  return { joinTokens, certificateTtlMs, revokedSerials, limits };
+  // The development token exists so a laptop's first agent can join: once the operator has
+  // written tokens of their own it is off unless asked for (issue 37).
+  let developmentToken = joinTokens.length === 0;
+  if (auth.development_token !== undefined) {
+    if (typeof auth.development_token === 'boolean') developmentToken = auth.development_token;
+    else c.fail([...path, 'development_token'], `expected true or false, got ${describe(auth.development_token)}`);
+  }
+  return { joinTokens, developmentToken, certificateTtlMs, revokedSerials, limits };
 }
 
 /** `{burst, per_minute}`: whole numbers, burst at least 1; either may be left out for its default. */
@@ -496,10 +566,11 @@ function readCluster(c: Checker, value: unknown): ClusterConfig {
       c.fail([...path, 'store_ca_file'], 'only read with store: rediss://… (TLS to Redis)');
     }
   }
-  const presenceTtlMs = c.duration(section.presence_ttl, [...path, 'presence_ttl'], DEFAULT_PRESENCE_TTL_MS);
-  if (presenceTtlMs < MIN_PRESENCE_TTL_MS) {
-    c.fail([...path, 'presence_ttl'], 'expected at least 1s (the proxy refreshes its records every third of it)');
-  } else if (presenceTtlMs > AIMED_PRESENCE_TTL_MS) {
+  const presenceTtlMs = c.duration(section.presence_ttl, [...path, 'presence_ttl'], DEFAULT_PRESENCE_TTL_MS, {
+    min: MIN_PRESENCE_TTL_MS,
+    why: 'the proxy refreshes its records every third of it',
+  });
+  if (presenceTtlMs > AIMED_PRESENCE_TTL_MS) {
     c.warn(
       [...path, 'presence_ttl'],
       `a crashed proxy is dialled until its presence expires; above ${AIMED_PRESENCE_TTL_MS / 1000}s that is longer than clients usually wait`,
@@ -570,6 +641,14 @@ function checkListeners(c: Checker, config: GateConfig): void {
   }
 }
 
+/** 127.0.0.0/8, ::1 (or its IPv4-mapped form of a loopback address) and `localhost`: reached from this host only. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, '');
+  if (h === 'localhost' || h === '::1') return true;
+  const v4 = h.startsWith('::ffff:') ? h.slice(7) : h;
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4);
+}
+
 /** Validates a parsed configuration document. `raw` is the YAML value (undefined for an empty file). */
 export function validateConfig(raw: unknown, source: string): ValidationResult {
   const c = new Checker();
@@ -636,28 +715,41 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
       'connection_upgrade_trusted_networks',
       [],
     ),
+    // Above 0: a load balancer's idle timeout would cut quiet upgraded connections.
     connectionUpgradePingIntervalMs: c.duration(
       p.connection_upgrade_ping_interval,
       at('connection_upgrade_ping_interval'),
       DEFAULT_UPGRADE_PING_INTERVAL_MS,
+      { min: MIN_DEADLINE_MS, why: 'pings keep quiet upgraded connections through the balancer' },
     ),
     automaticUpgradesChannels: readChannels(c, p.automatic_upgrades_channels),
     clusterMaintenanceConfig: readMaintenanceConfig(c, p.cluster_maintenance_config),
     upstreams: readUpstreams(c, p.upstreams),
-    detectTimeoutMs: c.duration(p.detect_timeout, at('detect_timeout'), MUX_DEFAULTS.detectTimeoutMs),
-    idleTimeoutMs: c.duration(p.idle_timeout, at('idle_timeout'), 0),
+    detectTimeoutMs: c.duration(p.detect_timeout, at('detect_timeout'), MUX_DEFAULTS.detectTimeoutMs, {
+      min: MIN_DEADLINE_MS,
+      why: 'detection must be bounded, and a shorter one cuts real clients',
+    }),
+    idleTimeoutMs: c.duration(p.idle_timeout, at('idle_timeout'), 0, { min: MIN_DEADLINE_MS, zero: true }),
+    webHeadersTimeoutMs: c.duration(p.web_headers_timeout, at('web_headers_timeout'), DEFAULT_WEB_HEADERS_TIMEOUT_MS, {
+      min: MIN_DEADLINE_MS,
+      max: MAX_WEB_DEADLINE_MS,
+    }),
+    webRequestTimeoutMs: c.duration(p.web_request_timeout, at('web_request_timeout'), DEFAULT_WEB_REQUEST_TIMEOUT_MS, {
+      min: MIN_DEADLINE_MS,
+      max: MAX_WEB_DEADLINE_MS,
+    }),
     maxConnections: readCount(c, p.max_connections, 'max_connections', 'what the open-file limit carries'),
     maxConnectionsPerSource: readCount(c, p.max_connections_per_source, 'max_connections_per_source', 'none'),
     highWater: readFraction(c, p.high_water, 'high_water', DEFAULT_HIGH_WATER),
     sourceShare: readFraction(c, p.source_share, 'source_share', DEFAULT_SOURCE_SHARE),
     peerPublicAddr: readPeerPublicAddr(c, p.peer_public_addr),
   };
-  if (proxy.connectionUpgradePingIntervalMs === 0)
+  if (proxy.webRequestTimeoutMs < proxy.webHeadersTimeoutMs) {
     c.fail(
-      at('connection_upgrade_ping_interval'),
-      "expected a duration above 0 (a load balancer's idle timeout would cut quiet upgraded connections)",
+      at('web_request_timeout'),
+      `expected at least web_headers_timeout (${formatDuration(proxy.webHeadersTimeoutMs)}): the request includes its headers`,
     );
-  if (proxy.detectTimeoutMs === 0) c.fail(at('detect_timeout'), 'expected a duration above 0 (detection must be bounded)');
+  }
 
   if (proxy.publicAddrs.length > 1) {
     c.warn(
@@ -667,8 +759,18 @@ export function validateConfig(raw: unknown, source: string): ValidationResult {
   }
 
   const cluster = readCluster(c, top.cluster);
-  const config: GateConfig = { source, version, dataDir, listenerMode, agents, proxy, cluster, diagAddr };
+  const diagTokenFile = top.diag_token_file === undefined ? undefined : c.string(top.diag_token_file, ['diag_token_file'], 'a file path');
+  if (diagTokenFile && !diagAddr) c.warn(['diag_token_file'], 'read only with diag_addr, which is not set');
+  const config: GateConfig = { source, version, dataDir, listenerMode, agents, proxy, cluster, diagAddr, diagTokenFile };
   if (c.issues.length === 0) checkListeners(c, config);
+  if (diagAddr && !diagTokenFile && !isLoopbackHost(diagAddr.host)) {
+    // The listener serves the fleet's inventory (host names, versions, server IDs) and every
+    // counter: off this host only behind a key (issue 37).
+    c.fail(
+      ['diag_addr'],
+      `${formatAddress(diagAddr)} is not a loopback address: set diag_token_file (a bearer token /metrics and /v1/inventory ask for), or use e.g. 127.0.0.1:${diagAddr.port}`,
+    );
+  }
   if (proxy.proxyProtocol === 'on' && p.proxy_protocol_trusted_networks === undefined) {
     // Compatible with the platform, but on a port the internet reaches directly anyone could claim
     // any client address: say so (SECURITY.md, "Operator caveat").

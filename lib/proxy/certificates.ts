@@ -1,10 +1,11 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { chmod, link, mkdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { link, mkdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import type { SecureContextOptions } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { CertificateAuthority, type KeyPair } from '../pki/certificate-authority.js';
+import { privateToOwner } from '../pki/private-file.js';
 import type { GateConfig } from '../config/types.js';
 import { PEER_ROLE_URI } from '../wire/names.js';
 
@@ -81,16 +82,20 @@ const CA_WRITE_WAIT_MS = 5_000;
  * place, and the others wait (bounded) until it is there and load the winner's pair.
  */
 async function clusterAuthority(dataDir: string): Promise<{ ca: CertificateAuthority; caFile: string }> {
-  await mkdir(dataDir, { recursive: true, mode: 0o700 });
   const caFile = join(dataDir, 'ca.pem');
   const caKeyFile = join(dataDir, 'ca-key.pem');
   let ca: CertificateAuthority | undefined;
   if (!(await exists(caKeyFile))) {
+    await mkdir(dataDir, { recursive: true, mode: 0o700 }).catch((err: unknown) => {
+      throw cannotWrite(dataDir, err);
+    });
     const made = CertificateAuthority.create('gate-mux proxy development CA');
     const tag = `${process.pid}-${Math.random().toString(36).slice(2)}`;
     const keyTemp = join(dataDir, `.ca-key.pem.${tag}`);
     const certTemp = join(dataDir, `.ca.pem.${tag}`);
-    await writeFile(keyTemp, made.key, { mode: 0o600 });
+    await writeFile(keyTemp, made.key, { mode: 0o600 }).catch((err: unknown) => {
+      throw cannotWrite(dataDir, err);
+    });
     try {
       await link(keyTemp, caKeyFile);
       await writeFile(certTemp, made.cert);
@@ -114,9 +119,23 @@ async function clusterAuthority(dataDir: string): Promise<{ ca: CertificateAutho
     }
     ca = CertificateAuthority.fromPem(await readKeyPair(caFile, caKeyFile));
   }
-  await chmod(caKeyFile, 0o600);
+  // Only when it is not private already: a provisioned read-only data_dir must start.
+  await privateToOwner(caKeyFile);
   return { ca, caFile };
 }
+
+/** A data_dir that has no CA yet and cannot be written: say what to provision. */
+function cannotWrite(dataDir: string, err: unknown): GateError {
+  const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+  return new GateError(
+    ErrorCodes.CONFIG_INVALID,
+    `data_dir ${dataDir} has no cluster CA and cannot be written (${code}): make it writable, or provision ca.pem and ca-key.pem in it`,
+    { cause: err },
+  );
+}
+
+/** Errors of a file system or directory the proxy may not write: a provisioned read-only data_dir. */
+const READ_ONLY = new Set(['EROFS', 'EACCES', 'EPERM']);
 
 /**
  * This proxy's peering certificate. Why a URI subjectAltName for the role: the cluster CA also
@@ -163,20 +182,26 @@ async function fittingServerCertificate(dataDir: string, ca: CertificateAuthorit
 
 /**
  * Writes the server certificate and key into `dataDir` (after the proxy's listeners are bound):
- * each through a temporary file renamed into place, so no reader sees half of one.
+ * each through a temporary file renamed into place, so no reader sees half of one. The proxy
+ * serves the pair it holds in memory, so a read-only data_dir (provisioned in advance) goes
+ * without the files: the next start issues again.
  */
 export async function saveServerCertificate(dataDir: string, pair: KeyPair): Promise<void> {
   const tag = `${process.pid}-${Math.random().toString(36).slice(2)}`;
-  for (const [file, text, mode] of [
-    ['server-key.pem', pair.key, 0o600],
-    ['server.pem', pair.cert, 0o644],
-  ] as Array<[string, string | Buffer, number]>) {
-    const temp = join(dataDir, `.${file}.${tag}`);
-    await writeFile(temp, text, { mode });
-    await rename(temp, join(dataDir, file)).catch(async (err: unknown) => {
-      await unlink(temp).catch(() => {});
-      throw err;
-    });
+  try {
+    for (const [file, text, mode] of [
+      ['server-key.pem', pair.key, 0o600],
+      ['server.pem', pair.cert, 0o644],
+    ] as Array<[string, string | Buffer, number]>) {
+      const temp = join(dataDir, `.${file}.${tag}`);
+      await writeFile(temp, text, { mode });
+      await rename(temp, join(dataDir, file)).catch(async (err: unknown) => {
+        await unlink(temp).catch(() => {});
+        throw err;
+      });
+    }
+  } catch (err) {
+    if (!READ_ONLY.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
   }
 }
 

@@ -14,6 +14,8 @@ import type { ListenerSet } from './listener-set.js';
 interface RunningDiag {
   server: DiagServer;
   spec: HostPort;
+  /** `diag_token_file`'s token: a new listener has its own from the start; a kept one takes the new one at commit. */
+  auth: { token: string | undefined };
 }
 
 /** A prepared diagnostics listener: `commit` swaps it in (closing the one it replaces), `abort` closes it if new. */
@@ -70,20 +72,22 @@ export class ProxyDiagnostics implements Closable {
    * now, or none. Bound before the public listeners, so that at start a prober finds /readyz
    * saying 503 while they are being bound.
    */
-  async prepare(spec: HostPort | undefined): Promise<DiagChange> {
+  async prepare(spec: HostPort | undefined, token?: string): Promise<DiagChange> {
     const running = this.running;
     let next: RunningDiag | undefined = running;
     if (!spec) next = undefined;
     else if (!running || running.spec.host !== spec.host || running.spec.port !== spec.port) {
+      const auth = { token };
       const server = await DiagServer.start({
         host: spec.host,
         port: spec.port,
         metrics: this.metrics,
         readiness: () => this.readiness,
+        token: () => auth.token,
         ...(this.inventory ? { inventory: this.inventory } : {}),
         ...(this.logger ? { logger: this.logger } : {}),
       });
-      next = { server, spec };
+      next = { server, spec, auth };
     }
     return {
       abort: async () => {
@@ -92,6 +96,7 @@ export class ProxyDiagnostics implements Closable {
       commit: () => {
         if (running && running !== next) void running.server.close();
         this.running = next;
+        if (next) next.auth.token = token;
       },
     };
   }

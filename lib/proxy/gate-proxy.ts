@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import type { GateError } from '../errors.js';
 import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
+import { LogLimiter } from '../log-limiter.js';
 import type { StatsSnapshot } from '../mux/stats.js';
 import { fetchText as fetchThroughEnvironment } from '../client/fetch-text.js';
 import type { GateConfig } from '../config/types.js';
@@ -18,6 +19,7 @@ import { listenersReadiness, type ReadinessSource } from '../cluster/readiness.j
 import type { RouteStore } from '../cluster/route-store.js';
 import { readInventory } from '../cluster/inventory.js';
 import type { FetchText } from '../web/version-channels.js';
+import { DEFAULT_REQUEST_DEADLINES, type RequestDeadlines } from '../web/request-deadlines.js';
 import { ClusterWiring, presenceFor } from './cluster-wiring.js';
 import { ProxyDiagnostics } from './diagnostics.js';
 import type { ListenerPlan, ListenerSpec } from './listener-plan.js';
@@ -96,7 +98,12 @@ export class GateProxy implements Closable {
       muxLogger: options.logger,
       onRetired: (snapshot) => this.metrics.retire(snapshot),
     });
-    this.web = new WebFrontDoor(state.webTls, { handshakeTimeoutMs: options.config.proxy.detectTimeoutMs });
+    const expiries = new LogLimiter(this.logger);
+    this.web = new WebFrontDoor(state.webTls, {
+      handshakeTimeoutMs: options.config.proxy.detectTimeoutMs,
+      deadlines: webDeadlines(options.config),
+      onExpired: (err, remote) => expiries.log('info', err.code, { code: err.code, remote }, `web connection closed: ${err.message}`),
+    });
     this.endpoints = new ProxyEndpoints(this.web, {
       version: options.version,
       state: () => this.proxyState,
@@ -174,7 +181,7 @@ export class GateProxy implements Closable {
   }
 
   /** The file holding the development join token (mode 0600 in data_dir). */
-  get devTokenFile(): string {
+  get devTokenFile(): string | undefined {
     return this.proxyState.devTokenFile;
   }
 
@@ -277,7 +284,7 @@ export class GateProxy implements Closable {
    * new listener, checking route tables) is done first; the swap below it cannot fail.
    */
   private async apply(state: ProxyState): Promise<void> {
-    const diag = await this.diagnostics.prepare(state.config.diagAddr);
+    const diag = await this.diagnostics.prepare(state.config.diagAddr, state.diagToken);
     let listeners;
     try {
       listeners = await this.listeners.prepare(state.config, (spec) => this.routesFor(spec, state));
@@ -287,6 +294,7 @@ export class GateProxy implements Closable {
     }
     this.proxyState = state;
     this.endpoints.apply(state);
+    this.web.useDeadlines(webDeadlines(state.config));
     this.joinTokens.replace([...state.joinTokenRules]);
     // A certificate revoked by this reload ends its agent's tunnel now, not at its next connect.
     this.registry.revalidate();
@@ -311,4 +319,13 @@ export class GateProxy implements Closable {
     };
     return spec.routes.map((r) => routeFor(r, state.certificates, this.web.servers, options));
   }
+}
+
+/** The web endpoints' deadlines a configuration asks for. */
+function webDeadlines(config: GateConfig): RequestDeadlines {
+  return {
+    ...DEFAULT_REQUEST_DEADLINES,
+    headersTimeoutMs: config.proxy.webHeadersTimeoutMs,
+    requestTimeoutMs: config.proxy.webRequestTimeoutMs,
+  };
 }

@@ -8,8 +8,12 @@ export interface JoinHintOptions {
   plan: ListenerPlan;
   /** `sha256:<hex>` of the cluster CA's SubjectPublicKeyInfo. */
   caPin: string;
-  /** The development token's file; the command names it (`--token-file`), so the token itself is never printed. */
-  tokenFile: string;
+  /**
+   * The development token's file; the command names it (`--token-file`), so the token itself is
+   * never printed. Undefined when the development token is off: the command then takes one of
+   * the configured tokens from the agent's environment (`GATE_JOIN_TOKEN`).
+   */
+  tokenFile: string | undefined;
   /** How to run the agent (default: the repository's example). */
   agentCommand?: string;
 }
@@ -72,8 +76,7 @@ export function agentJoinHint(options: JoinHintOptions): string {
       ...(tunnel ? ['--tunnel-addr', shellWord(tunnel)] : []),
       '--ca-pin',
       options.caPin,
-      '--token-file',
-      shellWord(options.tokenFile),
+      ...(options.tokenFile === undefined ? [] : ['--token-file', shellWord(options.tokenFile)]),
       '--name',
       shellWord(name),
       ...targets.flatMap((target) => ['--allow', shellWord(target)]),
@@ -82,6 +85,10 @@ export function agentJoinHint(options: JoinHintOptions): string {
     ];
     lines.push(`  ${words.join(' ')}`);
   }
-  lines.push(`the development token is in ${options.tokenFile} (any agent name; copy it to agents on other machines)`);
+  lines.push(
+    options.tokenFile === undefined
+      ? 'the development token is off (auth_service.development_token): set GATE_JOIN_TOKEN to one of auth_service.join_tokens'
+      : `the development token is in ${options.tokenFile} (any agent name, no expiry; turn it off with auth_service.development_token: false)`,
+  );
   return lines.join('\n');
 }

@@ -1,4 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { ErrorCodes, GateError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { GateConfig } from '../config/types.js';
 import { AgentAuthority } from '../tunnel/agent-authority.js';
@@ -22,8 +24,10 @@ export interface ProxyState {
   readonly revoked: ReadonlySet<string>;
   /** Static join tokens and the development token: what `JoinTokens.replace` is given at the swap. */
   readonly joinTokenRules: readonly JoinTokenRule[];
-  /** The file holding the development join token (mode 0600 in data_dir). */
-  readonly devTokenFile: string;
+  /** The file holding the development join token (mode 0600 in data_dir); undefined when it is off. */
+  readonly devTokenFile: string | undefined;
+  /** `diag_token_file`'s token: what `/metrics` and `/v1/inventory` ask for. */
+  readonly diagToken: string | undefined;
   /** Joins and renewals, signed by this state's cluster CA. */
   readonly authority: AgentAuthority;
 }
@@ -40,8 +44,9 @@ export async function loadProxyState(config: GateConfig, options: ProxyStateOpti
   const logger = options.logger ? { logger: options.logger } : {};
   const dataDir = config.dataDir ?? '.data';
   const certificates = await loadProxyCertificates(config, dataDir);
-  const devToken = await loadDevToken(dataDir);
+  const devToken = config.agents.developmentToken ? await loadDevToken(dataDir) : undefined;
   const revoked = new Set(config.agents.revokedSerials);
+  const diagToken = config.diagTokenFile === undefined ? undefined : await readDiagToken(config.diagTokenFile);
   return {
     config,
     certificates,
@@ -53,8 +58,9 @@ export async function loadProxyState(config: GateConfig, options: ProxyStateOpti
       ...logger,
     }),
     revoked,
-    joinTokenRules: [...config.agents.joinTokens, devToken],
-    devTokenFile: join(dataDir, DEV_TOKEN_FILE),
+    joinTokenRules: devToken ? [...config.agents.joinTokens, devToken] : [...config.agents.joinTokens],
+    devTokenFile: devToken ? join(dataDir, DEV_TOKEN_FILE) : undefined,
+    diagToken,
     authority: new AgentAuthority({
       ca: certificates.clusterCa,
       tokens: options.joinTokens,
@@ -63,4 +69,25 @@ export async function loadProxyState(config: GateConfig, options: ProxyStateOpti
       ...logger,
     }),
   };
+}
+
+/** The shortest diagnostics token accepted: as a static join token. */
+const MIN_DIAG_TOKEN_LENGTH = 16;
+
+/** `diag_token_file`: its content, trimmed; refused when unreadable or shorter than 16 characters. */
+async function readDiagToken(file: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new GateError(ErrorCodes.CONFIG_INVALID, `diag_token_file: cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  const token = text.trim();
+  if (token.length < MIN_DIAG_TOKEN_LENGTH || /\s/.test(token)) {
+    throw new GateError(
+      ErrorCodes.CONFIG_INVALID,
+      `diag_token_file: ${file} must hold one token of at least ${MIN_DIAG_TOKEN_LENGTH} characters, without spaces`,
+    );
+  }
+  return token;
 }

@@ -1,7 +1,15 @@
-import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createSecureServer, createServer as createH2cServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import {
+  createSecureServer,
+  createServer as createH2cServer,
+  type Http2SecureServer,
+  type Http2Server,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+} from 'node:http2';
 import { createSecureContext, type SecureContext, type Server as TlsServer } from 'node:tls';
 import { WebErrorCodes } from '../web/routes.js';
+import { type DeadlineExpired, type RequestDeadlines, RequestDeadlineWatch } from '../web/request-deadlines.js';
 import type { ProxyCertificates } from './certificates.js';
 import type { WebServers } from './route-handlers.js';
 
@@ -43,13 +51,16 @@ export class WebFrontDoor {
   readonly servers: WebServers;
   private readonly handlers: WebHandler[] = [];
   private tls: WebTls;
+  private readonly deadlines: RequestDeadlineWatch;
 
   /**
    * `handshakeTimeoutMs`: how long the secure server waits for a TLS handshake to complete. Node's
    * default gives a stalled one two minutes; the proxy passes its detection deadline, which bounds
-   * the rest of an anonymous connection's first phase (read once, at start).
+   * the rest of an anonymous connection's first phase (read once, at start). `deadlines`: the
+   * header and request deadlines of every connection the servers are handed (`useDeadlines`
+   * changes them); `onExpired` hears of each one that expires.
    */
-  constructor(tls: WebTls, options: { handshakeTimeoutMs?: number } = {}) {
+  constructor(tls: WebTls, options: { handshakeTimeoutMs?: number; deadlines: RequestDeadlines; onExpired?: DeadlineExpired }) {
     this.tls = tls;
     const onRequest = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse): void => {
       for (const handler of this.handlers) if (handler(req, res)) return;
@@ -77,7 +88,20 @@ export class WebFrontDoor {
       http1: createHttpServer(onRequest),
       h2c: createH2cServer(onRequest),
     };
+    // The secure server's HTTP/1 side has no keep-alive timeout of its own (http2 does not set
+    // one): without it an idle keep-alive connection over TLS was held for ever.
+    (this.servers.secure as unknown as { keepAliveTimeout: number }).keepAliveTimeout = options.deadlines.keepAliveTimeoutMs;
+    (this.servers.http1 as HttpServer).keepAliveTimeout = options.deadlines.keepAliveTimeoutMs;
+    this.deadlines = new RequestDeadlineWatch(options.deadlines, options.onExpired);
+    this.deadlines.watchSecure(this.servers.secure as unknown as Http2SecureServer);
+    this.deadlines.watchHttp1(this.servers.http1 as HttpServer);
+    this.deadlines.watchH2c(this.servers.h2c as unknown as Http2Server);
     this.useTls(tls);
+  }
+
+  /** New header and request deadlines for connections that start (or finish a request) from now on. */
+  useDeadlines(deadlines: RequestDeadlines): void {
+    this.deadlines.use(deadlines);
   }
 
   /** Adds a handler after those added before: the first that takes a request answers it. */

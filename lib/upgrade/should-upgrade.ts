@@ -12,14 +12,17 @@ export interface UpgradeQuestion {
   /** The exported schedule; undefined when none (valid) has been exported yet. */
   window: MaintenanceConfig | undefined;
   now: Date;
-  /** False: a target lower than the running version is refused (`--no-downgrade`). Default true. */
+  /**
+   * True: a target lower than the running version is installed too (`--allow-downgrade`,
+   * `updater.allow_downgrade`). Default false: refused, critical or not.
+   */
   allowDowngrade?: boolean;
 }
 
 export type UpgradeReason =
   | 'no-target' // the channel offers no version
   | 'up-to-date' // target == current (same precedence: build metadata ignored)
-  | 'downgrade-refused' // target is lower and downgrades are refused
+  | 'downgrade-refused' // target is lower and downgrades are not allowed
   | 'critical' // different and critical: now, whatever the window
   | 'in-window' // different and inside a window
   | 'outside-window' // different, wait for nextStart
@@ -40,8 +43,11 @@ export interface UpgradeDecision {
 
 /**
  * Whether the updater should install the target now. The rule is equality with the version the
- * cluster serves: a different target is installed, a lower one too (after a cluster
- * rollback the agents follow it down) unless `allowDowngrade` is false. Equality is Semantic
+ * cluster serves: a higher target is installed; a lower one only when `allowDowngrade` says so
+ * (after a cluster rollback the operator lets the agents follow it down), never by default and
+ * never because the channel calls it critical: a channel's answer is installed as root on every
+ * enrolled agent, and an old version with known holes is what a forged answer would pick
+ * (issue 37). Equality is Semantic
  * Versioning precedence (§10: build metadata does not count), so `1.2.3+b1` and `1.2.3+b2` are
  * the same version: a rebuild is not reinstalled, and a version command that prints no build
  * metadata still confirms an install. A non-critical change waits for the maintenance window and,
@@ -59,7 +65,7 @@ export function shouldUpgrade(q: UpgradeQuestion): UpgradeDecision {
   const order = compareVersions(target, current);
   if (order === 0) return { ...base, upgrade: false, reason: 'up-to-date', available: false, downgrade: false, target };
   const changed = { ...base, available: true, downgrade: order < 0, target };
-  if (order < 0 && q.allowDowngrade === false) return { ...changed, upgrade: false, reason: 'downgrade-refused' };
+  if (order < 0 && q.allowDowngrade !== true) return { ...changed, upgrade: false, reason: 'downgrade-refused' };
   if (q.critical) return { ...changed, upgrade: true, reason: 'critical' };
   if (!state) return { ...changed, upgrade: false, reason: 'no-schedule' };
   return { ...changed, upgrade: state.inWindow, reason: state.inWindow ? 'in-window' : 'outside-window' };

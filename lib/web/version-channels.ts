@@ -87,6 +87,13 @@ export class VersionChannels {
         if (!this.fetchText) {
           throw new GateError(ErrorCodes.CONFIG_INVALID, `channel "${name}" forwards to ${redact(channel.url)} but no fetchText was given`);
         }
+        // Its answer is installed as root by every enrolled agent: not in plain HTTP unless asked for.
+        if (!/^https:/i.test(channel.url) && channel.insecure !== true) {
+          throw new GateError(
+            ErrorCodes.CONFIG_INVALID,
+            `channel "${name}" forwards to ${redact(channel.url)} in plain HTTP: use https://, or say insecure: true (allow_insecure_forward_url)`,
+          );
+        }
         this.channels.set(name, channel);
       } else {
         const version = normalizeVersion(channel.version);

@@ -87,7 +87,7 @@ t.test('join, hold, renew, restart, pre-issued identity, report mode', async (t)
   const target = `127.0.0.1:${tagged.port}`;
   const gate = await startGateProxy(t, { mode: 'multiplex', upstreams: { redis: `tunnel:cli/${target}` } });
   const proxy = `127.0.0.1:${gate.port('multiplex')}`;
-  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const token = (await readFile(gate.proxy.devTokenFile!, 'utf8')).trim();
   const stateDir = join(await tempDir(t, 'cli-agent'), 'state');
   const base = [
     '--proxy',
@@ -209,7 +209,7 @@ t.test('--config: the file gives the flags, flags override it, --allow adds to i
   const gate = await startGateProxy(t, { mode: 'multiplex', upstreams: { redis: `tunnel:cli-config/127.0.0.1:${tagged.port}` } });
   const proxy = `127.0.0.1:${gate.port('multiplex')}`;
   const stateDir = join(await tempDir(t, 'cli-config-state'), 'state');
-  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const token = (await readFile(gate.proxy.devTokenFile!, 'utf8')).trim();
   await writeFile(
     file,
     [

@@ -59,7 +59,7 @@ t.test('no flags but the file: proxy, cluster CA, channel and install command fr
     mode: 'multiplex',
     upstreams: {},
     proxyService: {
-      automatic_upgrades_channels: { 'stable/cloud': { static_version: 'v1.2.4' } },
+      automatic_upgrades_channels: { 'stable/cloud': { static_version: 'v1.2.4' }, rollback: { static_version: 'v1.2.2' } },
       cluster_maintenance_config: { agent_upgrades: { utc_start_hour: 2, weekdays: ['Sun'] } },
     },
   });
@@ -111,6 +111,14 @@ t.test('no flags but the file: proxy, cluster CA, channel and install command fr
   t.equal(await agent.installed(), '1.2.4');
   const again = await gateUpgrade(['dry-run', '--config', agent.config], env);
   t.equal(again.stdout.split('\n')[0], 'no upgrades available (1.2.4 == 1.2.4)');
+
+  // A lower version is refused unless the file's updater.allow_downgrade says otherwise.
+  const down = await gateUpgrade(['dry-run', '--config', agent.config, '--channel', 'rollback', '--now', INSIDE], env);
+  t.match(down.stdout.trim().split('\n').at(-1), /^would not downgrade /, 'a downgrade refused by default');
+  const allowing = join(dir, 'allowing.yaml');
+  await writeFile(allowing, (await readFile(agent.config, 'utf8')).replace('updater:\n', 'updater:\n  allow_downgrade: true\n'));
+  const allowed = await gateUpgrade(['dry-run', '--config', allowing, '--channel', 'rollback', '--now', INSIDE], env);
+  t.equal(allowed.stdout.trim().split('\n').at(-1), 'would upgrade now (in-window)', 'followed down with updater.allow_downgrade: true');
 
   // Before the agent has joined there is no cluster CA to trust the proxy by.
   const unjoined = join(dir, 'unjoined.yaml');

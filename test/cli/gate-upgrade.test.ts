@@ -167,10 +167,16 @@ t.test('dry-run: equal, newer, lower (a downgrade line), build metadata', async 
     'an upgrade is available (1.2.3 -> 1.2.2)',
     'this is a downgrade: the cluster serves 1.2.2, lower than 1.2.3',
     'inside the maintenance window (started 2026-08-02T02:00:00.000Z)',
-    'would upgrade now (in-window)',
+    'would not downgrade (--allow-downgrade or updater.allow_downgrade: true follows the cluster down)',
   ]);
-  const refused = await dryRun(r, ['--channel', 'rollback', '--current', '1.2.3', '--now', INSIDE, '--no-downgrade']);
-  t.equal(refused.stdout.at(-1), 'would not downgrade (--no-downgrade)');
+  const allowed = await dryRun(r, ['--channel', 'rollback', '--current', '1.2.3', '--now', INSIDE, '--allow-downgrade']);
+  t.equal(allowed.stdout.at(-1), 'would upgrade now (in-window)', 'followed down when asked');
+  const criticalLower = await dryRun(r, ['--channel', 'stable/hot', '--current', '1.3.0', '--now', OUTSIDE]);
+  t.equal(
+    criticalLower.stdout.at(-1),
+    'would not downgrade (--allow-downgrade or updater.allow_downgrade: true follows the cluster down)',
+    'a critical lower version is refused too',
+  );
 
   const rebuilt = await dryRun(r, ['--channel', 'rebuilt', '--current', 'v1.2.3+build.8', '--now', INSIDE]);
   t.equal(rebuilt.stdout[0], 'no upgrades available (1.2.3 == 1.2.3)', 'another build of the same version is the same version');
@@ -216,7 +222,7 @@ t.test('run: regular outside the window is deferred (exit 3); inside it applies 
   t.equal((await r.installs()).length, 1, 'nothing to do: nothing installed');
 });
 
-t.test('run: critical outside the window applies; a downgrade follows the cluster unless refused', async (t) => {
+t.test('run: critical outside the window applies; a downgrade only when allowed', async (t) => {
   const r = await rig(t);
   await r.setInstalled('1.2.3');
   const critical = await run(r, ['--channel', 'stable/hot', '--now', OUTSIDE]);
@@ -227,12 +233,13 @@ t.test('run: critical outside the window applies; a downgrade follows the cluste
     { reason: 'critical', critical: true },
   );
 
-  const refused = await run(r, ['--channel', 'rollback', '--now', INSIDE, '--no-downgrade']);
+  const refused = await run(r, ['--channel', 'rollback', '--now', INSIDE]);
   t.equal(refused.code, 0, 'refusing a downgrade is nothing to do');
   t.equal((await r.installs()).length, 1);
-  const down = await run(r, ['--channel', 'rollback', '--now', INSIDE]);
+  t.equal(await r.installed(), '1.2.5', 'not followed down by default');
+  const down = await run(r, ['--channel', 'rollback', '--now', INSIDE, '--allow-downgrade']);
   expectExit(t, down, 0);
-  t.equal(await r.installed(), '1.2.2', 'followed the cluster down');
+  t.equal(await r.installed(), '1.2.2', 'followed the cluster down when allowed');
 });
 
 t.test('run: a failing install command, a version check failing after the install', async (t) => {

@@ -40,7 +40,13 @@ t.test('rendered text reads back to the same values, whatever the strings hold',
     t.equal(config.caPin, PIN, 'the pin is normalised to lower case');
     t.equal(config.proxy, 'gate.example.com:443');
     t.equal(config.stateDir, DEFAULT_AGENT_STATE_DIR);
-    t.same(config.updater, { channel: 'stable/cloud', packageManager: 'apt', installCommand: undefined, versionCommand: undefined });
+    t.same(config.updater, {
+      channel: 'stable/cloud',
+      packageManager: 'apt',
+      installCommand: undefined,
+      versionCommand: undefined,
+      allowDowngrade: false,
+    });
     t.same(config.resources[0], { kind: 'db', name: 'orders: main', target: '10.0.0.5:5432', publicAddr: ['orders.example.com'] });
     t.same(config.resources[1]!.publicAddr, ['a.example.com', '192.0.2.1']);
     t.same(
@@ -60,6 +66,12 @@ t.test('defaults and the smallest file', async (t) => {
   const { config, warnings } = parseAgentConfig('proxy: gate.example.com:443\nname: a\n');
   t.equal(config.updater.channel, 'default');
   t.equal(config.updater.packageManager, undefined);
+  t.equal(config.updater.allowDowngrade, false, 'downgrades are refused unless the file allows them');
+  t.equal(parseAgentConfig('proxy: gate.example.com:443\nname: a\nupdater: {allow_downgrade: true}\n').config.updater.allowDowngrade, true);
+  t.throws(
+    () => parseAgentConfig('proxy: gate.example.com:443\nname: a\nupdater: {allow_downgrade: sometimes}\n'),
+    /updater\.allow_downgrade: expected true or false/,
+  );
   t.match(warnings[0], /neither allow nor resources names a target/);
 });
 

@@ -117,8 +117,8 @@ proxy_service:
       t.same(c.proxy.upstreams.redis, { agent: 'cache.edge', target: '[::1]:6379' });
       t.same(
         c.agents,
-        { joinTokens: [], certificateTtlMs: 3_600_000, revokedSerials: [], limits: DEFAULT_JOIN_LIMITS },
-        'agent defaults: no static token, 1 h certificates, the default join limits',
+        { joinTokens: [], developmentToken: true, certificateTtlMs: 3_600_000, revokedSerials: [], limits: DEFAULT_JOIN_LIMITS },
+        'agent defaults: no static token (so the development token), 1 h certificates, the default join limits',
       );
     },
   },
@@ -144,6 +144,7 @@ proxy_service:
           { token: '0123456789abcdef-static', agents: ['db-agent', 'cache'], expiresAt: Date.parse('2030-01-01T00:00:00Z'), maxUses: 3 },
           { token: 'another-token-of-16+', agents: ['solo'], expiresAt: undefined, maxUses: undefined },
         ],
+        developmentToken: false,
         certificateTtlMs: 600_000,
         revokedSerials: ['a1b2c', 'ff'],
         limits: { join: { burst: 50, perMinute: 30 }, renew: { burst: 1000, perMinute: 0 }, bodyTimeoutMs: 800 },
@@ -158,6 +159,7 @@ proxy_service:
     edge: {static_version: v2.0.0-rc.1+build.5}
     default: {static_version: v9.9.9}
     stable/rolling: {forward_url: "https://updates.example.com/v1/stable/rolling/"}
+    lab: {forward_url: "http://updates.lab.internal/v1", allow_insecure_forward_url: true}
 `,
     check: (c, _w, t) => {
       t.same(c.proxy.automaticUpgradesChannels, {
@@ -165,6 +167,7 @@ proxy_service:
         edge: { kind: 'static', version: 'v2.0.0-rc.1+build.5' },
         default: { kind: 'static', version: 'v9.9.9' },
         'stable/rolling': { kind: 'forward', url: 'https://updates.example.com/v1/stable/rolling' },
+        lab: { kind: 'forward', url: 'http://updates.lab.internal/v1', insecure: true },
       });
       t.equal(c.proxy.clusterMaintenanceConfig, undefined, 'no schedule unless configured');
     },
@@ -434,7 +437,25 @@ const invalid: InvalidCase[] = [
     name: 'forward_url not http',
     yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {forward_url: "ftp://x.example.com/v1"}\n',
     path: 'proxy_service.automatic_upgrades_channels.edge.forward_url',
-    says: /expected an http:\/\/ or https:\/\/ URL.*scheme "ftp:"/,
+    says: /expected an https:\/\/ URL.*scheme "ftp:"/,
+  },
+  {
+    name: 'forward_url in plain http',
+    yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {forward_url: "http://x.example.com/v1"}\n',
+    path: 'proxy_service.automatic_upgrades_channels.edge.forward_url',
+    says: /plain http:\/\/ lets anyone on the path choose the version .*allow_insecure_forward_url: true/,
+  },
+  {
+    name: 'forward_url in plain http, allow_insecure_forward_url not true',
+    yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {forward_url: "http://x.example.com/v1", allow_insecure_forward_url: false}\n',
+    path: 'proxy_service.automatic_upgrades_channels.edge.forward_url',
+    says: /plain http:\/\//,
+  },
+  {
+    name: 'allow_insecure_forward_url beside static_version',
+    yaml: 'proxy_service:\n  automatic_upgrades_channels:\n    edge: {static_version: v1.0.0, allow_insecure_forward_url: true}\n',
+    path: 'proxy_service.automatic_upgrades_channels.edge.allow_insecure_forward_url',
+    says: /only beside forward_url/,
   },
   {
     name: 'forward_url with query',
@@ -514,7 +535,48 @@ const invalid: InvalidCase[] = [
     path: 'proxy_service.idle_timeout',
     says: /expected a duration such as 10s, 500ms or 1m30s, got number 30/,
   },
-  { name: 'detect_timeout zero', yaml: 'proxy_service:\n  detect_timeout: "0"\n', path: 'proxy_service.detect_timeout', says: /above 0/ },
+  {
+    name: 'detect_timeout zero',
+    yaml: 'proxy_service:\n  detect_timeout: "0"\n',
+    path: 'proxy_service.detect_timeout',
+    says: /at least 100ms/,
+  },
+  {
+    name: 'detect_timeout 1ms',
+    yaml: 'proxy_service:\n  detect_timeout: 1ms\n',
+    path: 'proxy_service.detect_timeout',
+    says: /at least 100ms \(detection must be bounded, and a shorter one cuts real clients\), got 1ms/,
+  },
+  {
+    name: 'idle_timeout 5ms',
+    yaml: 'proxy_service:\n  idle_timeout: 5ms\n',
+    path: 'proxy_service.idle_timeout',
+    says: /at least 100ms \(or 0\)/,
+  },
+  {
+    name: 'idle_timeout past what a timer holds',
+    yaml: 'proxy_service:\n  idle_timeout: 1000h\n',
+    path: 'proxy_service.idle_timeout',
+    says: /at most 596h/,
+  },
+  {
+    name: 'connection_upgrade_ping_interval 0',
+    yaml: 'proxy_service:\n  connection_upgrade_ping_interval: 0\n',
+    path: 'proxy_service.connection_upgrade_ping_interval',
+    says: /at least 100ms/,
+  },
+  {
+    name: 'web_headers_timeout 10ms',
+    yaml: 'proxy_service:\n  web_headers_timeout: 10ms\n',
+    path: 'proxy_service.web_headers_timeout',
+    says: /at least 100ms/,
+  },
+  {
+    name: 'web_request_timeout below web_headers_timeout',
+    yaml: 'proxy_service:\n  web_headers_timeout: 20s\n  web_request_timeout: 10s\n',
+    path: 'proxy_service.web_request_timeout',
+    says: /at least web_headers_timeout \(20s\)/,
+  },
   {
     name: 'max_connections negative',
     yaml: 'proxy_service:\n  max_connections: -1\n',
@@ -652,7 +714,7 @@ const invalid: InvalidCase[] = [
     name: 'join body timeout too long',
     yaml: 'auth_service:\n  join_body_timeout: 5m\n',
     path: 'auth_service.join_body_timeout',
-    says: /between 100ms and 1m/,
+    says: /at most 1m, got 5m/,
   },
   {
     name: 'revoked serial not hex',

@@ -179,7 +179,7 @@ t.test('gate.yaml: every declared key is read, and a wrong value is refused by r
     checkGate,
     (path) => (path.at(-1) === 'forward_url' ? forwarded : full),
   );
-  t.same(keysOf(GATE_SCHEMA), ['version', 'data_dir', 'diag_addr', 'auth_service', 'proxy_service', 'cluster']);
+  t.same(keysOf(GATE_SCHEMA), ['version', 'data_dir', 'diag_addr', 'diag_token_file', 'auth_service', 'proxy_service', 'cluster']);
 });
 
 t.test('agent.yaml: every declared key is read, and a wrong value is refused by reader and schema alike', async (t) => {
@@ -199,6 +199,7 @@ t.test('the schemas never refuse a spelling the readers take', async (t) => {
     'proxy_service:\n  proxy_protocol: true\n  proxy_protocol_trusted_networks: [10.0.0.0/8, 192.0.2.1]\n',
     'proxy_service:\n  high_water: 0.8\n  source_share: " 10% "\n  detect_timeout: 1m30s\n  idle_timeout: 0\n',
     'proxy_service:\n  idle_timeout: "0"\n  connection_upgrade_ping_interval: 1.5s\n',
+    'proxy_service:\n  web_headers_timeout: 100ms\n  web_request_timeout: 10m\n',
     'auth_service:\nproxy_service:\ncluster:\n',
     'proxy_service:\n  public_addr: [a.example.com, "b.example.com:443"]\n  upstreams:\n',
     'proxy_service:\n  cluster_maintenance_config:\n    agent_upgrades: {utc_start_hour: 0, weekdays:}\n',
@@ -215,7 +216,7 @@ t.test('the schemas never refuse a spelling the readers take', async (t) => {
     'proxy: a:1\nname: n\ntoken:\nallow:\nresources:\nupdater:\n',
     'proxy: a:1\nname: n\nca_pin: " SHA256:' +
       'AB'.repeat(32) +
-      '"\ndial_timeout: 0\nresources:\n  - {kind: app, name: x, target: b:2, public_addr: [x.example.com]}\n',
+      '"\ndial_timeout: 1.5s\nresources:\n  - {kind: app, name: x, target: b:2, public_addr: [x.example.com]}\n',
   ];
   for (const text of agentFiles) {
     const raw = parse(text);

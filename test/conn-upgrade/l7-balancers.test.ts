@@ -159,7 +159,7 @@ t.test('agents, psql and ssh through L7 load balancers that end TLS', async (t) 
     // Pings well inside the balancers' idle timeout; X-Forwarded-For believed from loopback.
     proxyService: { connection_upgrade_ping_interval: '500ms', connection_upgrade_trusted_networks: ['127.0.0.0/8'] },
   });
-  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const token = (await readFile(gate.proxy.devTokenFile!, 'utf8')).trim();
   const rig: Rig = { gate, pg, sshd, psql, ssh, lbCa: balancerCa(t), token, targets };
   const lbOptions = { proxyPort: gate.port('multiplex'), proxyCaFile: gate.caFile, ca: rig.lbCa, idleSeconds: IDLE_SECONDS };
 

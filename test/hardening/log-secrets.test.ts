@@ -113,10 +113,10 @@ t.test('agent joining: join tokens, agent keys and the CA key never reach a log 
   const gate = await startGateProxy(t, {
     mode: 'multiplex',
     upstreams: {},
-    auth: { join_tokens: [{ token: staticToken, agents: ['quiet'], max_uses: 1 }] },
+    auth: { join_tokens: [{ token: staticToken, agents: ['quiet'], max_uses: 1 }], development_token: true },
     logger: logs.logger,
   });
-  const devToken = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const devToken = (await readFile(gate.proxy.devTokenFile!, 'utf8')).trim();
   const caKey = await readFile(join(gate.dataDir, 'ca-key.pem'), 'utf8');
   const endpoint = { proxy: `127.0.0.1:${gate.port('multiplex')}`, serverName: 'localhost', env: {} };
   const pin = gate.proxy.caPin;

@@ -252,7 +252,7 @@ export async function joinedAgent(
   name: string,
   resources: string[],
 ): Promise<{ options: AgentOptions; connect(): Promise<TunnelAgent> }> {
-  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const token = (await readFile(gate.proxy.devTokenFile!, 'utf8')).trim();
   const endpoint = { proxy: gate.address('multiplex'), serverName: 'localhost', env: {} };
   const identity = await joinProxy(endpoint, { token, name, caPin: gate.proxy.caPin });
   const options: AgentOptions = { proxy: endpoint.proxy, name, ...identity, resources, ...TEST_AGENT };

@@ -57,6 +57,8 @@ export interface GuardedProxy {
   port: number;
   peerPort: number;
   diagPort: number;
+  /** The diagnostics listener's bearer token (`diag_token_file`): /metrics and /v1/inventory ask for it. */
+  diagToken: string;
   dataDir: string;
   /** The cluster CA: it signs the web certificate, agents' and peers' certificates. */
   ca: string;
@@ -77,10 +79,14 @@ export async function startGuardedProxy(t: Test, options: GuardedProxyOptions = 
   const dir = await tempDir(t, 'ping-guard');
   const dataDir = join(dir, 'data');
   const [port, peerPort, diagPort] = [await freePort(host), await freePort(host), await freePort(host)];
+  const diagToken = `guard-diag-${Math.random().toString(36).slice(2)}-0123456789`;
+  const diagTokenFile = join(dir, 'diag-token');
+  await writeFile(diagTokenFile, `${diagToken}\n`, { mode: 0o600 });
   const yaml = [
     'version: v3',
     `data_dir: ${JSON.stringify(dataDir)}`,
     `diag_addr: ${host}:${diagPort}`,
+    `diag_token_file: ${JSON.stringify(diagTokenFile)}`,
     'auth_service:',
     '  proxy_listener_mode: multiplex',
     ...(options.auth ?? []).map((line) => `  ${line}`),
@@ -97,7 +103,7 @@ export async function startGuardedProxy(t: Test, options: GuardedProxyOptions = 
   yieldToTheProxy();
   // Start-up makes keys and certificates on the loop: let that stall leave the recent window
   // (one to two seconds) before any attack is measured against it.
-  for (let waited = 0; ((await recentLoopDelayMs(diagPort)) ?? 0) >= PING_BOUND_MS && waited < 5000; waited += 250)
+  for (let waited = 0; ((await recentLoopDelayMs(diagPort, diagToken)) ?? 0) >= PING_BOUND_MS && waited < 5000; waited += 250)
     await new Promise((resolve) => setTimeout(resolve, 250));
   const ca = await readFile(join(dataDir, 'ca.pem'), 'utf8');
   return {
@@ -105,6 +111,7 @@ export async function startGuardedProxy(t: Test, options: GuardedProxyOptions = 
     port,
     peerPort,
     diagPort,
+    diagToken,
     dataDir,
     ca,
     caPin: caPin(ca),
@@ -138,7 +145,7 @@ function yieldToTheProxy(): void {
 /** Runs `attack` while pings are timed; asserts none failed and the worst stayed under PING_BOUND_MS. */
 export async function underPingGuard<T>(
   t: Test,
-  proxy: Pick<GuardedProxy, 'host' | 'port' | 'ca'> & { diagPort?: number },
+  proxy: Pick<GuardedProxy, 'host' | 'port' | 'ca'> & { diagPort?: number; diagToken?: string },
   label: string,
   attack: () => Promise<T>,
 ): Promise<T> {
@@ -163,7 +170,7 @@ export async function underPingGuard<T>(
   // The proxy's own view, polled during the attack: the worst event-loop delay of its last 1–2 s.
   let loopWorst = 0;
   const pollLoop = async (): Promise<void> => {
-    loopWorst = Math.max(loopWorst, (await recentLoopDelayMs(proxy.diagPort)) ?? 0);
+    loopWorst = Math.max(loopWorst, (await recentLoopDelayMs(proxy.diagPort, proxy.diagToken)) ?? 0);
   };
   const poller = setInterval(() => void pollLoop().catch(() => {}), 500);
   let result: T;
@@ -207,9 +214,9 @@ export async function underPingGuard<T>(
 }
 
 /** `gate_mux_event_loop_delay_seconds{stat="max_recent"}` from the proxy's diagnostics listener, in ms. */
-async function recentLoopDelayMs(diagPort: number | undefined): Promise<number | undefined> {
+async function recentLoopDelayMs(diagPort: number | undefined, token?: string): Promise<number | undefined> {
   if (diagPort === undefined) return undefined;
-  return (await scrape(diagPort)).value('gate_mux_event_loop_delay_seconds{stat="max_recent"}') * 1000;
+  return (await scrape(diagPort, '127.0.0.1', token)).value('gate_mux_event_loop_delay_seconds{stat="max_recent"}') * 1000;
 }
 
 /** An outcome with how long it took: what `expectRefusals` checks. */

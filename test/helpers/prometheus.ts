@@ -6,9 +6,10 @@ export function httpGet(
   path: string,
   method = 'GET',
   host = '127.0.0.1',
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; contentType: string; allow: string | undefined; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host, port, path, method, agent: false }, (res) => {
+    const req = request({ host, port, path, method, agent: false, headers }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => (body += d));
@@ -36,12 +37,13 @@ export function parsePrometheus(text: string): Map<string, number> {
   return samples;
 }
 
-/** GETs /metrics and parses it; a sample never exported reads as 0 through `value`. */
+/** GETs /metrics (with `token`: the diag_token_file bearer token) and parses it; a sample never exported reads as 0 through `value`. */
 export async function scrape(
   port: number,
   host = '127.0.0.1',
+  token?: string,
 ): Promise<{ value: (key: string) => number; samples: Map<string, number>; text: string }> {
-  const res = await httpGet(port, '/metrics', 'GET', host);
+  const res = await httpGet(port, '/metrics', 'GET', host, token === undefined ? {} : { Authorization: `Bearer ${token}` });
   if (res.status !== 200) throw new Error(`/metrics answered ${res.status}: ${res.body}`);
   const samples = parsePrometheus(res.body);
   return { value: (key) => samples.get(key) ?? 0, samples, text: res.body };

@@ -164,7 +164,7 @@ t.test('enrollment procedure (Linux agents) with real apt', { skip: why }, async
   t.equal(verified.code, 0, `systemd-analyze verify on the installed units: ${verified.stderr}`);
 
   // The agent: configured by the installed command, started as its installed unit starts it.
-  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const token = (await readFile(gate.proxy.devTokenFile!, 'utf8')).trim();
   sh(
     '/usr/bin/gate-mux',
     [

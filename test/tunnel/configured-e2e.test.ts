@@ -49,7 +49,7 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
     },
   });
   const port = gate.port('multiplex');
-  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const token = (await readFile(gate.proxy.devTokenFile!, 'utf8')).trim();
   const stateDir = join(await tempDir(t, 'agent-state'), 'e2e');
   const env = { PATH: process.env.PATH, HTTPS_PROXY: tinyproxy.url };
   const common = [
@@ -88,7 +88,7 @@ t.test('psql, ssh and redis-cli through a configured proxy and a joined agent be
   await t.rejects(stat(elsewhere), 'no state written by a refused join');
 
   // As the proxy's printed command has it: the token read from its file, never on the command line.
-  let agent = spawnAgent(t, [...common, '--token-file', gate.proxy.devTokenFile, '--ca-pin', gate.proxy.caPin], env);
+  let agent = spawnAgent(t, [...common, '--token-file', gate.proxy.devTokenFile!, '--ca-pin', gate.proxy.caPin], env);
   const cmdline = await readFile(`/proc/${agent.child.pid}/cmdline`, 'utf8');
   t.notOk(cmdline.includes(token), 'ps shows no token: the command line names the file');
   await readUntil(agent.child.stdout!, () => agent.output().includes('tunnel up'));

@@ -46,6 +46,8 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
         { token: STATIC_TOKEN, agents: ['edge'], max_uses: 1 },
         { token: EXPIRED_TOKEN, expires: '2020-01-01T00:00:00Z' },
       ],
+      // Beside static tokens the development token is off unless asked for.
+      development_token: true,
       agent_certificate_ttl: '10m',
     },
     logger: logs.logger,
@@ -68,7 +70,7 @@ t.test('join, tunnel, renew: the configured proxy issues identities and routes t
   );
 
   // The development token: 0600 in data_dir, any name.
-  const tokenFile = gate.proxy.devTokenFile;
+  const tokenFile = gate.proxy.devTokenFile!;
   t.equal((await stat(tokenFile)).mode & 0o777, 0o600, 'the development token file is 0600');
   const devToken = (await readFile(tokenFile, 'utf8')).trim();
   t.match(devToken, /^[0-9a-f]{64}$/);
@@ -239,7 +241,7 @@ t.test('the join endpoints refuse what is not a join', async (t) => {
     status: 401,
     code: ErrorCodes.JOIN_TOKEN_INVALID,
   });
-  const devToken = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const devToken = (await readFile(gate.proxy.devTokenFile!, 'utf8')).trim();
   t.match(await webRequest(port, gate.ca, 'POST', AGENT_JOIN_PATH, JSON.stringify({ name: 'a b', token: devToken, csr: 'y' })), {
     status: 403,
     code: ErrorCodes.JOIN_NAME_NOT_ALLOWED,
@@ -270,7 +272,7 @@ t.test('separate mode: agents join on the web port and hold their tunnel on tunn
   const target = `127.0.0.1:${tagged.port}`;
   const gate = await startGateProxy(t, { mode: 'separate', upstreams: { redis: `tunnel:sep/${target}` } });
   const endpoint: JoinEndpoint = { proxy: gate.address('web'), serverName: 'localhost', env: {} };
-  const token = (await readFile(gate.proxy.devTokenFile, 'utf8')).trim();
+  const token = (await readFile(gate.proxy.devTokenFile!, 'utf8')).trim();
   const identity = await joinProxy(endpoint, { token, name: 'sep', caPin: gate.proxy.caPin });
   const agent = startAgent({
     proxy: gate.address('tunnel'),

@@ -223,7 +223,7 @@ t.test('a joined agent that refuses the target, or whose dial is refused: each c
     },
   });
   const port = joined.port('multiplex');
-  const token = (await readFile(joined.proxy.devTokenFile, 'utf8')).trim();
+  const token = (await readFile(joined.proxy.devTokenFile!, 'utf8')).trim();
   const state = join(await tempDir(t, 'refusals-agent'), 'db-2');
   const args = ['--proxy', `127.0.0.1:${port}`, '--server-name', 'localhost', '--name', 'db-2', '--state-dir', state, '--allow', refused];
   const agent = spawnAgentProcess(t, AGENT, [...args, '--token', token, '--ca-pin', joined.proxy.caPin], env);
@@ -291,7 +291,7 @@ t.test('an agent refused for its version: its clients are told so, not that it i
   const old = spawnAgentProcess(
     t,
     AGENT,
-    [...args, '--allow', '127.0.0.1:5432', '--token-file', gateOld.proxy.devTokenFile, '--ca-pin', gateOld.proxy.caPin],
+    [...args, '--allow', '127.0.0.1:5432', '--token-file', gateOld.proxy.devTokenFile!, '--ca-pin', gateOld.proxy.caPin],
     env,
   );
   const [error] = (await Promise.race([refused, old.exited.then(() => Promise.reject(new Error(old.output())))])) as [{ code: string }];

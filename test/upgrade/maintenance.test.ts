@@ -98,18 +98,28 @@ t.test('shouldUpgrade: equality with the served version, window unless critical,
   t.match(ask('v1.2.3', '1.2.3', false, sundays2am, inside), { upgrade: false, reason: 'up-to-date', available: false });
   t.match(
     ask('1.2.4', 'v1.2.3', false, sundays2am, inside),
-    { upgrade: true, reason: 'in-window', available: true, downgrade: true, target: '1.2.3' },
-    'a lower target is followed down',
+    { upgrade: false, reason: 'downgrade-refused', available: true, downgrade: true, target: '1.2.3' },
+    'a lower target is refused by default',
   );
   t.match(
-    ask('1.2.4', 'v1.2.3', false, sundays2am, outside),
+    ask('1.2.4', 'v1.2.3', true, sundays2am, outside),
+    { upgrade: false, reason: 'downgrade-refused', downgrade: true },
+    'critical or not',
+  );
+  t.match(
+    shouldUpgrade({ current: '1.2.4', target: '1.2.3', window: sundays2am, now: inside, allowDowngrade: true }),
+    { upgrade: true, reason: 'in-window', available: true, downgrade: true, target: '1.2.3' },
+    'allowDowngrade: true follows the cluster down',
+  );
+  t.match(
+    shouldUpgrade({ current: '1.2.4', target: '1.2.3', window: sundays2am, now: outside, allowDowngrade: true }),
     { upgrade: false, reason: 'outside-window', downgrade: true },
     'a downgrade waits for the window too',
   );
   t.match(
-    shouldUpgrade({ current: '1.2.4', target: '1.2.3', critical: true, window: sundays2am, now: inside, allowDowngrade: false }),
-    { upgrade: false, reason: 'downgrade-refused', available: true, downgrade: true },
-    'allowDowngrade: false refuses it, critical or not',
+    shouldUpgrade({ current: '1.2.4', target: '1.2.3', critical: true, window: sundays2am, now: outside, allowDowngrade: true }),
+    { upgrade: true, reason: 'critical', downgrade: true },
+    'an allowed critical downgrade does not wait',
   );
   t.match(
     shouldUpgrade({ current: '1.2.3', target: '1.2.4', window: sundays2am, now: inside, allowDowngrade: false }),

@@ -40,6 +40,13 @@ t.test('construction checks', async (t) => {
   } catch (err) {
     t.notMatch((err as Error).message, /secret/, 'password not in the message');
   }
+  const fetchText = async () => ({ status: 200, body: 'v1.0.0' });
+  t.throws(
+    () =>
+      new VersionChannels({ channels: { edge: { kind: 'forward', url: 'http://x.example.com/edge' } }, proxyVersion: '1.0.0', fetchText }),
+    { code: 'GATE_ERR_CONFIG_INVALID', message: /in plain HTTP: use https:\/\/, or say insecure: true/ },
+    'a plain http:// upstream only when asked for',
+  );
   t.throws(() => new VersionChannels({ channels: { A: { kind: 'static', version: 'v1.0.0' } }, proxyVersion: '1.0.0' }), {
     code: 'GATE_ERR_CONFIG_INVALID',
   });
@@ -71,7 +78,7 @@ t.test('forward: fetches <url>/version, normalizes, caches for the TTL, refetche
 t.test('forward: concurrent requests share one fetch', async (t) => {
   const upstream = fakeFetch([{ status: 200, body: 'v3.0.0' }]);
   const channels = new VersionChannels({
-    channels: { edge: { kind: 'forward', url: 'http://x.example.com/edge' } },
+    channels: { edge: { kind: 'forward', url: 'http://x.example.com/edge', insecure: true } },
     proxyVersion: '0.1.0',
     fetchText: upstream.fetchText,
   });
@@ -109,7 +116,7 @@ t.test('forward: bad answers are upstream failures', async (t) => {
   ];
   for (const [answer, reason] of cases) {
     const channels = new VersionChannels({
-      channels: { edge: { kind: 'forward', url: 'http://x.example.com/edge' } },
+      channels: { edge: { kind: 'forward', url: 'http://x.example.com/edge', insecure: true } },
       proxyVersion: '0.1.0',
       fetchText: fakeFetch([answer]).fetchText,
     });
@@ -119,7 +126,7 @@ t.test('forward: bad answers are upstream failures', async (t) => {
 
 t.test('forward: a fetcher that never answers is cut off by our own deadline', async (t) => {
   const channels = new VersionChannels({
-    channels: { edge: { kind: 'forward', url: 'http://x.example.com/edge' } },
+    channels: { edge: { kind: 'forward', url: 'http://x.example.com/edge', insecure: true } },
     proxyVersion: '0.1.0',
     fetchText: () => new Promise(() => {}),
     timeoutMs: 50,

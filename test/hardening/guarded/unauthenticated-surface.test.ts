@@ -1,9 +1,10 @@
 // Every surface an anonymous client reaches on a real `gate-mux proxy` process, each attacked
 // under the ping guard (test/helpers/ping-guard.ts): the shared port before routing (a flood of
 // silent connections, slowloris, fuzzed hellos), the web endpoints (ping, version channels with a
-// forward_url whose upstream never answers, the CA, oversized headers), the tunnel route before an
-// agent is admitted, the connection upgrade (WebSocket) before anything it carries is routed, the
-// peering port before a peer is, and the diagnostics listener. During each,
+// forward_url whose upstream never answers, the CA, oversized headers, headers that never end),
+// the tunnel route before an agent is admitted, the connection upgrade (WebSocket) before anything
+// it carries is routed, the peering port before a peer is, and the diagnostics listener (its
+// token-guarded paths asked without it). During each,
 // every ping answers within 250 ms; each abusive connection is closed or answered with its code.
 // The join and renewal endpoints have their own file (join-attacks.test.ts).
 import t, { type Test } from 'tap';
@@ -21,6 +22,8 @@ import { inParallel, webRequest } from '../../helpers/web-abuse.js';
 import { clientFrame, closeCode, Opcode, rawUpgrade } from '../../helpers/conn-upgrade.js';
 
 const DETECT_TIMEOUT_MS = 1500;
+/** `web_headers_timeout`: short, so the slow-headers attack meets it within the test. */
+const WEB_HEADERS_TIMEOUT_MS = 1000;
 
 /** How a raw connection ended: closed by the proxy (FIN or reset) and when. */
 interface Held {
@@ -85,8 +88,9 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
   const proxy = await startGuardedProxy(t, {
     proxy: [
       `detect_timeout: ${DETECT_TIMEOUT_MS}ms`,
+      `web_headers_timeout: ${WEB_HEADERS_TIMEOUT_MS}ms`,
       'automatic_upgrades_channels:',
-      `  hung: {forward_url: "http://127.0.0.1:${hangingPort}/v1"}`,
+      `  hung: {forward_url: "http://127.0.0.1:${hangingPort}/v1", allow_insecure_forward_url: true}`,
       '  stable/cloud: {static_version: v1.2.3}',
     ],
   });
@@ -166,22 +170,26 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
   );
   expectRefusals(t, 'oversized headers', bigHeaders, ['431', '0']);
 
-  // Slow headers after TLS: node:http holds them until its headersTimeout (60 s; bounded in
-  // number by the connection caps); what matters here is that holding them costs the loop nothing.
-  const slowHeaders = await underPingGuard(t, proxy, '100 requests whose headers come a byte every 50 ms', async () => {
-    const dribbling = Array.from({ length: 100 }, () =>
-      webRequest(proxy, PING_PATH, {
-        method: 'GET',
-        headers: { 'X-Slow': 'x'.repeat(64) },
-        dribble: { chunkBytes: 1, everyMs: 50, head: true },
-        giveUpMs: 1500,
-      }),
-    );
-    return Promise.all(dribbling);
-  });
-  t.ok(
-    slowHeaders.every((a) => a.code === 'no-answer'),
-    'held, unanswered, for their 1.5 s (the loop paid nothing for them)',
+  // Slow headers after TLS: the web servers are handed their connections, so Node's own
+  // headersTimeout never runs; the proxy's header deadline answers 408 and closes each at
+  // web_headers_timeout (counted from the end of TLS), and holding them costs the loop nothing.
+  const slowHeaders = await underPingGuard(t, proxy, '100 requests whose headers come a byte every 50 ms', () =>
+    inParallel(100, 100, () =>
+      timed(() =>
+        webRequest(proxy, PING_PATH, {
+          method: 'GET',
+          headers: { 'X-Slow': 'x'.repeat(64) },
+          dribble: { chunkBytes: 1, everyMs: 50, head: true },
+          giveUpMs: WEB_HEADERS_TIMEOUT_MS + REFUSAL_BOUND_MS,
+        }),
+      ),
+    ),
+  );
+  expectRefusals(
+    t,
+    'slow headers (the header deadline, 408)',
+    slowHeaders.map((a) => ({ ...a, ms: a.ms - WEB_HEADERS_TIMEOUT_MS })),
+    ['GATE_ERR_WEB_HEADERS_TIMEOUT'],
   );
 
   // The tunnel route before an agent is admitted: TLS with either tunnel ALPN (the framing's,
@@ -279,12 +287,14 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
   );
   allClosedWithin(t, 'peering port', peers, giveUpMs);
 
-  // The diagnostics listener: scrapes and probes, many at once.
-  const diagGet = (path: string): Promise<Timed<number>> =>
+  // The diagnostics listener: scrapes (with its token) and probes, many at once; and the
+  // guarded paths asked without the token, or with a wrong one, refused 401 with the code.
+  const bearer = { Authorization: `Bearer ${proxy.diagToken}` };
+  const diagGet = (path: string, headers: Record<string, string> = {}): Promise<Timed<number>> =>
     timed(
       () =>
         new Promise((resolve) => {
-          const req = request({ host: '127.0.0.1', port: proxy.diagPort, path, agent: false }, (res) => {
+          const req = request({ host: '127.0.0.1', port: proxy.diagPort, path, agent: false, headers }, (res) => {
             res.resume();
             res.on('end', () => resolve(res.statusCode ?? 0));
           });
@@ -293,14 +303,28 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
         }),
     );
   const diag = await underPingGuard(t, proxy, '200 /metrics scrapes and 200 probes, 20 in flight', () =>
-    inParallel(400, 20, (i) => diagGet(i % 2 === 0 ? '/metrics' : '/readyz')),
+    inParallel(400, 20, (i) => (i % 2 === 0 ? diagGet('/metrics', bearer) : diagGet('/readyz'))),
   );
   t.ok(
     diag.every((d) => d.value === 200),
     'every scrape and probe answered',
   );
+  const wrongTokens: Array<Record<string, string>> = [
+    {},
+    { Authorization: 'Bearer not-the-token-0123456789' },
+    { Authorization: `Basic ${proxy.diagToken}` },
+  ];
+  const unauthorized = await underPingGuard(t, proxy, '300 /metrics and /v1/inventory without the token, 20 in flight', () =>
+    inParallel(300, 20, (i) =>
+      diagGet(i % 2 === 0 ? '/metrics' : '/v1/inventory', wrongTokens[i % 3]).then((d) => ({
+        ...d,
+        value: { status: d.value, code: d.value === 401 ? 'GATE_ERR_DIAG_UNAUTHORIZED' : String(d.value) },
+      })),
+    ),
+  );
+  expectRefusals(t, 'diagnostics without the token', unauthorized, ['GATE_ERR_DIAG_UNAUTHORIZED']);
 
-  const metrics = await scrape(proxy.diagPort);
+  const metrics = await scrape(proxy.diagPort, '127.0.0.1', proxy.diagToken);
   t.ok(metrics.samples.has('gate_mux_event_loop_delay_seconds{stat="max"}'), 'the event loop delay is exported');
   t.comment(
     `event loop delay since start: p99 ${metrics.value('gate_mux_event_loop_delay_seconds{stat="p99"}')} s, max ${metrics.value('gate_mux_event_loop_delay_seconds{stat="max"}')} s`,
