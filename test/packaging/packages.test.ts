@@ -3,7 +3,8 @@
 // packaging/systemd has them, the Node.js runtime each gate-mux package carries (amd64 and arm64),
 // and the installed tree run on its own runtime, as the wrappers run it.
 import t from 'tap';
-import { readFile, stat } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, stat } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,15 +16,31 @@ const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const VERSION = '1.2.3-rc.1';
 const DEB_VERSION = '1.2.3~rc.1';
 
-t.setTimeout(300_000);
+t.setTimeout(420_000);
 
 t.test('gate-mux and gate-ent-updater, built as another version', async (t) => {
-  if (!requirePeer(t, 'dpkg-deb', 'dpkg')) return;
+  if (!requirePeer(t, 'dpkg-deb', 'dpkg') || !requirePeer(t, 'rpmbuild', 'rpm') || !requirePeer(t, 'gpg', 'gpg')) return;
   const dir = await tempDir(t, 'packages');
+  // A throwaway key: the RPM headers are signed when GATE_PACKAGE_KEY names one.
+  const gnupg = join(dir, 'gnupg');
+  await mkdir(gnupg, { mode: 0o700 });
+  const gpgEnv = { ...process.env, GNUPGHOME: gnupg };
+  const keyMade = await run(
+    'gpg',
+    ['--batch', '--passphrase', '', '--quick-gen-key', 'gate-mux test <test@example.invalid>', 'rsa3072', 'sign', '1d'],
+    {
+      env: gpgEnv,
+      timeoutMs: 60_000,
+    },
+  );
+  t.equal(keyMade.code, 0, keyMade.stderr);
+  const fingerprint = /^fpr:+([0-9A-F]{40}):/m.exec(
+    (await run('gpg', ['--batch', '--with-colons', '--list-keys'], { env: gpgEnv })).stdout,
+  )![1]!;
   // env -u: without tap's loader hooks in NODE_OPTIONS (tsc fails under them).
   const built = await run('env', ['-u', 'NODE_OPTIONS', 'npm', '--prefix', REPO_ROOT, 'run', '--silent', 'package'], {
-    env: { ...process.env, GATE_PACKAGE_VERSION: VERSION, GATE_PACKAGE_DIR: dir },
-    timeoutMs: 240_000,
+    env: { ...gpgEnv, GATE_PACKAGE_VERSION: VERSION, GATE_PACKAGE_DIR: dir, GATE_PACKAGE_KEY: fingerprint },
+    timeoutMs: 280_000,
   });
   t.equal(built.code, 0, built.stderr.slice(-2000));
   const arch = (await run('dpkg', ['--print-architecture'])).stdout.trim();
@@ -32,8 +49,15 @@ t.test('gate-mux and gate-ent-updater, built as another version', async (t) => {
   const updater = join(dir, `gate-ent-updater_${DEB_VERSION}_all.deb`);
   t.same(
     built.stdout.trim().split('\n'),
-    [join(dir, `gate-mux_${DEB_VERSION}_amd64.deb`), muxArm, updater],
-    'it prints the files: gate-mux for amd64 and arm64, the updater for all',
+    [
+      join(dir, `gate-mux_${DEB_VERSION}_amd64.deb`),
+      muxArm,
+      updater,
+      join(dir, `gate-mux-${DEB_VERSION}-1.x86_64.rpm`),
+      join(dir, `gate-mux-${DEB_VERSION}-1.aarch64.rpm`),
+      join(dir, `gate-ent-updater-${DEB_VERSION}-1.noarch.rpm`),
+    ],
+    'it prints the files: gate-mux for amd64 and arm64, the updater for all, as .debs and as RPMs',
   );
 
   const field = async (deb: string, name: string): Promise<string> => (await run('dpkg-deb', ['-f', deb, name])).stdout.trim();
@@ -104,4 +128,62 @@ t.test('gate-mux and gate-ent-updater, built as another version', async (t) => {
   const upgradeHelp = await run(node, [join(app, 'gate-upgrade.js'), 'run', '--help']);
   t.equal(upgradeHelp.code, 0, upgradeHelp.stderr);
   t.match(upgradeHelp.stdout, /package manager/);
+
+  // The RPMs: the same files as the .debs (by SHA-256; units in /usr/lib/systemd/system), signed.
+  const rpmArch = arch === 'amd64' ? 'x86_64' : 'aarch64';
+  const rpm = join(dir, `gate-mux-${DEB_VERSION}-1.${rpmArch}.rpm`);
+  const rpmUpdater = join(dir, `gate-ent-updater-${DEB_VERSION}-1.noarch.rpm`);
+  const query = async (file: string, format: string): Promise<string> => {
+    const r = await run('rpm', ['-qp', '--nosignature', '--qf', format, file], { timeoutMs: 60_000 });
+    t.equal(r.code, 0, r.stderr);
+    return r.stdout;
+  };
+  t.equal(await query(rpm, '%{VERSION}-%{RELEASE} %{ARCH}'), `${DEB_VERSION}-1 ${rpmArch}`, 'rpm sorts 1.2.3~rc.1 before 1.2.3 too');
+  for (const [file, deb] of [
+    [rpm, mux],
+    [rpmUpdater, updater],
+  ] as const) {
+    const fromRpm = new Map<string, string>();
+    for (const line of (await query(file, '[%{FILENAMES} %{FILEMODE:perms} %{FILEDIGESTS}\n]')).trim().split('\n')) {
+      const [path, perms, digest] = line.split(' ');
+      if (perms!.startsWith('-')) fromRpm.set(path!, digest!);
+    }
+    const debRoot = join(dir, `files-of-${deb.split('/').at(-1)}`);
+    await run('dpkg-deb', ['-x', deb, debRoot]);
+    const listing = (await run('find', [debRoot, '-type', 'f'], { timeoutMs: 60_000 })).stdout.trim().split('\n');
+    const fromDeb = new Map<string, string>();
+    for (const path of listing) {
+      const installed = path.slice(debRoot.length).replace(/^\/lib\/systemd\//, '/usr/lib/systemd/');
+      fromDeb.set(
+        installed,
+        createHash('sha256')
+          .update(await readFile(path))
+          .digest('hex'),
+      );
+    }
+    t.same([...fromRpm.entries()].sort(), [...fromDeb.entries()].sort(), `${file.split('/').at(-1)} holds the .deb's files`);
+  }
+  t.match(
+    await query(rpm, '[%{FILENAMES} %{FILEFLAGS:fflags}\n]'),
+    /^\/etc\/default\/gate cn$/m,
+    '/etc/default/gate is %config(noreplace)',
+  );
+  const requires = await query(rpm, '[%{REQUIRENAME}\n]');
+  t.match(requires, /libstdc\+\+\.so\.6/);
+  t.notMatch(requires, /node/, 'nothing named node is required');
+  const muxScripts = await query(rpm, '%{PREUN}\n---\n%{POSTUN}');
+  t.match(muxScripts, /systemctl disable --now gate-agent\.service gate\.service/, 'erase stops and disables the services');
+  t.match(muxScripts, /try-restart gate-agent\.service gate\.service/, 'an upgrade restarts them');
+  t.match(await query(rpmUpdater, '%{POSTIN}'), /systemctl enable gate-upgrade\.timer/, 'the updater enables the timer');
+  t.match(await query(rpmUpdater, '[%{REQUIRENAME}\n]'), /^gate-mux$/m);
+  // The header signature, checked by rpm against the public key (in a scratch database).
+  const rpmdb = join(dir, 'rpmdb');
+  await mkdir(rpmdb);
+  const publicKey = join(dir, 'key.asc');
+  await run('sh', ['-c', `gpg --batch --armor --export ${fingerprint} > ${publicKey}`], { env: gpgEnv });
+  t.equal((await run('rpm', ['--dbpath', rpmdb, '--import', publicKey])).code, 0);
+  for (const file of [rpm, rpmUpdater]) {
+    const checked = await run('rpm', ['--dbpath', rpmdb, '--checksig', '-v', file], { timeoutMs: 60_000 });
+    t.match(checked.stdout, /Header V4 RSA\/SHA256 Signature, key ID [0-9a-f]+: OK/, `${file.split('/').at(-1)}: signed`);
+  }
 });

@@ -6,7 +6,9 @@
 // configured and started by systemd, a client through its tunnel, gate-ent-updater installed with
 // its timer enabled, `gate-upgrade dry-run`, an upgrade run by gate-upgrade.service inside the
 // maintenance window, the agent back on the new version, `journalctl -u gate-upgrade`, the timer
-// suspended and resumed, and the packages erased.
+// suspended and resumed, and the packages erased. Step 5 too: the agent runs as a non-root user
+// (a User= drop-in) who owns /etc/gate-upgrade.d/schedule, and the service's run outside the window
+// defers (exit 3, which the unit counts as success) before the one inside it installs.
 //
 // It builds a Debian root and boots a container, so it runs only where CI=true, once per CI run
 // (.ci/test-nodes sets GATE_MUX_MACHINE_TESTS=done for the other Node majors); the container and
@@ -52,6 +54,8 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
     if (!requirePeer(t, binary, pkg)) return;
   }
   const work = await tempDir(t, 'systemd-apt');
+  const started = Date.now();
+  const phase = (what: string) => t.comment(`${((Date.now() - started) / 1000).toFixed(0)} s: ${what}`);
   const arch = (await run('dpkg', ['--print-architecture'])).stdout.trim();
 
   // The root (about a minute the first time in a run) while both versions are built.
@@ -60,7 +64,13 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   for (const version of [V1, V2]) {
     // env -u: without tap's loader hooks in NODE_OPTIONS (tsc fails under them).
     const built = await run('env', ['-u', 'NODE_OPTIONS', 'npm', '--prefix', REPO_ROOT, 'run', '--silent', 'package'], {
-      env: { ...process.env, GATE_PACKAGE_VERSION: version, GATE_PACKAGE_DIR: packages, GATE_PACKAGE_ARCHES: arch },
+      env: {
+        ...process.env,
+        GATE_PACKAGE_VERSION: version,
+        GATE_PACKAGE_DIR: packages,
+        GATE_PACKAGE_ARCHES: arch,
+        GATE_PACKAGE_COMPRESSION: 'none',
+      },
       timeoutMs: 300_000,
     });
     t.equal(built.code, 0, `npm run package at ${version}: ${built.stderr.slice(-2000)}`);
@@ -90,6 +100,7 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   const aptRepo = join(repos, 'apt');
   t.match(await readFile(join(aptRepo, 'InRelease'), 'utf8'), /^-----BEGIN PGP SIGNED MESSAGE-----/, 'InRelease is signed');
 
+  phase('packages built and published');
   const box = await bootDebian(t, await rootTarball, async (root) => {
     await cp(aptRepo, join(root, 'srv/gate-apt'), { recursive: true });
     await run('chmod', ['-R', 'a+rX', join(root, 'srv/gate-apt')]);
@@ -101,6 +112,7 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   });
   const apt = (args: string) => box.sh(`apt-get ${args}`, { env: { DEBIAN_FRONTEND: 'noninteractive' }, timeoutMs: 300_000 });
 
+  phase('container booted');
   t.equal((await box.exec('command -v node nodejs')).stdout, '', 'no Node.js in the container');
 
   // apt checks the signature: without the key the repository is refused.
@@ -142,6 +154,7 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   t.equal((await box.sh('systemctl show -p NRestarts --value gate')).trim(), '1', 'restarted once');
   t.equal(Number((await box.sh('cat /run/gate.pid')).trim()), await mainPid('gate'), 'the pid file names the new process');
 
+  phase('proxy checked');
   // --- enrollment (Linux agents) -------------------------------------------------------------
   // The resource behind the agent: a TCP server that names itself, as a transient unit.
   await box.sh(
@@ -167,17 +180,35 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   t.equal((await box.exec('systemctl is-enabled gate-upgrade.timer')).stdout.trim(), 'enabled', 'gate-ent-updater enables the timer');
   t.equal((await box.exec('systemctl is-active gate-upgrade.timer')).stdout.trim(), 'active', 'and starts it');
   t.match(await box.sh('systemctl show -p Environment --value gate-agent'), /GATE_EXT_UPGRADER=unit/, 'the agent reports its upgrader');
+  // Step 5: the agent runs as a non-root user (a User= drop-in), who owns its files and the
+  // schedule file; the updater's service (root) writes that file and the user keeps it.
+  await box.sh('useradd --system --no-create-home --shell /usr/sbin/nologin gate-agent');
+  await box.sh('chown gate-agent /etc/gate/agent.yaml /var/lib/gate && chown -R gate-agent /var/lib/gate/agent');
+  await box.sh('touch /etc/gate-upgrade.d/schedule && chown gate-agent /etc/gate-upgrade.d/schedule');
+  await mkdir(join(box.root, 'etc/systemd/system/gate-agent.service.d'), { recursive: true });
+  await writeFile(join(box.root, 'etc/systemd/system/gate-agent.service.d/user.conf'), '[Service]\nUser=gate-agent\n');
+  await box.sh('systemctl daemon-reload && systemctl restart gate-agent');
+  await untilOk(
+    box,
+    `test "$(journalctl -u gate-agent -o cat --no-pager | grep -c 'tunnel up')" -ge 2`,
+    'the non-root agent holds its tunnel',
+  );
+  t.equal(
+    (await box.sh('ps -o user= -p "$(systemctl show -p MainPID --value gate-agent)"')).trim(),
+    'gate-agent',
+    'the agent runs as gate-agent',
+  );
+  t.equal(await throughTunnel(box), 'enrolled-target', 'and carries traffic');
+
   // Step 6: dry-run, no flags.
   const dry = await box.exec('gate-upgrade dry-run');
   t.equal(dry.code, 0, `gate-upgrade dry-run: ${dry.stderr}`);
   t.equal(dry.stdout.split('\n')[0], `no upgrades available (${V1} == ${V1})`);
-  t.match(dry.stderr, /no maintenance schedule has been exported yet/, "the document's expected warning before the schedule is exported");
+  t.match(dry.stderr, /no (valid )?maintenance schedule has been exported yet/, "the document's expected warning before the schedule is exported");
 
   // The cluster moves the channel: the proxy's file changes and `systemctl reload gate` serves it,
-  // in the same process. The maintenance window opens this hour (past :59:30, the next one).
+  // in the same process.
   const before = await mainPid('gate');
-  const now = new Date();
-  if (now.getUTCMinutes() === 59 && now.getUTCSeconds() >= 30) await new Promise((r) => setTimeout(r, (61 - now.getUTCSeconds()) * 1000));
   await writeGateYaml(box, V2);
   await box.sh('systemctl reload gate');
   await untilOk(
@@ -188,7 +219,22 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   t.equal(await mainPid('gate'), before, 'reloaded, not restarted');
   t.equal((await box.sh('gate-upgrade dry-run')).split('\n')[0], `an upgrade is available (${V1} -> ${V2})`);
 
-  // The timer's own service runs the upgrade (the schedule first, then the install in the window).
+  // Outside the window (tomorrow's day) the timer's own service defers: exit 3, a success to systemd.
+  await writeGateYaml(box, V2, 1);
+  await box.sh('systemctl reload gate');
+  const deferred = await box.exec('systemctl start gate-upgrade.service', { timeoutMs: 300_000 });
+  t.equal(deferred.code, 0, `a deferred run is not a failure: ${deferred.stderr}`);
+  t.equal((await box.sh('systemctl show -p ExecMainStatus --value gate-upgrade')).trim(), '3', 'it exited 3: deferred');
+  t.equal((await box.sh("dpkg-query -W -f='${Version}' gate-mux")).trim(), V1, 'nothing installed outside the window');
+  t.equal((await box.sh('stat -c %U /etc/gate-upgrade.d/schedule')).trim(), 'gate-agent', "the schedule is still the agent user's");
+
+  // Inside it the service installs (the schedule first, then the install). The window opens this
+  // hour (past :59:30, the next one, so that the run falls inside it).
+  const now = new Date();
+  if (now.getUTCMinutes() === 59 && now.getUTCSeconds() >= 30) await new Promise((r) => setTimeout(r, (61 - now.getUTCSeconds()) * 1000));
+  await writeGateYaml(box, V2);
+  await box.sh('systemctl reload gate');
+  phase('enrolled; upgrading');
   const agentBefore = await mainPid('gate-agent');
   const ran = await box.exec('systemctl start gate-upgrade.service', { timeoutMs: 300_000 });
   t.equal(ran.code, 0, `gate-upgrade.service: ${ran.stderr}\n${(await box.exec('journalctl -u gate-upgrade -o cat --no-pager')).stdout}`);
@@ -203,6 +249,7 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   t.match(journal, /wrote the maintenance schedule/, 'the service exported the schedule first');
   t.not(await mainPid('gate-agent'), agentBefore, 'the agent was restarted on the new version');
   await untilOk(box, `test "$(journalctl -u gate-agent -o cat --no-pager | grep -c 'tunnel up')" -ge 2`, 'the agent re-joins');
+  t.equal((await box.sh('ps -o user= -p "$(systemctl show -p MainPID --value gate-agent)"')).trim(), 'gate-agent', 'still as gate-agent');
   t.equal(await throughTunnel(box), 'enrolled-target', 'traffic flows through the upgraded agent');
   t.equal((await box.sh('gate-upgrade dry-run')).split('\n')[0], `no upgrades available (${V2} == ${V2})`);
 
@@ -220,10 +267,11 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
     t.not((await box.exec(`systemctl is-active ${unit}`)).stdout.trim(), 'active', `${unit} stopped on erase`);
   t.equal((await box.exec('test -e /lib/systemd/system/gate.service')).code, 1, 'the units are gone');
   t.equal((await box.exec('test -e /etc/gate/gate.yaml')).code, 0, "the operator's gate.yaml stays");
+  phase('erased');
 });
 
-/** The proxy's file: the channel at `version`, a window open this hour today, a tunnelled upstream. */
-async function writeGateYaml(box: Booted, version: string): Promise<void> {
+/** The proxy's file: the channel at `version`, a window open this hour `dayOffset` days from today, a tunnelled upstream. */
+async function writeGateYaml(box: Booted, version: string, dayOffset = 0): Promise<void> {
   const now = new Date();
   await writeFile(
     join(box.root, 'etc/gate/gate.yaml'),
@@ -243,7 +291,7 @@ async function writeGateYaml(box: Booted, version: string): Promise<void> {
       '  cluster_maintenance_config:',
       '    agent_upgrades:',
       `      utc_start_hour: ${now.getUTCHours()}`,
-      `      weekdays: [${DAYS[now.getUTCDay()]}]`,
+      `      weekdays: [${DAYS[(now.getUTCDay() + dayOffset) % 7]}]`,
       '',
     ].join('\n'),
   );
