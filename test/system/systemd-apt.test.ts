@@ -58,8 +58,9 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   const phase = (what: string) => t.comment(`${((Date.now() - started) / 1000).toFixed(0)} s: ${what}`);
   const arch = (await run('dpkg', ['--print-architecture'])).stdout.trim();
 
-  // The root (about a minute the first time in a run) while both versions are built.
-  const rootTarball = debianRootTarball(t);
+  // The root while both versions are built: the one systemd-rpm.test.ts boots too (with dnf and
+  // zypper, which apt never touches), so a CI run makes one root, not two.
+  const rootTarball = debianRootTarball(t, ['dnf', 'zypper']);
   const packages = join(work, 'packages');
   for (const version of [V1, V2]) {
     // The .debs only (`npm run package` also makes RPMs), this machine's architecture, unpacked.
@@ -169,7 +170,9 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   // Step 3 (gate-mux is installed at that version above) and 4.
   t.equal((await box.sh("dpkg-query -W -f='${Version}' gate-mux")).trim(), target, 'step 4: the installed version is the target');
   // The agent's file, from what the proxy prints at start (CA pin) and its development token.
-  const pin = /agents: CA pin (sha256:[0-9a-f]{64})/.exec(await box.sh('journalctl -u gate -o cat --no-pager'))![1]!;
+  const proxyLog = await box.sh('journalctl -u gate -o cat --no-pager');
+  const pin = /agents: CA pin (sha256:[0-9a-f]{64})/.exec(proxyLog)![1]!;
+  t.match(proxyLog, /^\s+gate-mux agent --proxy localhost:3080 /m, 'the join hint names the installed command, not a node');
   await box.sh(
     `gate-mux agent configure --proxy 127.0.0.1:3080 --server-name localhost --token "$(cat /var/lib/gate/proxy/join-token)" --ca-pin ${pin} --name node-1 --allow 127.0.0.1:7000 --upgrade-channel stable/cloud --package-manager apt`,
   );
