@@ -34,7 +34,7 @@ ${Object.entries(COMMANDS)
   .map(([name, c]) => `  ${name.padEnd(13)} ${c.summary}`)
   .join('\n')}
 
-  --version      print the version
+  --version      print the version, then the Node.js runtime's version and path
 `;
 
 export async function main(argv: string[]): Promise<number> {
@@ -44,7 +44,9 @@ export async function main(argv: string[]): Promise<number> {
     return name === undefined ? 2 : 0;
   }
   if (name === '--version' || name === '-v') {
-    process.stdout.write(`${packageVersion}\n`);
+    // The version alone on the first line (gate-upgrade and scripts read it there), then the
+    // runtime it runs on: the package's own Node.js when installed from a package (issue 38).
+    process.stdout.write(`${packageVersion}\nNode.js ${process.version} (${process.execPath})\n`);
     return 0;
   }
   const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;

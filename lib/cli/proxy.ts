@@ -139,6 +139,9 @@ function describe(err: unknown): string {
 function agentCommand(): string {
   const script = process.argv[1] ? realpathSync(process.argv[1]) : '';
   if (script.includes(`${sep}node_modules${sep}`)) return 'npx gate-mux agent';
+  // The Debian and RPM packages' tree, run by /usr/bin/gate-mux on the package's own runtime:
+  // there is no `node` on PATH to name (issue 38).
+  if (script.startsWith('/usr/lib/gate-mux/dist/')) return 'gate-mux agent';
   const path = relative(process.cwd(), script);
   return `node ${path.startsWith('..') ? script : path} agent`;
 }

@@ -134,7 +134,15 @@ t.test('usage: --help, --version, an unknown command or option, each with its ex
   t.equal(upgrade.code, 0, 'gate-mux upgrade is gate-upgrade');
   t.match(upgrade.stdout, /dry-run[\s\S]*export-schedule/);
   const version = await gateMux('--version');
-  t.equal(version.stdout.trim(), JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')).version);
+  t.same(
+    version.stdout.split('\n'),
+    [
+      JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')).version,
+      `Node.js ${process.version} (${process.execPath})`,
+      '',
+    ],
+    'the version, then the runtime',
+  );
   const unknown = await gateMux('frobnicate');
   t.equal(unknown.code, 2);
   t.match(unknown.stderr, /unknown command 'frobnicate'/);
