@@ -103,6 +103,12 @@ export const ErrorCodes = {
   UPGRADE_VERIFY_FAILED: 'GATE_ERR_UPGRADE_VERIFY_FAILED',
   // several proxies as one cluster
   STORE_UNAVAILABLE: 'GATE_ERR_STORE_UNAVAILABLE',
+  // the admin command: cluster resources, identities, roles
+  ADMIN_UNAUTHENTICATED: 'GATE_ERR_ADMIN_UNAUTHENTICATED',
+  ACCESS_DENIED: 'GATE_ERR_ACCESS_DENIED',
+  RESOURCE_INVALID: 'GATE_ERR_RESOURCE_INVALID',
+  RESOURCE_EXISTS: 'GATE_ERR_RESOURCE_EXISTS',
+  RESOURCE_NOT_FOUND: 'GATE_ERR_RESOURCE_NOT_FOUND',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
