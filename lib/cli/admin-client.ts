@@ -12,15 +12,16 @@
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { request } from 'node:https';
-import { isIP } from 'node:net';
+import { connect as tcpConnect, isIP } from 'node:net';
 import { join } from 'node:path';
-import { rootCertificates } from 'node:tls';
+import { connect as tlsConnect, rootCertificates } from 'node:tls';
 import { formatAddress, parseAddress, type HostPort } from '../config/address.js';
 import { loadConfig } from '../config/load.js';
 import { ErrorCodes, GateError, type ErrorCode } from '../errors.js';
 import { CertificateAuthority } from '../pki/certificate-authority.js';
 import { ADMIN_LOCAL_URI, ADMIN_PATH_PREFIX } from '../wire/names.js';
 import { LOCAL_ADMIN_COMMON_NAME } from '../admin/admin-identity.js';
+import { encodeProxyHeaderV2Local } from '../proxy-protocol/header.js';
 import { defaultConfigPath } from './package-info.js';
 
 /** Where a proxy installed from the packages keeps its configuration. */
@@ -66,6 +67,12 @@ export interface AdminConnection {
   who: string;
   /** The address an identity file issued through this connection names (the proxy's public address). */
   publicAddress: string;
+  /**
+   * On the proxy's host, when its port takes connections from a load balancer only
+   * (`proxy_protocol: on`): a PROXY v2 LOCAL header first, as the balancer's own health checks send,
+   * so the proxy keeps the connection's real addresses (its trusted networks must hold this host).
+   */
+  proxyHeader: boolean;
 }
 
 /** The parts of an identity file. */
@@ -133,6 +140,7 @@ export async function adminConnection(flags: ConnectionFlags): Promise<AdminConn
       ca: [...identity.ca, ...rootCertificates],
       who: `the identity in ${flags.identity}`,
       publicAddress: formatAddress(parsed.address),
+      proxyHeader: false,
     };
   }
   if (flags.proxy !== undefined)
@@ -161,6 +169,7 @@ export async function adminConnection(flags: ConnectionFlags): Promise<AdminConn
     ca: [caCert, ...rootCertificates],
     who: `full permissions from ${join(dataDir, 'ca-key.pem')}`,
     publicAddress: formatAddress(config.proxy.publicAddrs[0] ?? { host, port: web.port }),
+    proxyHeader: config.proxy.proxyProtocol === 'on',
   };
 }
 
@@ -198,7 +207,8 @@ export async function adminCall(
         key: connection.key,
         ca: connection.ca,
         ...(connection.serverName !== undefined ? { servername: connection.serverName } : {}),
-        agent: false,
+        // Without an agent: one connection per command. node:http uses createConnection only when no agent is given.
+        ...(connection.proxyHeader ? { createConnection: () => withProxyHeader(connection) } : { agent: false }),
         headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
         timeout: TIMEOUT_MS,
       },
@@ -243,4 +253,18 @@ export async function adminCall(
       : ErrorCodes.FETCH_FAILED;
   const refused = new GateError(code, typeof error.message === 'string' ? error.message : `${where}: answered ${status}`);
   throw refused;
+}
+
+/** The TLS connection, behind a PROXY v2 LOCAL header sent on the TCP connection first. */
+function withProxyHeader(connection: AdminConnection) {
+  const tcp = tcpConnect({ host: connection.address.host, port: connection.address.port });
+  tcp.write(encodeProxyHeaderV2Local());
+  return tlsConnect({
+    socket: tcp,
+    cert: connection.cert,
+    key: connection.key,
+    ca: connection.ca,
+    ...(connection.serverName !== undefined ? { servername: connection.serverName } : {}),
+    ALPNProtocols: ['http/1.1'],
+  });
 }
