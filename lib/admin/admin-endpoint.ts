@@ -339,7 +339,8 @@ export function createAdminRoutes(options: AdminEndpointOptions): (req: Incoming
   };
 
   function refuse(req: IncomingMessage, res: ServerResponse, error: GateError, where: Record<string, unknown>): void {
-    refusals.log('warn', error.code, { ...where, code: error.code }, `admin request refused: ${error.message.split('\n')[0]}`);
+    const issues = error instanceof InvalidManifest ? { issues: error.issues } : {};
+    refusals.log('warn', error.code, { ...where, code: error.code, ...issues }, `admin request refused: ${error.message.split('\n')[0]}`);
     if (res.headersSent || res.destroyed) return;
     sendJson(res, statusOf(error.code), {
       error: { code: error.code, message: error.message, ...(error instanceof InvalidManifest ? { issues: error.issues } : {}) },
