@@ -158,10 +158,7 @@ export async function getMain(argv: string[]): Promise<number> {
   try {
     const answer = await adminCall(await adminConnection(values as ConnectionFlags), 'get', kindAndName(positionals[0]!));
     const resources = answer.resources as Array<Record<string, unknown>>;
-    if (format === 'json')
-      process.stdout.write(
-        `${JSON.stringify(positionals[0]!.includes('/') || (resources.length === 1 && !isList(positionals[0]!)) ? resources[0] : resources, null, 2)}\n`,
-      );
+    if (format === 'json') process.stdout.write(`${JSON.stringify(isList(positionals[0]!) ? resources : resources[0], null, 2)}\n`);
     else process.stdout.write(resources.map((r) => stringify(r)).join('---\n'));
     return 0;
   } catch (err) {

@@ -221,6 +221,20 @@ t.test('the maintenance window as a cluster resource: create on one proxy, serve
     'the change logged: who, what, revision',
   );
 
+  // Renewed before it expires: the same user, a fresh certificate, the file rewritten in place.
+  const before = await readFile(identity, 'utf8');
+  const renewed = await gateMux(['users', 'renew', ...asUser(cluster.balancerPort, identity)]);
+  t.equal(renewed.code, 0, renewed.stderr);
+  t.not(await readFile(identity, 'utf8'), before, 'a new certificate and key');
+  const afterRenewal = await gateMux(['get', 'cluster_maintenance_config', ...asUser(cluster.balancerPort, identity)]);
+  t.equal(afterRenewal.code, 0, afterRenewal.stderr);
+  const listed = await gateMux(['get', 'role', '--format', 'json', ...onHost(p1)]);
+  t.same(
+    (JSON.parse(listed.stdout) as Array<{ metadata: { name: string } }>).map((r) => r.metadata.name),
+    ['maintenance-admin', 'maintenance-reader'],
+    'a kind without a name lists them',
+  );
+
   const removed = await gateMux(['users', 'rm', 'alice', ...onHost(p0)]);
   t.equal(removed.code, 0, removed.stderr);
   const revoked = await gateMux(['get', 'cluster_maintenance_config', ...asUser(cluster.balancerPort, identity)]);
