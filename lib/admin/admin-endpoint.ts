@@ -323,9 +323,11 @@ export function createAdminRoutes(options: AdminEndpointOptions): (req: Incoming
         if (!found) throw new GateError(ErrorCodes.RESOURCE_NOT_FOUND, `user ${name} not found (gate-mux users add makes one)`);
         await rolesMustExist(roles);
         const document = { ...found.document, spec: { roles, identity: userRecordOf(found.document).identityId } };
-        const stored = await s.putResource({ kind: USER_KIND, name, document, updatedBy: who.who, updatedAt: Date.now() }, 'replace');
-        changed(who, 'update', stored!);
-        return { user: name, roles, revision: stored!.revision };
+        const stored = await s.putResource({ kind: USER_KIND, name, document, updatedBy: who.who, updatedAt: Date.now() }, 'update');
+        // Removed meanwhile (users rm): it stays removed, and its identity revoked.
+        if (!stored) throw new GateError(ErrorCodes.RESOURCE_NOT_FOUND, `user ${name} not found (removed meanwhile)`);
+        changed(who, 'update', stored);
+        return { user: name, roles, revision: stored.revision };
       },
     },
     // A user's own identity, renewed before it expires: only the certificate it presents is needed.

@@ -1,6 +1,6 @@
 import type { GateError } from '../errors.js';
 import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
-import type { ResourceStore, ResourceWrite, StoredResource } from './resource-store.js';
+import type { PutMode, ResourceStore, ResourceWrite, StoredResource } from './resource-store.js';
 import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
 
 interface Expiring<T> {
@@ -102,10 +102,11 @@ export class MemoryRouteStore implements RouteStore, ResourceStore, Closable {
     return [...(this.resources.get(kind)?.values() ?? [])].map(copyResource).sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  async putResource(write: ResourceWrite, mode: 'create' | 'replace'): Promise<StoredResource | undefined> {
+  async putResource(write: ResourceWrite, mode: PutMode): Promise<StoredResource | undefined> {
     let byName = this.resources.get(write.kind);
     if (!byName) this.resources.set(write.kind, (byName = new Map()));
     if (mode === 'create' && byName.has(write.name)) return undefined;
+    if (mode === 'update' && !byName.has(write.name)) return undefined;
     const stored = copyResource({ ...write, revision: ++this.revision });
     byName.set(write.name, stored);
     return copyResource(stored);

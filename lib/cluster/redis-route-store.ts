@@ -5,7 +5,7 @@ import { type CloseOptions, Lifecycle, type LifecycleState, within, type Closabl
 import { componentLogger, type Logger } from '../log.js';
 import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
 import { parseInventoryRecord } from './inventory.js';
-import { parseStoredResource, type ResourceStore, type ResourceWrite, type StoredResource } from './resource-store.js';
+import { parseStoredResource, type PutMode, type ResourceStore, type ResourceWrite, type StoredResource } from './resource-store.js';
 
 export interface RedisRouteStoreOptions {
   host: string;
@@ -155,13 +155,14 @@ end
 return out`;
 
 /**
- * ARGV: prefix, kind, name, mode (create|replace), record JSON. Returns the new revision, or 0 when
- * `create` finds one already there (the check and the write are one step: of two racing creates
- * one wins).
+ * ARGV: prefix, kind, name, mode (create|replace|update), record JSON. Returns the new revision, or
+ * 0 when `create` finds one already there or `update` finds none (the check and the write are one
+ * step: of two racing creates one wins, and an update racing a removal does not undo it).
  */
 const PUT_RESOURCE = `
 local key = ARGV[1] .. 'resource:' .. ARGV[2] .. ':' .. ARGV[3]
-if ARGV[4] == 'create' and redis.call('EXISTS', key) == 1 then return 0 end
+local exists = redis.call('EXISTS', key) == 1
+if (ARGV[4] == 'create' and exists) or (ARGV[4] == 'update' and not exists) then return 0 end
 local revision = redis.call('INCR', ARGV[1] .. 'revision')
 redis.call('HSET', key, 'revision', revision, 'record', ARGV[5])
 redis.call('SADD', ARGV[1] .. 'resources:' .. ARGV[2], ARGV[3])
@@ -359,7 +360,7 @@ export class RedisRouteStore implements RouteStore, ResourceStore, Closable {
     return out.sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  async putResource(write: ResourceWrite, mode: 'create' | 'replace'): Promise<StoredResource | undefined> {
+  async putResource(write: ResourceWrite, mode: PutMode): Promise<StoredResource | undefined> {
     const record = JSON.stringify({ document: write.document, updatedBy: write.updatedBy, updatedAt: write.updatedAt });
     const revision = await this.run('putResource', () => this.redis.gatePutResource(this.prefix, write.kind, write.name, mode, record));
     if (revision === 0) return undefined;

@@ -22,6 +22,9 @@ export interface StoredResource {
   updatedAt: number;
 }
 
+/** How a write treats a resource of the same kind and name. */
+export type PutMode = 'create' | 'replace' | 'update';
+
 /** What is written: the store assigns the revision. */
 export type ResourceWrite = Omit<StoredResource, 'revision'>;
 
@@ -33,9 +36,10 @@ export interface ResourceStore {
   /**
    * Writes the resource with the next revision. `create`: only when none of that kind and name
    * exists (atomically: of two racing creates one wins); resolves undefined when one does.
-   * `replace`: whether or not one exists.
+   * `replace`: whether or not one exists. `update`: only when one exists (resolves undefined when
+   * none does: a write racing a removal never brings the removed one back).
    */
-  putResource(write: ResourceWrite, mode: 'create' | 'replace'): Promise<StoredResource | undefined>;
+  putResource(write: ResourceWrite, mode: PutMode): Promise<StoredResource | undefined>;
   /** Removes it; resolves the removed version, or undefined when there was none. */
   deleteResource(kind: string, name: string): Promise<StoredResource | undefined>;
 }

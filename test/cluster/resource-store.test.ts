@@ -38,6 +38,9 @@ async function contract(t: Test, store: ResourceStore): Promise<void> {
   );
   const racing = await Promise.all([1, 2, 3, 4].map((h) => store.putResource({ ...write('race', h), kind: 'user' }, 'create')));
   t.equal(racing.filter((r) => r !== undefined).length, 1, 'of racing creates one wins');
+  t.equal(await store.putResource({ ...write('nobody', 1), kind: 'user' }, 'update'), undefined, 'update of none: nothing written');
+  t.equal(await store.getResource('user', 'nobody'), undefined);
+  t.ok((await store.putResource({ ...write('a', 2), kind: 'role' }, 'update'))?.revision, 'update of one that exists');
   t.equal((await store.deleteResource('role', 'a'))?.name, 'a');
   t.equal(await store.deleteResource('role', 'a'), undefined, 'gone');
   t.same(
