@@ -397,11 +397,13 @@ export function createAdminRoutes(options: AdminEndpointOptions): (req: Incoming
 
 async function readJson(req: IncomingMessage): Promise<Body> {
   const body = await readBody(req, { maxBytes: MAX_ADMIN_BODY_BYTES, timeoutMs: BODY_TIMEOUT_MS });
+  let value: unknown;
   try {
-    const value: unknown = JSON.parse(body.toString('utf8'));
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('not an object');
-    return value as Body;
+    value = JSON.parse(body.toString('utf8'));
   } catch (err) {
-    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `request body is not a JSON object: ${(err as Error).message}`);
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, `request body is not JSON: ${(err as Error).message}`, { cause: err });
   }
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'request body is not a JSON object');
+  return value as Body;
 }
