@@ -110,6 +110,12 @@ export const ErrorCodes = {
   STORE_UNAVAILABLE: 'GATE_ERR_STORE_UNAVAILABLE',
   // the diagnostics listener
   DIAG_UNAUTHORIZED: 'GATE_ERR_DIAG_UNAUTHORIZED',
+  // the admin command: cluster resources, identities, roles
+  ADMIN_UNAUTHENTICATED: 'GATE_ERR_ADMIN_UNAUTHENTICATED',
+  ACCESS_DENIED: 'GATE_ERR_ACCESS_DENIED',
+  RESOURCE_INVALID: 'GATE_ERR_RESOURCE_INVALID',
+  RESOURCE_EXISTS: 'GATE_ERR_RESOURCE_EXISTS',
+  RESOURCE_NOT_FOUND: 'GATE_ERR_RESOURCE_NOT_FOUND',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

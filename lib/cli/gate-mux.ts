@@ -22,8 +22,25 @@ const COMMANDS: Record<string, Command> = {
   agent: { summary: 'join the proxy and hold a reverse tunnel for the resources on its --allow list', load: () => import('./agent.js') },
   upgrade: { summary: 'the updater: dry-run, run, export-schedule (the same as gate-upgrade)', load: () => import('./gate-upgrade.js') },
   inventory: {
-    summary: "list the cluster's agents: inventory ls [--upgrader=none] (from a proxy's diag_addr)",
+    summary: "list the cluster's agents: inventory ls [--upgrader=none]",
     load: () => import('./inventory.js'),
+  },
+  create: {
+    summary: 'create resources from a manifest (cluster_maintenance_config, role); -f overwrites',
+    load: () => import('./admin.js').then((m) => ({ main: m.createMain })),
+  },
+  get: {
+    summary: 'print resources: get KIND[/NAME] [--format yaml|json]',
+    load: () => import('./admin.js').then((m) => ({ main: m.getMain })),
+  },
+  rm: { summary: 'remove a resource: rm KIND/NAME', load: () => import('./admin.js').then((m) => ({ main: m.rmMain })) },
+  status: {
+    summary: 'the cluster name, version, CA pin, proxies and agents',
+    load: () => import('./admin.js').then((m) => ({ main: m.statusMain })),
+  },
+  users: {
+    summary: 'admin users and their identity files: users add|update|rm|renew',
+    load: () => import('./admin.js').then((m) => ({ main: m.usersMain })),
   },
 };
 

@@ -1,26 +1,26 @@
 /**
  * `gate-mux inventory ls`: the agents of the whole cluster (server ID, hostname, services,
- * version, upgrader), as any proxy's diagnostics listener (`diag_addr`) answers them from the
- * route store. The enrollment procedure's first step is `inventory ls --upgrader=none`: the
- * agents not yet enrolled in automatic updates.
+ * version, upgrader), as any proxy answers them from the route store: through its admin endpoint
+ * (lib/cli/admin-client.ts: on the proxy's host with its configuration, elsewhere with an identity
+ * whose roles allow `read` on `inventory`), or its diagnostics listener with --diag. The
+ * enrollment procedure's first step is `inventory ls --upgrader=none`: the agents not yet enrolled
+ * in automatic updates.
  */
-import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { formatAddress, parseAddress, type HostPort } from '../config/address.js';
-import { loadConfig } from '../config/load.js';
 import type { InventoryRow } from '../cluster/inventory.js';
 import { fetchText } from '../client/fetch-text.js';
 import { ErrorCodes, GateError, toGateError, type ErrorCode } from '../errors.js';
+import { adminCall, adminConnection, CONNECTION_OPTIONS, CONNECTION_USAGE, type ConnectionFlags } from './admin-client.js';
 import { parseCommand, usageError } from './usage.js';
 
-/** Where a proxy installed from the packages keeps its configuration. */
-export const INSTALLED_CONFIG_PATH = '/etc/gate/gate.yaml';
+export { INSTALLED_CONFIG_PATH } from './admin-client.js';
 const TIMEOUT_MS = 10_000;
 /** The answer of a cluster of 100,000 agents is some tens of megabytes; more is not an inventory. */
 const MAX_ANSWER_BYTES = 64 << 20;
 
 export const INVENTORY_USAGE = `usage: gate-mux inventory ls [--upgrader=none|unit|...] [--format text|json]
-                            [--diag HOST:PORT | --config FILE] [--token-file FILE]
+                            [connection options | --diag HOST:PORT [--token-file FILE]]
 
 Lists the agents of the cluster, once each, however many proxies hold their tunnels: any proxy
 answers for all of them. Columns: Server ID, Hostname, Services, Version, Upgrader (none: not
@@ -29,11 +29,9 @@ enrolled in automatic updates; unknown: an agent older than self-descriptions).
   --upgrader NAME   only the agents with this upgrader (--upgrader=none: those to enroll)
   --format FORMAT   text (a table, default) or json (an array of objects: server_id, hostname,
                     services, version, upgrader, agent, proxies, since)
-  --diag HOST:PORT  the proxy's diagnostics listener (diag_addr)
-  --config FILE     read diag_addr (and diag_token_file) from this proxy configuration
-                    (default ${INSTALLED_CONFIG_PATH})
-  --token-file FILE the diagnostics listener's bearer token (diag_token_file), when it has one
-`;
+  --diag HOST:PORT  ask a proxy's diagnostics listener (diag_addr) instead of its admin endpoint
+  --token-file FILE with --diag: the listener's bearer token (diag_token_file), when it has one
+${CONNECTION_USAGE}`;
 
 export async function main(argv: string[]): Promise<number> {
   const [verb, ...rest] = argv;
@@ -53,8 +51,8 @@ export async function main(argv: string[]): Promise<number> {
         upgrader: { type: 'string' },
         format: { type: 'string', default: 'text' },
         diag: { type: 'string' },
-        config: { type: 'string' },
         'token-file': { type: 'string' },
+        ...CONNECTION_OPTIONS,
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -71,9 +69,10 @@ export async function main(argv: string[]): Promise<number> {
     return usageError(`--format ${values.format}: expected text or json`, INVENTORY_USAGE);
   let rows: InventoryRow[];
   try {
-    const diag = await diagAddress(values.diag, values.config);
-    const tokenFile = values['token-file'] ?? diag.tokenFile;
-    rows = await fetchInventory(diag.address, tokenFile === undefined ? undefined : await readToken(tokenFile));
+    if (values.diag !== undefined) {
+      const tokenFile = values['token-file'];
+      rows = await fetchInventory(diagAddress(values.diag), tokenFile === undefined ? undefined : await readToken(tokenFile));
+    } else rows = (await adminCall(await adminConnection(values as ConnectionFlags), 'inventory')) as unknown as InventoryRow[];
   } catch (err) {
     process.stderr.write(`gate-mux inventory: ${toGateError(err, ErrorCodes.FETCH_FAILED).message}\n`);
     return 1;
@@ -95,39 +94,14 @@ async function readToken(file: string): Promise<string> {
   }
 }
 
-/**
- * `--diag`, else the configuration's `diag_addr` (and its `diag_token_file`); an unspecified host
- * (0.0.0.0, ::) is asked on loopback.
- */
-async function diagAddress(
-  flag: string | undefined,
-  configPath: string | undefined,
-): Promise<{ address: HostPort; tokenFile: string | undefined }> {
-  let address: HostPort;
-  let tokenFile: string | undefined;
-  if (flag !== undefined) {
-    const parsed = parseAddress(flag);
-    if (!parsed.ok) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `--diag ${flag}: ${parsed.reason}`);
-    address = parsed.address;
-  } else {
-    const path = configPath ?? INSTALLED_CONFIG_PATH;
-    if (configPath === undefined && !existsSync(path))
-      throw new GateError(
-        ErrorCodes.INVALID_ARGUMENT,
-        `no ${path}: give the proxy's diagnostics listener with --diag HOST:PORT, or its configuration with --config FILE`,
-      );
-    const { config } = await loadConfig(path);
-    if (!config.diagAddr)
-      throw new GateError(
-        ErrorCodes.CONFIG_INVALID,
-        `${path} sets no diag_addr: the inventory is served on the proxy's diagnostics listener (set diag_addr, e.g. 127.0.0.1:3000)`,
-      );
-    address = config.diagAddr;
-    tokenFile = config.diagTokenFile;
-  }
-  if (address.host === '0.0.0.0') return { address: { ...address, host: '127.0.0.1' }, tokenFile };
-  if (address.host === '::') return { address: { ...address, host: '::1' }, tokenFile };
-  return { address, tokenFile };
+/** `--diag`; an unspecified host (0.0.0.0, ::) is asked on loopback. */
+function diagAddress(flag: string): HostPort {
+  const parsed = parseAddress(flag);
+  if (!parsed.ok) throw new GateError(ErrorCodes.INVALID_ARGUMENT, `--diag ${flag}: ${parsed.reason}`);
+  const address = parsed.address;
+  if (address.host === '0.0.0.0') return { ...address, host: '127.0.0.1' };
+  if (address.host === '::') return { ...address, host: '::1' };
+  return address;
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { GateError } from '../errors.js';
 import { type CloseOptions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
+import type { PutMode, ResourceStore, ResourceWrite, StoredResource } from './resource-store.js';
 import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
 
 interface Expiring<T> {
@@ -12,13 +13,16 @@ interface Expiring<T> {
  * Several `GateProxy` instances in one process may share one, which is how in-process tests build
  * a cluster without Redis.
  */
-export class MemoryRouteStore implements RouteStore, Closable {
+export class MemoryRouteStore implements RouteStore, ResourceStore, Closable {
   private readonly lifecycle = new Lifecycle();
   private readonly presence = new Map<string, Expiring<ProxyPresence>>();
   /** agent → proxy id → holding. */
   private readonly tunnels = new Map<string, Map<string, Expiring<TunnelHolding>>>();
   /** `<server id>:<proxy id>` → inventory record. */
   private readonly records = new Map<string, Expiring<InventoryRecord>>();
+  /** kind → name → resource (no expiry: resources stay until removed). */
+  private readonly resources = new Map<string, Map<string, StoredResource>>();
+  private revision = 0;
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -89,6 +93,34 @@ export class MemoryRouteStore implements RouteStore, Closable {
     return found;
   }
 
+  async getResource(kind: string, name: string): Promise<StoredResource | undefined> {
+    const found = this.resources.get(kind)?.get(name);
+    return found && copyResource(found);
+  }
+
+  async listResources(kind: string): Promise<StoredResource[]> {
+    return [...(this.resources.get(kind)?.values() ?? [])].map(copyResource).sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  async putResource(write: ResourceWrite, mode: PutMode): Promise<StoredResource | undefined> {
+    let byName = this.resources.get(write.kind);
+    if (!byName) this.resources.set(write.kind, (byName = new Map()));
+    if (mode === 'create' && byName.has(write.name)) return undefined;
+    if (mode === 'update' && !byName.has(write.name)) return undefined;
+    const stored = copyResource({ ...write, revision: ++this.revision });
+    byName.set(write.name, stored);
+    return copyResource(stored);
+  }
+
+  async deleteResource(kind: string, name: string): Promise<StoredResource | undefined> {
+    const byName = this.resources.get(kind);
+    const found = byName?.get(name);
+    if (!byName || !found) return undefined;
+    byName.delete(name);
+    this.revision++;
+    return found;
+  }
+
   /** open, or closed: nothing is held but memory, so close resolves at once. */
   get state(): LifecycleState {
     return this.lifecycle.state;
@@ -115,4 +147,9 @@ export class MemoryRouteStore implements RouteStore, Closable {
 
 function copyRecord(record: InventoryRecord): InventoryRecord {
   return { ...record, services: record.services.map((s) => ({ ...s })) };
+}
+
+/** A deep copy (documents are plain JSON): a caller's edit never reaches the store. */
+function copyResource(resource: StoredResource): StoredResource {
+  return { ...resource, document: structuredClone(resource.document) };
 }

@@ -5,6 +5,7 @@ import { type CloseOptions, Lifecycle, type LifecycleState, within, type Closabl
 import { componentLogger, type Logger } from '../log.js';
 import type { InventoryRecord, ProxyPresence, RouteStore, TunnelHolding } from './route-store.js';
 import { parseInventoryRecord } from './inventory.js';
+import { parseStoredResource, type PutMode, type ResourceStore, type ResourceWrite, type StoredResource } from './resource-store.js';
 
 export interface RedisRouteStoreOptions {
   host: string;
@@ -35,6 +36,9 @@ const MAX_RECONNECT_DELAY_MS = 1000;
 //   P holders:<agent>       set of proxy ids holding <agent>, PX >= the longest holding
 //   P agent:<sid>:<id>      string, JSON InventoryRecord, PX ttl         (an agent as proxy <id> holds it)
 //   P agents                set of <sid>:<id>, pruned when their key is gone
+//   P resource:<kind>:<name> hash: revision, record (JSON: document, updatedBy, updatedAt)
+//   P resources:<kind>      set of names
+//   P revision              the resources' revision counter (INCR)
 // Every operation that reads or writes more than one key is one Lua script: atomic (Redis runs a
 // script alone), one round trip, and so the generation checks cannot race. Scripts build their key
 // names from the prefix, so the store needs a standalone Redis (or a primary behind Sentinel), not
@@ -150,7 +154,50 @@ for _, member in ipairs(redis.call('SMEMBERS', set)) do
 end
 return out`;
 
+/**
+ * ARGV: prefix, kind, name, mode (create|replace|update), record JSON. Returns the new revision, or
+ * 0 when `create` finds one already there or `update` finds none (the check and the write are one
+ * step: of two racing creates one wins, and an update racing a removal does not undo it).
+ */
+const PUT_RESOURCE = `
+local key = ARGV[1] .. 'resource:' .. ARGV[2] .. ':' .. ARGV[3]
+local exists = redis.call('EXISTS', key) == 1
+if (ARGV[4] == 'create' and exists) or (ARGV[4] == 'update' and not exists) then return 0 end
+local revision = redis.call('INCR', ARGV[1] .. 'revision')
+redis.call('HSET', key, 'revision', revision, 'record', ARGV[5])
+redis.call('SADD', ARGV[1] .. 'resources:' .. ARGV[2], ARGV[3])
+return revision`;
+
+/** ARGV: prefix, kind, name. Returns {revision, record} of what was removed, or an empty list. */
+const DELETE_RESOURCE = `
+local key = ARGV[1] .. 'resource:' .. ARGV[2] .. ':' .. ARGV[3]
+local held = redis.call('HMGET', key, 'revision', 'record')
+redis.call('SREM', ARGV[1] .. 'resources:' .. ARGV[2], ARGV[3])
+if not held[1] then return {} end
+redis.call('DEL', key)
+redis.call('INCR', ARGV[1] .. 'revision')
+return held`;
+
+/** ARGV: prefix, kind. Returns {name, revision, record, ...}; names whose hash is gone leave the set. */
+const LIST_RESOURCES = `
+local set = ARGV[1] .. 'resources:' .. ARGV[2]
+local out = {}
+for _, name in ipairs(redis.call('SMEMBERS', set)) do
+  local held = redis.call('HMGET', ARGV[1] .. 'resource:' .. ARGV[2] .. ':' .. name, 'revision', 'record')
+  if held[1] then
+    table.insert(out, name)
+    table.insert(out, held[1])
+    table.insert(out, held[2])
+  else
+    redis.call('SREM', set, name)
+  end
+end
+return out`;
+
 interface Scripts {
+  gatePutResource(prefix: string, kind: string, name: string, mode: string, record: string): Promise<number>;
+  gateDeleteResource(prefix: string, kind: string, name: string): Promise<Array<string | null>>;
+  gateListResources(prefix: string, kind: string): Promise<string[]>;
   gateAnnounce(prefix: string, id: string, presence: string, ttl: number): Promise<unknown>;
   gateWithdraw(prefix: string, id: string): Promise<unknown>;
   gateProxies(prefix: string): Promise<string[]>;
@@ -170,7 +217,7 @@ interface Scripts {
  * waits on a dead store. The client reconnects by itself in the background; the ClusterMember's
  * next refresh then re-registers what its proxy holds.
  */
-export class RedisRouteStore implements RouteStore, Closable {
+export class RedisRouteStore implements RouteStore, ResourceStore, Closable {
   private readonly redis: Redis & Scripts;
   private readonly prefix: string;
   private readonly label: string;
@@ -210,6 +257,9 @@ export class RedisRouteStore implements RouteStore, Closable {
         gatePutAgent: { lua: PUT_AGENT, numberOfKeys: 0 },
         gateDropAgent: { lua: DROP_AGENT, numberOfKeys: 0 },
         gateAgents: { lua: AGENTS, numberOfKeys: 0 },
+        gatePutResource: { lua: PUT_RESOURCE, numberOfKeys: 0 },
+        gateDeleteResource: { lua: DELETE_RESOURCE, numberOfKeys: 0 },
+        gateListResources: { lua: LIST_RESOURCES, numberOfKeys: 0 },
       },
     }) as Redis & Scripts;
     // Without a listener ioredis prints every connection error to the console. One log line per
@@ -290,6 +340,43 @@ export class RedisRouteStore implements RouteStore, Closable {
       parseInventoryRecord,
       'an inventory record',
     );
+  }
+
+  async getResource(kind: string, name: string): Promise<StoredResource | undefined> {
+    const [revision, record] = await this.run('getResource', () =>
+      this.redis.hmget(`${this.prefix}resource:${kind}:${name}`, 'revision', 'record'),
+    );
+    if (revision === null || revision === undefined) return undefined;
+    return this.readResource(kind, name, revision, record);
+  }
+
+  async listResources(kind: string): Promise<StoredResource[]> {
+    const flat = await this.run('listResources', () => this.redis.gateListResources(this.prefix, kind));
+    const out: StoredResource[] = [];
+    for (let i = 0; i + 2 < flat.length; i += 3) {
+      const resource = this.readResource(kind, flat[i] as string, flat[i + 1], flat[i + 2]);
+      if (resource) out.push(resource);
+    }
+    return out.sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  async putResource(write: ResourceWrite, mode: PutMode): Promise<StoredResource | undefined> {
+    const record = JSON.stringify({ document: write.document, updatedBy: write.updatedBy, updatedAt: write.updatedAt });
+    const revision = await this.run('putResource', () => this.redis.gatePutResource(this.prefix, write.kind, write.name, mode, record));
+    if (revision === 0) return undefined;
+    return { ...write, document: structuredClone(write.document), revision };
+  }
+
+  async deleteResource(kind: string, name: string): Promise<StoredResource | undefined> {
+    const held = await this.run('deleteResource', () => this.redis.gateDeleteResource(this.prefix, kind, name));
+    if (held.length < 2 || held[0] === null) return undefined;
+    return this.readResource(kind, name, held[0], held[1]);
+  }
+
+  private readResource(kind: string, name: string, revision: unknown, record: unknown): StoredResource | undefined {
+    const resource = parseStoredResource(kind, name, revision, record);
+    if (!resource) this.log.warn({ store: this.label, kind, name }, 'a resource in the route store is not one this version reads; skipped');
+    return resource;
   }
 
   /** The records `parse` reads; one another version wrote (a rolling upgrade) is skipped and said so. */

@@ -18,6 +18,8 @@ import type { PeerPool } from '../cluster/peer-pool.js';
 import { listenersReadiness, type ReadinessSource } from '../cluster/readiness.js';
 import type { RouteStore } from '../cluster/route-store.js';
 import { readInventory } from '../cluster/inventory.js';
+import { isResourceStore, type ResourceStore } from '../cluster/resource-store.js';
+import { MaintenanceWatch } from '../admin/maintenance-watch.js';
 import type { FetchText } from '../web/version-channels.js';
 import { DEFAULT_REQUEST_DEADLINES, type RequestDeadlines } from '../web/request-deadlines.js';
 import { ClusterWiring, presenceFor } from './cluster-wiring.js';
@@ -69,6 +71,8 @@ export class GateProxy implements Closable {
   private readonly listeners: ListenerSet;
   private readonly diagnostics: ProxyDiagnostics;
   private readonly clusterWiring: ClusterWiring;
+  /** The maintenance window served: the cluster store's, else the configuration's. */
+  private readonly maintenance: MaintenanceWatch;
   /** From `close()` on /readyz reports no listener, so the load balancer stops sending at once. */
   private readonly lifecycle = new Lifecycle();
 
@@ -98,6 +102,11 @@ export class GateProxy implements Closable {
       muxLogger: options.logger,
       onRetired: (snapshot) => this.metrics.retire(snapshot),
     });
+    this.maintenance = new MaintenanceWatch({
+      store: () => this.resourceStore,
+      fallback: () => this.proxyState.config.proxy.clusterMaintenanceConfig,
+      logger: options.logger,
+    });
     const expiries = new LogLimiter(this.logger);
     this.web = new WebFrontDoor(state.webTls, {
       handshakeTimeoutMs: options.config.proxy.detectTimeoutMs,
@@ -109,6 +118,21 @@ export class GateProxy implements Closable {
       state: () => this.proxyState,
       plan: () => this.plan,
       upgradeTarget: () => this.listeners.multiplexer('multiplex'),
+      maintenance: () => this.maintenance.current(),
+      admin: {
+        store: () => {
+          const store = this.joinedStore;
+          return store && isResourceStore(store) ? (store as RouteStore & ResourceStore) : undefined;
+        },
+        ca: () => this.proxyState.certificates.clusterCa,
+        identity: () => ({
+          cluster: clusterName(this.proxyState.config),
+          version: options.version,
+          caPin: this.caPin,
+          proxyId: this.proxyId,
+        }),
+        logger: options.logger,
+      },
       logger: options.logger,
     });
     this.diagnostics.observe(this.listeners, this.registry, () => this.endpoints.upgrade.counts);
@@ -123,11 +147,36 @@ export class GateProxy implements Closable {
     await proxy.apply(state);
     try {
       await proxy.clusterWiring.join(state.config.cluster, presenceFor(state.config, proxy.listeners.boundAddress('peer')));
+      if (!isResourceStore(proxy.clusterWiring.store))
+        proxy.logger.warn(
+          "the route store given holds no resources: no admin endpoint, and the maintenance window is the configuration file's",
+        );
+      await proxy.maintenance.start();
     } catch (err) {
       await proxy.close({ graceMs: 0 });
       throw err;
     }
     return proxy;
+  }
+
+  /** The cluster store from `join` on (undefined before). */
+  private get joinedStore(): RouteStore | undefined {
+    try {
+      return this.clusterWiring.store;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The store's resources (the maintenance window, roles, users), when the store holds them. */
+  private get resourceStore(): ResourceStore | undefined {
+    const store = this.joinedStore;
+    return store && isResourceStore(store) ? store : undefined;
+  }
+
+  /** Where the maintenance window served now comes from: the cluster store (with its revision), the configuration, or none. */
+  get maintenanceSource(): MaintenanceWatch['source'] {
+    return this.maintenance.source;
   }
 
   /** Prometheus metrics, served on `diag_addr`; peering and the route store report through it too. */
@@ -250,6 +299,7 @@ export class GateProxy implements Closable {
       await this.listeners.close(options);
       await this.registry.close();
       await this.endpoints.close();
+      await this.maintenance.close();
       await this.clusterWiring.close();
       await this.diagnostics.close();
     });
@@ -261,6 +311,7 @@ export class GateProxy implements Closable {
     this.listeners.destroy(err);
     this.registry.destroy(err);
     this.endpoints.destroy(err);
+    this.maintenance.destroy();
     this.clusterWiring.destroy(err);
     this.diagnostics.destroy(err);
   }
@@ -328,4 +379,9 @@ function webDeadlines(config: GateConfig): RequestDeadlines {
     headersTimeoutMs: config.proxy.webHeadersTimeoutMs,
     requestTimeoutMs: config.proxy.webRequestTimeoutMs,
   };
+}
+
+/** The name `gate-mux status` gives the cluster: the host of the first public_addr, else of web_listen_addr. */
+function clusterName(config: GateConfig): string {
+  return (config.proxy.publicAddrs[0] ?? config.proxy.webListenAddr).host;
 }

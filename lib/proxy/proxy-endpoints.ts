@@ -4,6 +4,8 @@ import type { Closable, CloseOptions, LifecycleState } from '../lifecycle.js';
 import type { Logger } from '../log.js';
 import { ConnectionUpgrade, type StreamAcceptor } from '../conn-upgrade/upgrade-server.js';
 import { createJoinRoutes } from '../tunnel/join-endpoint.js';
+import { createAdminRoutes, type AdminEndpointOptions } from '../admin/admin-endpoint.js';
+import type { MaintenanceConfig } from '../config/maintenance-schedule.js';
 import { createWebRoutes, type WebRequestHandler } from '../web/routes.js';
 import type { ListenerPlan } from './listener-plan.js';
 import { buildPing } from './ping.js';
@@ -19,13 +21,17 @@ export interface ProxyEndpointsOptions {
   plan: () => ListenerPlan;
   /** Where upgraded streams go: the shared port's multiplexer (none while the proxy runs separate ports). */
   upgradeTarget: () => StreamAcceptor | undefined;
+  /** The maintenance window served now (the cluster store's, else the configuration's); default: the configuration's. */
+  maintenance?: () => MaintenanceConfig | undefined;
+  /** The admin endpoint (`/v1/admin/`), when the proxy serves one. */
+  admin?: AdminEndpointOptions;
   logger?: Logger | undefined;
 }
 
 /**
  * What the proxy answers on its web front door, in the order asked: the connection upgrade (TLS
  * routing through load balancers that end TLS; it takes the HTTP `upgrade` event, not requests),
- * joining and renewal, then ping and the automatic-upgrade version channels. `apply` takes a
+ * joining and renewal, the admin endpoint, then ping and the automatic-upgrade version channels. `apply` takes a
  * reloaded state's certificates, channels and upgrade settings.
  */
 export class ProxyEndpoints implements Closable {
@@ -47,6 +53,10 @@ export class ProxyEndpoints implements Closable {
       () => options.state().config.agents.limits,
     );
     door.use((req, res) => joinRoutes(req as IncomingMessage, res as ServerResponse));
+    if (options.admin) {
+      const adminRoutes = createAdminRoutes(options.admin);
+      door.use((req, res) => adminRoutes(req as IncomingMessage, res as ServerResponse));
+    }
     this.webRoutes = this.webRoutesFor(options.state());
     door.use((req, res) => this.webRoutes(req, res as ServerResponse));
   }
@@ -79,7 +89,7 @@ export class ProxyEndpoints implements Closable {
     return createWebRoutes({
       ping: () => buildPing(options.state().config, options.plan(), options.version),
       channels: state.channels,
-      maintenance: () => options.state().config.proxy.clusterMaintenanceConfig,
+      maintenance: options.maintenance ?? (() => options.state().config.proxy.clusterMaintenanceConfig),
       ...(options.logger ? { logger: options.logger } : {}),
     });
   }

@@ -165,3 +165,17 @@ export const UPGRADE_PROTOCOLS = [UPGRADE_PROTOCOL_ALPN_PING, UPGRADE_PROTOCOL_A
  * `host:port` addresses (comma-separated) and by detection for the rest; unset: by detection.
  */
 export const TLS_ROUTING_UPGRADE_ENV = 'GATE_TLS_ROUTING_UPGRADE';
+
+/**
+ * The admin endpoint (`gate-mux create`, `get`, `rm`, `status`, `users`, `inventory ls`) on the
+ * web port: `<prefix><operation>`, over mutual TLS with an admin identity (below).
+ */
+export const ADMIN_PATH_PREFIX = '/v1/admin/';
+/**
+ * The URI subjectAltName of an admin identity with full permissions: what `gate-mux` makes for
+ * itself on a proxy's host from the cluster CA's key in data_dir (whoever can read that key can
+ * sign anything anyway). The proxy never issues it: the CA sets every extension of what it signs.
+ */
+export const ADMIN_LOCAL_URI = 'urn:gate-mux:admin:local';
+/** `<prefix><user>:<identity id>`: a user's identity, which `gate-mux users add` issues; the id changes with each `users add`. */
+export const ADMIN_USER_URI_PREFIX = 'urn:gate-mux:user:';

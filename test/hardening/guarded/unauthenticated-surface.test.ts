@@ -6,14 +6,16 @@
 // it carries is routed, the peering port before a peer is, and the diagnostics listener (its
 // token-guarded paths asked without it). During each,
 // every ping answers within 250 ms; each abusive connection is closed or answered with its code.
-// The join and renewal endpoints have their own file (join-attacks.test.ts).
+// The admin endpoint is attacked here too (anonymous, a foreign certificate, an agent's); the join
+// and renewal endpoints have their own file (join-attacks.test.ts).
 import t, { type Test } from 'tap';
 import { connect as netConnect, createServer, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { request } from 'node:http';
 import { clientHelloHandshake, records } from '../../../bench/hellos.js';
 import { CertificateAuthority } from '../../../lib/pki/certificate-authority.js';
-import { AGENT_CA_PATH, PING_PATH } from '../../../lib/wire/names.js';
+import { ADMIN_PATH_PREFIX, AGENT_CA_PATH, PING_PATH } from '../../../lib/wire/names.js';
+import { clusterAuthority } from '../../helpers/cluster.js';
 import { closeServer, listening } from '../../helpers/net.js';
 import { expectRefusals, REFUSAL_BOUND_MS, startGuardedProxy, timed, underPingGuard, type Timed } from '../../helpers/ping-guard.js';
 import { prng } from '../../helpers/prng.js';
@@ -95,6 +97,7 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
     ],
   });
   const giveUpMs = DETECT_TIMEOUT_MS + REFUSAL_BOUND_MS;
+  const foreignPair = CertificateAuthority.create('not the cluster CA').issue({ commonName: 'intruder', usage: 'client' });
 
   // The shared port, before anything is routed.
   const silent = await underPingGuard(t, proxy, '400 silent connections at once', () =>
@@ -169,6 +172,27 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
     ),
   );
   expectRefusals(t, 'oversized headers', bigHeaders, ['431', '0']);
+
+  // The admin endpoint: refused by the client certificate alone, before the body is read or the
+  // store asked, whether there is none, one of another CA, or an agent's of the cluster CA itself.
+  const agent = (await clusterAuthority(proxy.dataDir)).issue({ commonName: 'db-1', usage: 'client' });
+  const adminBody = JSON.stringify({ manifest: `kind: role\n# ${'x'.repeat(100 * 1024)}\n`, force: true });
+  const admin = await underPingGuard(t, proxy, '300 admin requests (none, foreign and agent certificates), 20 in flight', () =>
+    inParallel(300, 20, (i) =>
+      timed(() =>
+        webRequest(proxy, `${ADMIN_PATH_PREFIX}${i % 2 === 0 ? 'create' : 'status'}`, {
+          method: i % 2 === 0 ? 'POST' : 'GET',
+          ...(i % 2 === 0 ? { body: adminBody, headers: { 'Content-Type': 'application/json' } } : {}),
+          ...(i % 3 === 1 ? foreignPair : i % 3 === 2 ? agent : {}),
+        }),
+      ),
+    ),
+  );
+  expectRefusals(t, 'the admin endpoint without an admin identity', admin, ['GATE_ERR_ADMIN_UNAUTHENTICATED']);
+  t.ok(
+    admin.every((a) => a.value.status === 401),
+    'each a 401',
+  );
 
   // Slow headers after TLS: the web servers are handed their connections, so Node's own
   // headersTimeout never runs; the proxy's header deadline answers 408 and closes each at
