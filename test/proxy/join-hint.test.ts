@@ -32,7 +32,11 @@ t.test('one ready-to-paste command per configured agent, with its --allow list; 
   t.match(lines[3], /--name cache --allow 10\.0\.0\.7:6379 --state-dir \.agent-cache$/);
   t.match(hint, /development token is in \/srv\/gate data\/join-token/);
   const off = agentJoinHint({ config, plan: planListeners(config), caPin: PIN, tokenFile: undefined });
-  t.match(off, /--ca-pin sha256:[0-9a-f]+ --name db /, 'with the development token off, the command names no token: the agent reads GATE_JOIN_TOKEN');
+  t.match(
+    off,
+    /--ca-pin sha256:[0-9a-f]+ --name db /,
+    'with the development token off, the command names no token: the agent reads GATE_JOIN_TOKEN',
+  );
   t.notMatch(off, /--token/);
   t.match(off, /development token is off \(auth_service\.development_token\): set GATE_JOIN_TOKEN/);
   t.notMatch(off, /join-token/);
