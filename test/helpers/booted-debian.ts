@@ -13,6 +13,7 @@ import { mkdir, readFile, rename, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Teardownable } from './daemon.js';
 import { run, until } from './net.js';
+import { isRoot } from './system-user.js';
 import { tempDir } from './temp-dir.js';
 
 /**
@@ -22,6 +23,19 @@ import { tempDir } from './temp-dir.js';
  */
 const BASE_PACKAGES = ['systemd', 'systemd-sysv', 'dbus', 'ca-certificates', 'curl', 'procps'];
 const PATH = '/usr/sbin:/usr/bin:/sbin:/bin';
+
+/**
+ * Why a system test (it builds a Debian root and boots it) does not run here, or false when it
+ * does: only where CI=true, once per CI run (.ci/test-nodes sets GATE_MUX_MACHINE_TESTS=done for
+ * the other Node majors). CI runs as root: there, not being root is a failure, not a skip.
+ */
+export function systemTestSkip(): string | false {
+  if (process.env.CI !== 'true') return 'builds a Debian root and boots it in a container: runs only where CI=true';
+  if (process.env.GATE_MUX_MACHINE_TESTS === 'done')
+    return 'ran once already in this CI run (GATE_MUX_MACHINE_TESTS=done): the system test is not repeated per Node major';
+  if (!isRoot()) throw new Error('CI=true but not root: the system tests need root (mmdebstrap, systemd-nspawn)');
+  return false;
+}
 
 export interface Booted {
   /** The container's root directory, as seen from the host (write files into it from here). */

@@ -18,10 +18,9 @@ import { readFileSync } from 'node:fs';
 import { copyFile, cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bootDebian, type Booted, debianRootTarball } from '../helpers/booted-debian.js';
+import { bootDebian, type Booted, debianRootTarball, systemTestSkip } from '../helpers/booted-debian.js';
 import { run, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
-import { isRoot } from '../helpers/system-user.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -32,14 +31,7 @@ const WEB = 'https://127.0.0.1:3080';
 const NODE = '/usr/lib/gate-mux/node/bin/node';
 const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
 
-const why =
-  process.env.CI !== 'true'
-    ? 'builds a Debian root and boots it in a container: runs only where CI=true'
-    : process.env.GATE_MUX_MACHINE_TESTS === 'done'
-      ? 'ran once already in this CI run (GATE_MUX_MACHINE_TESTS=done): the system test is not repeated per Node major'
-      : !isRoot()
-        ? 'needs root (mmdebstrap, systemd-nspawn)'
-        : false;
+const why = systemTestSkip();
 
 t.setTimeout(900_000);
 

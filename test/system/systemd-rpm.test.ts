@@ -13,10 +13,9 @@ import t from 'tap';
 import { cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bootDebian, debianRootTarball } from '../helpers/booted-debian.js';
+import { bootDebian, debianRootTarball, systemTestSkip } from '../helpers/booted-debian.js';
 import { run, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
-import { isRoot } from '../helpers/system-user.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -24,14 +23,7 @@ const V1 = '1.8.0';
 const V2 = '1.9.0';
 const CA = '/var/lib/gate/proxy/ca.pem';
 
-const why =
-  process.env.CI !== 'true'
-    ? 'builds a Debian root and boots it in a container: runs only where CI=true'
-    : process.env.GATE_MUX_MACHINE_TESTS === 'done'
-      ? 'ran once already in this CI run (GATE_MUX_MACHINE_TESTS=done): the system test is not repeated per Node major'
-      : !isRoot()
-        ? 'needs root (mmdebstrap, systemd-nspawn)'
-        : false;
+const why = systemTestSkip();
 
 t.setTimeout(900_000);
 
