@@ -14,7 +14,7 @@ import type { FramedStream } from '../tunnel-framing/framed-stream.js';
 import { type GoAwayPayload, StreamKind, WireError, wireErrorName } from '../tunnel-framing/frames.js';
 import { connectRequestHeaders, h2ErrorName } from '../tunnel/connect-request.js';
 import type { OpenStreamOptions } from '../tunnel/registry.js';
-import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, sessionGone, startHeartbeat } from '../tunnel/heartbeat.js';
 import { TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
 import { ALPN_PEER, ALPN_PEER_FRAMED, PEER_AGENT_HEADER, PEER_ALPNS } from '../wire/names.js';
 import { admitPeer, peerTlsFacts } from './peer-identity.js';
@@ -190,7 +190,7 @@ export class PeerPool implements Closable {
       connections.map((connection) =>
         connection.session.then(
           (s) => {
-            const gone = s.destroyed && s.closed ? Promise.resolve() : closeEvent(s);
+            const gone = sessionGone(s) && s.closed ? Promise.resolve() : closeEvent(s);
             s.destroy(error);
             return gone;
           },

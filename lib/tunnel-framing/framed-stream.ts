@@ -76,12 +76,15 @@ export class FramedStream extends EventEmitter {
   constructor(
     private readonly session: StreamSession,
     readonly id: number,
+    /** The window this side gives the other side on this stream (told in its HELLO). */
     private readonly window: number,
     /** True for a stream this side opened: it waits for an answer before the other side's DATA. */
     readonly opened: boolean,
+    /** The window the other side gives this side: its HELLO's, or 0 until that has come. */
+    sendWindow: number = window,
   ) {
     super();
-    this.credit = window;
+    this.credit = sendWindow;
     this.allowance = window;
   }
 

@@ -4,8 +4,9 @@
 // Every frame is HTTP/2's 9-byte header (RFC 9113 §4.1: payload length u24, type u8, flags u8,
 // stream id u32 with its top bit reserved) and a payload. The error codes are HTTP/2's numbers
 // (RFC 9113 §7), so that logs read alike whichever framing a tunnel speaks. What HTTP/2 needs and
-// a tunnel does not is left out: no HPACK (an open names its target as text), no priorities, no
-// SETTINGS (the windows and limits are the version's, named by the ALPN protocol).
+// a tunnel does not is left out: no HPACK (an open names its target as text), no priorities, and
+// instead of SETTINGS one HELLO each way that says what the sender takes (its windows, its limit).
+// Integers are big-endian (network byte order) throughout.
 import { ErrorCodes, GateError } from '../errors.js';
 
 export const FRAME_HEADER_BYTES = 9;
@@ -31,6 +32,8 @@ export const FrameType = {
   GOAWAY: 6,
   /** Eight bytes echoed back with FLAG_ACK: the heartbeat. Stream 0. */
   PING: 7,
+  /** Each side's first frame: the windows it gives the other side and its stream limit. Stream 0. */
+  HELLO: 8,
 } as const;
 
 /** DATA: the sender's FIN. */
@@ -206,6 +209,54 @@ export function decodeAnswer(payload: Buffer): AnswerPayload {
   if (payload.length - codeEnd > MAX_REASON_BYTES || !/^[A-Z0-9_]*$/.test(code))
     throw new FrameError(WireError.PROTOCOL_ERROR, 'an ANSWER with a malformed code or an over-long reason');
   return { status: payload.readUInt16BE(0), code, reason: payload.toString('utf8', codeEnd) };
+}
+
+/** What one side tells the other in its HELLO: what it takes, so the other side may send that much. */
+export interface HelloPayload {
+  /** Bytes the other side may send on each stream before this side returns credit (1 to 2^31-1). */
+  streamWindow: number;
+  /** Bytes the other side may send on all streams together before this side returns credit (1 to 2^31-1). */
+  connectionWindow: number;
+  /** Streams of the other side this side holds open at once; opens past it are refused (0 to 2^31-1). */
+  maxStreams: number;
+}
+
+/** The bytes of a HELLO this version writes; a later version may append fields, which this one skips. */
+export const HELLO_BYTES = 12;
+/** A HELLO longer than this is refused: room for later fields, not for a payload's worth of them. */
+export const MAX_HELLO_BYTES = 256;
+
+/** HELLO: stream window u32, connection window u32, stream limit u32. */
+export function encodeHello(hello: HelloPayload): Buffer {
+  if (
+    !inWindowRange(hello.streamWindow) ||
+    !inWindowRange(hello.connectionWindow) ||
+    !(hello.maxStreams >= 0 && hello.maxStreams <= 0x7fffffff)
+  )
+    throw new GateError(ErrorCodes.INVALID_ARGUMENT, "a HELLO's windows are 1 to 2^31-1 bytes and its stream limit 0 to 2^31-1");
+  const payload = Buffer.allocUnsafe(HELLO_BYTES);
+  payload.writeUInt32BE(hello.streamWindow, 0);
+  payload.writeUInt32BE(hello.connectionWindow, 4);
+  payload.writeUInt32BE(hello.maxStreams, 8);
+  return payload;
+}
+
+/** A whole HELLO frame (stream 0, no flags): what a side writes first. */
+export function helloFrame(hello: HelloPayload): Buffer {
+  return controlFrame(FrameType.HELLO, 0, 0, encodeHello(hello));
+}
+
+export function decodeHello(payload: Buffer): HelloPayload {
+  if (payload.length < HELLO_BYTES || payload.length > MAX_HELLO_BYTES)
+    throw new FrameError(WireError.FRAME_SIZE_ERROR, `a HELLO of ${payload.length} bytes`);
+  const hello = { streamWindow: payload.readUInt32BE(0), connectionWindow: payload.readUInt32BE(4), maxStreams: payload.readUInt32BE(8) };
+  if (!inWindowRange(hello.streamWindow) || !inWindowRange(hello.connectionWindow) || hello.maxStreams > 0x7fffffff)
+    throw new FrameError(WireError.PROTOCOL_ERROR, 'a HELLO with a window of 0 or past 2^31-1, or a stream limit past 2^31-1');
+  return hello;
+}
+
+function inWindowRange(bytes: number): boolean {
+  return Number.isInteger(bytes) && bytes >= 1 && bytes <= 0x7fffffff;
 }
 
 export interface ResetPayload {

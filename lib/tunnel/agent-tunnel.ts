@@ -13,7 +13,7 @@ import type { AgentStreamOptions } from './agent-stream.js';
 import { startFramedLink } from './framed-proxy-link.js';
 import { startHttp2Link } from './h2-proxy-link.js';
 import { goAwayGracefully } from './go-away.js';
-import { startHeartbeat } from './heartbeat.js';
+import { sessionGone, startHeartbeat } from './heartbeat.js';
 import type { DescribeAnswer, LinkEvents, ProxyLink } from './proxy-link.js';
 
 /**
@@ -169,7 +169,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
       // that request too, and then admits the tunnel only by ending it (a version it refuses gets
       // the GOAWAY instead), so the tunnel waits for that.
       ready: () => {
-        if (current.destroyed) return;
+        if (sessionGone(current)) return;
         current.ping((err) => {
           if (err) return;
           this.pinged = true;
@@ -226,7 +226,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
     });
     const admitted = (): void => {
       if (!this.pinged || (this.describeAsked && !this.describeAdmitted)) return;
-      if (this.refusal || current.destroyed || current.closed || this.ended || this.cameUp) return;
+      if (this.refusal || sessionGone(current) || current.closed || this.ended || this.cameUp) return;
       clearTimeout(admission);
       this.up = true;
       this.cameUp = true;
@@ -254,7 +254,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
     clearTimeout(admission);
     // `closed` turns true as soon as a GOAWAY arrives (Node begins a graceful close), so whether
     // the session is really over is read from its 'close' event.
-    if (sessionClosed || current.destroyed) socket.destroy();
+    if (sessionClosed || sessionGone(current)) socket.destroy();
     this.up = false;
     this.ended = true;
     if (this.cameUp) return;
@@ -304,7 +304,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
    */
   probe(timeoutMs: number): Promise<boolean> {
     const session = this.session;
-    if (!session || session.destroyed || session.closed || !this.up) return Promise.resolve(false);
+    if (!session || sessionGone(session) || session.closed || !this.up) return Promise.resolve(false);
     return new Promise((resolve) => {
       const timer = setTimeout(() => resolve(false), timeoutMs);
       timer.unref();
@@ -345,7 +345,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
     this.ended = true;
     this.up = false;
     const session = this.session;
-    if (session && !session.destroyed && !session.closed) {
+    if (session && !sessionGone(session) && !session.closed) {
       // The describe stream stays open for the tunnel's life (later descriptions go on it): ended
       // here, or the session would wait the whole grace for it although no client stream is open.
       this.describe?.end();

@@ -4,11 +4,20 @@
  */
 export interface PingPeer {
   readonly closed: boolean;
-  readonly destroyed: boolean;
-  /** Sends a PING; `done` once it is answered, or with the error that ended the session. False: not sent. */
-  ping(done: (err: Error | null | undefined) => void): boolean;
+  /** An Http2Session's; a framed session has none: it is over when `closed` (see sessionGone). */
+  readonly destroyed?: boolean;
+  /**
+   * Sends a PING; `done` once it is answered, or with the error that ended the session. False: not
+   * sent (an Http2Session's; a framed session always sends, or calls `done` with why it cannot).
+   */
+  ping(done: (err: Error | null | undefined) => void): unknown;
   once(event: 'close', listener: () => void): unknown;
   removeListener(event: 'close', listener: () => void): unknown;
+}
+
+/** The session is over: an Http2Session destroyed, a framed session closed. */
+export function sessionGone(session: Pick<PingPeer, 'closed' | 'destroyed'>): boolean {
+  return session.destroyed ?? session.closed;
 }
 
 export interface HeartbeatOptions {
@@ -48,21 +57,21 @@ export function startHeartbeat(session: PingPeer, options: HeartbeatOptions): ()
   };
   const beat = (): void => {
     if (stopped || deadline !== undefined) return; // one PING outstanding at a time
-    if (session.destroyed || session.closed) return stop();
+    if (sessionGone(session) || session.closed) return stop();
     deadline = setTimeout(() => fail(`no PING answer within ${options.timeoutMs} ms`), options.timeoutMs);
     deadline.unref();
-    let sent: boolean;
+    let sent: unknown;
     try {
       sent = session.ping((err) => {
         clearTimeout(deadline);
         deadline = undefined;
         // An error here means the session went away while the PING was in flight; 'close' stops us.
-        if (err && !session.destroyed) fail(`PING failed: ${err.message}`);
+        if (err && !sessionGone(session)) fail(`PING failed: ${err.message}`);
       });
     } catch (err) {
       return fail(`PING could not be sent: ${(err as Error).message}`);
     }
-    if (!sent) fail('too many unanswered PINGs');
+    if (sent === false) fail('too many unanswered PINGs');
   };
   const interval = setInterval(beat, options.intervalMs);
   interval.unref();

@@ -14,7 +14,7 @@ import { refuseFramed } from './goaway-refusal.js';
 import { Http2AgentLink, refuseHttp2Agent } from './h2-agent-link.js';
 import type { DialCancel } from '../transport/dial-cancel.js';
 import { normalizeClusterView, sameClusterView, type ClusterView } from './cluster-view.js';
-import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, sessionGone, startHeartbeat } from './heartbeat.js';
 import { LogLimiter } from '../log-limiter.js';
 import { MAX_DESCRIPTION_BYTES, readDescription, type AgentDescription } from './agent-description.js';
 import { versionRefusal } from './version-rule.js';
@@ -508,7 +508,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     const ended: string[] = [];
     const isRevoked = this.options.isRevoked ?? (() => false);
     for (const entry of this.all) {
-      if (entry.link.peer.destroyed || !isRevoked(entry.serial)) continue;
+      if (sessionGone(entry.link.peer) || !isRevoked(entry.serial)) continue;
       const error = new GateError(ErrorCodes.AGENT_CERT_REVOKED, `the agent certificate (serial ${entry.serial}) has been revoked`);
       this.log.warn({ agent: entry.name, remote: entry.remote, code: error.code }, `agent tunnel ended: ${error.message}`);
       entry.endedBy = error.message;
@@ -541,7 +541,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       entry.link.peer.ping((err) => {
         clearTimeout(timer);
         entry.probing = false;
-        if (err && !entry.link.peer.destroyed) fail();
+        if (err && !sessionGone(entry.link.peer)) fail();
       });
     } catch {
       clearTimeout(timer);

@@ -19,6 +19,7 @@ import { ErrorCodes } from '../../lib/errors.js';
 import { FramedSession, MAX_OWED_ANSWERS } from '../../lib/tunnel-framing/framed-session.js';
 import {
   controlFrame,
+  helloFrame,
   encodeAnswer,
   encodeGoAway,
   encodeOpen,
@@ -168,6 +169,8 @@ export function fuzzTunnelFrames(input: Buffer, rand: Prng): string {
     },
   });
   try {
+    // The other side's HELLO first, as the framing asks: the input is what it sends after it.
+    socket.emit('data', helloFrame({ streamWindow: 4096, connectionWindow: 16_384, maxStreams: FUZZ_MAX_STREAMS }));
     for (const piece of split(input, rand)) socket.emit('data', piece);
     // Read at once: 'close' itself waits for the socket after a GOAWAY, and this run is synchronous.
     const closedWith = session.closeError;

@@ -12,6 +12,7 @@ import {
   encodeAnswer,
   FLAG_ACK,
   FrameType,
+  helloFrame,
   type GoAwayPayload,
   type OpenPayload,
   StreamKind,
@@ -69,6 +70,8 @@ export async function hostileAgent(options: HostileAgentOptions): Promise<Hostil
   // Not events.once: it would reject on the socket's 'error' (EPIPE, once the proxy cut it).
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   await once(socket, 'secureConnect');
+  // Its first frame, as every side's: the same windows as the proxy's (it reads its credit with them).
+  socket.write(helloFrame({ streamWindow: STREAM_WINDOW, connectionWindow: CONNECTION_WINDOW, maxStreams: 1000 }));
   const goAways: GoAwayPayload[] = [];
   let admittedNow = (): void => {};
   const admitted = new Promise<void>((resolve) => (admittedNow = resolve));

@@ -25,11 +25,18 @@ import {
   FrameType,
   type GoAwayPayload,
   WireError,
+  helloFrame,
 } from '../../lib/tunnel-framing/frames.js';
 import { splice } from '../../lib/transport/splice.js';
 import { echoFramed } from '../helpers/framed-echo.js';
 import { listening } from '../helpers/net.js';
 import { retainedHeap } from '../helpers/retained-heap.js';
+
+const RAW_HELLO = { streamWindow: 1 << 20, connectionWindow: 16 << 20, maxStreams: 1000 };
+const pick = ({ streamWindow, connectionWindow }: Partial<FramedSessionOptions>) => ({
+  ...(streamWindow === undefined ? {} : { streamWindow }),
+  ...(connectionWindow === undefined ? {} : { connectionWindow }),
+});
 
 /**
  * A session under test on the accepting end (the dialer's role: it answers opens) and a raw socket
@@ -41,6 +48,8 @@ async function underAttack(t: Test, options: Partial<FramedSessionOptions> = {},
   const accepted = once(server, 'connection') as Promise<[Socket]>;
   const raw = connect(port, '127.0.0.1');
   raw.on('error', () => {});
+  // The raw side's first frame, as the framing asks of every side: it gives the windows it is given.
+  raw.write(helloFrame({ ...RAW_HELLO, ...pick(options) }));
   const [socket] = await accepted;
   // As the registry and the peering ends do: the socket is destroyed when the session closes.
   const session = new FramedSession(socket, { side: 'dialer', onOpen: (stream) => onOpen(stream), ...options });
@@ -64,6 +73,7 @@ async function underAttack(t: Test, options: Partial<FramedSessionOptions> = {},
 }
 
 const MiB = 1024 * 1024;
+
 const open = (id: number): Buffer => controlFrame(FrameType.OPEN, 0, id, encodeOpen({ kind: 0, target: 'x:1', client: '' }));
 const ping = (n: number): Buffer => {
   const payload = Buffer.alloc(8);

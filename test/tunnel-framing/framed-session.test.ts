@@ -17,6 +17,7 @@ import {
   encodeReset,
   frameHeader,
   FrameType,
+  helloFrame,
   type GoAwayPayload,
   type OpenPayload,
   WireError,
@@ -315,6 +316,7 @@ async function hostile(t: Test, options: Partial<FramedSessionOptions> = {}) {
   });
   const raw = connect(port, '127.0.0.1');
   await once(raw, 'connect');
+  raw.write(helloFrame({ streamWindow: 1 << 20, connectionWindow: 16 << 20, maxStreams: 1000 }));
   const goAways: GoAwayPayload[] = [];
   const reader = new FrameReader((type, _flags, _id, payload) => {
     if (type === FrameType.GOAWAY) goAways.push(decodeGoAway(payload));
@@ -432,6 +434,8 @@ t.test("a write's callback runs once the socket has taken its bytes, not when it
   const client = connect(port, '127.0.0.1');
   const [peer] = await accepted;
   peer.pause();
+  // The other end's HELLO: it gives this side the same windows (and then reads nothing for a while).
+  peer.write(helloFrame({ ...windows, maxStreams: 1000 }));
   t.teardown(() => {
     client.destroy();
     peer.destroy();
@@ -446,8 +450,13 @@ t.test("a write's callback runs once the socket has taken its bytes, not when it
     stream.write(Buffer.alloc(24 << 20, 7), () => written++),
     'within the credit, past the output bound: the rest waits',
   );
-  // Turns flush and drain into the kernel until its buffers are full; then the socket holds some.
-  await until(() => client.writableLength > 0, 'the kernel buffers full');
+  // Turns flush and drain into the kernel until its buffers are full; then the socket holds some,
+  // and holds it: a moment's backlog the kernel then takes (its buffers grow) is not yet that.
+  await until(async () => {
+    const held = client.writableLength;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    return held > 0 && client.writableLength === held;
+  }, 'the kernel buffers full');
   await turn();
   t.ok(client.writableLength > 0, 'the turns were flushed, and the socket still holds part of them');
   t.equal(written, 0, 'so the writer is not told yet');
