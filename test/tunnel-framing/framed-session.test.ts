@@ -230,8 +230,12 @@ t.test('opens past the concurrency limit are refused, the streams within it carr
 
 t.test('a PING comes back; a closed session fails the ones in flight', async (t) => {
   const { opener, answerer } = await pair(t, echo);
+  const sent = performance.now();
   const ms = await new Promise<number>((resolve, reject) => opener.ping((err, rtt) => (err ? reject(err) : resolve(rtt))));
-  t.ok(ms >= 0, `answered in ${ms.toFixed(3)} ms`);
+  const waited = performance.now() - sent;
+  // The round trip is measured in milliseconds between the PING and its echo: more than nothing,
+  // and within the time this test waited for it (a unit or a clock wrong would be far outside).
+  t.ok(ms > 0 && ms <= waited, `answered in ${ms.toFixed(3)} ms, of the ${waited.toFixed(3)} ms waited`);
   const failed = new Promise<GateError | undefined>((resolve) => answerer.ping((err) => resolve(err)));
   answerer.destroy();
   t.ok(await failed, 'the PING in flight failed with the session');
