@@ -481,8 +481,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
   private finish(error: GateError | undefined): void {
     if (this.closedWith) return;
     this.closedWith = { error };
-    this.output.stop();
-    this.input.stop();
+    this.output.sessionEnded();
+    this.input.sessionEnded();
     const why = error?.message ?? 'the session closed';
     for (const stream of this.table.values()) stream.close(WireError.CANCEL, why, true);
     this.pings.failAll(error);

@@ -99,7 +99,7 @@ export class SessionInput {
   }
 
   /** The session is over: no stall to watch for. */
-  stop(): void {
+  sessionEnded(): void {
     clearTimeout(this.stallTimer);
   }
 

@@ -115,7 +115,7 @@ export class SessionOutput {
   }
 
   /** The session is over: what is queued later is dropped. */
-  stop(): void {
+  sessionEnded(): void {
     this.stopped = true;
   }
 
