@@ -228,7 +228,6 @@ async function armUnderQemu(t: Test, armRoot: string, pinned: string): Promise<v
     [VERSION, `Node.js v${pinned} (${armNode})`, ''],
     `gate-mux --version under qemu: the package version, then its runtime ${version.stderr}`,
   );
-  // A command that loads the proxy's modules and their dependencies, as on the x64 runtime above.
-  const proxyHelp = await emulated([join(app, 'gate-mux.js'), 'proxy', '--help']);
-  t.equal(proxyHelp.code, 0, `gate-mux proxy --help under qemu ${proxyHelp.stderr}`);
+  // (Not `proxy --help` as on this machine's runtime above: the same JavaScript, and emulated it
+  // took 37 s on a loaded two-core machine, against 8 s for --version.)
 }
