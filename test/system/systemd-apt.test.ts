@@ -3,7 +3,9 @@
 // checks InRelease against the key given by signed-by; no trusted=yes), runs the proxy as
 // gate.service (ping, pid file, open-file limit, restart after kill -9, reload of a channel), then
 // the platform document's enrollment procedure (Linux agents) as an operator types it: the agent
-// configured and started by systemd, a client through its tunnel, gate-ent-updater installed with
+// configured and started by systemd, reaching the proxy through the HTTPS_PROXY that
+// /etc/default/gate sets (a tinyproxy in the container, Debian's package as Debian configures it),
+// a client through its tunnel, gate-ent-updater installed with
 // its timer enabled, `gate-upgrade dry-run`, an upgrade run by gate-upgrade.service inside the
 // maintenance window, the agent back on the new version, `journalctl -u gate-upgrade`, the timer
 // suspended and resumed, and the packages erased. Step 5 too: the agent runs as a non-root user
@@ -13,7 +15,7 @@
 // It builds a Debian root and boots a container, so it runs only where CI=true, once per CI run
 // (.ci/test-nodes sets GATE_MUX_MACHINE_TESTS=done for the other Node majors); the container and
 // everything in it are removed at teardown.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { readFileSync } from 'node:fs';
 import { copyFile, cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -38,6 +40,10 @@ const AGENT_TUNNEL_UP =
   'journalctl -u gate-agent _SYSTEMD_INVOCATION_ID="$(systemctl show -p InvocationID --value gate-agent)" -o cat --no-pager' +
   " | grep -q 'tunnel up'";
 const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+/** The name the agent and the updater reach the proxy by: not loopback by name, so HTTPS_PROXY applies. */
+const PROXY_NAME = 'gate.test';
+/** Debian's tinyproxy in the container, at an address gate-mux takes as a proxy host. */
+const HTTPS_PROXY = 'http://127.0.0.2:8888';
 
 const why = systemTestSkip();
 
@@ -59,8 +65,9 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   const arch = (await run('dpkg', ['--print-architecture'])).stdout.trim();
 
   // The root while both versions are built: the one systemd-rpm.test.ts boots too (with dnf and
-  // zypper, which apt never touches), so a CI run makes one root, not two.
-  const rootTarball = debianRootTarball(t, ['dnf', 'zypper']);
+  // zypper, which apt never touches), so a CI run makes one root, not two. tinyproxy: the
+  // agent's HTTPS_PROXY.
+  const rootTarball = debianRootTarball(t, ['dnf', 'zypper', 'tinyproxy']);
   const packages = join(work, 'packages');
   for (const version of [V1, V2]) {
     // The .debs only (`npm run package` also makes RPMs), this machine's architecture, unpacked.
@@ -111,6 +118,9 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
       join(root, 'etc/apt/sources.list.d/gate-mux.list'),
       'deb [signed-by=/usr/share/keyrings/gate-mux.gpg] file:/srv/gate-apt ./\n',
     );
+    // The name the agent dials the proxy by (see HTTPS_PROXY below), which tinyproxy resolves
+    // here. (A minbase root has no /etc/hosts: this one is as Debian's installer writes it, plus that name.)
+    await writeFile(join(root, 'etc/hosts'), `127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n127.0.0.1 ${PROXY_NAME}\n`);
   });
   const apt = (args: string) => box.sh(`apt-get ${args}`, { env: { DEBIAN_FRONTEND: 'noninteractive' }, timeoutMs: 300_000 });
 
@@ -173,11 +183,29 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   const proxyLog = await box.sh('journalctl -u gate -o cat --no-pager');
   const pin = /agents: CA pin (sha256:[0-9a-f]{64})/.exec(proxyLog)![1]!;
   t.match(proxyLog, /^\s+gate-mux agent --proxy localhost:3080 /m, 'the join hint names the installed command, not a node');
+  // HTTPS_PROXY in /etc/default/gate: the agent (and later the updater) reach the proxy through
+  // the container's tinyproxy. Debian's tinyproxy.conf as shipped: port 8888, clients from
+  // 127.0.0.1, CONNECT to any port. Its log goes to the journal: the root's /var/log/tinyproxy is
+  // root's, so tinyproxy (running as its user) falls back to syslog. gate-mux dials loopback
+  // addresses and localhost directly whatever HTTPS_PROXY says, and takes neither as a proxy
+  // host, so the proxy is dialled by a name (PROXY_NAME, 127.0.0.1 in /etc/hosts) through
+  // tinyproxy at 127.0.0.2 (the connection still comes from 127.0.0.1).
+  await box.sh('systemctl enable --now tinyproxy');
+  await box.sh(`echo HTTPS_PROXY=${HTTPS_PROXY} >> /etc/default/gate`);
   await box.sh(
-    `gate-mux agent configure --proxy 127.0.0.1:3080 --server-name localhost --token "$(cat /var/lib/gate/proxy/join-token)" --ca-pin ${pin} --name node-1 --allow 127.0.0.1:7000 --upgrade-channel stable/cloud --package-manager apt`,
+    `gate-mux agent configure --proxy ${PROXY_NAME}:3080 --server-name localhost --token "$(cat /var/lib/gate/proxy/join-token)" --ca-pin ${pin} --name node-1 --allow 127.0.0.1:7000 --upgrade-channel stable/cloud --package-manager apt`,
   );
   await box.sh('systemctl enable --now gate-agent');
   await untilOk(box, AGENT_TUNNEL_UP, 'the agent holds its tunnel');
+  const tinyproxyLog = () => box.sh('journalctl -u tinyproxy -o cat --no-pager');
+  const connects = () => tinyproxyLog().then((log) => log.split(`CONNECT ${PROXY_NAME}:3080 `).length - 1);
+  t.match(
+    await tinyproxyLog(),
+    new RegExp(`CONNECT ${PROXY_NAME}:3080 HTTP/1\\.1`),
+    "tinyproxy's log: the agent's CONNECT to the proxy's port",
+  );
+  t.match(await tinyproxyLog(), new RegExp(`Established connection to host "${PROXY_NAME}"`), 'and the tunnel it opened');
+  await throughTinyproxy(t, box, 'the agent');
   t.equal(await throughTunnel(box), 'enrolled-target', 'a client reaches the resource through the agent under systemd');
 
   await apt('install -y -q gate-ent-updater');
@@ -226,8 +254,11 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   // Outside the window (tomorrow's day) the timer's own service defers: exit 3, a success to systemd.
   await writeGateYaml(box, V2, 1);
   await box.sh('systemctl reload gate');
+  const connectsBefore = await connects();
   const deferred = await box.exec('systemctl start gate-upgrade.service', { timeoutMs: 300_000 });
   t.equal(deferred.code, 0, `a deferred run is not a failure: ${deferred.stderr}`);
+  // Its requests (the schedule, the channel) went through HTTPS_PROXY as well.
+  t.ok((await connects()) > connectsBefore, "the updater's service reached the proxy through tinyproxy");
   t.equal((await box.sh('systemctl show -p ExecMainStatus --value gate-upgrade')).trim(), '3', 'it exited 3: deferred');
   t.equal((await box.sh("dpkg-query -W -f='${Version}' gate-mux")).trim(), V1, 'nothing installed outside the window');
   t.equal((await box.sh('stat -c %U /etc/gate-upgrade.d/schedule')).trim(), 'gate-agent', "the schedule is still the agent user's");
@@ -255,6 +286,7 @@ t.test('apt, systemd and the enrollment procedure in a booted Debian 12 without 
   await untilOk(box, AGENT_TUNNEL_UP, 'the agent re-joins');
   t.equal((await box.sh('ps -o user= -p "$(systemctl show -p MainPID --value gate-agent)"')).trim(), 'gate-agent', 'still as gate-agent');
   t.equal(await throughTunnel(box), 'enrolled-target', 'traffic flows through the upgraded agent');
+  await throughTinyproxy(t, box, 'the upgraded agent, as gate-agent,');
   t.equal((await box.sh('gate-upgrade dry-run')).split('\n')[0], `no upgrades available (${V2} == ${V2})`);
 
   // Suspending and resuming automatic updates, as the document writes it.
@@ -311,6 +343,38 @@ async function throughTunnel(box: Booted): Promise<string> {
   ].join('\n');
   await writeFile(join(box.root, 'root/through-tunnel.cjs'), script);
   return (await box.sh(`${NODE} /root/through-tunnel.cjs`, { timeoutMs: 30_000 })).trim();
+}
+
+/** The agent's connections: to tinyproxy, and none to the proxy's port directly. */
+async function throughTinyproxy(t: Test, box: Booted, who: string): Promise<void> {
+  const peers = await agentPeers(box);
+  t.ok(peers.includes(new URL(HTTPS_PROXY).host), `${who} is connected to tinyproxy (${peers.join(', ')})`);
+  t.notOk(
+    peers.some((peer) => peer.endsWith(':3080')),
+    `${who} has no connection of its own to the proxy's port`,
+  );
+}
+
+/**
+ * Where the agent's TCP connections go (host:port), read from the container's /proc/net/tcp by
+ * the socket inodes of its main process's descriptors (minbase has no ss).
+ */
+async function agentPeers(box: Booted): Promise<string[]> {
+  const table = await box.sh(
+    'pid=$(systemctl show -p MainPID --value gate-agent); ' +
+      "for inode in $(ls -l /proc/$pid/fd | sed -n 's/.*socket:\\[\\([0-9]*\\)\\]$/\\1/p'); do " +
+      'awk -v i="$inode" \'$10 == i && $4 == "01" { print $3 }\' /proc/net/tcp; done',
+  );
+  const peers = table
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((hexPeer) => {
+      const [ip, port] = hexPeer.split(':') as [string, string];
+      const octets = [0, 2, 4, 6].map((i) => Number.parseInt(ip.slice(i, i + 2), 16)).reverse();
+      return `${octets.join('.')}:${Number.parseInt(port, 16)}`;
+    });
+  return [...new Set(peers)].sort();
 }
 
 /** Retries `command` inside the container until it exits 0 (up to 60 s); its stdout. */
