@@ -1,40 +1,17 @@
 import { EventEmitter } from 'node:events';
-import type { Http2Server } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import { dialTls, type ConnectionUpgradeDial } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { type CloseOptions, type ConnectionState, within, type Closable } from '../lifecycle.js';
 import type { Logger } from '../log.js';
-import { ALPN_REVERSE_TUNNEL, ALPN_REVERSE_TUNNEL_FRAMED, TUNNEL_ALPNS, TUNNEL_PROTOCOL_ENV } from '../wire/names.js';
+import { ALPN_REVERSE_TUNNEL_FRAMED } from '../wire/names.js';
 import type { ClusterView } from './cluster-view.js';
 import { descriptionLine, type AgentDescription } from './agent-description.js';
 import type { AgentStreamOptions } from './agent-stream.js';
 import { startFramedLink } from './framed-proxy-link.js';
-import { startHttp2Link } from './h2-proxy-link.js';
-import { goAwayGracefully } from './go-away.js';
 import { startHeartbeat } from './heartbeat.js';
 import type { DescribeAnswer, LinkEvents, ProxyLink } from './proxy-link.js';
-
-/**
- * Which tunnel protocols an agent offers: `auto` offers gate-mux's framing first and HTTP/2 after
- * it (the proxy chooses: a proxy older than the framing chooses HTTP/2); `http2` offers HTTP/2
- * only, as agents did before the framing.
- */
-export type TunnelProtocolChoice = 'auto' | 'http2';
-
-/**
- * The choice `GATE_TUNNEL_PROTOCOL` makes (`http2`, or `auto`), for an agent given none: an
- * operator's way back to HTTP/2 without a new configuration. Anything else is `auto`.
- */
-export function tunnelProtocolFromEnv(env: NodeJS.ProcessEnv): TunnelProtocolChoice {
-  return env[TUNNEL_PROTOCOL_ENV]?.trim().toLowerCase() === 'http2' ? 'http2' : 'auto';
-}
-
-/** The ALPN names an agent offers for `choice`. */
-export function tunnelAlpns(choice: TunnelProtocolChoice = 'auto'): string[] {
-  return choice === 'http2' ? [ALPN_REVERSE_TUNNEL] : [...TUNNEL_ALPNS];
-}
 
 /** What a tunnel's open streams get to finish after close() when no `graceMs` is given. */
 const DEFAULT_TUNNEL_GRACE_MS = 5_000;
@@ -51,35 +28,31 @@ export interface AgentTunnelSettings {
   connectionUpgrade?: ConnectionUpgradeDial | undefined;
   dialTimeoutMs?: number | undefined;
   targetDialTimeoutMs: number;
-  /** Streams the proxy may hold open at once (the framing's limit; HTTP/2's is in `h2`'s settings). */
+  /** Streams the proxy may hold open at once (settings.ts). */
   maxStreams?: number | undefined;
   heartbeatIntervalMs: number;
   heartbeatTimeoutMs: number;
   logger?: Logger | undefined;
   log: Logger;
-  /** The agent's HTTP/2 server object: it only builds sessions, never listens. */
-  h2: Http2Server;
-  /** Which protocols to offer the proxy (default `auto`: the framing, then HTTP/2). */
-  protocol?: TunnelProtocolChoice | undefined;
   allow: (target: string) => boolean;
   signal: AbortSignal;
   /** Told about each target connection and each stream served, for the agent's counts and close(). */
   track: AgentStreamOptions['track'];
   served: () => void;
-  /** What the agent tells a proxy that asks (see TUNNEL_DESCRIBE_PATH): read when asked. */
+  /** What the agent tells a proxy that asks (its describe stream): read when asked. */
   description: () => AgentDescription;
 }
 
 /**
  * One tunnel of an agent: a TLS connection it dialled to the proxy (through the load balancer and
- * HTTPS_PROXY), held as a session whose streams the proxy opens, in the protocol the proxy chose
- * at the handshake: gate-mux's framing, or HTTP/2. Events: `up` once the
- * proxy has registered it (its SETTINGS and the answer to a first PING arrived); `view`
+ * HTTPS_PROXY), held as a session of gate-mux's tunnel framing whose streams the proxy opens.
+ * Events: `up` once the proxy has registered it (the answer to a first PING arrived, and the
+ * proxy's verdict when it asked for a description); `view`
  * (ClusterView) whenever the proxy says which proxy it is and which proxies exist; `refused`
  * (GateError) when the proxy refuses the tunnel, with the proxy's code.
  */
 export class AgentTunnel extends EventEmitter implements Closable {
-  /** The proxy this tunnel landed on, once it said (see TUNNEL_CLUSTER_VIEW_PATH). */
+  /** The proxy this tunnel landed on, once it said (its cluster view). */
   proxyId: string | undefined;
   /** True from `up` until the session stops taking new streams. */
   up = false;
@@ -92,8 +65,6 @@ export class AgentTunnel extends EventEmitter implements Closable {
   /** Why the session ended or stopped taking streams, once known. */
   reason: string | undefined;
   refusal: GateError | undefined;
-  /** The protocol the proxy chose, once the handshake is done: `framed` or `http2`. */
-  protocol: 'framed' | 'http2' | undefined;
   private session: ProxyLink | undefined;
   private socket: TLSSocket | undefined;
   /** The proxy's describe stream, while open: changes to the description are written on it. */
@@ -101,7 +72,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
   /** Set when the proxy asked for a description: then only its verdict (the stream's end) admits. */
   private describeAsked = false;
   private describeAdmitted = false;
-  /** The PING after the proxy's SETTINGS was answered (the other half of admission). */
+  /** The first PING was answered (the other half of admission). */
   private pinged = false;
   private ended = false;
   /** Set by destroy() (close() ends in it): nothing is held any more. */
@@ -135,7 +106,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
   private async serve(): Promise<void> {
     const o = this.settings;
     const { socket, via, upgraded } = await dialTls(o.proxy, {
-      alpn: tunnelAlpns(o.protocol),
+      alpn: [ALPN_REVERSE_TUNNEL_FRAMED],
       requireAlpn: true,
       ca: o.ca,
       cert: o.cert,
@@ -155,14 +126,13 @@ export class AgentTunnel extends EventEmitter implements Closable {
     this.via = `${via?.display ?? 'direct'}${upgraded ? ' (connection upgrade)' : ''}`;
     this.socket = socket;
     socket.on('error', (err) => o.log.debug({ err }, 'tunnel socket error'));
-    this.protocol = socket.alpnProtocol === ALPN_REVERSE_TUNNEL_FRAMED ? 'framed' : 'http2';
     const streams: AgentStreamOptions = { allow: o.allow, dialTimeoutMs: o.targetDialTimeoutMs, log: o.log, track: o.track };
     let onGoaway = (): void => {};
     const goawaySeen = new Promise<void>((resolve) => (onGoaway = resolve));
     let current: ProxyLink;
     const events: LinkEvents = {
-      // SETTINGS alone (or, framed, the session's start) do not prove the proxy registered us (a
-      // refusal starts with them too); a PING answered after them does: a refused session has sent
+      // The session's start does not prove the proxy registered us (a refusal starts one too); a
+      // PING answered does: a refused session has sent
       // its GOAWAY before it could answer, and TCP keeps that order. A proxy that sends cluster
       // views queued this tunnel's view before it could answer the PING, so by then `proxyId` is
       // set if the proxy sends views at all; one that asks agents to describe themselves queued
@@ -179,7 +149,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
       view: (view) => this.takeView(view),
       describe: (answer) => this.answerDescribe(answer, admitted),
       served: o.served,
-      // A GOAWAY ends this tunnel for new streams (RFC 9113 §6.8): the open ones finish on it
+      // A GOAWAY ends this tunnel for new streams: the open ones finish on it
       // while the agent dials a new one, so the proxy is never left without this agent.
       goaway: (why, refused) => {
         this.reason ??= refused ? `the proxy refused the tunnel: ${refused.message}` : why;
@@ -198,22 +168,21 @@ export class AgentTunnel extends EventEmitter implements Closable {
       },
     };
     try {
-      current =
-        this.protocol === 'framed' ? startFramedLink(socket, streams, events, o.maxStreams) : startHttp2Link(socket, o.h2, streams, events);
+      current = startFramedLink(socket, streams, events, o.maxStreams);
     } catch (err) {
       socket.destroy();
       throw err;
     }
     this.session = current;
-    // The dial's deadline ends with the TLS handshake. Admission (the proxy's SETTINGS, then the
-    // answer to a PING) gets a PING's deadline: without one, a path that goes silent in between
+    // The dial's deadline ends with the TLS handshake. Admission (the answer to a PING, and the
+    // proxy's verdict) gets a PING's deadline: without one, a path that goes silent in between
     // would hold the agent's dial loop, which dials one tunnel at a time, until the first
     // heartbeat failed (an interval plus a timeout later).
     let admissionFailure: GateError | undefined;
     const admission = setTimeout(() => {
       admissionFailure = new GateError(
         ErrorCodes.AGENT_HEARTBEAT_TIMEOUT,
-        `the proxy did not admit the tunnel within ${o.heartbeatTimeoutMs} ms (no SETTINGS and PING answer): the path is silent`,
+        `the proxy did not admit the tunnel within ${o.heartbeatTimeoutMs} ms (no PING answer or verdict): the path is silent`,
       );
       this.reason ??= admissionFailure.message;
       current.destroy();
@@ -252,8 +221,8 @@ export class AgentTunnel extends EventEmitter implements Closable {
     );
     await Promise.race([closedNow, goawaySeen]);
     clearTimeout(admission);
-    // `closed` turns true as soon as a GOAWAY arrives (Node begins a graceful close), so whether
-    // the session is really over is read from its 'close' event.
+    // After a GOAWAY the session lives on for the streams that finish on it: whether it is over is
+    // read from its 'close' event.
     if (sessionClosed || current.destroyed) socket.destroy();
     this.up = false;
     this.ended = true;
@@ -349,16 +318,15 @@ export class AgentTunnel extends EventEmitter implements Closable {
       // The describe stream stays open for the tunnel's life (later descriptions go on it): ended
       // here, or the session would wait the whole grace for it although no client stream is open.
       this.describe?.end();
-      goAwayGracefully(session);
+      session.goAway();
       await within(this.finished, graceMs);
     }
     this.destroy(new GateError(ErrorCodes.SHUTDOWN, why));
   }
 
   /**
-   * Ends it now. With an error, Node resets each open stream with INTERNAL_ERROR before the socket
-   * goes; without one it would send RST_STREAM NO_ERROR, which reads as a finished stream (so a
-   * call without one resets them with GATE_ERR_SHUTDOWN).
+   * Ends it now: every open stream ends with the session, with `error` as the reason (a call
+   * without one gives GATE_ERR_SHUTDOWN, so no stream reads as finished cleanly).
    */
   destroy(error: GateError = new GateError(ErrorCodes.SHUTDOWN, 'tunnel destroyed')): void {
     this.reason ??= error.message;

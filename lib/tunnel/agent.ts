@@ -1,7 +1,6 @@
 import { EventEmitter, once } from 'node:events';
 import { X509Certificate } from 'node:crypto';
 import { hostname } from 'node:os';
-import { createServer, type Http2Server } from 'node:http2';
 import type { AgentTarget } from './agent-stream.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import type { ConnectionUpgradeDial } from '../client/dial-tls.js';
@@ -10,11 +9,11 @@ import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from
 import { componentLogger, type Logger } from '../log.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
 import { AgentPool, DEFAULT_CONNECTION_COUNT, RedialSchedule, type DialOutcome } from './agent-pool.js';
-import { AgentTunnel, type TunnelProtocolChoice, tunnelProtocolFromEnv } from './agent-tunnel.js';
+import { AgentTunnel } from './agent-tunnel.js';
 import { DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
 import type { ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS } from './heartbeat.js';
-import { TUNNEL_MAX_STREAMS, TUNNEL_SESSION_SETTINGS } from './settings.js';
+import { TUNNEL_MAX_STREAMS } from './settings.js';
 import { MAX_SERVICES, parseService, upgraderFrom, type AgentDescription, type AgentService } from './agent-description.js';
 import { serverIdForName } from './server-id.js';
 import { packageVersion } from '../wire/package-version.js';
@@ -48,12 +47,6 @@ export interface AgentOptions {
   logger?: Logger;
   /** Deadline for dialling the proxy and the TLS handshake (default 10 s). */
   dialTimeoutMs?: number;
-  /**
-   * The tunnel protocols offered to the proxy: `auto` (default) offers gate-mux's framing, then
-   * HTTP/2, and the proxy chooses (one older than the framing chooses HTTP/2); `http2` offers
-   * HTTP/2 only, as agents before the framing did.
-   */
-  tunnelProtocol?: TunnelProtocolChoice;
   /** Deadline for the TCP connect to a target (default 10 s). */
   targetDialTimeoutMs?: number;
   /**
@@ -91,8 +84,6 @@ export interface AgentConnectedEvent {
   connections: number;
   /** The proxy this tunnel landed on, when the proxy said (a proxy of a cluster does). */
   proxyId?: string;
-  /** The protocol the proxy chose: `framed` (gate-mux's framing) or `http2` (an older proxy, or `tunnelProtocol: 'http2'`). */
-  protocol: 'framed' | 'http2';
 }
 
 /** One tunnel the agent holds. */
@@ -102,14 +93,12 @@ export interface AgentTunnelInfo {
   via: string;
   /** Epoch milliseconds its dial began. */
   since: number;
-  /** The protocol the proxy chose. */
-  protocol: 'framed' | 'http2';
 }
 
 /**
  * A running agent: up to `connectionCount` tunnels, each to a distinct proxy. Events, per tunnel:
- * `connected` (AgentConnectedEvent) once the proxy has registered it (its SETTINGS and the answer
- * to a first PING arrived); `disconnected` ({reason, proxyId?}) when it stops taking streams;
+ * `connected` (AgentConnectedEvent) once the proxy has registered it (the answer to a first PING
+ * arrived, and the proxy's verdict on its description); `disconnected` ({reason, proxyId?}) when it stops taking streams;
  * `refused` (GateError) when a proxy refuses a tunnel, with the proxy's code
  * (GATE_ERR_AGENT_CERT_EXPIRED, _REVOKED, _UNTRUSTED, GATE_ERR_AGENT_DUPLICATE, ...; a duplicate
  * while the agent holds tunnels is a dial that landed on a proxy it holds, and is simply retried).
@@ -189,7 +178,6 @@ class Agent extends EventEmitter implements TunnelAgent {
   private readonly log: Logger;
   private readonly allow: (target: string) => boolean;
   private readonly targets = new Set<AgentTarget>();
-  private readonly h2: Http2Server;
   private readonly pool: AgentPool;
   private readonly schedule: RedialSchedule;
   private readonly lifecycle = new Lifecycle();
@@ -216,12 +204,6 @@ class Agent extends EventEmitter implements TunnelAgent {
     this.identity = { cert: options.cert, key: options.key };
     this.pool = new AgentPool(options.connectionCount ?? DEFAULT_CONNECTION_COUNT);
     this.schedule = new RedialSchedule(options.backoff ?? DEFAULT_BACKOFF, options.stableAfterMs ?? 10_000, options.random);
-    // The agent is the HTTP/2 *server* on a connection it dialled: the proxy is the one that opens
-    // streams (one per client connection), so it must be the client (RFC 9113 §5.1.1: clients open
-    // odd-numbered streams). The server object only builds sessions; it never listens.
-    this.h2 = createServer({
-      settings: { ...TUNNEL_SESSION_SETTINGS, maxConcurrentStreams: options.maxStreams ?? TUNNEL_MAX_STREAMS },
-    });
     this.described = {
       // Bound to the certificate's name (server-id.ts): the proxy refuses any other (issue 37).
       serverId: serverIdForName(options.name),
@@ -263,7 +245,6 @@ class Agent extends EventEmitter implements TunnelAgent {
       .map((t) => ({
         via: t.via,
         since: t.startedAt,
-        protocol: t.protocol ?? 'http2',
         ...(t.proxyId === undefined ? {} : { proxyId: t.proxyId }),
       }));
   }
@@ -407,8 +388,6 @@ class Agent extends EventEmitter implements TunnelAgent {
       heartbeatTimeoutMs: this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
       logger: this.options.logger,
       log: this.log,
-      h2: this.h2,
-      protocol: this.options.tunnelProtocol ?? tunnelProtocolFromEnv(this.options.env ?? process.env),
       allow: this.allow,
       signal: this.abort.signal,
       track: (target) => {
@@ -445,7 +424,6 @@ class Agent extends EventEmitter implements TunnelAgent {
         this.current = {
           via: tunnel.via,
           connections: this.connections,
-          protocol: tunnel.protocol ?? 'http2',
           ...(tunnel.proxyId === undefined ? {} : { proxyId: tunnel.proxyId }),
         };
         this.log.info(this.current, 'tunnel up');
@@ -457,7 +435,7 @@ class Agent extends EventEmitter implements TunnelAgent {
         const held = this.pool.duplicateOf(tunnel, this.upTunnels());
         if (!held) return admit();
         // Two tunnels on one proxy. A proxy admits a second tunnel under a name only once it holds
-        // the first one gone (a heartbeat or probe found its path dead, RFC 9113 §6.7 PINGs), so
+        // the first one gone (a heartbeat or probe found its path dead with PINGs), so
         // the held one may be a dead path this agent has not noticed yet: it proves itself with a
         // PING. Alive, the new tunnel is the duplicate and is closed; silent, the held one is
         // dropped and the new one, which the proxy has registered, is kept.
@@ -528,8 +506,9 @@ class Agent extends EventEmitter implements TunnelAgent {
 
 /**
  * Starts an agent: it dials the proxy (through HTTPS_PROXY unless NO_PROXY or `dialProxy` say
- * otherwise) with TLS, ALPN `gate-reversetunnel` and its client certificate, holds the connection
- * as an HTTP/2 session in which the proxy opens one CONNECT stream per client connection, and
+ * otherwise) with TLS, ALPN `gate-reversetunnel-framed` and its client certificate, holds the
+ * connection as a session of gate-mux's tunnel framing in which the proxy opens one stream per
+ * client connection, and
  * reconnects with capped exponential backoff and full jitter whenever it drops. Behind a load
  * balancer in front of several proxies it keeps up to `connectionCount` such tunnels, each to a
  * distinct proxy (agent-pool.ts). Throws

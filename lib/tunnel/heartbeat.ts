@@ -1,7 +1,4 @@
-/**
- * What a heartbeat needs of a session: an HTTP/2 session (an Http2Session is one as it is) or a
- * framed one (lib/tunnel-framing/framed-session.ts).
- */
+/** What a heartbeat needs of a session (lib/tunnel-framing/framed-session.ts is one). */
 export interface PingPeer {
   readonly closed: boolean;
   readonly destroyed: boolean;
@@ -24,8 +21,8 @@ export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;
 export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 10_000;
 
 /**
- * PING (HTTP/2's, RFC 9113 §6.7, or the framing's) on an interval, from whichever side runs it. A tunnel crosses NATs
- * and corporate proxies that drop idle flows without a FIN; without a heartbeat a dead peer is
+ * The framing's PING on an interval, from whichever side runs it. A tunnel crosses NATs and
+ * corporate proxies that drop idle flows without a FIN; without a heartbeat a dead peer is
  * noticed only when the next stream hangs. The peer must answer each PING with an ACK, so an
  * answer proves the whole path (TCP, TLS, the peer's event loop) is alive. Returns a stop function;
  * the heartbeat also stops by itself when the session closes. Timers are unref'd: the tunnel's

@@ -4,14 +4,12 @@ import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { CustomHandler } from '../handlers/types.js';
-import { ALPN_REVERSE_TUNNEL_FRAMED } from '../wire/names.js';
 import { admitAgent, normalizeSerial, verifyErrorCode } from './admission.js';
 import type { AgentLink, DescribeRequest } from './agent-link.js';
 import type { TunnelStream } from './tunnel-stream.js';
 import { LocalAgentSessions, type AgentSessionEntry, type AgentSessions } from './agent-sessions.js';
 import { FramedAgentLink } from './framed-agent-link.js';
 import { refuseFramed } from './goaway-refusal.js';
-import { Http2AgentLink, refuseHttp2Agent } from './h2-agent-link.js';
 import type { DialCancel } from '../transport/dial-cancel.js';
 import { normalizeClusterView, sameClusterView, type ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
@@ -55,7 +53,7 @@ export interface DescribedAgent {
 }
 
 export interface OpenStreamOptions {
-  /** Aborts the open (the client left): the stream is released with END_STREAM, never reset. */
+  /** Aborts the open (the client left): the stream is released with a FIN, never reset. */
   signal?: AbortSignal;
   /**
    * The same as `signal`, as the tunnel's handlers pass it (lib/transport/dial-cancel.ts): no
@@ -63,11 +61,11 @@ export interface OpenStreamOptions {
    */
   cancel?: DialCancel;
   timeoutMs?: number;
-  /** The client's real address (`ip:port`), told to the agent with the CONNECT. */
+  /** The client's real address (`ip:port`), told to the agent in the stream's OPEN. */
   client?: string;
   /**
    * Bytes the client has sent already (the ClientHello the router peeked), written as DATA right
-   * after the CONNECT's HEADERS: the far end holds them until it has dialled and writes them
+   * after the stream's OPEN: the far end holds them until it has dialled and writes them
    * first, so the client's first flight does not wait for the answer's round trip. A refused
    * stream drops them with its refusal; an opener that tries another route sends them again there.
    */
@@ -104,8 +102,7 @@ function describedOf(e: AgentSession): DescribedAgent {
 
 /**
  * The proxy side of reverse tunnels: connected agents by name, each one session over the TLS
- * connection it dialled in, in the protocol the agent chose at the handshake: gate-mux's framing
- * (docs/tunnel-framing.md) or HTTP/2, in which the proxy is the session's client. The proxy opens
+ * connection it dialled in, in gate-mux's tunnel framing (docs/tunnel-framing.md). The proxy opens
  * one stream per client connection routed to the agent. Events: `agent-connected` (name, once the
  * agent is admitted: certificate, name and self-description checked), `agent-described` (name,
  * when a connected agent's description changed),
@@ -164,14 +161,6 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     return entry?.admitted && this.all.has(entry) ? describedOf(entry) : undefined;
   }
 
-  /** The agents connected now, counted by their tunnel's protocol (`framed`, `http2`). */
-  agentsByProtocol(): Record<string, number> {
-    const counts: Record<string, number> = {};
-    for (const e of this.all)
-      if (e.admitted && this.sessions.get(e.name) === e) counts[e.link.protocol] = (counts[e.link.protocol] ?? 0) + 1;
-    return counts;
-  }
-
   /** Names of the agents connected now. */
   agents(): string[] {
     return this.sessions.names();
@@ -213,7 +202,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
 
   /**
    * Registers the agent on a TLS socket whose client certificate the handshake requested. The name
-   * comes from the certificate only; the protocol from the ALPN the handshake selected. A refused
+   * comes from the certificate only. A refused
    * agent (see `admitAgent`, and GATE_ERR_AGENT_DUPLICATE) is told why in a GOAWAY, the socket is
    * closed with the error (so the listener records its code) and the error is returned; undefined
    * when the agent was registered.
@@ -253,11 +242,11 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       if (local) this.probe(local);
       return this.refuse(socket, duplicate(), remote);
     }
-    const link: AgentLink = isFramed(socket) ? new FramedAgentLink(socket, name) : new Http2AgentLink(socket, name);
+    const link: AgentLink = new FramedAgentLink(socket, name);
     const entry: AgentSession = { name, link, socket, remote, since: Date.now(), serial, clientStreams: 0 };
     this.all.add(entry);
-    // Both queued now, before the agent's first PING can be answered (see TUNNEL_CLUSTER_VIEW_PATH
-    // and TUNNEL_DESCRIBE_PATH): the agent knows by then whether it waits for a verdict.
+    // Both queued now, before the agent's first PING can be answered (docs/tunnel-framing.md): the
+    // agent knows by then whether it waits for a verdict.
     this.sendView(entry);
     this.askDescription(entry, duplicate);
     let reason: string | undefined;
@@ -293,7 +282,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     });
     // The TLS socket comes from a half-open client (the multiplexer relays each direction's FIN
     // on its own), so the agent's FIN without a GOAWAY first (a process killed, an HTTP proxy
-    // dropping the CONNECT, Node 22+'s session.destroy) would only end the readable side and the
+    // dropping its CONNECT, Node 22+'s session.destroy) would only end the readable side and the
     // session would wait for its heartbeat. A peer that sends no more frames cannot answer one:
     // the tunnel is over now. Said first, before the session hears of the FIN (a framed session
     // ends itself on it, and would give its own words).
@@ -336,7 +325,6 @@ export class TunnelRegistry extends EventEmitter implements Closable {
         {
           agent: name,
           remote: entry.remote,
-          protocol: link.protocol,
           ...(description ? { serverId: description.serverId, version: description.version, upgrader: description.upgrader } : {}),
         },
         'agent connected',
@@ -347,7 +335,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     request = link.describe(MAX_DESCRIPTION_BYTES, {
       answer: (status) => {
         if (status === 200) return;
-        // An agent older than descriptions answers as to any stream that is not a CONNECT.
+        // An agent that does not describe itself refuses the stream with a 4xx: admitted undescribed.
         if (status >= 400 && status < 500) return admit(undefined);
         this.refuseSession(
           entry,
@@ -554,8 +542,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     this.count(error);
     this.refusalLog.log('warn', error.code, { remote, code: error.code }, `agent refused: ${error.message}`);
     this.emit('agent-refused', error);
-    if (isFramed(socket)) refuseFramed(socket, error);
-    else refuseHttp2Agent(socket, error);
+    refuseFramed(socket, error);
     return error;
   }
 
@@ -664,9 +651,4 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     entry.link.destroy(error);
     entry.socket.destroy();
   }
-}
-
-/** True when the agent chose the framing at the handshake (else it speaks HTTP/2). */
-function isFramed(socket: TLSSocket): boolean {
-  return socket.alpnProtocol === ALPN_REVERSE_TUNNEL_FRAMED;
 }
