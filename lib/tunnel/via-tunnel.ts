@@ -131,6 +131,10 @@ function relayStream(client: Duplex, stream: TunnelStream, agent: string, target
   // Registered before splice's own 'close' listener, so the client is destroyed with the reason
   // (and the multiplexer logs it) rather than silently by splice.
   const why = failureReason(stream);
+  // A reset that came in the same read as the answer closed the stream before this relay began
+  // (the answer resolves the open a microtask later): there is nothing to relay, and no 'close' to
+  // wait for.
+  if (stream.closed) return failClient(client, streamFailure(why(), agent, target));
   stream.once('close', () => {
     if (closedCleanly(stream) || client.destroyed) return;
     failClient(client, streamFailure(why(), agent, target));
