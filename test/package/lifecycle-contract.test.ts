@@ -164,7 +164,7 @@ const MAKERS: Record<string, Maker> = {
     t.teardown(() => member.destroy());
     const peers = new PeerPool({ identity: () => ({ cert: '', key: '', ca: '' }) });
     t.teardown(() => peers.destroy());
-    return { part: new ClusterDialer({ registry, store, member, peers }) };
+    return { part: new ClusterDialer({ registry, cluster: { store, member, peers } }) };
   },
   async MemoryRouteStore() {
     return { part: new MemoryRouteStore() };
