@@ -11,6 +11,7 @@ import { descriptionLine, type AgentDescription } from './agent-description.js';
 import type { AgentStreamOptions } from './agent-stream.js';
 import { startFramedLink } from './framed-proxy-link.js';
 import { startHeartbeat } from './heartbeat.js';
+import { TunnelAdmission } from './tunnel-admission.js';
 import type { DescribeAnswer, LinkEvents, ProxyLink } from './proxy-link.js';
 
 /** What a tunnel's open streams get to finish after close() when no `graceMs` is given. */
@@ -69,11 +70,8 @@ export class AgentTunnel extends EventEmitter implements Closable {
   private socket: TLSSocket | undefined;
   /** The proxy's describe stream, while open: changes to the description are written on it. */
   private describe: DescribeAnswer | undefined;
-  /** Set when the proxy asked for a description: then only its verdict (the stream's end) admits. */
-  private describeAsked = false;
-  private describeAdmitted = false;
-  /** The first PING was answered (the other half of admission). */
-  private pinged = false;
+  /** What the proxy has said towards admitting this tunnel (tunnel-admission.ts), once dialled. */
+  private admission: TunnelAdmission | undefined;
   private ended = false;
   /** Set by destroy() (close() ends in it): nothing is held any more. */
   private released = false;
@@ -129,25 +127,27 @@ export class AgentTunnel extends EventEmitter implements Closable {
     const streams: AgentStreamOptions = { allow: o.allow, dialTimeoutMs: o.targetDialTimeoutMs, log: o.log, track: o.track };
     let onGoaway = (): void => {};
     const goawaySeen = new Promise<void>((resolve) => (onGoaway = resolve));
-    let current: ProxyLink;
+    const admission = new TunnelAdmission(
+      o.heartbeatTimeoutMs,
+      () => this.comeUp(),
+      (error) => {
+        this.reason ??= error.message;
+        this.session?.destroy();
+        socket.destroy();
+      },
+    );
+    this.admission = admission;
     const events: LinkEvents = {
-      // The session's start does not prove the proxy registered us (a refusal starts one too); a
-      // PING answered does: a refused session has sent
-      // its GOAWAY before it could answer, and TCP keeps that order. A proxy that sends cluster
-      // views queued this tunnel's view before it could answer the PING, so by then `proxyId` is
-      // set if the proxy sends views at all; one that asks agents to describe themselves queued
-      // that request too, and then admits the tunnel only by ending it (a version it refuses gets
-      // the GOAWAY instead), so the tunnel waits for that.
+      // The session's start proves nothing; a PING answered does (tunnel-admission.ts).
       ready: () => {
-        if (current.destroyed) return;
-        current.ping((err) => {
-          if (err) return;
-          this.pinged = true;
-          admitted();
+        const session = this.session;
+        if (!session || session.destroyed) return;
+        session.ping((err) => {
+          if (!err) admission.pingAnswered();
         });
       },
       view: (view) => this.takeView(view),
-      describe: (answer) => this.answerDescribe(answer, admitted),
+      describe: (answer) => this.answerDescribe(answer, admission),
       served: o.served,
       // A GOAWAY ends this tunnel for new streams: the open ones finish on it
       // while the agent dials a new one, so the proxy is never left without this agent.
@@ -167,6 +167,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
         o.log.debug({ err }, 'tunnel session error');
       },
     };
+    let current: ProxyLink;
     try {
       current = startFramedLink(socket, streams, events, o.maxStreams);
     } catch (err) {
@@ -174,33 +175,11 @@ export class AgentTunnel extends EventEmitter implements Closable {
       throw err;
     }
     this.session = current;
-    // The dial's deadline ends with the TLS handshake. Admission (the answer to a PING, and the
-    // proxy's verdict) gets a PING's deadline: without one, a path that goes silent in between
-    // would hold the agent's dial loop, which dials one tunnel at a time, until the first
-    // heartbeat failed (an interval plus a timeout later).
-    let admissionFailure: GateError | undefined;
-    const admission = setTimeout(() => {
-      admissionFailure = new GateError(
-        ErrorCodes.AGENT_HEARTBEAT_TIMEOUT,
-        `the proxy did not admit the tunnel within ${o.heartbeatTimeoutMs} ms (no PING answer or verdict): the path is silent`,
-      );
-      this.reason ??= admissionFailure.message;
-      current.destroy();
-      socket.destroy();
-    }, o.heartbeatTimeoutMs);
-    admission.unref();
+    admission.start();
     current.once('close', () => {
       socket.destroy();
       this.finish();
     });
-    const admitted = (): void => {
-      if (!this.pinged || (this.describeAsked && !this.describeAdmitted)) return;
-      if (this.refusal || current.destroyed || current.closed || this.ended || this.cameUp) return;
-      clearTimeout(admission);
-      this.up = true;
-      this.cameUp = true;
-      this.emit('up');
-    };
     startHeartbeat(current, {
       intervalMs: o.heartbeatIntervalMs,
       timeoutMs: o.heartbeatTimeoutMs,
@@ -220,7 +199,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
       }),
     );
     await Promise.race([closedNow, goawaySeen]);
-    clearTimeout(admission);
+    admission.stop();
     // After a GOAWAY the session lives on for the streams that finish on it: whether it is over is
     // read from its 'close' event.
     if (sessionClosed || current.destroyed) socket.destroy();
@@ -228,8 +207,18 @@ export class AgentTunnel extends EventEmitter implements Closable {
     this.ended = true;
     if (this.cameUp) return;
     if (this.refusal) throw this.refusal;
-    if (admissionFailure) throw admissionFailure;
+    if (admission.timedOut) throw admission.timedOut;
     throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy admitted it: ${this.reason ?? 'closed'}`);
+  }
+
+  /** The proxy admitted the tunnel: `up`, unless it was refused or ended meanwhile. */
+  private comeUp(): void {
+    const session = this.session;
+    if (this.refusal || !session || session.destroyed || session.closed || this.ended || this.cameUp) return;
+    this.admission?.stop();
+    this.up = true;
+    this.cameUp = true;
+    this.emit('up');
   }
 
   /** The proxy's cluster view (already answered by the link), never counted as a served stream. */
@@ -246,16 +235,13 @@ export class AgentTunnel extends EventEmitter implements Closable {
    * Answers the proxy's describe request: the description as a JSON line, the stream kept open
    * for changes. The proxy ending its side is its verdict: admitted.
    */
-  private answerDescribe(answer: DescribeAnswer, admitted: () => void): { verdict(): void; closed(): void } | undefined {
+  private answerDescribe(answer: DescribeAnswer, admission: TunnelAdmission): { verdict(): void; closed(): void } | undefined {
     if (this.describe) return undefined;
-    this.describeAsked = true;
+    admission.describeAsked();
     this.describe = answer;
     answer.write(descriptionLine(this.settings.description()));
     return {
-      verdict: () => {
-        this.describeAdmitted = true;
-        admitted();
-      },
+      verdict: () => admission.admittedDescription(),
       closed: () => {
         if (this.describe === answer) this.describe = undefined;
       },
