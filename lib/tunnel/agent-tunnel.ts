@@ -199,7 +199,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
       }),
     );
     await Promise.race([closedNow, goawaySeen]);
-    admission.stop();
+    admission.disarm();
     // After a GOAWAY the session lives on for the streams that finish on it: whether it is over is
     // read from its 'close' event.
     if (sessionClosed || current.destroyed) socket.destroy();
@@ -215,7 +215,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
   private comeUp(): void {
     const session = this.session;
     if (this.refusal || !session || session.destroyed || session.closed || this.ended || this.cameUp) return;
-    this.admission?.stop();
+    this.admission?.disarm();
     this.up = true;
     this.cameUp = true;
     this.emit('up');

@@ -54,8 +54,8 @@ export class TunnelAdmission {
     this.check();
   }
 
-  /** No more waiting (the session ended, or the tunnel came up). */
-  stop(): void {
+  /** No more waiting (the session ended, or the tunnel came up): the deadline is cleared. */
+  disarm(): void {
     clearTimeout(this.timer);
   }
 

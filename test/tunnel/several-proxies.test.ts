@@ -427,6 +427,7 @@ t.test('a malformed view is answered 400 and ignored by the agent; client stream
   const [got] = (await once(stream, 'response')) as [AnswerPayload];
   t.equal(got.status, 200, 'the tunnel still serves client streams');
   const duplex = tunnelDuplex(stream);
+  duplex.on('error', () => {}); // reset if still open when the stand-in stops at teardown
   t.match(await readUntil(duplex, (x) => x.includes('\n')), /still-served/);
   duplex.end();
   t.equal(agent.streamsServed, 1, 'views are not counted as served streams');
