@@ -66,7 +66,7 @@ async function routeToA(): Promise<{ handler: ReturnType<typeof viaTunnel>; clos
   const ownPair = proxyCert();
   const pool = new PeerPool({ identity: () => ({ ...ownPair, ca: ca.cert }) });
   const registry = new TunnelRegistry();
-  const dialer = new ClusterDialer({ registry, store, member: self, peers: pool });
+  const dialer = new ClusterDialer({ registry, cluster: { store, member: self, peers: pool } });
   return {
     handler: viaTunnel(registry, BENCH_AGENT, targetA, { open: dialer.open }),
     close: async () => {

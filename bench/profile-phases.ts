@@ -38,14 +38,14 @@ const RULES: Array<[RegExp, Phase]> = [
     /^(destroy|_destroy|close|onStreamClose|closeStream|finishCloseStream|emitCloseNT|releaseStream|finished|closed|finish|onClose\w*|relayClosed|onSessionClose) /,
     'teardown',
   ],
-  [/ (release-stream|stats)\.js$/, 'teardown'],
+  [/ (tunnel-stream|stats)\.js$/, 'teardown'],
   // The route store and the cluster dialer choosing the holder (peered route only).
   [/ (cluster-dialer|memory-route-store|redis-route-store|peer-pool)\.js$/, 'route lookup'],
-  // The agent: the CONNECT's target checked against its policy, the dial of the target.
-  [/ (agent-stream|dial|target|address-order)\.js$/, 'policy+dial'],
+  // The agent: the stream's target checked against its policy, the dial of the target.
+  [/ (agent-stream|stream-target|dial|target|address-order)\.js$/, 'policy+dial'],
   [/^(internalConnect|lookupAndConnect|connect|afterConnect\w*) (net)$/, 'policy+dial'],
-  // Opening a stream on a hop and answering it: request, the CONNECT headers, the 200.
-  [/ (registry|connect-answer|connect-request|via-tunnel|peer-server|agent-tunnel)\.js$/, 'stream open'],
+  // Opening a stream on a hop and answering it: the OPEN, the answer.
+  [/ (registry|framed-answer|refusal-status|via-tunnel|peer-server|agent-tunnel)\.js$/, 'stream open'],
   [
     /^(request|respond|onSessionHeaders|submitRequest|onStreamTrailers|ClientHttp2Stream|ServerHttp2Stream|Http2Stream|processHeaders|mapToHeaders|prepareRequestHeadersObject|toHeaderObject) /,
     'stream open',

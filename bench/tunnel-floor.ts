@@ -43,7 +43,7 @@ import { BARE_CLIENT, type BareClientHook } from '../lib/handlers/bare-client.js
 import type { CustomHandler } from '../lib/handlers/types.js';
 import { FramedRelay, releaseFramedStream } from '../lib/tunnel-framing/framed-relay.js';
 import { spliceFramed } from '../lib/tunnel-framing/framed-splice.js';
-import { serveFramedStream } from '../lib/tunnel/agent-framed-stream.js';
+import { serveAgentStream } from '../lib/tunnel/agent-stream.js';
 import { awaitFramedAnswer } from '../lib/tunnel/framed-answer.js';
 import { componentLogger } from '../lib/log.js';
 import { formatHostPort } from '../lib/client/target.js';
@@ -358,7 +358,7 @@ async function gateMuxFramedHolder(setup: Setup): Promise<void> {
 async function gateMuxFramedAgent(setup: Setup): Promise<void> {
   // The agent's own per-stream code: the policy check, the dial on a bare handle, the answer, the relay.
   const options = { allow: () => true, dialTimeoutMs: 5_000, log: componentLogger(undefined, 'agent'), track: () => undefined };
-  const serve = (stream: FramedStream, open: OpenPayload): void => serveFramedStream(stream, open, options);
+  const serve = (stream: FramedStream, open: OpenPayload): void => serveAgentStream(stream, open, options);
   await Promise.all(
     setup.tunnelPorts!.map(
       (port) =>

@@ -92,20 +92,19 @@ export { AGENT_KEY_POLICY } from './pki/agent-key-policy.js';
 
 // Reverse tunnels' parts
 export { AgentPool, RedialSchedule, type DialOutcome, type PoolTunnel } from './tunnel/agent-pool.js';
-export { normalizeClusterView, readClusterView } from './tunnel/cluster-view.js';
+export { normalizeClusterView } from './tunnel/cluster-view.js';
 export type { TunnelStreamOpener } from './tunnel/via-tunnel.js';
 export { isTunnelUpstream } from './tunnel/tunnel-upstream.js';
 export { agentNameOf, isValidAgentName, commonNameOfSubject, type CertificateNames } from './tunnel/agent-identity.js';
 export { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './tunnel/backoff.js';
 export { startHeartbeat, DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, type HeartbeatOptions } from './tunnel/heartbeat.js';
-export { ERROR_CODE_HEADER, ERROR_MESSAGE_HEADER, statusForCode, readRefusal } from './tunnel/connect-request.js';
+export { statusForCode } from './tunnel/refusal-status.js';
 export type { AgentSessionEntry } from './tunnel/agent-sessions.js';
 export { admitAgent, type AgentTlsFacts } from './tunnel/admission.js';
 export { renewalTime } from './tunnel/join-client.js';
 export { AgentAuthority, type AgentAuthorityOptions, type IssuedAgentCertificate } from './tunnel/agent-authority.js';
 export { JoinTokens, type JoinTokenRule } from './tunnel/join-tokens.js';
 export { readAgentState, writeAgentState, type StoredIdentity } from './tunnel/agent-state.js';
-export { releaseStream, RELEASE_GRACE_MS } from './tunnel/release-stream.js';
 
 // The updater's parts
 export { formatVersion } from './upgrade/semver.js';

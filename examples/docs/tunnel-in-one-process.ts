@@ -6,7 +6,7 @@ const proxyPair = ca.issue({ commonName: 'localhost', dnsNames: ['localhost'], i
 const agentPair = ca.issue({ commonName: 'db-agent', usage: 'client' });
 const database = process.env.TARGET ?? '127.0.0.1:5432';
 
-// Proxy side: agents arrive with a tunnel ALPN (the framing's, or HTTP/2's) and a client certificate from `ca`;
+// Proxy side: agents arrive with the tunnel's ALPN and a client certificate from `ca`;
 // clients asking for gate-postgres are carried through db-agent's tunnel to the database.
 const registry = new TunnelRegistry();
 const mux = new Multiplexer({

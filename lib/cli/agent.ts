@@ -9,13 +9,13 @@ import { loggerFromOptions } from './log.js';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { tunnelAlpns } from '../tunnel/agent-tunnel.js';
 import { startAgent, type AgentConnectedEvent, type TunnelAgent } from '../tunnel/agent.js';
 import { DEFAULT_CONNECTION_COUNT } from '../tunnel/agent-pool.js';
 import { readAgentState, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
 import { parseService, SERVICE_KINDS, type AgentService } from '../tunnel/agent-description.js';
 import { joinProxy, renewalTime, renewIdentity, type JoinEndpoint } from '../tunnel/join-client.js';
 import { allowedTargets, loadAgentConfig, servicesOf, type AgentFileConfig } from '../config/agent-config.js';
+import { ALPN_REVERSE_TUNNEL_FRAMED } from '../wire/names.js';
 
 const USAGE = `usage:
   agent --config FILE [flags that override it]     (the packaged unit: --config /etc/gate/agent.yaml)
@@ -97,7 +97,7 @@ async function reportRoute(
   io: Io,
 ): Promise<number> {
   const { socket, via, alpn } = await dialTls(values.proxy, {
-    alpn: tunnelAlpns(),
+    alpn: [ALPN_REVERSE_TUNNEL_FRAMED],
     requireAlpn: true,
     ...(values.serverName ? { serverName: values.serverName } : {}),
     ...(values.ca ? { ca: await readFile(values.ca) } : {}),

@@ -18,12 +18,18 @@ export interface PeerOpener {
   open(peer: PeerAddress, agent: string, target: string, options?: OpenStreamOptions): Promise<TunnelStream>;
 }
 
-export interface ClusterDialerOptions {
-  /** This proxy's tunnels: always tried first. */
-  registry: Pick<TunnelRegistry, 'has' | 'open'>;
+/** The cluster a proxy has joined: the store that names the holders, the membership, the peers. */
+export interface DialerCluster {
   store: Pick<RouteStore, 'holders' | 'proxies'>;
   member: DialerMembership;
   peers: PeerOpener;
+}
+
+export interface ClusterDialerOptions {
+  /** This proxy's tunnels: always tried first. */
+  registry: Pick<TunnelRegistry, 'has' | 'open'>;
+  /** The cluster, when joined already (else `join` it later; until then only local tunnels are dialled). */
+  cluster?: DialerCluster;
   /** Milliseconds the store has to name the holders before a dial gives up on it (default 1 s). */
   storeTimeoutMs?: number;
   /** Source of the holders' random order, [0, 1) (default Math.random). */
@@ -50,8 +56,9 @@ const FINAL_CODES: ReadonlySet<string> = new Set([ErrorCodes.DIAL_ABORTED, Error
 const STORE_DEADLINE = Symbol('route store deadline');
 
 /**
- * Where `tunnel:<agent>/<target>` dials go when several proxies form a cluster:
- * this proxy's own tunnel first; then the other proxies the route store says hold one of the
+ * Where `tunnel:<agent>/<target>` dials go: the one place that decides between this proxy's own
+ * tunnel and another proxy's. A proxy on its own (not joined to a cluster) dials its own tunnels
+ * only. Joined: this proxy's own tunnel first; then the other proxies the route store says hold one of the
  * agent's tunnels, live ones only (`holders` drops a proxy whose presence expired), those not
  * draining first, each group in random order so that load spreads and no proxy is everyone's
  * first choice. A holder that cannot be reached or lost the tunnel (GATE_ERR_PEER_DIAL_FAILED, a
@@ -65,6 +72,7 @@ const STORE_DEADLINE = Symbol('route store deadline');
 export class ClusterDialer implements Closable {
   private readonly log: Logger;
   private storeDown = false;
+  private cluster: DialerCluster | undefined;
   private readonly lifecycle = new Lifecycle();
   private readonly onStoreError = (): void => {
     this.storeDown = true;
@@ -75,8 +83,16 @@ export class ClusterDialer implements Closable {
 
   constructor(private readonly options: ClusterDialerOptions) {
     this.log = componentLogger(options.logger, 'cluster-dialer');
-    options.member.on('store-error', this.onStoreError);
-    options.member.on('store-recovered', this.onStoreRecovered);
+    if (options.cluster) this.join(options.cluster);
+  }
+
+  /** From now on, dials of agents not held here go to the cluster's other holders. Once only. */
+  join(cluster: DialerCluster): void {
+    if (this.cluster) throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'the dialer has joined a cluster already');
+    if (this.lifecycle.ending) return;
+    this.cluster = cluster;
+    cluster.member.on('store-error', this.onStoreError);
+    cluster.member.on('store-recovered', this.onStoreRecovered);
   }
 
   /** open, or closed: the dialer holds no socket or timer, only its listeners on the membership. */
@@ -95,13 +111,16 @@ export class ClusterDialer implements Closable {
   }
 
   private detach(): void {
-    this.options.member.off('store-error', this.onStoreError);
-    this.options.member.off('store-recovered', this.onStoreRecovered);
+    this.cluster?.member.off('store-error', this.onStoreError);
+    this.cluster?.member.off('store-recovered', this.onStoreRecovered);
   }
 
   /** The opener for `viaTunnel`: a stream to `target` through `agent`, wherever its tunnel is. */
   readonly open = async (agent: string, target: string, options: OpenStreamOptions = {}): Promise<TunnelStream> => {
     const { registry } = this.options;
+    const { cluster } = this;
+    // On its own, a proxy has only its tunnels: the registry's answer is the dial's.
+    if (!cluster) return registry.open(agent, target, options);
     let failure: GateError | undefined;
     if (registry.has(agent)) {
       try {
@@ -120,7 +139,7 @@ export class ClusterDialer implements Closable {
         failure = err;
       }
     }
-    const candidates = await this.candidates(agent, target, failure);
+    const candidates = await this.candidates(cluster, agent, target, failure);
     if (candidates.length === 0) {
       throw failure ?? new GateError(ErrorCodes.AGENT_OFFLINE, `agent ${agent} is offline (no proxy of the cluster holds its tunnel)`);
     }
@@ -130,7 +149,7 @@ export class ClusterDialer implements Closable {
       if (cancel && (cancel instanceof AbortSignal ? cancel.aborted : cancel.cancelled))
         throw new GateError(ErrorCodes.DIAL_ABORTED, `agent ${agent} -> ${target}: aborted`, { cause: cancel.reason });
       try {
-        const stream = await this.options.peers.open(peer, agent, target, options);
+        const stream = await cluster.peers.open(peer, agent, target, options);
         this.options.onPeerDial?.('ok');
         return stream;
       } catch (err) {
@@ -157,7 +176,7 @@ export class ClusterDialer implements Closable {
   };
 
   /** The other live holders of `agent`'s tunnels, in the order to try them. */
-  private async candidates(agent: string, target: string, local: GateError | undefined): Promise<Candidate[]> {
+  private async candidates(cluster: DialerCluster, agent: string, target: string, local: GateError | undefined): Promise<Candidate[]> {
     const unavailable = (why: string, cause?: unknown): GateError =>
       new GateError(
         ErrorCodes.STORE_UNAVAILABLE,
@@ -173,7 +192,7 @@ export class ClusterDialer implements Closable {
     let holders: Awaited<ReturnType<RouteStore['holders']>>;
     let proxies: ProxyPresence[];
     try {
-      [holders, proxies] = await Promise.race([Promise.all([this.options.store.holders(agent), this.options.store.proxies()]), deadline]);
+      [holders, proxies] = await Promise.race([Promise.all([cluster.store.holders(agent), cluster.store.proxies()]), deadline]);
     } catch (err) {
       throw err === STORE_DEADLINE
         ? unavailable(`did not answer within ${timeoutMs} ms`)
@@ -181,7 +200,7 @@ export class ClusterDialer implements Closable {
     } finally {
       clearTimeout(timer);
     }
-    const self = this.options.member.proxyId;
+    const self = cluster.member.proxyId;
     const presence = new Map(proxies.map((p) => [p.id, p]));
     const found: Candidate[] = [];
     for (const holding of holders) {

@@ -9,7 +9,7 @@ export interface MetricSources {
   /** The statistics of every multiplexer that may still count (running listeners, and ones still draining after a reload). */
   listeners(): StatsSnapshot[];
   /** Agents' reverse tunnels on this proxy. */
-  tunnels(): { agents: number; streamsOpened: number; streamsReset: number; streamsBusy?: number; byProtocol?: Record<string, number> };
+  tunnels(): { agents: number; streamsOpened: number; streamsReset: number; streamsBusy?: number };
   /** This proxy's agents by what they said (version, upgrader), and the agents it refused by code. */
   fleet?(): FleetCounts;
   /** The connection upgrade's counts (TLS routing through load balancers that end TLS): `ConnectionUpgrade.counts`. */
@@ -277,15 +277,6 @@ export class GateMetrics {
       "Clients refused with GATE_ERR_AGENT_BUSY: the agent's tunnel carried the proxy's cap of streams.",
       [],
       (add, s) => add({}, s.tunnels.streamsBusy ?? 0),
-    );
-    // How much of the fleet speaks the framing: an agent or a proxy older than it speaks HTTP/2.
-    gauge(
-      'gate_mux_tunnel_agents_by_protocol',
-      "Agents with a tunnel to this proxy, by the tunnel's protocol (framed, http2).",
-      ['protocol'],
-      (add, s) => {
-        for (const [protocol, n] of Object.entries(s.tunnels.byProtocol ?? {})) add({ protocol }, n);
-      },
     );
     // The agents this proxy holds (an agent tunnelled to two proxies counts at each); the whole
     // cluster's fleet is `gate-mux inventory ls`. Empty version: an agent older than self-descriptions.

@@ -1,24 +1,18 @@
-import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, type ErrorCode } from '../errors.js';
 import { type CloseOptions, closeEvent, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { readRefusalDebugData } from '../tunnel/admission.js';
-import { awaitConnectAnswer, type ConnectAnswerOptions } from '../tunnel/connect-answer.js';
-import { awaitFramedAnswer } from '../tunnel/framed-answer.js';
-import { goAwayGracefully } from '../tunnel/go-away.js';
+import { awaitFramedAnswer, type ConnectAnswerOptions } from '../tunnel/framed-answer.js';
 import type { TunnelStream } from '../tunnel/tunnel-stream.js';
 import { FramedSession } from '../tunnel-framing/framed-session.js';
 import type { FramedStream } from '../tunnel-framing/framed-stream.js';
 import { type GoAwayPayload, StreamKind, WireError, wireErrorName } from '../tunnel-framing/frames.js';
-import { connectRequestHeaders, h2ErrorName } from '../tunnel/connect-request.js';
 import type { OpenStreamOptions } from '../tunnel/registry.js';
-import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, sessionGone, startHeartbeat } from '../tunnel/heartbeat.js';
-import { TUNNEL_WINDOW_BYTES } from '../tunnel/settings.js';
-import { ALPN_PEER, ALPN_PEER_FRAMED, PEER_AGENT_HEADER, PEER_ALPNS } from '../wire/names.js';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from '../tunnel/heartbeat.js';
+import { ALPN_PEER_FRAMED } from '../wire/names.js';
 import { admitPeer, peerTlsFacts } from './peer-identity.js';
-import { PEER_SESSION_SETTINGS } from './peer-settings.js';
 
 /** A proxy to forward to: its id in the route store and the address it serves peering on. */
 export interface PeerAddress {
@@ -43,19 +37,11 @@ export interface PeerPoolOptions {
   dialTimeoutMs?: number;
   /** Milliseconds the holder has to answer a forwarded dial (default 15 s). */
   openTimeoutMs?: number;
-  /**
-   * `auto` (default) offers the tunnel framing, then HTTP/2, and the peer chooses (a proxy older
-   * than the framing chooses HTTP/2); `http2` offers HTTP/2 alone.
-   */
-  protocol?: 'auto' | 'http2';
 }
-
-/** A session to a peer: the tunnel framing, or HTTP/2 with a peer older than the framing. */
-type PeerSession = ClientHttp2Session | FramedSession;
 
 interface PeerConnection {
   addr: string;
-  session: Promise<PeerSession>;
+  session: Promise<FramedSession>;
   /** Why the peer ended the session, once it has (its GOAWAY's code, or the socket's end). */
   ended?: string;
 }
@@ -75,8 +61,8 @@ const KEPT_CODES: ReadonlySet<ErrorCode> = new Set([
 ]);
 
 /**
- * The client side of peering: one session per peer proxy (the tunnel framing, or HTTP/2), opened on first use, reused by
- * every forwarded connection, opened again after it ends, and closed when the peer leaves the
+ * The client side of peering: one session per peer proxy (gate-mux's tunnel framing), opened on
+ * first use, reused by every forwarded connection, opened again after it ends, and closed when the peer leaves the
  * cluster (`retain`). Mutual TLS both ways: this proxy shows its peering certificate, and the peer's
  * must be from the cluster CA with the proxy role (an agent's or client's certificate is refused
  * even though the same CA signed it). The peer is dialled directly, never through HTTPS_PROXY:
@@ -106,14 +92,16 @@ export class PeerPool implements Closable {
     const where = `agent ${agent} -> ${target} via proxy ${peer.id} (${peer.peerAddr})`;
     if (this.lifecycle.ending) throw new GateError(ErrorCodes.SHUTDOWN, `${where}: the peer pool is closed`);
     const connection = this.connection(peer);
-    let session: PeerSession;
+    let session: FramedSession;
     try {
       session = await connection.session;
     } catch (err) {
       throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${(err as Error).message}`, { cause: err });
     }
     const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
-    const answer = (lostWhy: () => string): ConnectAnswerOptions => ({
+    const why = (): string =>
+      session.closed ? 'the peering session ended' : `stream reset (${wireErrorName(stream.closeCode ?? WireError.NO_ERROR)})`;
+    const answer: ConnectAnswerOptions = {
       timeoutMs,
       cancel: options.cancel ?? options.signal,
       where,
@@ -121,33 +109,17 @@ export class PeerPool implements Closable {
         const code = refusal.code !== undefined && KEPT_CODES.has(refusal.code) ? refusal.code : ErrorCodes.PEER_DIAL_FAILED;
         return new GateError(code, `${where}: ${refusal.message}${refusal.code && refusal.code !== code ? ` (${refusal.code})` : ''}`);
       },
-      lost: () => new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${connection.ended ?? lostWhy()}`),
+      lost: () => new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${connection.ended ?? why()}`),
       timedOut: () => new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: no answer within ${timeoutMs} ms`),
-    });
-    const failed = (err: unknown): GateError =>
-      new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${(err as Error).message}`, { cause: err });
-    if (session instanceof FramedSession) {
-      let stream: FramedStream;
-      try {
-        stream = session.open({ kind: StreamKind.CONNECT, target, client: options.client ?? '', agent });
-      } catch (err) {
-        throw failed(err);
-      }
-      if (options.firstBytes) stream.write(options.firstBytes);
-      const why = (): string =>
-        session.closed ? 'the peering session ended' : `stream reset (${wireErrorName(stream.closeCode ?? WireError.NO_ERROR)})`;
-      return awaitFramedAnswer(stream, answer(why));
-    }
-    let stream: ClientHttp2Stream;
+    };
+    let stream: FramedStream;
     try {
-      stream = session.request({ ...connectRequestHeaders(target, options.client), [PEER_AGENT_HEADER]: agent }, { endStream: false });
+      stream = session.open({ kind: StreamKind.CONNECT, target, client: options.client ?? '', agent });
     } catch (err) {
-      throw failed(err);
+      throw new GateError(ErrorCodes.PEER_DIAL_FAILED, `${where}: ${(err as Error).message}`, { cause: err });
     }
     if (options.firstBytes) stream.write(options.firstBytes);
-    const why = (): string =>
-      session.destroyed || session.closed ? 'the peering session ended' : `stream reset (${h2ErrorName(stream.rstCode)})`;
-    return awaitConnectAnswer(stream, answer(why));
+    return awaitFramedAnswer(stream, answer);
   }
 
   /** Closes the sessions to peers not in `liveIds` (they left the store, or restarted under a new id). */
@@ -158,7 +130,7 @@ export class PeerPool implements Closable {
       this.peers.delete(id);
       this.log.info({ peer: id, addr: connection.addr }, 'peer left the cluster: session closed');
       connection.session.then(
-        (s) => goAwayGracefully(s),
+        (s) => s.goAway(),
         () => {},
       );
     }
@@ -190,7 +162,7 @@ export class PeerPool implements Closable {
       connections.map((connection) =>
         connection.session.then(
           (s) => {
-            const gone = sessionGone(s) && s.closed ? Promise.resolve() : closeEvent(s);
+            const gone = s.closed ? Promise.resolve() : closeEvent(s);
             s.destroy(error);
             return gone;
           },
@@ -206,7 +178,7 @@ export class PeerPool implements Closable {
     if (held && held.addr === peer.peerAddr && held.ended === undefined) return held;
     if (held)
       held.session.then(
-        (s) => goAwayGracefully(s),
+        (s) => s.goAway(),
         () => {},
       );
     const connection = { addr: peer.peerAddr } as PeerConnection;
@@ -219,11 +191,11 @@ export class PeerPool implements Closable {
     return connection;
   }
 
-  private async dial(peer: PeerAddress, connection: PeerConnection): Promise<PeerSession> {
+  private async dial(peer: PeerAddress, connection: PeerConnection): Promise<FramedSession> {
     const identity = this.options.identity();
     const { socket } = await dialTls(peer.peerAddr, {
       proxy: null,
-      alpn: this.options.protocol === 'http2' ? [ALPN_PEER] : [...PEER_ALPNS],
+      alpn: [ALPN_PEER_FRAMED],
       requireAlpn: true,
       ca: identity.ca,
       cert: identity.cert,
@@ -247,7 +219,7 @@ export class PeerPool implements Closable {
       connection.ended ??= why;
       if (this.peers.get(peer.id) === connection) this.peers.delete(peer.id);
     };
-    const session = socket.alpnProtocol === ALPN_PEER_FRAMED ? this.framedSession(socket, forget) : this.http2Session(peer, socket, forget);
+    const session = this.framedSession(socket, forget);
     // A peer whose host died without a FIN is noticed as a tunnel's agent is (PINGs with a
     // deadline), so dials stop waiting on its session before its presence has even expired.
     startHeartbeat(session, {
@@ -260,10 +232,7 @@ export class PeerPool implements Closable {
         socket.destroy();
       },
     });
-    this.log.debug(
-      { peer: peer.id, addr: peer.peerAddr, protocol: session instanceof FramedSession ? 'framed' : 'http2' },
-      'peering session opened',
-    );
+    this.log.debug({ peer: peer.id, addr: peer.peerAddr }, 'peering session opened');
     return session;
   }
 
@@ -279,28 +248,6 @@ export class PeerPool implements Closable {
     session.once('close', (error?: GateError) => {
       forget(error?.message ?? 'the peering session closed');
       socket.destroy();
-    });
-    return session;
-  }
-
-  private http2Session(peer: PeerAddress, socket: TLSSocket, forget: (why: string) => void): ClientHttp2Session {
-    const session = connect(`https://${peer.peerAddr}`, { createConnection: () => socket, settings: PEER_SESSION_SETTINGS });
-    session.on('error', (err) => {
-      forget(err.message);
-      this.log.debug({ peer: peer.id, err }, 'peering session error');
-    });
-    // A GOAWAY (the peer drains or refused us, debug data saying why) ends this session for new
-    // streams: the next dial opens a new one while open streams finish on this one.
-    session.on('goaway', (code: number, _last: number, data?: Buffer) => {
-      const refusal = readRefusalDebugData(data);
-      forget(refusal ? `${refusal.code} ${refusal.message}` : `the peer sent GOAWAY (${h2ErrorName(code)})`);
-    });
-    session.once('close', () => {
-      forget('the peering session closed');
-      socket.destroy();
-    });
-    session.once('remoteSettings', () => {
-      if (!session.destroyed) session.setLocalWindowSize(TUNNEL_WINDOW_BYTES);
     });
     return session;
   }

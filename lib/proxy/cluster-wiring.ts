@@ -42,7 +42,6 @@ interface Joined {
   store: RouteStore;
   ownsStore: boolean;
   member: ClusterMember;
-  dialer: ClusterDialer;
 }
 
 export function storeLabel(cluster: ClusterConfig): string {
@@ -74,6 +73,8 @@ export function presenceFor(config: GateConfig, boundPeer: HostPort | undefined)
 export class ClusterWiring implements Closable {
   readonly peering: PeerServer;
   readonly peers: PeerPool;
+  /** Where tunnel dials go: this proxy's tunnels, and from `join` on the other holders too. */
+  private readonly dialer: ClusterDialer;
   private joined: Joined | undefined;
   private draining = false;
   private readonly lifecycle = new Lifecycle();
@@ -84,6 +85,11 @@ export class ClusterWiring implements Closable {
     const logger = options.logger ? { logger: options.logger } : {};
     this.peering = new PeerServer({ registry: options.registry, isDraining: () => this.draining, ...logger });
     this.peers = new PeerPool({ identity: options.peerIdentity, ...logger });
+    this.dialer = new ClusterDialer({
+      registry: options.registry,
+      onPeerDial: (outcome, code) => options.metrics.peerDial(outcome, code),
+      ...logger,
+    });
   }
 
   get isDraining(): boolean {
@@ -100,9 +106,9 @@ export class ClusterWiring implements Closable {
     return this.current().member;
   }
 
-  /** A stream through `agent`'s tunnel: this proxy's, else another holder's once joined. */
+  /** A stream through `agent`'s tunnel: the dialer decides where (this proxy's, or another holder's once joined). */
   openTunnel(agent: string, target: string, options: OpenStreamOptions): Promise<TunnelStream> {
-    return this.joined ? this.joined.dialer.open(agent, target, options) : this.options.registry.open(agent, target, options);
+    return this.dialer.open(agent, target, options);
   }
 
   /** Opens the route store (unless one was given) and starts announcing this proxy in it. */
@@ -128,15 +134,8 @@ export class ClusterWiring implements Closable {
     });
     // This proxy's id from the first tunnel on, before the store has named any other proxy.
     registry.setClusterView({ proxyId, proxyIds: [proxyId] });
-    const dialer = new ClusterDialer({
-      registry,
-      store,
-      member,
-      peers: this.peers,
-      onPeerDial: (outcome, code) => metrics.peerDial(outcome, code),
-      ...logger,
-    });
-    this.joined = { store, ownsStore: this.options.routeStore === undefined, member, dialer };
+    this.dialer.join({ store, member, peers: this.peers });
+    this.joined = { store, ownsStore: this.options.routeStore === undefined, member };
     this.options.addReadiness(clusterReadiness(member, storeLabel(cluster)));
     await member.start();
     this.logger.info({ proxyId, store: storeLabel(cluster), peerAddr: presence.peerAddr }, 'joined the cluster');
@@ -199,7 +198,7 @@ export class ClusterWiring implements Closable {
   close(options: CloseOptions = {}): Promise<void> {
     return this.lifecycle.close(async () => {
       const joined = this.joined;
-      await Promise.all([this.peering.close(options), this.peers.close(), joined?.member.close(), joined?.dialer.close()]);
+      await Promise.all([this.peering.close(options), this.peers.close(), joined?.member.close(), this.dialer.close()]);
       if (joined?.ownsStore) await joined.store.close(options);
     });
   }
@@ -211,7 +210,7 @@ export class ClusterWiring implements Closable {
     this.peers.destroy(err);
     const joined = this.joined;
     joined?.member.destroy(err);
-    joined?.dialer.destroy(err);
+    this.dialer.destroy(err);
     if (joined?.ownsStore) joined.store.destroy?.(err);
   }
 

@@ -55,7 +55,6 @@ export class ProxyDiagnostics implements Closable {
         streamsOpened: registry.streamStats.opened,
         streamsReset: registry.streamStats.reset,
         streamsBusy: registry.streamStats.busy,
-        byProtocol: registry.agentsByProtocol(),
       }),
       fleet: () => fleetCounts(registry.describedAgents(), registry.refusals),
       ...(upgrades ? { upgrades } : {}),

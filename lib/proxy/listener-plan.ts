@@ -5,11 +5,11 @@ import {
   ALPN_MONGODB,
   ALPN_MYSQL,
   ALPN_MYSQL_VERSION_PREFIX,
-  PEER_ALPNS,
+  ALPN_PEER_FRAMED,
   ALPN_POSTGRES,
   ALPN_POSTGRES_DIRECT,
   ALPN_REDIS,
-  TUNNEL_ALPNS,
+  ALPN_REVERSE_TUNNEL_FRAMED,
   ALPN_SSH,
   ALPN_WEB,
   SNI_KUBE_LOCAL,
@@ -125,7 +125,7 @@ function sharedPortAlternatives(protocol: ProxyProtocolName, withPlaintext: bool
     case 'ssh':
       return [tls('ssh-tls', { alpn: ALPN_SSH }), ...(withPlaintext ? [plain('ssh', { protocol: 'ssh' })] : [])];
     case 'tunnel':
-      return [tls('tunnel', { alpn: [...TUNNEL_ALPNS] })];
+      return [tls('tunnel', { alpn: ALPN_REVERSE_TUNNEL_FRAMED })];
     case 'kube':
       return [
         { name: 'kube', match: { sniPrefix: SNI_KUBE_PREFIX, protocol: 'tls' }, transport: 'tls-passthrough', framing: 'raw' },
@@ -189,9 +189,9 @@ function ownPortAlternatives(protocol: UpstreamProtocol): { routes: Alternative[
         silent: { route: 'ssh', afterMs: SSH_PORT_SILENT_AFTER_MS },
       };
     case 'tunnel':
-      // Agents dial in with TLS, a tunnel ALPN (the framing's, or HTTP/2's) and their client certificate; the proxy
-      // ends the TLS itself and hosts the tunnel, so there is no plaintext route.
-      return { routes: [terminate('tunnel', { alpn: [...TUNNEL_ALPNS] }, 'raw')] };
+      // Agents dial in with TLS, the tunnel's ALPN and their client certificate; the proxy ends the
+      // TLS itself and hosts the tunnel, so there is no plaintext route.
+      return { routes: [terminate('tunnel', { alpn: ALPN_REVERSE_TUNNEL_FRAMED }, 'raw')] };
     case 'kube':
       return { routes: [passthrough('kube')] };
     case 'postgres':
@@ -214,13 +214,13 @@ function ownPortAlternatives(protocol: UpstreamProtocol): { routes: Alternative[
       return { routes: [terminate('redis')] };
     case 'peer':
       // The proxy's own peering server: mutual TLS between proxies, ended here.
-      return { routes: [{ name: 'peer', match: { alpn: [...PEER_ALPNS], protocol: 'tls' }, transport: 'tls-terminate', framing: 'raw' }] };
+      return { routes: [{ name: 'peer', match: { alpn: ALPN_PEER_FRAMED, protocol: 'tls' }, transport: 'tls-terminate', framing: 'raw' }] };
   }
 }
 
 /** The matches recognising `protocol` on a shared (TLS routing) port, in declaration order. */
 export function routeMatchesFor(protocol: ProxyProtocolName, options: { plaintext?: boolean } = {}): RouteMatch[] {
-  if (protocol === 'peer') return [{ alpn: [...PEER_ALPNS], protocol: 'tls' }];
+  if (protocol === 'peer') return [{ alpn: ALPN_PEER_FRAMED, protocol: 'tls' }];
   return sharedPortAlternatives(protocol, options.plaintext ?? true).map((a) => a.match);
 }
 

@@ -5,7 +5,7 @@
  * Why not an AbortController per dial: on Node 20 creating an AbortSignal and adding an 'abort'
  * listener costs about 5 µs (BENCHMARKS.md), paid twice per tunnelled connection (the front proxy
  * and the holder of a peered route) for a cancel that almost never happens. A stream opener
- * (lib/tunnel/connect-answer.ts) registers a callback here instead; dials that hand a signal on to
+ * (lib/tunnel/framed-answer.ts) registers a callback here instead; dials that hand a signal on to
  * Node's own APIs (`net.connect`, the environment's proxies) still get a real one.
  */
 export class DialCancel {
@@ -80,7 +80,7 @@ export class DialCancel {
 /**
  * Calls `listener` once when `cancel` cancels: a DialCancel (no AbortSignal made for it) or a
  * caller's own AbortSignal; at once if it already has. `stopWaiting` forgets it. For the stream
- * openers' waits (lib/tunnel/connect-answer.ts, framed-answer.ts), which take either; the
+ * openers' waits (lib/tunnel/framed-answer.ts), which take either; the
  * listener is registered as it is, so a wait allocates nothing here (`cancelReason` says why).
  */
 export function whenCancelled(cancel: DialCancel | AbortSignal | undefined, listener: () => void): void {

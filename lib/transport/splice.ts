@@ -129,7 +129,8 @@ function closedCleanly(side: Duplex, error: Error | undefined): boolean {
 export interface SpliceOptions {
   /**
    * How to let `b` go when `a` closes early, instead of destroying it (a tunnel stream is ended
-   * with END_STREAM rather than reset: see tunnel/release-stream.ts). It must still close `b`.
+   * with a FIN rather than reset: see releaseTunnelStream, tunnel/tunnel-stream.ts). It must still
+   * close `b`.
    */
   releaseB?: (b: Duplex) => void;
   /** Relay a -> b with `relayCoalesced` (a tunnel stream's sides). */

@@ -58,14 +58,14 @@ export function admitAgent(facts: AgentTlsFacts, isRevoked: (serial: string) => 
   return agentNameOf({ commonName: cert.subject?.CN, subjectAltName: cert.subjectaltname });
 }
 
-/** The GOAWAY debug data a refused agent receives: `<code> <message>` (RFC 9113 §6.8 allows opaque data). */
+/** The GOAWAY reason a refused agent receives: `<code> <message>`. */
 export function refusalDebugData(error: GateError): Buffer {
   return Buffer.from(`${error.code} ${error.message}`.replace(/[^\x20-\x7e]/g, '?').slice(0, 400));
 }
 
 const KNOWN_CODES = new Set<string>(Object.values(ErrorCodes));
 
-/** Reads a refusal out of GOAWAY debug data; undefined when it carries no code this version knows. */
+/** Reads a refusal out of a GOAWAY's reason; undefined when it carries no code this version knows. */
 export function readRefusalDebugData(data: Buffer | undefined): { code: ErrorCode; message: string } | undefined {
   const text = data?.toString('latin1') ?? '';
   const match = /^(GATE_ERR_[A-Z0-9_]+) (.*)$/s.exec(text);

@@ -1,22 +1,18 @@
-// The proxy's end of one agent's tunnel, whichever protocol the agent chose at the TLS handshake:
-// HTTP/2 (h2-agent-link.ts) or gate-mux's framing (framed-agent-link.ts). The registry speaks to
-// this interface only, so admission, descriptions, cluster views, refusals, heartbeats, probes and
-// drain are written once.
+// The proxy's end of one agent's tunnel (framed-agent-link.ts): what the registry asks of it, so
+// that admission, descriptions, cluster views, refusals, heartbeats, probes and drain read as the
+// registry's own words rather than frames.
 import type { EventEmitter } from 'node:events';
 import type { GateError } from '../errors.js';
 import type { ClusterView } from './cluster-view.js';
-import type { ConnectAnswerOptions } from './connect-answer.js';
+import type { ConnectAnswerOptions } from './framed-answer.js';
+import type { PingPeer } from './heartbeat.js';
+import type { TunnelStream } from './tunnel-stream.js';
 
 /** How a stream's open is awaited: ConnectAnswerOptions, its loss told with the link's reason. */
 export interface LinkAnswerOptions extends Omit<ConnectAnswerOptions, 'lost'> {
   /** The error for a stream that closed before any answer; `why` says how, in words. */
   lost: (why: string) => GateError;
 }
-import type { PingPeer } from './heartbeat.js';
-import type { TunnelStream } from './tunnel-stream.js';
-
-/** The tunnel protocols, by the name logs and metrics give them. */
-export type TunnelProtocol = 'http2' | 'framed';
 
 /** What the registry is told about its describe request. */
 export interface DescribeReader {
@@ -48,8 +44,7 @@ export interface ConnectRequest {
  * 'close' (the tunnel is over, every stream with it).
  */
 export interface AgentLink extends EventEmitter {
-  readonly protocol: TunnelProtocol;
-  /** The session, for heartbeats and probes (either protocol's session is a PingPeer). */
+  /** The session, for heartbeats and probes. */
   readonly peer: PingPeer;
   /** True while new streams may be opened: no GOAWAY either way, not closed. */
   readonly usable: boolean;

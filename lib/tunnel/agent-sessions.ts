@@ -3,7 +3,7 @@ import type { AgentLink } from './agent-link.js';
 /** One connected agent as the proxy holds it. */
 export interface AgentSessionEntry {
   name: string;
-  /** Its tunnel, in the protocol it chose (HTTP/2 or the framing). */
+  /** Its tunnel. */
   link: AgentLink;
   /** `address:port` the agent connected from, for logs. */
   remote: string;

@@ -1,40 +1,18 @@
 import { EventEmitter } from 'node:events';
-import type { Http2Server } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import { dialTls, type ConnectionUpgradeDial } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { type CloseOptions, type ConnectionState, within, type Closable } from '../lifecycle.js';
 import type { Logger } from '../log.js';
-import { ALPN_REVERSE_TUNNEL, ALPN_REVERSE_TUNNEL_FRAMED, TUNNEL_ALPNS, TUNNEL_PROTOCOL_ENV } from '../wire/names.js';
+import { ALPN_REVERSE_TUNNEL_FRAMED } from '../wire/names.js';
 import type { ClusterView } from './cluster-view.js';
 import { descriptionLine, type AgentDescription } from './agent-description.js';
 import type { AgentStreamOptions } from './agent-stream.js';
 import { startFramedLink } from './framed-proxy-link.js';
-import { startHttp2Link } from './h2-proxy-link.js';
-import { goAwayGracefully } from './go-away.js';
-import { sessionGone, startHeartbeat } from './heartbeat.js';
+import { startHeartbeat } from './heartbeat.js';
+import { TunnelAdmission } from './tunnel-admission.js';
 import type { DescribeAnswer, LinkEvents, ProxyLink } from './proxy-link.js';
-
-/**
- * Which tunnel protocols an agent offers: `auto` offers gate-mux's framing first and HTTP/2 after
- * it (the proxy chooses: a proxy older than the framing chooses HTTP/2); `http2` offers HTTP/2
- * only, as agents did before the framing.
- */
-export type TunnelProtocolChoice = 'auto' | 'http2';
-
-/**
- * The choice `GATE_TUNNEL_PROTOCOL` makes (`http2`, or `auto`), for an agent given none: an
- * operator's way back to HTTP/2 without a new configuration. Anything else is `auto`.
- */
-export function tunnelProtocolFromEnv(env: NodeJS.ProcessEnv): TunnelProtocolChoice {
-  return env[TUNNEL_PROTOCOL_ENV]?.trim().toLowerCase() === 'http2' ? 'http2' : 'auto';
-}
-
-/** The ALPN names an agent offers for `choice`. */
-export function tunnelAlpns(choice: TunnelProtocolChoice = 'auto'): string[] {
-  return choice === 'http2' ? [ALPN_REVERSE_TUNNEL] : [...TUNNEL_ALPNS];
-}
 
 /** What a tunnel's open streams get to finish after close() when no `graceMs` is given. */
 const DEFAULT_TUNNEL_GRACE_MS = 5_000;
@@ -51,35 +29,31 @@ export interface AgentTunnelSettings {
   connectionUpgrade?: ConnectionUpgradeDial | undefined;
   dialTimeoutMs?: number | undefined;
   targetDialTimeoutMs: number;
-  /** Streams the proxy may hold open at once (the framing's limit; HTTP/2's is in `h2`'s settings). */
+  /** Streams the proxy may hold open at once (settings.ts). */
   maxStreams?: number | undefined;
   heartbeatIntervalMs: number;
   heartbeatTimeoutMs: number;
   logger?: Logger | undefined;
   log: Logger;
-  /** The agent's HTTP/2 server object: it only builds sessions, never listens. */
-  h2: Http2Server;
-  /** Which protocols to offer the proxy (default `auto`: the framing, then HTTP/2). */
-  protocol?: TunnelProtocolChoice | undefined;
   allow: (target: string) => boolean;
   signal: AbortSignal;
   /** Told about each target connection and each stream served, for the agent's counts and close(). */
   track: AgentStreamOptions['track'];
   served: () => void;
-  /** What the agent tells a proxy that asks (see TUNNEL_DESCRIBE_PATH): read when asked. */
+  /** What the agent tells a proxy that asks (its describe stream): read when asked. */
   description: () => AgentDescription;
 }
 
 /**
  * One tunnel of an agent: a TLS connection it dialled to the proxy (through the load balancer and
- * HTTPS_PROXY), held as a session whose streams the proxy opens, in the protocol the proxy chose
- * at the handshake: gate-mux's framing, or HTTP/2. Events: `up` once the
- * proxy has registered it (its SETTINGS and the answer to a first PING arrived); `view`
+ * HTTPS_PROXY), held as a session of gate-mux's tunnel framing whose streams the proxy opens.
+ * Events: `up` once the proxy has registered it (the answer to a first PING arrived, and the
+ * proxy's verdict when it asked for a description); `view`
  * (ClusterView) whenever the proxy says which proxy it is and which proxies exist; `refused`
  * (GateError) when the proxy refuses the tunnel, with the proxy's code.
  */
 export class AgentTunnel extends EventEmitter implements Closable {
-  /** The proxy this tunnel landed on, once it said (see TUNNEL_CLUSTER_VIEW_PATH). */
+  /** The proxy this tunnel landed on, once it said (its cluster view). */
   proxyId: string | undefined;
   /** True from `up` until the session stops taking new streams. */
   up = false;
@@ -92,17 +66,12 @@ export class AgentTunnel extends EventEmitter implements Closable {
   /** Why the session ended or stopped taking streams, once known. */
   reason: string | undefined;
   refusal: GateError | undefined;
-  /** The protocol the proxy chose, once the handshake is done: `framed` or `http2`. */
-  protocol: 'framed' | 'http2' | undefined;
   private session: ProxyLink | undefined;
   private socket: TLSSocket | undefined;
   /** The proxy's describe stream, while open: changes to the description are written on it. */
   private describe: DescribeAnswer | undefined;
-  /** Set when the proxy asked for a description: then only its verdict (the stream's end) admits. */
-  private describeAsked = false;
-  private describeAdmitted = false;
-  /** The PING after the proxy's SETTINGS was answered (the other half of admission). */
-  private pinged = false;
+  /** What the proxy has said towards admitting this tunnel (tunnel-admission.ts), once dialled. */
+  private admission: TunnelAdmission | undefined;
   private ended = false;
   /** Set by destroy() (close() ends in it): nothing is held any more. */
   private released = false;
@@ -135,7 +104,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
   private async serve(): Promise<void> {
     const o = this.settings;
     const { socket, via, upgraded } = await dialTls(o.proxy, {
-      alpn: tunnelAlpns(o.protocol),
+      alpn: [ALPN_REVERSE_TUNNEL_FRAMED],
       requireAlpn: true,
       ca: o.ca,
       cert: o.cert,
@@ -155,31 +124,32 @@ export class AgentTunnel extends EventEmitter implements Closable {
     this.via = `${via?.display ?? 'direct'}${upgraded ? ' (connection upgrade)' : ''}`;
     this.socket = socket;
     socket.on('error', (err) => o.log.debug({ err }, 'tunnel socket error'));
-    this.protocol = socket.alpnProtocol === ALPN_REVERSE_TUNNEL_FRAMED ? 'framed' : 'http2';
     const streams: AgentStreamOptions = { allow: o.allow, dialTimeoutMs: o.targetDialTimeoutMs, log: o.log, track: o.track };
     let onGoaway = (): void => {};
     const goawaySeen = new Promise<void>((resolve) => (onGoaway = resolve));
-    let current: ProxyLink;
+    const admission = new TunnelAdmission(
+      o.heartbeatTimeoutMs,
+      () => this.comeUp(),
+      (error) => {
+        this.reason ??= error.message;
+        this.session?.destroy();
+        socket.destroy();
+      },
+    );
+    this.admission = admission;
     const events: LinkEvents = {
-      // SETTINGS alone (or, framed, the session's start) do not prove the proxy registered us (a
-      // refusal starts with them too); a PING answered after them does: a refused session has sent
-      // its GOAWAY before it could answer, and TCP keeps that order. A proxy that sends cluster
-      // views queued this tunnel's view before it could answer the PING, so by then `proxyId` is
-      // set if the proxy sends views at all; one that asks agents to describe themselves queued
-      // that request too, and then admits the tunnel only by ending it (a version it refuses gets
-      // the GOAWAY instead), so the tunnel waits for that.
+      // The session's start proves nothing; a PING answered does (tunnel-admission.ts).
       ready: () => {
-        if (sessionGone(current)) return;
-        current.ping((err) => {
-          if (err) return;
-          this.pinged = true;
-          admitted();
+        const session = this.session;
+        if (!session || session.closed) return;
+        session.ping((err) => {
+          if (!err) admission.pingAnswered();
         });
       },
       view: (view) => this.takeView(view),
-      describe: (answer) => this.answerDescribe(answer, admitted),
+      describe: (answer) => this.answerDescribe(answer, admission),
       served: o.served,
-      // A GOAWAY ends this tunnel for new streams (RFC 9113 §6.8): the open ones finish on it
+      // A GOAWAY ends this tunnel for new streams: the open ones finish on it
       // while the agent dials a new one, so the proxy is never left without this agent.
       goaway: (why, refused) => {
         this.reason ??= refused ? `the proxy refused the tunnel: ${refused.message}` : why;
@@ -197,41 +167,19 @@ export class AgentTunnel extends EventEmitter implements Closable {
         o.log.debug({ err }, 'tunnel session error');
       },
     };
+    let current: ProxyLink;
     try {
-      current =
-        this.protocol === 'framed' ? startFramedLink(socket, streams, events, o.maxStreams) : startHttp2Link(socket, o.h2, streams, events);
+      current = startFramedLink(socket, streams, events, o.maxStreams);
     } catch (err) {
       socket.destroy();
       throw err;
     }
     this.session = current;
-    // The dial's deadline ends with the TLS handshake. Admission (the proxy's SETTINGS, then the
-    // answer to a PING) gets a PING's deadline: without one, a path that goes silent in between
-    // would hold the agent's dial loop, which dials one tunnel at a time, until the first
-    // heartbeat failed (an interval plus a timeout later).
-    let admissionFailure: GateError | undefined;
-    const admission = setTimeout(() => {
-      admissionFailure = new GateError(
-        ErrorCodes.AGENT_HEARTBEAT_TIMEOUT,
-        `the proxy did not admit the tunnel within ${o.heartbeatTimeoutMs} ms (no SETTINGS and PING answer): the path is silent`,
-      );
-      this.reason ??= admissionFailure.message;
-      current.destroy();
-      socket.destroy();
-    }, o.heartbeatTimeoutMs);
-    admission.unref();
+    admission.start();
     current.once('close', () => {
       socket.destroy();
       this.finish();
     });
-    const admitted = (): void => {
-      if (!this.pinged || (this.describeAsked && !this.describeAdmitted)) return;
-      if (this.refusal || sessionGone(current) || current.closed || this.ended || this.cameUp) return;
-      clearTimeout(admission);
-      this.up = true;
-      this.cameUp = true;
-      this.emit('up');
-    };
     startHeartbeat(current, {
       intervalMs: o.heartbeatIntervalMs,
       timeoutMs: o.heartbeatTimeoutMs,
@@ -251,16 +199,26 @@ export class AgentTunnel extends EventEmitter implements Closable {
       }),
     );
     await Promise.race([closedNow, goawaySeen]);
-    clearTimeout(admission);
-    // `closed` turns true as soon as a GOAWAY arrives (Node begins a graceful close), so whether
-    // the session is really over is read from its 'close' event.
-    if (sessionClosed || sessionGone(current)) socket.destroy();
+    admission.disarm();
+    // After a GOAWAY the session lives on for the streams that finish on it: whether it is over is
+    // read from its 'close' event.
+    if (sessionClosed || current.closed) socket.destroy();
     this.up = false;
     this.ended = true;
     if (this.cameUp) return;
     if (this.refusal) throw this.refusal;
-    if (admissionFailure) throw admissionFailure;
+    if (admission.timedOut) throw admission.timedOut;
     throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `tunnel closed before the proxy admitted it: ${this.reason ?? 'closed'}`);
+  }
+
+  /** The proxy admitted the tunnel: `up`, unless it was refused or ended meanwhile. */
+  private comeUp(): void {
+    const session = this.session;
+    if (this.refusal || !session || session.closed || this.ended || this.cameUp) return;
+    this.admission?.disarm();
+    this.up = true;
+    this.cameUp = true;
+    this.emit('up');
   }
 
   /** The proxy's cluster view (already answered by the link), never counted as a served stream. */
@@ -277,16 +235,13 @@ export class AgentTunnel extends EventEmitter implements Closable {
    * Answers the proxy's describe request: the description as a JSON line, the stream kept open
    * for changes. The proxy ending its side is its verdict: admitted.
    */
-  private answerDescribe(answer: DescribeAnswer, admitted: () => void): { verdict(): void; closed(): void } | undefined {
+  private answerDescribe(answer: DescribeAnswer, admission: TunnelAdmission): { verdict(): void; closed(): void } | undefined {
     if (this.describe) return undefined;
-    this.describeAsked = true;
+    admission.describeAsked();
     this.describe = answer;
     answer.write(descriptionLine(this.settings.description()));
     return {
-      verdict: () => {
-        this.describeAdmitted = true;
-        admitted();
-      },
+      verdict: () => admission.admittedDescription(),
       closed: () => {
         if (this.describe === answer) this.describe = undefined;
       },
@@ -304,7 +259,7 @@ export class AgentTunnel extends EventEmitter implements Closable {
    */
   probe(timeoutMs: number): Promise<boolean> {
     const session = this.session;
-    if (!session || sessionGone(session) || session.closed || !this.up) return Promise.resolve(false);
+    if (!session || session.closed || !this.up) return Promise.resolve(false);
     return new Promise((resolve) => {
       const timer = setTimeout(() => resolve(false), timeoutMs);
       timer.unref();
@@ -345,20 +300,19 @@ export class AgentTunnel extends EventEmitter implements Closable {
     this.ended = true;
     this.up = false;
     const session = this.session;
-    if (session && !sessionGone(session) && !session.closed) {
+    if (session && !session.closed) {
       // The describe stream stays open for the tunnel's life (later descriptions go on it): ended
       // here, or the session would wait the whole grace for it although no client stream is open.
       this.describe?.end();
-      goAwayGracefully(session);
+      session.goAway();
       await within(this.finished, graceMs);
     }
     this.destroy(new GateError(ErrorCodes.SHUTDOWN, why));
   }
 
   /**
-   * Ends it now. With an error, Node resets each open stream with INTERNAL_ERROR before the socket
-   * goes; without one it would send RST_STREAM NO_ERROR, which reads as a finished stream (so a
-   * call without one resets them with GATE_ERR_SHUTDOWN).
+   * Ends it now: every open stream ends with the session, with `error` as the reason (a call
+   * without one gives GATE_ERR_SHUTDOWN, so no stream reads as finished cleanly).
    */
   destroy(error: GateError = new GateError(ErrorCodes.SHUTDOWN, 'tunnel destroyed')): void {
     this.reason ??= error.message;

@@ -1,163 +1,23 @@
 import { EventEmitter, once } from 'node:events';
 import { X509Certificate } from 'node:crypto';
 import { hostname } from 'node:os';
-import { createServer, type Http2Server } from 'node:http2';
 import type { AgentTarget } from './agent-stream.js';
-import type { ProxyConfig } from '../client/proxy-config.js';
-import type { ConnectionUpgradeDial } from '../client/dial-tls.js';
 import { ErrorCodes, GateError } from '../errors.js';
-import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import { type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { agentNameOf, commonNameOfSubject } from './agent-identity.js';
 import { AgentPool, DEFAULT_CONNECTION_COUNT, RedialSchedule, type DialOutcome } from './agent-pool.js';
-import { AgentTunnel, type TunnelProtocolChoice, tunnelProtocolFromEnv } from './agent-tunnel.js';
-import { DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
+import { AgentTunnel, type AgentTunnelSettings } from './agent-tunnel.js';
+import { DEFAULT_BACKOFF } from './backoff.js';
 import type { ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS } from './heartbeat.js';
-import { TUNNEL_MAX_STREAMS, TUNNEL_SESSION_SETTINGS } from './settings.js';
+import { TUNNEL_MAX_STREAMS } from './settings.js';
 import { MAX_SERVICES, parseService, upgraderFrom, type AgentDescription, type AgentService } from './agent-description.js';
 import { serverIdForName } from './server-id.js';
 import { packageVersion } from '../wire/package-version.js';
 
-export interface AgentOptions {
-  /** The proxy's tunnel endpoint, `host:port` (the shared port, or the legacy tunnel port). */
-  proxy: string;
-  /** The agent's name. Must be the name its certificate carries (CN, else first DNS SAN). */
-  name: string;
-  /** Client certificate and key issued by the proxy's CA (`ca.issue({commonName: name, usage: 'client'})`). */
-  cert: string | Buffer;
-  key: string | Buffer;
-  /** CA that signed the proxy's server certificate. */
-  ca: string | Buffer | Array<string | Buffer>;
-  /** SNI and the name the proxy's certificate is checked against (default: the proxy host). */
-  serverName?: string;
-  /** Where HTTPS_PROXY / HTTP_PROXY / NO_PROXY come from (default `process.env`). */
-  env?: NodeJS.ProcessEnv;
-  /** Override the environment: the proxy to dial through, or null for direct. */
-  dialProxy?: ProxyConfig | null;
-  /**
-   * Through a load balancer that ends TLS, the tunnel's TLS goes inside a WebSocket connection
-   * upgrade; detected by default (client/dial-tls.ts). Here only to force it or to trust a
-   * balancer's certificate outside the system store.
-   */
-  connectionUpgrade?: ConnectionUpgradeDial;
-  /** Targets (`host:port`) this agent serves. Ignored when `allow` is given. */
-  resources?: string[];
-  /** Policy for targets the proxy asks for. Default: exactly `resources`; nothing else. */
-  allow?: (target: string) => boolean;
-  logger?: Logger;
-  /** Deadline for dialling the proxy and the TLS handshake (default 10 s). */
-  dialTimeoutMs?: number;
-  /**
-   * The tunnel protocols offered to the proxy: `auto` (default) offers gate-mux's framing, then
-   * HTTP/2, and the proxy chooses (one older than the framing chooses HTTP/2); `http2` offers
-   * HTTP/2 only, as agents before the framing did.
-   */
-  tunnelProtocol?: TunnelProtocolChoice;
-  /** Deadline for the TCP connect to a target (default 10 s). */
-  targetDialTimeoutMs?: number;
-  /**
-   * Streams the proxy may hold open at once on one tunnel (default 1000, TUNNEL_MAX_STREAMS): an
-   * open past it is refused and counted against the proxy's rapid-reset budget. The proxy keeps
-   * below it by its own count (its `agentMaxStreams`, to be set alike), so set both or neither.
-   */
-  maxStreams?: number;
-  heartbeatIntervalMs?: number;
-  heartbeatTimeoutMs?: number;
-  /** Reconnect backoff (default 0.5 s growing to 30 s, full jitter). */
-  backoff?: BackoffOptions;
-  /** A session that stayed up this long resets the backoff (default 10 s). */
-  stableAfterMs?: number;
-  /** Source of jitter, [0, 1) (default Math.random). */
-  random?: () => number;
-  /**
-   * Tunnels to keep, each to a distinct proxy of a cluster (default 2). Proxies say which one a
-   * tunnel landed on and which proxies exist; with fewer proxies the agent holds one per proxy,
-   * and with a proxy that says nothing (on its own, or older) it holds one tunnel.
-   */
-  connectionCount?: number;
-  /** The services it provides, for the inventory (the tunnel's policy is `resources` / `allow`). */
-  services?: Array<{ kind: string; name: string }>;
-  /** Default: the machine's host name. */
-  hostname?: string;
-  /** The version it reports, which the proxy checks against its own (default: this package's). */
-  version?: string;
-}
-
-export interface AgentConnectedEvent {
-  /** The environment proxy the tunnel went through, redacted, or `direct`. */
-  via: string;
-  /** How many times a tunnel has come up, this one included. */
-  connections: number;
-  /** The proxy this tunnel landed on, when the proxy said (a proxy of a cluster does). */
-  proxyId?: string;
-  /** The protocol the proxy chose: `framed` (gate-mux's framing) or `http2` (an older proxy, or `tunnelProtocol: 'http2'`). */
-  protocol: 'framed' | 'http2';
-}
-
-/** One tunnel the agent holds. */
-export interface AgentTunnelInfo {
-  /** The proxy it landed on, when the proxy said. */
-  proxyId?: string;
-  via: string;
-  /** Epoch milliseconds its dial began. */
-  since: number;
-  /** The protocol the proxy chose. */
-  protocol: 'framed' | 'http2';
-}
-
-/**
- * A running agent: up to `connectionCount` tunnels, each to a distinct proxy. Events, per tunnel:
- * `connected` (AgentConnectedEvent) once the proxy has registered it (its SETTINGS and the answer
- * to a first PING arrived); `disconnected` ({reason, proxyId?}) when it stops taking streams;
- * `refused` (GateError) when a proxy refuses a tunnel, with the proxy's code
- * (GATE_ERR_AGENT_CERT_EXPIRED, _REVOKED, _UNTRUSTED, GATE_ERR_AGENT_DUPLICATE, ...; a duplicate
- * while the agent holds tunnels is a dial that landed on a proxy it holds, and is simply retried).
- */
-export interface TunnelAgent extends EventEmitter, Closable {
-  readonly name: string;
-  /** True while at least one tunnel is up. */
-  readonly connected: boolean;
-  /** Times a tunnel has come up so far. */
-  readonly connections: number;
-  /** Tunnels it keeps when the proxies allow (the `connectionCount` option). */
-  readonly connectionCount: number;
-  /** The tunnels up now. */
-  readonly tunnels: AgentTunnelInfo[];
-  /** The proxies of the cluster from the latest list a proxy sent (sorted), or undefined before any. */
-  readonly proxies: string[] | undefined;
-  /**
-   * Tunnels dialled so far, and how many of them landed on a proxy the agent already held (refused
-   * there with GATE_ERR_AGENT_DUPLICATE, or closed by the agent when the proxy named itself).
-   */
-  readonly dials: number;
-  readonly duplicates: number;
-  /** Target connections open right now. */
-  readonly openStreams: number;
-  /** Streams the proxy has opened in this agent's tunnels so far. */
-  readonly streamsServed: number;
-  /** Resolves once the tunnel is up (at once if it is); rejects after `timeoutMs`. */
-  waitConnected(timeoutMs?: number): Promise<AgentConnectedEvent>;
-  /** open, closing (close() called), closed (everything released). */
-  readonly state: LifecycleState;
-  /**
-   * Stops reconnecting and destroys the session, its streams and their target sockets. With
-   * `graceMs`, first closes the tunnel cleanly: GOAWAY (NO_ERROR) so the proxy stops opening
-   * streams and frees the name at once, then up to `graceMs` for open streams to finish. A second
-   * call returns the same promise.
-   */
-  close(options?: CloseOptions): Promise<void>;
-  /** Stops now: every tunnel and target socket destroyed (streams reset with `err`, default GATE_ERR_SHUTDOWN). */
-  destroy(err?: GateError): void;
-  /** @deprecated Use `close(options)`: the same call under its old name, kept for one release. */
-  stop(options?: CloseOptions): Promise<void>;
-  /** Use this certificate and key from the next tunnel connection on (after a renewal). */
-  setIdentity(identity: { cert: string | Buffer; key: string | Buffer }): void;
-  /** What it tells the proxies about itself (the inventory's row). */
-  readonly description: AgentDescription;
-  /** Changes the services it reports; the proxies it holds tunnels to are told at once. */
-  setServices(services: Array<{ kind: string; name: string }>): void;
-}
+export type { AgentOptions, AgentConnectedEvent, AgentTunnelInfo, TunnelAgent } from './agent-api.js';
+import type { AgentOptions, AgentConnectedEvent, AgentTunnelInfo, TunnelAgent } from './agent-api.js';
 
 /** The services as the proxy is told them: GATE_ERR_INVALID_ARGUMENT for a kind or name it would refuse. */
 function servicesOf(services: ReadonlyArray<{ kind: string; name: string }>): AgentService[] {
@@ -189,7 +49,6 @@ class Agent extends EventEmitter implements TunnelAgent {
   private readonly log: Logger;
   private readonly allow: (target: string) => boolean;
   private readonly targets = new Set<AgentTarget>();
-  private readonly h2: Http2Server;
   private readonly pool: AgentPool;
   private readonly schedule: RedialSchedule;
   private readonly lifecycle = new Lifecycle();
@@ -207,6 +66,8 @@ class Agent extends EventEmitter implements TunnelAgent {
   private readonly active = new Set<AgentTunnel>();
   /** Every tunnel not finished yet, those finishing their streams after a GOAWAY included, for close(). */
   private readonly all = new Set<AgentTunnel>();
+  /** What every tunnel is dialled with, but the identity (which a renewal replaces). */
+  private readonly tunnelSettings: Omit<AgentTunnelSettings, 'cert' | 'key'>;
 
   constructor(private readonly options: AgentOptions) {
     super();
@@ -216,12 +77,29 @@ class Agent extends EventEmitter implements TunnelAgent {
     this.identity = { cert: options.cert, key: options.key };
     this.pool = new AgentPool(options.connectionCount ?? DEFAULT_CONNECTION_COUNT);
     this.schedule = new RedialSchedule(options.backoff ?? DEFAULT_BACKOFF, options.stableAfterMs ?? 10_000, options.random);
-    // The agent is the HTTP/2 *server* on a connection it dialled: the proxy is the one that opens
-    // streams (one per client connection), so it must be the client (RFC 9113 §5.1.1: clients open
-    // odd-numbered streams). The server object only builds sessions; it never listens.
-    this.h2 = createServer({
-      settings: { ...TUNNEL_SESSION_SETTINGS, maxConcurrentStreams: options.maxStreams ?? TUNNEL_MAX_STREAMS },
-    });
+    this.tunnelSettings = {
+      proxy: options.proxy,
+      ca: options.ca,
+      serverName: options.serverName,
+      env: options.env,
+      dialProxy: options.dialProxy,
+      connectionUpgrade: options.connectionUpgrade,
+      dialTimeoutMs: options.dialTimeoutMs,
+      targetDialTimeoutMs: options.targetDialTimeoutMs ?? 10_000,
+      maxStreams: options.maxStreams ?? TUNNEL_MAX_STREAMS,
+      heartbeatIntervalMs: options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
+      heartbeatTimeoutMs: options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
+      logger: options.logger,
+      log: this.log,
+      allow: this.allow,
+      signal: this.abort.signal,
+      track: (target) => {
+        this.targets.add(target);
+        return () => this.targets.delete(target);
+      },
+      served: () => this.streamsServed++,
+      description: () => this.described,
+    };
     this.described = {
       // Bound to the certificate's name (server-id.ts): the proxy refuses any other (issue 37).
       serverId: serverIdForName(options.name),
@@ -263,7 +141,6 @@ class Agent extends EventEmitter implements TunnelAgent {
       .map((t) => ({
         via: t.via,
         since: t.startedAt,
-        protocol: t.protocol ?? 'http2',
         ...(t.proxyId === undefined ? {} : { proxyId: t.proxyId }),
       }));
   }
@@ -391,33 +268,7 @@ class Agent extends EventEmitter implements TunnelAgent {
   /** Dials one tunnel and resolves once it is known whether it adds a proxy, duplicates one, or failed. */
   private dialOne(): Promise<DialOutcome> {
     this.dials++;
-    const tunnel = new AgentTunnel({
-      proxy: this.options.proxy,
-      ca: this.options.ca,
-      cert: this.identity.cert,
-      key: this.identity.key,
-      serverName: this.options.serverName,
-      env: this.options.env,
-      dialProxy: this.options.dialProxy,
-      connectionUpgrade: this.options.connectionUpgrade,
-      dialTimeoutMs: this.options.dialTimeoutMs,
-      targetDialTimeoutMs: this.options.targetDialTimeoutMs ?? 10_000,
-      maxStreams: this.options.maxStreams ?? TUNNEL_MAX_STREAMS,
-      heartbeatIntervalMs: this.options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
-      heartbeatTimeoutMs: this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
-      logger: this.options.logger,
-      log: this.log,
-      h2: this.h2,
-      protocol: this.options.tunnelProtocol ?? tunnelProtocolFromEnv(this.options.env ?? process.env),
-      allow: this.allow,
-      signal: this.abort.signal,
-      track: (target) => {
-        this.targets.add(target);
-        return () => this.targets.delete(target);
-      },
-      served: () => this.streamsServed++,
-      description: () => this.described,
-    });
+    const tunnel = new AgentTunnel({ ...this.tunnelSettings, ...this.identity });
     this.active.add(tunnel);
     this.all.add(tunnel);
     void tunnel.finished.then(() => this.all.delete(tunnel));
@@ -445,7 +296,6 @@ class Agent extends EventEmitter implements TunnelAgent {
         this.current = {
           via: tunnel.via,
           connections: this.connections,
-          protocol: tunnel.protocol ?? 'http2',
           ...(tunnel.proxyId === undefined ? {} : { proxyId: tunnel.proxyId }),
         };
         this.log.info(this.current, 'tunnel up');
@@ -457,7 +307,7 @@ class Agent extends EventEmitter implements TunnelAgent {
         const held = this.pool.duplicateOf(tunnel, this.upTunnels());
         if (!held) return admit();
         // Two tunnels on one proxy. A proxy admits a second tunnel under a name only once it holds
-        // the first one gone (a heartbeat or probe found its path dead, RFC 9113 §6.7 PINGs), so
+        // the first one gone (a heartbeat or probe found its path dead with PINGs), so
         // the held one may be a dead path this agent has not noticed yet: it proves itself with a
         // PING. Alive, the new tunnel is the duplicate and is closed; silent, the held one is
         // dropped and the new one, which the proxy has registered, is kept.
@@ -528,8 +378,9 @@ class Agent extends EventEmitter implements TunnelAgent {
 
 /**
  * Starts an agent: it dials the proxy (through HTTPS_PROXY unless NO_PROXY or `dialProxy` say
- * otherwise) with TLS, ALPN `gate-reversetunnel` and its client certificate, holds the connection
- * as an HTTP/2 session in which the proxy opens one CONNECT stream per client connection, and
+ * otherwise) with TLS, ALPN `gate-reversetunnel-framed` and its client certificate, holds the
+ * connection as a session of gate-mux's tunnel framing in which the proxy opens one stream per
+ * client connection, and
  * reconnects with capped exponential backoff and full jitter whenever it drops. Behind a load
  * balancer in front of several proxies it keeps up to `connectionCount` such tunnels, each to a
  * distinct proxy (agent-pool.ts). Throws

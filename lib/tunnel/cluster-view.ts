@@ -1,6 +1,3 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
-import { PROXY_IDS_HEADER, PROXY_ID_HEADER, TUNNEL_CLUSTER_VIEW_PATH } from '../wire/names.js';
-
 /**
  * What a proxy tells each agent tunnelled to it: its own id and the ids of every live
  * proxy of the cluster. Agents reach proxies only through a load balancer, so this is the only way
@@ -24,7 +21,7 @@ function validId(id: string): boolean {
 
 /**
  * The view in its canonical form (sender included, sorted, no repeats), or undefined when an id is
- * not a short token of `[A-Za-z0-9._:-]` (it travels in an HTTP/2 header and is logged) or there
+ * not a short token of `[A-Za-z0-9._:-]` (it travels in a stream's OPEN and is logged) or there
  * are more than 1024 of them. Pure.
  */
 export function normalizeClusterView(view: { proxyId: string; proxyIds: readonly string[] }): ClusterView | undefined {
@@ -39,27 +36,4 @@ export function normalizeClusterView(view: { proxyId: string; proxyIds: readonly
 export function sameClusterView(a: ClusterView | undefined, b: ClusterView | undefined): boolean {
   if (!a || !b) return a === b;
   return a.proxyId === b.proxyId && a.proxyIds.length === b.proxyIds.length && a.proxyIds.every((id, i) => id === b.proxyIds[i]);
-}
-
-/** The request the proxy sends (header-only: the view is whole once HEADERS arrive). */
-export function clusterViewRequestHeaders(view: ClusterView): OutgoingHttpHeaders {
-  return {
-    ':method': 'POST',
-    ':path': TUNNEL_CLUSTER_VIEW_PATH,
-    [PROXY_ID_HEADER]: view.proxyId,
-    [PROXY_IDS_HEADER]: view.proxyIds.join(','),
-  };
-}
-
-/** True when a stream the agent received is a cluster view rather than a CONNECT. */
-export function isClusterViewRequest(headers: IncomingHttpHeaders): boolean {
-  return headers[':method'] === 'POST' && headers[':path'] === TUNNEL_CLUSTER_VIEW_PATH;
-}
-
-/** The view a cluster-view request carries, or undefined when it is malformed. Pure. */
-export function readClusterView(headers: IncomingHttpHeaders): ClusterView | undefined {
-  const id = headers[PROXY_ID_HEADER];
-  const ids = headers[PROXY_IDS_HEADER];
-  if (typeof id !== 'string' || typeof ids !== 'string') return undefined;
-  return normalizeClusterView({ proxyId: id, proxyIds: ids === '' ? [] : ids.split(',') });
 }

@@ -1,7 +1,7 @@
 import { terminate } from '../handlers/builders.js';
 import type { TerminateHandler } from '../handlers/types.js';
 import type { Route } from '../mux/types.js';
-import { TUNNEL_ALPNS } from '../wire/names.js';
+import { ALPN_REVERSE_TUNNEL_FRAMED } from '../wire/names.js';
 import type { TunnelRegistry } from './registry.js';
 
 export interface TunnelEndpointTls {
@@ -16,9 +16,9 @@ export interface TunnelEndpointTls {
 
 /**
  * The tunnel route's handler: TLS ends here with a client certificate requested (mutual TLS: the
- * certificate is the agent's identity) and ALPN `gate-reversetunnel-framed` (gate-mux's framing,
- * chosen first: the server's order decides) or `gate-reversetunnel` (HTTP/2, for agents older than
- * the framing), then the registry takes the socket. OpenSSL verifies the certificate against `ca` but does not abort the handshake itself
+ * certificate is the agent's identity) and ALPN `gate-reversetunnel-framed` (gate-mux's tunnel
+ * framing), then the registry takes the socket. OpenSSL verifies the certificate against `ca` but
+ * does not abort the handshake itself
  * (`rejectUnauthorized: false`): the registry refuses an unverified one with a code saying why
  * (foreign CA, expired, revoked, duplicate name) and tells the agent, instead of one opaque alert.
  */
@@ -30,7 +30,7 @@ export function tunnelEndpoint(registry: TunnelRegistry, tls: TunnelEndpointTls)
       ca: tls.ca,
       ...(tls.sniCertificates ? { sniCertificates: tls.sniCertificates } : {}),
       ...(tls.handshakeTimeoutMs === undefined ? {} : { handshakeTimeoutMs: tls.handshakeTimeoutMs }),
-      alpnProtocols: [...TUNNEL_ALPNS],
+      alpnProtocols: [ALPN_REVERSE_TUNNEL_FRAMED],
       requestCert: true,
       rejectUnauthorized: false,
     },
@@ -38,11 +38,7 @@ export function tunnelEndpoint(registry: TunnelRegistry, tls: TunnelEndpointTls)
   );
 }
 
-/**
- * The route for a multiplexer: either tunnel ALPN over TLS, to `tunnelEndpoint`. Every agent offers
- * `gate-reversetunnel`, older ones alone; matching both keeps an agent that offers only the framing
- * on this route too.
- */
+/** The route for a multiplexer: the tunnel's ALPN over TLS, to `tunnelEndpoint`. */
 export function tunnelRoute(registry: TunnelRegistry, tls: TunnelEndpointTls, name = 'tunnel'): Route {
-  return { name, match: { alpn: [...TUNNEL_ALPNS], protocol: 'tls' }, handler: tunnelEndpoint(registry, tls) };
+  return { name, match: { alpn: ALPN_REVERSE_TUNNEL_FRAMED, protocol: 'tls' }, handler: tunnelEndpoint(registry, tls) };
 }

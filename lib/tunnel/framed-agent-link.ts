@@ -1,6 +1,6 @@
 // An agent's tunnel in gate-mux's framing (docs/tunnel-framing.md), the proxy being the side that
-// accepted the connection (agent-link.ts says why a link). What HTTP/2 carries in headers is a
-// stream kind here: a client connection, the describe request, the cluster view.
+// accepted the connection (agent-link.ts says why a link). Each stream has a kind: a client
+// connection, the describe request, the cluster view.
 import { EventEmitter } from 'node:events';
 import type { TLSSocket } from 'node:tls';
 import type { GateError } from '../errors.js';
@@ -11,7 +11,7 @@ import { refusalDebugData } from './admission.js';
 import type { AgentLink, ConnectRequest, DescribeReader, DescribeRequest, LinkAnswerOptions } from './agent-link.js';
 import type { TunnelStream } from './tunnel-stream.js';
 import type { ClusterView } from './cluster-view.js';
-import { readLines } from './describe-stream.js';
+import { readLines } from './read-lines.js';
 import { awaitFramedAnswer } from './framed-answer.js';
 import { refuseFramed } from './goaway-refusal.js';
 
@@ -31,7 +31,6 @@ function endedInReset(stream: FramedStream): boolean {
 }
 
 export class FramedAgentLink extends EventEmitter implements AgentLink {
-  readonly protocol = 'framed';
   readonly session: FramedSession;
 
   constructor(

@@ -1,16 +1,31 @@
-// The proxy's side of opening one stream of a framed tunnel (lib/tunnel-framing): what
-// awaitConnectAnswer (connect-answer.ts) does for an HTTP/2 CONNECT stream, for a framed one, with
-// the same options, so an opener of either kind reports the same errors. Not yet reached from the
-// registry, whose tunnels speak HTTP/2 only; bench:tunnel-floor measures it.
+// The opener's side of one stream of a tunnel or a peering session (lib/tunnel-framing): the wait
+// for its ANSWER, with the caller's errors, so the registry and the peer pool report alike.
 import { ErrorCodes, GateError } from '../errors.js';
-import { cancelReason, stopWaiting, whenCancelled } from '../transport/dial-cancel.js';
+import { type DialCancel, cancelReason, stopWaiting, whenCancelled } from '../transport/dial-cancel.js';
 import { releaseFramedStream } from '../tunnel-framing/framed-relay.js';
 import type { FramedStream } from '../tunnel-framing/framed-stream.js';
 import type { AnswerPayload } from '../tunnel-framing/frames.js';
-import type { ConnectAnswerOptions } from './connect-answer.js';
-import { type Refusal, refusalCode } from './connect-request.js';
+import { type Refusal, refusalCode } from './refusal-status.js';
 
-/** An answer's refusal as readRefusal (connect-request.ts) gives an HTTP/2 one. */
+export interface ConnectAnswerOptions {
+  timeoutMs: number;
+  /**
+   * Cancels the wait (the client left): the client's DialCancel (lib/transport/dial-cancel.ts),
+   * which the tunnel's handlers pass, or a caller's own AbortSignal. Openers pass
+   * `options.cancel ?? options.signal`, so that a cancel's signal is never made for nothing.
+   */
+  cancel?: DialCancel | AbortSignal | undefined;
+  /** `agent x -> host:port`, for messages. */
+  where: string;
+  /** The error for a refusal (a non-200 answer) with the code and reason the other side gave. */
+  refused: (refusal: Refusal) => GateError;
+  /** The error for a stream that closed before any answer. */
+  lost: () => GateError;
+  /** The error for no answer within `timeoutMs`. */
+  timedOut: () => GateError;
+}
+
+/** An answer's refusal: the code it named (GATE_ERR_* only, else undefined) and its reason. */
 export function framedRefusal(answer: AnswerPayload): Refusal {
   return { code: refusalCode(answer.code), message: answer.reason || `status ${answer.status}` };
 }

@@ -5,8 +5,7 @@ import { FramedSession } from '../tunnel-framing/framed-session.js';
 import type { FramedStream } from '../tunnel-framing/framed-stream.js';
 import { type GoAwayPayload, type OpenPayload, StreamKind, wireErrorName } from '../tunnel-framing/frames.js';
 import { readRefusalDebugData } from './admission.js';
-import { serveFramedStream } from './agent-framed-stream.js';
-import type { AgentStreamOptions } from './agent-stream.js';
+import { type AgentStreamOptions, serveAgentStream } from './agent-stream.js';
 import { normalizeClusterView } from './cluster-view.js';
 import type { LinkEvents, ProxyLink } from './proxy-link.js';
 
@@ -27,7 +26,7 @@ export function startFramedLink(socket: TLSSocket, streams: AgentStreamOptions, 
       if (open.kind === StreamKind.CLUSTER_VIEW) return takeView(stream, open, events);
       if (open.kind === StreamKind.DESCRIBE) return answerDescribe(stream, events);
       events.served();
-      serveFramedStream(stream, open, streams);
+      serveAgentStream(stream, open, streams);
     },
   });
   session.on('goaway', (goAway: GoAwayPayload) => {

@@ -1,23 +1,11 @@
-/**
- * What a heartbeat needs of a session: an HTTP/2 session (an Http2Session is one as it is) or a
- * framed one (lib/tunnel-framing/framed-session.ts).
- */
+/** What a heartbeat needs of a session (lib/tunnel-framing/framed-session.ts is one). */
 export interface PingPeer {
+  /** The session is over. */
   readonly closed: boolean;
-  /** An Http2Session's; a framed session has none: it is over when `closed` (see sessionGone). */
-  readonly destroyed?: boolean;
-  /**
-   * Sends a PING; `done` once it is answered, or with the error that ended the session. False: not
-   * sent (an Http2Session's; a framed session always sends, or calls `done` with why it cannot).
-   */
-  ping(done: (err: Error | null | undefined) => void): unknown;
+  /** Sends a PING; `done` once it is answered, or with the error that ended the session (or why it could not be sent). */
+  ping(done: (err: Error | null | undefined) => void): void;
   once(event: 'close', listener: () => void): unknown;
   removeListener(event: 'close', listener: () => void): unknown;
-}
-
-/** The session is over: an Http2Session destroyed, a framed session closed. */
-export function sessionGone(session: Pick<PingPeer, 'closed' | 'destroyed'>): boolean {
-  return session.destroyed ?? session.closed;
 }
 
 export interface HeartbeatOptions {
@@ -33,8 +21,8 @@ export const DEFAULT_HEARTBEAT_INTERVAL_MS = 15_000;
 export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 10_000;
 
 /**
- * PING (HTTP/2's, RFC 9113 §6.7, or the framing's) on an interval, from whichever side runs it. A tunnel crosses NATs
- * and corporate proxies that drop idle flows without a FIN; without a heartbeat a dead peer is
+ * The framing's PING on an interval, from whichever side runs it. A tunnel crosses NATs and
+ * corporate proxies that drop idle flows without a FIN; without a heartbeat a dead peer is
  * noticed only when the next stream hangs. The peer must answer each PING with an ACK, so an
  * answer proves the whole path (TCP, TLS, the peer's event loop) is alive. Returns a stop function;
  * the heartbeat also stops by itself when the session closes. Timers are unref'd: the tunnel's
@@ -57,7 +45,7 @@ export function startHeartbeat(session: PingPeer, options: HeartbeatOptions): ()
   };
   const beat = (): void => {
     if (stopped || deadline !== undefined) return; // one PING outstanding at a time
-    if (sessionGone(session) || session.closed) return stop();
+    if (session.closed) return stop();
     deadline = setTimeout(() => fail(`no PING answer within ${options.timeoutMs} ms`), options.timeoutMs);
     deadline.unref();
     let sent: unknown;
@@ -66,7 +54,7 @@ export function startHeartbeat(session: PingPeer, options: HeartbeatOptions): ()
         clearTimeout(deadline);
         deadline = undefined;
         // An error here means the session went away while the PING was in flight; 'close' stops us.
-        if (err && !sessionGone(session)) fail(`PING failed: ${err.message}`);
+        if (err && !session.closed) fail(`PING failed: ${err.message}`);
       });
     } catch (err) {
       return fail(`PING could not be sent: ${(err as Error).message}`);

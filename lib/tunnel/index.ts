@@ -1,7 +1,6 @@
 /**
  * `gate-mux/tunnel`: reverse tunnels. Agents dial the proxy and hold one session over TLS, in
- * gate-mux's framing or HTTP/2 (chosen at the handshake); the proxy opens a stream in it per client
- * connection (client -> proxy -> agent -> resource).
+ * gate-mux's tunnel framing; the proxy opens a stream in it per client connection (client -> proxy -> agent -> resource).
  * docs/api/tunnel.md documents each name; parts not named here are in `gate-mux/internal`.
  */
 export { startAgent, type AgentOptions, type TunnelAgent, type AgentConnectedEvent, type AgentTunnelInfo } from './agent.js';
@@ -10,7 +9,6 @@ export type { ClusterView } from './cluster-view.js';
 export { TunnelRegistry, type TunnelRegistryOptions, type OpenStreamOptions } from './registry.js';
 export { viaTunnel, type ViaTunnelOptions } from './via-tunnel.js';
 export { releaseTunnelStream, tunnelDuplex, type TunnelStream } from './tunnel-stream.js';
-export type { TunnelProtocolChoice } from './agent-tunnel.js';
 export { tunnelEndpoint, tunnelRoute, type TunnelEndpointTls } from './endpoint.js';
 export { parseTunnelUpstream, type TunnelUpstream } from './tunnel-upstream.js';
 export { LocalAgentSessions, type AgentSessions } from './agent-sessions.js';

@@ -7,7 +7,7 @@ import { ErrorCodes, GateError, isGateError, type ErrorCode } from '../errors.js
 import type { Logger } from '../log.js';
 import { caPin, parseCaPin } from '../pki/ca-pin.js';
 import { createKeyAndRequest } from '../pki/certificate-request.js';
-import { AGENT_CA_PATH, AGENT_JOIN_PATH, AGENT_RENEW_PATH, ALPN_REVERSE_TUNNEL } from '../wire/names.js';
+import { AGENT_CA_PATH, AGENT_JOIN_PATH, AGENT_RENEW_PATH, ALPN_REVERSE_TUNNEL_FRAMED } from '../wire/names.js';
 import type { IssuedAgentCertificate } from './agent-authority.js';
 
 /** How an agent reaches the proxy's web port. */
@@ -66,7 +66,7 @@ async function exchange(endpoint: JoinEndpoint, ex: Exchange): Promise<{ status:
     // Joining and renewing need the proxy itself (its cluster CA, our client certificate), as
     // the tunnel does: whether the path ends TLS is asked with the tunnel's ALPN, which a
     // balancer cannot answer, unlike the web's http/1.1.
-    connectionUpgrade: { probeAlpn: [ALPN_REVERSE_TUNNEL], ...endpoint.connectionUpgrade },
+    connectionUpgrade: { probeAlpn: [ALPN_REVERSE_TUNNEL_FRAMED], ...endpoint.connectionUpgrade },
     ...(endpoint.logger === undefined ? {} : { logger: endpoint.logger }),
     timeoutMs,
   }).catch((err: GateError) => {

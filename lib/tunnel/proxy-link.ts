@@ -1,17 +1,12 @@
-// The agent's end of one tunnel, whichever protocol the proxy selected at the TLS handshake:
-// HTTP/2 (h2-proxy-link.ts, the agent being the session's server) or gate-mux's framing
-// (framed-proxy-link.ts). AgentTunnel speaks to this only, so admission, descriptions, cluster
-// views, refusals, the heartbeat and drain are written once.
-import type { ServerHttp2Session } from 'node:http2';
+// The agent's end of one tunnel (framed-proxy-link.ts): what the proxy's session tells AgentTunnel,
+// so that admission, descriptions, cluster views, refusals, the heartbeat and drain read as the
+// tunnel's own words rather than frames.
 import type { ErrorCode } from '../errors.js';
 import type { FramedSession } from '../tunnel-framing/framed-session.js';
 import type { ClusterView } from './cluster-view.js';
 
-/**
- * The session as AgentTunnel holds it. Both kinds are PingPeers (heartbeat.ts), end gracefully
- * with goAwayGracefully (go-away.ts) and at once with `destroy(error)`.
- */
-export type ProxyLink = ServerHttp2Session | FramedSession;
+/** The session as AgentTunnel holds it: a PingPeer (heartbeat.ts), ended with goAway() or destroy(error). */
+export type ProxyLink = FramedSession;
 
 /** The proxy's describe request as the agent answers it. */
 export interface DescribeAnswer {
@@ -23,7 +18,7 @@ export interface DescribeAnswer {
 
 /** What a link tells its tunnel as the proxy speaks. */
 export interface LinkEvents {
-  /** The proxy is ready to be asked: its session began (HTTP/2's SETTINGS; the framing at once). */
+  /** The proxy is ready to be asked: its session began. */
   ready(): void;
   /** A cluster view; undefined when it was malformed (answered with a refusal). */
   view(view: ClusterView | undefined): void;

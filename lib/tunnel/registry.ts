@@ -4,90 +4,29 @@ import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { CustomHandler } from '../handlers/types.js';
-import { ALPN_REVERSE_TUNNEL_FRAMED } from '../wire/names.js';
 import { admitAgent, normalizeSerial, verifyErrorCode } from './admission.js';
-import type { AgentLink, DescribeRequest } from './agent-link.js';
+import type { AgentLink } from './agent-link.js';
 import type { TunnelStream } from './tunnel-stream.js';
+import { type DialogueEntry, type DialogueHost, askDescription } from './admission-dialogue.js';
 import { LocalAgentSessions, type AgentSessionEntry, type AgentSessions } from './agent-sessions.js';
 import { FramedAgentLink } from './framed-agent-link.js';
 import { refuseFramed } from './goaway-refusal.js';
-import { Http2AgentLink, refuseHttp2Agent } from './h2-agent-link.js';
-import type { DialCancel } from '../transport/dial-cancel.js';
 import { normalizeClusterView, sameClusterView, type ClusterView } from './cluster-view.js';
-import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, sessionGone, startHeartbeat } from './heartbeat.js';
+import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
 import { LogLimiter } from '../log-limiter.js';
-import { MAX_DESCRIPTION_BYTES, readDescription, type AgentDescription } from './agent-description.js';
-import { versionRefusal } from './version-rule.js';
-import { serverIdForName } from './server-id.js';
 import { clientStreamCap, TUNNEL_MAX_STREAMS, TUNNEL_RESERVED_STREAMS } from './settings.js';
 
-export interface TunnelRegistryOptions {
-  logger?: Logger;
-  heartbeatIntervalMs?: number;
-  heartbeatTimeoutMs?: number;
-  /** Milliseconds an agent has to answer a stream (dial its target) before the open fails (default 15 s). */
-  openTimeoutMs?: number;
-  /** Is a certificate serial (lower-case hex, no leading zeros) revoked? Asked at each admission. */
-  isRevoked?: (serial: string) => boolean;
-  /** Where connected agents are kept (default: this process's map). */
-  sessions?: AgentSessions;
-  /**
-   * The proxy's version: an agent whose version the rule of version-rule.ts refuses is refused
-   * at admission (GATE_ERR_AGENT_VERSION_INCOMPATIBLE). Unset: every version is admitted.
-   */
-  version?: string;
-  /**
-   * The concurrent streams the agents take (their `maxStreams`; default TUNNEL_MAX_STREAMS, 1000):
-   * the proxy opens at most `clientStreamCap` of this many client streams through one tunnel, and
-   * refuses the surplus client with GATE_ERR_AGENT_BUSY (settings.ts says why). At least 5.
-   */
-  agentMaxStreams?: number;
-}
+export type { DescribedAgent, OpenStreamOptions, TunnelRegistryOptions } from './registry-options.js';
+import type { DescribedAgent, OpenStreamOptions, TunnelRegistryOptions } from './registry-options.js';
 
-/** A connected agent as the inventory lists it. */
-export interface DescribedAgent {
-  /** The name its certificate carries. */
-  name: string;
-  /** What it said about itself; undefined for an agent older than self-descriptions. */
-  description: AgentDescription | undefined;
-  /** Epoch milliseconds its tunnel was admitted. */
-  since: number;
-}
-
-export interface OpenStreamOptions {
-  /** Aborts the open (the client left): the stream is released with END_STREAM, never reset. */
-  signal?: AbortSignal;
-  /**
-   * The same as `signal`, as the tunnel's handlers pass it (lib/transport/dial-cancel.ts): no
-   * AbortSignal per connection. Read first; an opener hands on `cancel ?? signal`.
-   */
-  cancel?: DialCancel;
-  timeoutMs?: number;
-  /** The client's real address (`ip:port`), told to the agent with the CONNECT. */
-  client?: string;
-  /**
-   * Bytes the client has sent already (the ClientHello the router peeked), written as DATA right
-   * after the CONNECT's HEADERS: the far end holds them until it has dialled and writes them
-   * first, so the client's first flight does not wait for the answer's round trip. A refused
-   * stream drops them with its refusal; an opener that tries another route sends them again there.
-   */
-  firstBytes?: Buffer;
-}
-
-interface AgentSession extends AgentSessionEntry {
+interface AgentSession extends AgentSessionEntry, DialogueEntry {
   socket: TLSSocket;
   /** The client certificate's serial (normalised), checked again by `revalidate`. */
   serial: string;
   /** Set while a duplicate's arrival has this session proving it is alive. */
   probing?: boolean;
-  /** Why the proxy ended the session itself, for the disconnect reason. */
-  endedBy?: string;
   /** Set once the agent answered a cluster view with a refusal: an older agent, sent no more. */
   viewUnsupported?: boolean;
-  /** What the agent said about itself (its latest valid description). */
-  description?: AgentDescription;
-  /** True once admitted (claimed its name): until then it is only being described. */
-  admitted?: boolean;
   /** Why it was refused after its session started: the socket ends with it, so the listener counts the code. */
   refusal?: GateError;
   /** Client streams open through this tunnel now, from `open` until each closes: what the cap counts. */
@@ -104,8 +43,7 @@ function describedOf(e: AgentSession): DescribedAgent {
 
 /**
  * The proxy side of reverse tunnels: connected agents by name, each one session over the TLS
- * connection it dialled in, in the protocol the agent chose at the handshake: gate-mux's framing
- * (docs/tunnel-framing.md) or HTTP/2, in which the proxy is the session's client. The proxy opens
+ * connection it dialled in, in gate-mux's tunnel framing (docs/tunnel-framing.md). The proxy opens
  * one stream per client connection routed to the agent. Events: `agent-connected` (name, once the
  * agent is admitted: certificate, name and self-description checked), `agent-described` (name,
  * when a connected agent's description changed),
@@ -137,6 +75,8 @@ export class TunnelRegistry extends EventEmitter implements Closable {
   readonly refusals: Record<string, number> = {};
   /** Refusals repeat with every retry of every refused agent: logged per code with a limit. */
   private readonly refusalLog: LogLimiter;
+  /** What the admission dialogue (admission-dialogue.ts) asks of the registry. */
+  private readonly dialogueHost: DialogueHost<AgentSession>;
 
   constructor(private readonly options: TunnelRegistryOptions = {}) {
     super();
@@ -150,6 +90,18 @@ export class TunnelRegistry extends EventEmitter implements Closable {
         `agentMaxStreams must be a whole number above ${TUNNEL_RESERVED_STREAMS}, not ${String(agentMax)}`,
       );
     this.streamCap = clientStreamCap(agentMax);
+    this.dialogueHost = {
+      timeoutMs: options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
+      version: options.version,
+      log: this.log,
+      refusalLog: this.refusalLog,
+      claim: (entry) => this.sessions.claim(entry),
+      refuse: (entry, error) => this.refuseSession(entry, error),
+      count: (error) => this.count(error),
+      end: (entry) => this.endTunnel(entry),
+      admitted: (name) => this.emit('agent-connected', name),
+      described: (name) => this.emit('agent-described', name),
+    };
   }
 
   /** The agents connected now, with what each said about itself. */
@@ -162,14 +114,6 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     // By the name's holder, not a scan: the cluster member asks once per agent at every refresh.
     const entry = this.sessions.get(name) as AgentSession | undefined;
     return entry?.admitted && this.all.has(entry) ? describedOf(entry) : undefined;
-  }
-
-  /** The agents connected now, counted by their tunnel's protocol (`framed`, `http2`). */
-  agentsByProtocol(): Record<string, number> {
-    const counts: Record<string, number> = {};
-    for (const e of this.all)
-      if (e.admitted && this.sessions.get(e.name) === e) counts[e.link.protocol] = (counts[e.link.protocol] ?? 0) + 1;
-    return counts;
   }
 
   /** Names of the agents connected now. */
@@ -213,7 +157,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
 
   /**
    * Registers the agent on a TLS socket whose client certificate the handshake requested. The name
-   * comes from the certificate only; the protocol from the ALPN the handshake selected. A refused
+   * comes from the certificate only. A refused
    * agent (see `admitAgent`, and GATE_ERR_AGENT_DUPLICATE) is told why in a GOAWAY, the socket is
    * closed with the error (so the listener records its code) and the error is returned; undefined
    * when the agent was registered.
@@ -253,13 +197,13 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       if (local) this.probe(local);
       return this.refuse(socket, duplicate(), remote);
     }
-    const link: AgentLink = isFramed(socket) ? new FramedAgentLink(socket, name) : new Http2AgentLink(socket, name);
+    const link: AgentLink = new FramedAgentLink(socket, name);
     const entry: AgentSession = { name, link, socket, remote, since: Date.now(), serial, clientStreams: 0 };
     this.all.add(entry);
-    // Both queued now, before the agent's first PING can be answered (see TUNNEL_CLUSTER_VIEW_PATH
-    // and TUNNEL_DESCRIBE_PATH): the agent knows by then whether it waits for a verdict.
+    // Both queued now, before the agent's first PING can be answered (docs/tunnel-framing.md): the
+    // agent knows by then whether it waits for a verdict.
     this.sendView(entry);
-    this.askDescription(entry, duplicate);
+    askDescription(entry, this.dialogueHost, duplicate);
     let reason: string | undefined;
     const release = (why: string): void => {
       if (!this.sessions.release(entry)) return;
@@ -293,7 +237,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     });
     // The TLS socket comes from a half-open client (the multiplexer relays each direction's FIN
     // on its own), so the agent's FIN without a GOAWAY first (a process killed, an HTTP proxy
-    // dropping the CONNECT, Node 22+'s session.destroy) would only end the readable side and the
+    // dropping its CONNECT, Node 22+'s session.destroy) would only end the readable side and the
     // session would wait for its heartbeat. A peer that sends no more frames cannot answer one:
     // the tunnel is over now. Said first, before the session hears of the FIN (a framed session
     // ends itself on it, and would give its own words).
@@ -302,138 +246,6 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     });
     socket.once('end', () => this.endTunnel(entry));
     return undefined;
-  }
-
-  /**
-   * Asks the agent to describe itself and admits it on the answer: a valid description of a
-   * version the rule accepts, or a 4xx from an agent older than descriptions (admitted
-   * undescribed). The agent's later lines update its description. A refusal (an incompatible
-   * version, a description that cannot be read, a name claimed meanwhile) is told in a GOAWAY.
-   * No answer within the heartbeat deadline ends the session.
-   */
-  private askDescription(entry: AgentSession, duplicate: () => GateError): void {
-    const { link, name } = entry;
-    const timeoutMs = this.options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
-    const deadline = setTimeout(() => {
-      entry.endedBy = `the agent did not describe itself within ${timeoutMs} ms`;
-      this.log.warn({ agent: name, remote: entry.remote, code: ErrorCodes.AGENT_HEARTBEAT_TIMEOUT }, entry.endedBy);
-      this.endTunnel(entry);
-    }, timeoutMs);
-    deadline.unref();
-    link.once('close', () => clearTimeout(deadline));
-    const admit = (description: AgentDescription | undefined): void => {
-      clearTimeout(deadline);
-      if (!link.usable) return;
-      const refusal =
-        description && this.options.version !== undefined ? versionRefusal(this.options.version, description.version) : undefined;
-      if (refusal) return this.refuseSession(entry, refusal);
-      if (!this.sessions.claim(entry)) return this.refuseSession(entry, duplicate());
-      entry.description = description;
-      entry.admitted = true;
-      entry.since = Date.now();
-      request?.admit(); // the verdict: admitted
-      this.log.info(
-        {
-          agent: name,
-          remote: entry.remote,
-          protocol: link.protocol,
-          ...(description ? { serverId: description.serverId, version: description.version, upgrader: description.upgrader } : {}),
-        },
-        'agent connected',
-      );
-      this.emit('agent-connected', name);
-    };
-    let request: DescribeRequest | undefined;
-    request = link.describe(MAX_DESCRIPTION_BYTES, {
-      answer: (status) => {
-        if (status === 200) return;
-        // An agent older than descriptions answers as to any stream that is not a CONNECT.
-        if (status >= 400 && status < 500) return admit(undefined);
-        this.refuseSession(
-          entry,
-          new GateError(ErrorCodes.AGENT_DESCRIPTION_INVALID, `the agent answered the describe request with status ${status}`),
-        );
-      },
-      line: (line) => this.takeDescription(entry, line, request, admit),
-      overflow: (bytes) =>
-        this.badDescription(
-          entry,
-          request,
-          new GateError(
-            ErrorCodes.AGENT_DESCRIPTION_INVALID,
-            `the agent's self-description is refused: a line of more than ${MAX_DESCRIPTION_BYTES} bytes (${bytes} so far)`,
-          ),
-        ),
-    });
-    if (!request) {
-      this.log.debug({ agent: name }, 'describe request not sent');
-      clearTimeout(deadline);
-      link.destroy();
-    }
-  }
-
-  /** One description line: the first admits (or refuses) the agent, later ones update it. */
-  private takeDescription(
-    entry: AgentSession,
-    line: Buffer,
-    request: DescribeRequest | undefined,
-    admit: (d: AgentDescription) => void,
-  ): void {
-    let read;
-    try {
-      read = readDescription(line);
-    } catch (err) {
-      return this.badDescription(entry, request, toGateError(err, ErrorCodes.AGENT_DESCRIPTION_INVALID));
-    }
-    const { description, sanitised } = read;
-    if (sanitised.length > 0) {
-      this.refusalLog.log(
-        'warn',
-        ErrorCodes.AGENT_DESCRIPTION_INVALID,
-        { agent: entry.name, remote: entry.remote, code: ErrorCodes.AGENT_DESCRIPTION_INVALID, sanitised },
-        `the agent's self-description was sanitised (${sanitised.join(', ')})`,
-      );
-    }
-    // An agent speaks only for itself (issue 37): its server ID is the one its certificate's name
-    // gives it, so no agent can name another's inventory row, however predictable the IDs are.
-    const bound = serverIdForName(entry.name);
-    if (description.serverId !== bound) {
-      return this.badDescription(
-        entry,
-        request,
-        new GateError(
-          ErrorCodes.AGENT_SERVER_ID_MISMATCH,
-          `the agent's self-description is refused: server ID ${description.serverId} is not agent ${entry.name}'s (${bound}, from its certificate's name)`,
-        ),
-      );
-    }
-    if (!entry.admitted) return admit(description);
-    const was = entry.description;
-    // A running process cannot change its version or its server ID: such a line is not believed.
-    if (was && (was.serverId !== description.serverId || was.version !== description.version)) {
-      return this.badDescription(
-        entry,
-        request,
-        new GateError(
-          ErrorCodes.AGENT_DESCRIPTION_INVALID,
-          `the agent's self-description is refused: server ID and version cannot change during a tunnel`,
-        ),
-      );
-    }
-    entry.description = description;
-    this.emit('agent-described', entry.name);
-  }
-
-  /**
-   * A description the proxy cannot take. Before admission the agent is refused; after it, only
-   * the describe stream is reset (the last valid description stays) and the tunnel's other
-   * streams go on.
-   */
-  private badDescription(entry: AgentSession, request: DescribeRequest | undefined, error: GateError): void {
-    if (!entry.admitted) return this.refuseSession(entry, error);
-    this.count(error);
-    this.refusalLog.log('warn', error.code, { agent: entry.name, remote: entry.remote, code: error.code }, error.message);
-    request?.refuse();
   }
 
   /** Refuses an agent whose session has started: GOAWAY with the code, then the connection ends. */
@@ -508,7 +320,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     const ended: string[] = [];
     const isRevoked = this.options.isRevoked ?? (() => false);
     for (const entry of this.all) {
-      if (sessionGone(entry.link.peer) || !isRevoked(entry.serial)) continue;
+      if (entry.link.peer.closed || !isRevoked(entry.serial)) continue;
       const error = new GateError(ErrorCodes.AGENT_CERT_REVOKED, `the agent certificate (serial ${entry.serial}) has been revoked`);
       this.log.warn({ agent: entry.name, remote: entry.remote, code: error.code }, `agent tunnel ended: ${error.message}`);
       entry.endedBy = error.message;
@@ -541,7 +353,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
       entry.link.peer.ping((err) => {
         clearTimeout(timer);
         entry.probing = false;
-        if (err && !sessionGone(entry.link.peer)) fail();
+        if (err && !entry.link.peer.closed) fail();
       });
     } catch {
       clearTimeout(timer);
@@ -554,8 +366,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     this.count(error);
     this.refusalLog.log('warn', error.code, { remote, code: error.code }, `agent refused: ${error.message}`);
     this.emit('agent-refused', error);
-    if (isFramed(socket)) refuseFramed(socket, error);
-    else refuseHttp2Agent(socket, error);
+    refuseFramed(socket, error);
     return error;
   }
 
@@ -664,9 +475,4 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     entry.link.destroy(error);
     entry.socket.destroy();
   }
-}
-
-/** True when the agent chose the framing at the handshake (else it speaks HTTP/2). */
-function isFramed(socket: TLSSocket): boolean {
-  return socket.alpnProtocol === ALPN_REVERSE_TUNNEL_FRAMED;
 }

@@ -1,18 +1,6 @@
-import type { Settings } from 'node:http2';
-
-/**
- * HTTP/2 flow-control sizes for tunnels. RFC 9113 §6.9.2's defaults (64 KiB per stream and per
- * connection) cap one stream at 64 KiB per round trip, far below what a database dump through a
- * WAN tunnel needs; a 1 MiB stream window and a 16 MiB connection window let bulk streams run while
- * still bounding what one slow client can make the other side buffer.
- */
-export const TUNNEL_STREAM_WINDOW_BYTES = 1 << 20;
-export const TUNNEL_WINDOW_BYTES = 16 << 20;
-
 /**
  * Streams a proxy may hold open at once on one agent's tunnel: the agent refuses an open past it
- * (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS; the framing's fixed limit, FramedSession's
- * `maxConcurrentStreams`). The proxy and the agent are built together, so the proxy assumes it
+ * (FramedSession's `maxConcurrentStreams`). The proxy and the agent are built together, so the proxy assumes it
  * rather than learning it; both take it as an option (`maxStreams`, `agentMaxStreams`), to be set
  * alike, for tests that need a small one.
  */
@@ -34,9 +22,3 @@ export const TUNNEL_RESERVED_STREAMS = 4;
 export function clientStreamCap(agentMaxStreams: number = TUNNEL_MAX_STREAMS): number {
   return Math.max(1, agentMaxStreams - TUNNEL_RESERVED_STREAMS);
 }
-
-export const TUNNEL_SESSION_SETTINGS: Settings = {
-  enablePush: false,
-  initialWindowSize: TUNNEL_STREAM_WINDOW_BYTES,
-  maxConcurrentStreams: TUNNEL_MAX_STREAMS,
-};

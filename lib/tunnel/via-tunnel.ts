@@ -3,7 +3,6 @@ import { ErrorCodes, GateError, toGateError } from '../errors.js';
 import { DialCancel } from '../transport/dial-cancel.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
-import { StreamRelay, type StreamRelayFailure } from '../transport/stream-relay.js';
 import { FramedRelay, type FramedRelayFailure, releaseFramedStream } from '../tunnel-framing/framed-relay.js';
 import { errnoError } from '../transport/uv.js';
 import type { ClientReader, HandleEnd } from '../transport/client-end.js';
@@ -11,14 +10,13 @@ import type { Endpoint } from '../transport/endpoint.js';
 import { BARE_CLIENT, type BareClientHook, type WatchRelay } from '../handlers/bare-client.js';
 import type { ConnectionParts } from '../handlers/context.js';
 import { type RefusalChoice, refuseClient, refusalFor } from '../handlers/refuse.js';
-import { releaseStream } from './release-stream.js';
-import { closedCleanly, failureReason, isFramedStream, releaseTunnelStream, type TunnelStream, tunnelDuplex } from './tunnel-stream.js';
+import { closedCleanly, failureReason, releaseTunnelStream, type TunnelStream, tunnelDuplex } from './tunnel-stream.js';
 import type { CustomHandler } from '../handlers/types.js';
 import type { OpenStreamOptions, TunnelRegistry } from './registry.js';
 import type { RefusalProtocol } from '../refusals/protocols.js';
 import { formatHostPort } from '../client/target.js';
 
-/** Opens the stream for one client (at `remote`), until `cancel`; `firstBytes` go with the CONNECT. */
+/** Opens the stream for one client (at `remote`), until `cancel`; `firstBytes` go with its OPEN. */
 type StreamOpen = (remote: Endpoint, cancel: DialCancel, firstBytes: Buffer | undefined) => Promise<TunnelStream>;
 
 /** Opens the stream for one client connection: this proxy's tunnel, or through a peer proxy. */
@@ -77,8 +75,7 @@ export function viaTunnel(
   const explain = options.explain ?? ((error: GateError) => error);
   return {
     kind: 'custom',
-    // A passthrough client still on its bare handle is relayed to the stream by a StreamRelay
-    // (HTTP/2) or a FramedRelay.
+    // A passthrough client still on its bare handle is relayed to the stream by a FramedRelay.
     [BARE_CLIENT]: (client, rest, conn, watch) =>
       new BareTunnelClient(client, conn, agent, target, watch, refusal, explain).open(openFor, rest),
     handle: (client, info) => {
@@ -120,7 +117,7 @@ class ClientStreamOptions implements OpenStreamOptions {
 
 /**
  * What the paused client holds already (the peeked first bytes, put back by the multiplexer):
- * taken now to go with the CONNECT (OpenStreamOptions.firstBytes). Undefined when nothing is
+ * taken now to go with the stream's OPEN (OpenStreamOptions.firstBytes). Undefined when nothing is
  * buffered (a terminated client whose TLS has not delivered a record yet).
  */
 function takeBuffered(client: Duplex): Buffer | undefined {
@@ -133,7 +130,11 @@ function takeBuffered(client: Duplex): Buffer | undefined {
 function relayStream(client: Duplex, stream: TunnelStream, agent: string, target: string): void {
   // Registered before splice's own 'close' listener, so the client is destroyed with the reason
   // (and the multiplexer logs it) rather than silently by splice.
-  const why = failureReason(stream, agent);
+  const why = failureReason(stream);
+  // A reset that came in the same read as the answer closed the stream before this relay began
+  // (the answer resolves the open a microtask later): there is nothing to relay, and no 'close' to
+  // wait for.
+  if (stream.closed) return failClient(client, streamFailure(why(), agent, target));
   stream.once('close', () => {
     if (closedCleanly(stream) || client.destroyed) return;
     failClient(client, streamFailure(why(), agent, target));
@@ -142,9 +143,8 @@ function relayStream(client: Duplex, stream: TunnelStream, agent: string, target
   // coalesced: the stream's many small chunks per read, and no pause per client read.
   // A client whose FIN came with its first bytes ended when takeBuffered emptied it: splice
   // passes that FIN on at once.
-  const framed = isFramedStream(stream);
   splice(client, tunnelDuplex(stream), () => {}, undefined, {
-    releaseB: framed ? () => releaseFramedStream(stream) : (s) => releaseStream(s),
+    releaseB: () => releaseFramedStream(stream),
     coalesceA: true,
     coalesceB: true,
   });
@@ -161,9 +161,9 @@ const EARLY_BYTES_LIMIT = 64 * 1024;
 
 /**
  * A passthrough client on its bare handle, carried by a tunnel stream: a part of the connection
- * while the stream opens (destroying it abandons the open), then a StreamRelay between the
+ * while the stream opens (destroying it abandons the open), then a FramedRelay between the
  * handle and the stream, with the same guarantees and codes as the socket path above: a client
- * that leaves releases its stream with END_STREAM, a stream that fails fails the client with
+ * that leaves releases its stream with a FIN, a stream that fails fails the client with
  * GATE_ERR_AGENT_STREAM_FAILED, a client reset is GATE_ERR_CLIENT_RESET.
  */
 class BareTunnelClient implements ClientReader {
@@ -242,15 +242,13 @@ class BareTunnelClient implements ClientReader {
   private relay(stream: TunnelStream): void {
     if (!this.settle()) return releaseTunnelStream(stream);
     const { conn, agent, target } = this;
-    const why = failureReason(stream, agent);
-    const onClose = (failure: StreamRelayFailure | FramedRelayFailure | undefined): void => {
+    const why = failureReason(stream);
+    const onClose = (failure: FramedRelayFailure | undefined): void => {
       if (failure?.side === 'stream') conn.recordError(streamFailure(why(), agent, target));
       else if (failure) conn.recordError(errnoError(failure.code), 'client');
       conn.closed(relay);
     };
-    const relay: StreamRelay | FramedRelay = isFramedStream(stream)
-      ? new FramedRelay(this.client.take(), stream, { release: releaseFramedStream, onClose })
-      : new StreamRelay(this.client.take(), stream, { release: releaseStream, onClose });
+    const relay = new FramedRelay(this.client.take(), stream, { release: releaseFramedStream, onClose });
     conn.handOver(relay, relay);
     this.watch?.(relay, conn);
     const { early } = this;

@@ -10,17 +10,8 @@
 export const ALPN_WEB = ['http/1.1', 'h2', 'acme-tls/1'] as const;
 /** SSH carried inside TLS. */
 export const ALPN_SSH = 'gate-proxy-ssh';
-/** An agent's reverse tunnel as HTTP/2 (the proxy is the session's client). */
-export const ALPN_REVERSE_TUNNEL = 'gate-reversetunnel';
-/**
- * An agent's reverse tunnel in gate-mux's own framing (docs/tunnel-framing.md). Agents offer it
- * before `gate-reversetunnel`; a proxy that knows it selects it, an older one selects HTTP/2.
- */
+/** An agent's reverse tunnel, in gate-mux's tunnel framing (docs/tunnel-framing.md). */
 export const ALPN_REVERSE_TUNNEL_FRAMED = 'gate-reversetunnel-framed';
-/** What an agent offers for its tunnel, in its order of preference. */
-export const TUNNEL_ALPNS = [ALPN_REVERSE_TUNNEL_FRAMED, ALPN_REVERSE_TUNNEL] as const;
-/** `http2` makes an agent offer HTTP/2 alone for its tunnels (unset, or `auto`: the framing first). */
-export const TUNNEL_PROTOCOL_ENV = 'GATE_TUNNEL_PROTOCOL';
 export const ALPN_POSTGRES = 'gate-postgres';
 /** PostgreSQL 17 direct SSL negotiation (`sslnegotiation=direct`) requires this ALPN. */
 export const ALPN_POSTGRES_DIRECT = 'postgresql';
@@ -97,54 +88,16 @@ export const AGENT_JOIN_PATH = '/v1/webapi/agents/join';
 export const AGENT_RENEW_PATH = '/v1/webapi/agents/renew';
 
 /**
- * Agents on several proxies: the proxy, which is the HTTP/2 client of a tunnel, tells
- * the agent which proxy it is and which proxies the cluster has, in a header-only request on a
- * stream of its own (`POST` this path; the agent answers 204). The view rides in headers rather
- * than a body so that it is complete the moment the stream's HEADERS arrive: the proxy queues it
- * at admission, before it can answer the agent's first PING, so an agent whose first PING is
- * answered without a view knows the proxy sends none. An agent older than this answers the
- * request like any non-CONNECT stream (400) and the proxy stops sending it views.
- */
-export const TUNNEL_CLUSTER_VIEW_PATH = '/v1/tunnel/cluster-view';
-/** The sending proxy's id (random per process start). */
-export const PROXY_ID_HEADER = 'gate-proxy-id';
-/** Every live proxy's id, the sender's included, comma-separated. */
-export const PROXY_IDS_HEADER = 'gate-proxy-ids';
-/**
- * How an agent describes itself (server ID, hostname, services, version, upgrader). The proxy opens
- * this stream at admission, queued with the cluster view before it can answer the agent's first
- * PING, and sends no END_STREAM yet. The agent answers 200 with a body of JSON lines, the first its
- * description and each later one a change; the stream stays open for the tunnel's life. The proxy
- * ends its side once it has admitted the agent (a refusal is a GOAWAY with the code instead), so an
- * agent that was asked counts its tunnel up only then. An agent older than this answers 400, like
- * any non-CONNECT stream, and is admitted undescribed.
- */
-export const TUNNEL_DESCRIBE_PATH = '/v1/tunnel/describe';
-/**
- * Proxy peering, on `peer_listen_addr` only: mutual TLS between proxies of one cluster
- * with this ALPN, then HTTP/2 in which the dialling proxy opens one CONNECT stream per forwarded
- * client connection (`:authority` the target as the agent dials it).
- */
-export const ALPN_PEER = 'gate-proxy-peer';
-/**
- * Proxy peering in gate-mux's tunnel framing (docs/tunnel-framing.md): offered before
- * `gate-proxy-peer`, selected by a proxy that knows it. Each OPEN names the agent.
+ * Proxy peering, on `peer_listen_addr` only: mutual TLS between proxies of one cluster with this
+ * ALPN, then gate-mux's tunnel framing (docs/tunnel-framing.md) in which the dialling proxy opens
+ * one stream per forwarded client connection, each OPEN naming the agent, the target and the client.
  */
 export const ALPN_PEER_FRAMED = 'gate-proxy-peer-framed';
-/** What a proxy offers a peer, in its order of preference, and what the peer route matches. */
-export const PEER_ALPNS = [ALPN_PEER_FRAMED, ALPN_PEER] as const;
 /**
  * The role a proxy's peering certificate carries as a URI subjectAltName, and agent and client
  * certificates never do: the cluster CA signs all three, so the chain alone cannot tell a proxy.
  */
 export const PEER_ROLE_URI = 'urn:gate-mux:role:proxy';
-/** On a peering CONNECT: the agent whose tunnel the forwarded connection goes through. */
-export const PEER_AGENT_HEADER = 'gate-agent';
-/**
- * On a peering CONNECT and on the CONNECT to an agent: the client's real address (`ip:port`,
- * IPv6 bracketed), as the receiving proxy's listener had it (the PROXY v2 source when one was accepted).
- */
-export const CLIENT_ADDR_HEADER = 'gate-client-addr';
 
 /**
  * TLS routing through a load balancer that ends TLS itself (an L7 balancer: AWS ALB, GCP,

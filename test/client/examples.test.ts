@@ -34,17 +34,17 @@ function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | n
 
 t.test('agent example: direct for loopback, through HTTPS_PROXY (redacted) otherwise', async (t) => {
   const ca = await caFile(t);
-  const server = await startTlsEchoServer(t, { alpn: ['gate-reversetunnel'] });
+  const server = await startTlsEchoServer(t, { alpn: ['gate-reversetunnel-framed'] });
   const proxy = await startFakeProxy(t, tunnelTo(server.address));
   const env = { PATH: process.env.PATH, HTTPS_PROXY: `http://agent:Sup3rSecret@${proxy.host}:${proxy.port}` };
   const direct = await run([example('agent'), '--proxy', server.address, '--ca', ca, '--server-name', 'localhost'], env);
   t.equal(direct.code, 0, direct.stderr);
-  t.equal(direct.stdout.trim(), `connected to ${server.address} direct, ALPN gate-reversetunnel`);
+  t.equal(direct.stdout.trim(), `connected to ${server.address} direct, ALPN gate-reversetunnel-framed`);
   const proxied = await run([example('agent'), '--proxy', `tunnel.gate.test:${server.port}`, '--ca', ca], env);
   t.equal(proxied.code, 0, proxied.stderr);
   t.equal(
     proxied.stdout.trim(),
-    `connected to tunnel.gate.test:${server.port} via http://agent:***@${proxy.host}:${proxy.port} (from HTTPS_PROXY), ALPN gate-reversetunnel`,
+    `connected to tunnel.gate.test:${server.port} via http://agent:***@${proxy.host}:${proxy.port} (from HTTPS_PROXY), ALPN gate-reversetunnel-framed`,
   );
   const refused = await run([example('agent'), '--proxy', `tunnel.gate.test:${server.port}`, '--ca', ca], {
     ...env,

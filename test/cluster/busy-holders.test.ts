@@ -46,9 +46,7 @@ t.test('a full tunnel sends the dial to the agent’s tunnel on another proxy; a
   const member = Object.assign(new EventEmitter(), { proxyId: 'p1' });
   const dialer = new ClusterDialer({
     registry: one.registry,
-    store,
-    member,
-    peers: { open: (_peer, agent, target, options) => two.registry.open(agent, target, options) },
+    cluster: { store, member, peers: { open: (_peer, agent, target, options) => two.registry.open(agent, target, options) } },
   });
   t.teardown(() => dialer.close());
   const held: TunnelStream[] = [];

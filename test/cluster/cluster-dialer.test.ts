@@ -162,9 +162,7 @@ t.test('a holder that died without leaving the store: the next holder is tried',
   const bFirst = (await store.holders('edge'))[0]?.proxyId === deadB.id ? 0.99 : 0;
   const dialer = new ClusterDialer({
     registry: a.proxy.tunnels,
-    store,
-    member: a.proxy.cluster,
-    peers: a.proxy.peers,
+    cluster: { store, member: a.proxy.cluster, peers: a.proxy.peers },
     random: () => bFirst,
     logger: logs.logger,
   });

@@ -13,7 +13,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { RedisRouteStore } from '../../lib/cluster/redis-route-store.js';
-import { ALPN_PEER } from '../../lib/wire/names.js';
+import { ALPN_PEER_FRAMED } from '../../lib/wire/names.js';
 import { describeResult, runClient } from '../helpers/clients.js';
 import {
   agentSaid,
@@ -156,7 +156,7 @@ t.test('three proxies behind HAProxy, one agent with two tunnels, Redis as the r
       port: target.ports.peer,
       ...pair,
       ca: ca.cert,
-      ALPNProtocols: [ALPN_PEER],
+      ALPNProtocols: [ALPN_PEER_FRAMED],
       // The peering certificate names a role, not a host (lib/proxy/certificates.ts): what is
       // tested here is the server refusing us, not our check of its name.
       checkServerIdentity: () => undefined,

@@ -4,7 +4,6 @@
 // certificates; the peer client refuses a server that is not a proxy of the cluster.
 import t from 'tap';
 import { once } from 'node:events';
-import { connect as h2connect } from 'node:http2';
 import { connect as tlsConnect, createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { PeerPool } from '../../lib/cluster/peer-pool.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
@@ -12,7 +11,9 @@ import type { KeyPair } from '../../lib/pki/certificate-authority.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
 import { readRefusalDebugData } from '../../lib/tunnel/admission.js';
-import { ALPN_PEER, PEER_ROLE_URI } from '../../lib/wire/names.js';
+import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
+import type { GoAwayPayload } from '../../lib/tunnel-framing/frames.js';
+import { ALPN_PEER_FRAMED, PEER_ROLE_URI } from '../../lib/wire/names.js';
 import { captureLogs } from '../hardening/log-capture.js';
 import { clusterAuthority } from '../helpers/cluster.js';
 import { startEchoServer } from '../helpers/echo-servers.js';
@@ -37,19 +38,18 @@ async function peerPortAnswer(port: number, ca: string, pair: KeyPair | undefine
     host: '127.0.0.1',
     port,
     ca,
-    ALPNProtocols: [ALPN_PEER],
+    ALPNProtocols: [ALPN_PEER_FRAMED],
     rejectUnauthorized: false,
     ...(pair ?? {}),
   });
   await once(socket, 'secureConnect');
-  const session = h2connect('https://peer', { createConnection: () => socket });
-  session.on('error', () => {});
+  const session = new FramedSession(socket, { side: 'dialer' });
   const answer = await new Promise<string>((resolve) => {
-    session.once('goaway', (_code: number, _last: number, data?: Buffer) => {
-      const refusal = readRefusalDebugData(data);
+    session.once('goaway', (goAway: GoAwayPayload) => {
+      const refusal = readRefusalDebugData(Buffer.from(goAway.reason, 'latin1'));
       resolve(refusal ? `${refusal.code} ${refusal.message}` : 'goaway without a code');
     });
-    session.once('remoteSettings', () => session.ping(() => setTimeout(() => resolve('admitted'), 100)));
+    session.ping(() => setTimeout(() => resolve('admitted'), 100));
   });
   session.destroy();
   return answer;
@@ -156,7 +156,7 @@ t.test('the peer client refuses a server that is not a proxy of the cluster', as
   await startGateProxy(t, { mode: 'multiplex', upstreams: {}, dataDir });
   const ca = await clusterAuthority(dataDir);
   const notAProxy = createTlsServer(
-    { ...ca.issue({ commonName: 'localhost', ipAddresses: ['127.0.0.1'] }), ALPNProtocols: [ALPN_PEER] },
+    { ...ca.issue({ commonName: 'localhost', ipAddresses: ['127.0.0.1'] }), ALPNProtocols: [ALPN_PEER_FRAMED] },
     (s) => s.on('error', () => {}),
   );
   const port = await listening(notAProxy);

@@ -4,9 +4,8 @@
 // agent's certificate name: such a description is refused with GATE_ERR_AGENT_SERVER_ID_MISMATCH
 // and logged, and the other agent's row stays. A real proxy side (multiplexer, tunnel route,
 // registry), a ClusterMember writing to a MemoryRouteStore, a real agent B, and a hand-made agent
-// A (its HTTP/2 session answered by the test) over real TLS on loopback.
+// A (its framed session answered by the test) over real TLS on loopback.
 import t, { type Test } from 'tap';
-import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { ClusterMember } from '../../lib/cluster/cluster-member.js';
 import { readInventory } from '../../lib/cluster/inventory.js';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
@@ -15,7 +14,8 @@ import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { readRefusalDebugData } from '../../lib/tunnel/admission.js';
 import { startAgent } from '../../lib/tunnel/agent.js';
 import { type AgentDescription, descriptionLine } from '../../lib/tunnel/agent-description.js';
-import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
+import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
+import { type GoAwayPayload, StreamKind, WireError } from '../../lib/tunnel-framing/frames.js';
 import { serverIdForName } from '../../lib/tunnel/server-id.js';
 import { packageVersion } from '../../lib/wire/package-version.js';
 import { captureLogs } from '../hardening/log-capture.js';
@@ -35,18 +35,18 @@ function line(serverId: string, hostname: string): string {
   return descriptionLine(d);
 }
 
-/** Agent A reduced to its session: its describe stream answered with `first`; the stream, and the GOAWAY's debug data. */
+/** Agent A reduced to its session: its describe stream answered with `first`; the stream, and the GOAWAY's reason. */
 async function handMadeAgent(t: Test, side: ProxySide, name: string, first: string) {
-  const { socket, session } = await rawAgentSession(t, `127.0.0.1:${side.port}`, agentCertificate(name));
+  const { socket, session, opens } = await rawAgentSession(t, `127.0.0.1:${side.port}`, agentCertificate(name));
   let goaway: Buffer | undefined;
-  session.on('goaway', (_code: number, _last: number, data?: Buffer) => (goaway = data ?? Buffer.alloc(0)));
-  let describe: ServerHttp2Stream | undefined;
-  session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
-    stream.on('error', () => {});
-    if (!isDescribeRequest(headers)) return void stream.respond({ ':status': 204 }, { endStream: true });
+  session.on('goaway', (goAway: GoAwayPayload) => (goaway = Buffer.from(goAway.reason, 'latin1')));
+  let describe: FramedStream | undefined;
+  opens.on('open', (stream, open) => {
+    stream.respond({ status: 200, code: '', reason: '' });
+    stream.resume();
+    if (open.kind !== StreamKind.DESCRIBE) return void stream.end();
     describe = stream;
-    stream.respond({ ':status': 200 });
-    stream.write(first);
+    stream.write(Buffer.from(first));
   });
   return { socket, session, describe: () => describe, goaway: () => goaway };
 }
@@ -113,9 +113,9 @@ t.test(
     await until(async () => (await readInventory(store)).length === 2, "A's own row", 10_000);
     const describe = a.describe()!;
     const refused = new Promise((resolve) => describe.once('close', resolve));
-    describe.write(line(B_ID, 'evil'));
+    describe.write(Buffer.from(line(B_ID, 'evil')));
     await refused;
-    t.equal(describe.rstCode, 7, 'the describe stream is refused (REFUSED_STREAM); the tunnel goes on');
+    t.equal(describe.closeCode, WireError.REFUSED_STREAM, 'the describe stream is refused (REFUSED_STREAM); the tunnel goes on');
     t.ok(side.registry.has('agent-a'), 'A keeps its tunnel');
     t.equal(side.registry.describedAgent('agent-a')?.description?.hostname, 'a-host', "A's last valid description stays");
     t.match(await bRow(), { agent: 'agent-b', hostname: 'b-host' }, "B's row is intact");

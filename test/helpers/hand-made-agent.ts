@@ -1,18 +1,19 @@
-// Proxies whose clients go through an agent's tunnel, and an agent reduced to its HTTP/2 session
+// Proxies whose clients go through an agent's tunnel, and an agent reduced to its framed session
 // that the test answers itself: for what the proxies do before, while and after an agent answers a
-// CONNECT (the client's first bytes, a client leaving, an answer that never comes).
-import type { IncomingHttpHeaders, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
+// client's stream (the client's first bytes, a client leaving, an answer that never comes).
 import { PeerPool } from '../../lib/cluster/peer-pool.js';
 import { PeerServer } from '../../lib/cluster/peer-server.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { descriptionLine } from '../../lib/tunnel/agent-description.js';
-import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
 import { serverIdForName } from '../../lib/tunnel/server-id.js';
 import { tunnelRoute } from '../../lib/tunnel/endpoint.js';
 import { TunnelRegistry, type TunnelRegistryOptions } from '../../lib/tunnel/registry.js';
 import { viaTunnel, type ViaTunnelOptions } from '../../lib/tunnel/via-tunnel.js';
-import { PEER_ALPNS, PEER_ROLE_URI } from '../../lib/wire/names.js';
+import type { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
+import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
+import { type OpenPayload, StreamKind } from '../../lib/tunnel-framing/frames.js';
+import { ALPN_PEER_FRAMED, PEER_ROLE_URI } from '../../lib/wire/names.js';
 import { packageVersion } from '../../lib/wire/package-version.js';
 import type { Teardownable } from './daemon.js';
 import { until } from './net.js';
@@ -53,21 +54,19 @@ export async function peeredProxies(
   t: Teardownable,
   agent: string,
   target: string,
-  /** Which peering protocols the front proxy offers and the holder selects (default: both `auto`). */
-  protocols: { front?: 'auto' | 'http2'; holder?: 'auto' | 'http2' } = {},
 ): Promise<{ holderPort: number; registry: TunnelRegistry; peering: PeerServer; pool: PeerPool; front: Multiplexer; frontPort: number }> {
   const proxyPair = (): { cert: string; key: string } => ca.issue({ commonName: 'proxy', uris: [PEER_ROLE_URI], usage: 'both' });
   const registry = new TunnelRegistry({});
-  const peering = new PeerServer({ registry, ...(protocols.holder ? { protocol: protocols.holder } : {}) });
+  const peering = new PeerServer({ registry });
   const holder = new Multiplexer({
     routes: [
       tunnelRoute(registry, { cert: server.cert, key: server.key, ca: ca.cert }),
-      { name: 'peer', match: { alpn: [...PEER_ALPNS], protocol: 'tls' }, handler: peering.endpoint({ ...proxyPair(), ca: ca.cert }) },
+      { name: 'peer', match: { alpn: ALPN_PEER_FRAMED, protocol: 'tls' }, handler: peering.endpoint({ ...proxyPair(), ca: ca.cert }) },
     ],
   });
   const { port: holderPort } = await holder.listen({ host: '127.0.0.1', port: 0 });
   const frontPair = proxyPair();
-  const pool = new PeerPool({ identity: () => ({ ...frontPair, ca: ca.cert }), ...(protocols.front ? { protocol: protocols.front } : {}) });
+  const pool = new PeerPool({ identity: () => ({ ...frontPair, ca: ca.cert }) });
   const peer = { id: 'holder', peerAddr: `127.0.0.1:${holderPort}` };
   const handler = viaTunnel(new TunnelRegistry({}), agent, target, { open: (name, to, o) => pool.open(peer, name, to, o) });
   const front = new Multiplexer({
@@ -89,27 +88,33 @@ export async function peeredProxies(
 
 /**
  * An agent reduced to its session, registered (it answers the proxy's describe request): the
- * test answers its CONNECT streams itself. `nextConnect` is the next one, with its headers.
+ * test answers its client streams itself. `nextConnect` is the next one, with its OPEN.
  */
 export async function handMadeAgent(
   t: Teardownable,
   port: number,
   registry: TunnelRegistry,
   name: string,
-): Promise<{ session: ServerHttp2Session; nextConnect: () => Promise<[ServerHttp2Stream, IncomingHttpHeaders]> }> {
-  const { session } = await rawAgentSession(t, `127.0.0.1:${port}`, agentCertificate(name));
-  const waiting: Array<(s: [ServerHttp2Stream, IncomingHttpHeaders]) => void> = [];
-  session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
-    stream.on('error', () => {});
-    if (isDescribeRequest(headers)) {
-      stream.respond({ ':status': 200 });
+): Promise<{ session: FramedSession; nextConnect: () => Promise<[FramedStream, OpenPayload]> }> {
+  const { session, opens } = await rawAgentSession(t, `127.0.0.1:${port}`, agentCertificate(name));
+  const waiting: Array<(s: [FramedStream, OpenPayload]) => void> = [];
+  opens.on('open', (stream, open) => {
+    if (open.kind === StreamKind.DESCRIBE) {
+      stream.respond({ status: 200, code: '', reason: '' });
       stream.write(
-        descriptionLine({ serverId: serverIdForName(name), hostname: 'h', services: [], version: packageVersion, upgrader: 'none' }),
+        Buffer.from(
+          descriptionLine({ serverId: serverIdForName(name), hostname: 'h', services: [], version: packageVersion, upgrader: 'none' }),
+        ),
       );
+      stream.resume();
       return;
     }
-    if (headers[':method'] !== 'CONNECT') return void stream.respond({ ':status': 204 }, { endStream: true });
-    waiting.shift()?.([stream, headers]);
+    if (open.kind !== StreamKind.CONNECT) {
+      stream.respond({ status: 200, code: '', reason: '' });
+      stream.resume();
+      return void stream.end();
+    }
+    waiting.shift()?.([stream, open]);
   });
   await until(() => registry.has(name), `${name} registered`);
   return { session, nextConnect: () => new Promise((resolve) => waiting.push(resolve)) };

@@ -1,8 +1,11 @@
-import { createServer as createH2Server, type ServerHttp2Session } from 'node:http2';
+import { EventEmitter } from 'node:events';
 import type { TLSSocket } from 'node:tls';
 import { dialTls } from '../../lib/client/dial-tls.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
-import { ALPN_REVERSE_TUNNEL } from '../../lib/wire/names.js';
+import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
+import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
+import type { OpenPayload } from '../../lib/tunnel-framing/frames.js';
+import { ALPN_REVERSE_TUNNEL_FRAMED } from '../../lib/wire/names.js';
 import type { Teardownable } from './daemon.js';
 import { terminate } from '../../lib/handlers/builders.js';
 import type { Route } from '../../lib/mux/types.js';
@@ -72,33 +75,35 @@ export async function startProxySide(
   };
 }
 
+/** The streams a raw agent session is opened: `open` (FramedStream, OpenPayload) for each. */
+export interface RawOpens extends EventEmitter {
+  on(event: 'open', listener: (stream: FramedStream, open: OpenPayload) => void): this;
+}
+
 /**
  * An agent reduced to what the proxy sees: a tunnel dialled to `address` with `pair` as its
- * certificate, held as an HTTP/2 server session whose streams the test answers itself (an older
- * agent, a hostile one). Destroyed at teardown.
+ * certificate, held as a framed session whose streams the test answers itself (`opens` tells each
+ * one; a stream nobody answers waits, a hostile agent's). Destroyed at teardown.
  */
 export async function rawAgentSession(
   t: Teardownable,
   address: string,
   pair: KeyPair,
   ca: string | Buffer = devCertificates().ca.cert,
-): Promise<{ socket: TLSSocket; session: ServerHttp2Session }> {
+): Promise<{ socket: TLSSocket; session: FramedSession; opens: RawOpens }> {
   const { socket } = await dialTls(address, {
-    alpn: [ALPN_REVERSE_TUNNEL],
+    alpn: [ALPN_REVERSE_TUNNEL_FRAMED],
     requireAlpn: true,
     ca,
     ...pair,
     serverName: 'localhost',
     proxy: null,
   });
-  const h2 = createH2Server();
-  let session: ServerHttp2Session | undefined;
-  h2.once('session', (s: ServerHttp2Session) => (session = s)); // emitted synchronously
-  h2.emit('connection', socket);
+  const opens = new EventEmitter() as RawOpens;
+  const session = new FramedSession(socket, { side: 'dialer', onOpen: (stream, open) => opens.emit('open', stream, open) });
   t.teardown(() => {
-    session?.destroy();
+    session.destroy();
     socket.destroy();
   });
-  session!.on('error', () => {});
-  return { socket, session: session! };
+  return { socket, session, opens };
 }

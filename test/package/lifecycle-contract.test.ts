@@ -8,7 +8,6 @@ import t, { type Test } from 'tap';
 import cluster from 'node:cluster';
 import { once } from 'node:events';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer as createH2Server } from 'node:http2';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { startLocalProxy } from '../../lib/client/local-proxy.js';
@@ -165,7 +164,7 @@ const MAKERS: Record<string, Maker> = {
     t.teardown(() => member.destroy());
     const peers = new PeerPool({ identity: () => ({ cert: '', key: '', ca: '' }) });
     t.teardown(() => peers.destroy());
-    return { part: new ClusterDialer({ registry, store, member, peers }) };
+    return { part: new ClusterDialer({ registry, cluster: { store, member, peers } }) };
   },
   async MemoryRouteStore() {
     return { part: new MemoryRouteStore() };
@@ -216,7 +215,6 @@ const MAKERS: Record<string, Maker> = {
       heartbeatIntervalMs: 60_000,
       heartbeatTimeoutMs: 60_000,
       log: silentLogger(),
-      h2: createH2Server(),
       allow: () => false,
       signal: new AbortController().signal,
       track: () => {},

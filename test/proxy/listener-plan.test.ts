@@ -74,8 +74,8 @@ t.test('multiplex: one listener on the web address carries every protocol', asyn
   t.match(route('ssh-tls'), { match: { alpn: 'gate-proxy-ssh' }, transport: 'tls-terminate' });
   t.match(
     route('tunnel'),
-    { match: { alpn: ['gate-reversetunnel-framed', 'gate-reversetunnel'] }, transport: 'tls-terminate', upstream: undefined },
-    'the proxy hosts agents itself, on either tunnel protocol',
+    { match: { alpn: 'gate-reversetunnel-framed' }, transport: 'tls-terminate', upstream: undefined },
+    'the proxy hosts agents itself',
   );
   t.match(route('kube'), {
     match: { sniPrefix: 'kube-gate-proxy-alpn.', protocol: 'tls' },
@@ -160,7 +160,7 @@ t.test('separate: each protocol on its legacy port, web still routes TLS by ALPN
   t.match(byName(plan.listeners, 'tunnel').routes, [
     {
       name: 'tunnel',
-      match: { alpn: ['gate-reversetunnel-framed', 'gate-reversetunnel'] },
+      match: { alpn: 'gate-reversetunnel-framed' },
       transport: 'tls-terminate',
       upstream: undefined,
     },
@@ -202,7 +202,7 @@ t.test('peering has its own port in both modes, served by the proxy itself', asy
   t.match(byName(multiplex.listeners, 'peer').routes, [
     {
       name: 'peer',
-      match: { alpn: ['gate-proxy-peer-framed', 'gate-proxy-peer'], protocol: 'tls' },
+      match: { alpn: 'gate-proxy-peer-framed', protocol: 'tls' },
       transport: 'tls-terminate',
       upstream: undefined,
     },
@@ -233,13 +233,13 @@ t.test('peering has its own port in both modes, served by the proxy itself', asy
 t.test('routeMatchFor gives the primary TLS recognition', async (t) => {
   t.same(routeMatchFor('web'), { alpn: ['http/1.1', 'h2', 'acme-tls/1'], protocol: 'tls' });
   t.same(routeMatchFor('ssh'), { alpn: 'gate-proxy-ssh', protocol: 'tls' });
-  t.same(routeMatchFor('tunnel'), { alpn: ['gate-reversetunnel-framed', 'gate-reversetunnel'], protocol: 'tls' });
+  t.same(routeMatchFor('tunnel'), { alpn: 'gate-reversetunnel-framed', protocol: 'tls' });
   t.same(routeMatchFor('kube'), { sniPrefix: 'kube-gate-proxy-alpn.', protocol: 'tls' });
   t.same(routeMatchFor('postgres'), { alpn: ['gate-postgres', 'postgresql'] });
   t.same(routeMatchFor('mysql'), { alpn: 'gate-mysql', protocol: 'tls' });
   t.same(routeMatchFor('mongodb'), { alpn: 'gate-mongodb', protocol: 'tls' });
   t.same(routeMatchFor('redis'), { alpn: 'gate-redis', protocol: 'tls' });
-  t.same(routeMatchFor('peer'), { alpn: ['gate-proxy-peer-framed', 'gate-proxy-peer'], protocol: 'tls' });
+  t.same(routeMatchFor('peer'), { alpn: 'gate-proxy-peer-framed', protocol: 'tls' });
   t.same(routeMatchesFor('mysql'), [
     { alpn: 'gate-mysql', protocol: 'tls' },
     { alpn: 'gate-mysql-ping', protocol: 'tls' },
@@ -271,7 +271,7 @@ t.test('multiplex: what the route table picks for each client', async (t) => {
     ['h2', [], undefined, 'web-plaintext'],
     ['ssh', [], undefined, 'ssh'],
     ['tls', ['gate-proxy-ssh'], 'gate.example.com', 'ssh-tls'],
-    ['tls', ['gate-reversetunnel'], undefined, 'tunnel'],
+    ['tls', ['gate-reversetunnel'], undefined, 'web-default-tls'],
     ['tls', ['gate-reversetunnel-framed', 'gate-reversetunnel'], undefined, 'tunnel'],
     ['tls', ['gate-reversetunnel-framed'], undefined, 'tunnel'],
     ['tls', ['h2', 'http/1.1'], 'kube-gate-proxy-alpn.gate.example.com', 'kube'],

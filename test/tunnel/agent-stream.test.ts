@@ -1,20 +1,19 @@
 // The agent's side of a tunnel stream (serveAgentStream) on both of its transports: the target
-// dialed as a bare handle and relayed by a StreamRelay (the default where Node offers the
-// handles), and on net.Socket with splice (the fallback). A real HTTP/2 session over loopback
-// carries CONNECT streams to real TCP targets; each transport must give the same answers.
+// dialed as a bare handle and relayed by a FramedRelay (the default where Node offers the
+// handles), and on net.Socket with splice (the fallback). A real framed session over loopback
+// carries client streams to real TCP targets; each transport must give the same answers, and the
+// agent must hold no target connection past its stream. (test/tunnel/framed-streams.test.ts has
+// the opener's side: first bytes, cancels, timeouts.)
 import t, { type Test } from 'tap';
 import { once } from 'node:events';
-import {
-  connect as h2connect,
-  constants,
-  createServer as createH2Server,
-  type ClientHttp2Stream,
-  type ServerHttp2Stream,
-} from 'node:http2';
-import { createServer, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
+import type { Readable } from 'node:stream';
 import { ErrorCodes } from '../../lib/errors.js';
+import { FramedDuplex } from '../../lib/tunnel-framing/framed-duplex.js';
+import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
+import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
+import { type AnswerPayload, StreamKind, WireError } from '../../lib/tunnel-framing/frames.js';
 import { serveAgentStream, type AgentTarget } from '../../lib/tunnel/agent-stream.js';
-import { ERROR_CODE_HEADER } from '../../lib/tunnel/connect-request.js';
 import { handlesAvailable } from '../../lib/transport/uv.js';
 import { closeServer, listening, liveHandles, until } from '../helpers/net.js';
 import { gone } from '../helpers/relay-checks.js';
@@ -22,41 +21,46 @@ import { gone } from '../helpers/relay-checks.js';
 const silent = { debug() {}, warn() {} } as never;
 
 interface Agent {
-  /** Opens a CONNECT stream to `target` and waits for its answer's headers. */
-  connect(target: string): Promise<{ stream: ClientHttp2Stream; status: unknown; code: unknown }>;
+  /** Opens a client stream to `target` and waits for its answer. */
+  connect(target: string): Promise<{ stream: FramedStream; duplex: FramedDuplex; status: number; code: string }>;
   /** The targets the agent holds now (what `track` was told and not yet told closed). */
   targets: Set<AgentTarget>;
 }
 
 async function agent(t: Test, sockets: boolean): Promise<Agent> {
   const targets = new Set<AgentTarget>();
-  const h2 = createH2Server();
-  h2.on('stream', (stream: ServerHttp2Stream, headers) => {
-    serveAgentStream(stream, headers, {
-      allow: (target) => !target.startsWith('denied'),
-      dialTimeoutMs: 5_000,
-      log: silent,
-      sockets,
-      track: (target) => {
-        targets.add(target);
-        return () => targets.delete(target);
-      },
-    });
+  const tunnel = createServer();
+  const port = await listening(tunnel);
+  const agentSocket = connect(port, '127.0.0.1');
+  const [proxySocket] = (await once(tunnel, 'connection')) as [Socket];
+  const agentSession = new FramedSession(agentSocket, {
+    side: 'dialer',
+    onOpen: (stream, open) =>
+      serveAgentStream(stream, open, {
+        allow: (target) => !target.startsWith('denied'),
+        dialTimeoutMs: 5_000,
+        log: silent,
+        sockets,
+        track: (target) => {
+          targets.add(target);
+          return () => targets.delete(target);
+        },
+      }),
   });
-  const port = await listening(h2 as never);
-  const session = h2connect(`http://127.0.0.1:${port}`);
-  session.on('error', () => {});
+  const proxy = new FramedSession(proxySocket, { side: 'listener' });
   t.teardown(async () => {
-    session.destroy();
-    await closeServer(h2 as never);
+    proxy.destroy();
+    agentSession.destroy();
+    await closeServer(tunnel);
   });
   return {
     targets,
     connect: async (target) => {
-      const stream = session.request({ ':method': 'CONNECT', ':authority': target });
-      stream.on('error', () => {});
-      const [headers] = (await once(stream, 'response')) as [Record<string, unknown>];
-      return { stream, status: headers[':status'], code: headers[ERROR_CODE_HEADER] };
+      const stream = proxy.open({ kind: StreamKind.CONNECT, target, client: '' });
+      const [answer] = (await once(stream, 'response')) as [AnswerPayload];
+      const duplex = new FramedDuplex(stream);
+      duplex.on('error', () => {});
+      return { stream, duplex, status: answer.status, code: answer.code };
     },
   };
 }
@@ -78,13 +82,13 @@ async function target(t: Test): Promise<{ address: string; accepted: () => Promi
   return { address: `127.0.0.1:${port}`, accepted: () => new Promise((resolve) => waiting.push(resolve)) };
 }
 
-function text(input: NodeJS.ReadableStream): Promise<string> {
+function text(input: Readable): Promise<string> {
   const parts: Buffer[] = [];
   input.on('data', (c: Buffer) => parts.push(c));
   return once(input, 'end').then(() => Buffer.concat(parts).toString());
 }
 
-function closed(stream: ClientHttp2Stream): Promise<unknown> {
+function closed(stream: FramedStream): Promise<unknown> {
   return stream.closed ? Promise.resolve() : new Promise((resolve) => stream.once('close', resolve));
 }
 
@@ -100,21 +104,21 @@ for (const [name, sockets] of transports) {
       const a = await agent(t, sockets);
       const tcp = await target(t);
       const acceptedP = tcp.accepted();
-      const { stream, status } = await a.connect(tcp.address);
+      const { stream, duplex, status } = await a.connect(tcp.address);
       t.equal(status, 200, 'answered 200 once dialed');
       const socket = await acceptedP;
       t.equal(a.targets.size, 1, 'the target is tracked');
-      const answer = text(stream);
-      stream.end('question');
+      const answer = text(duplex);
+      duplex.end('question');
       t.equal(await text(socket), 'question', 'the target read the bytes, then the FIN');
       socket.end('answer');
-      t.equal(await answer, 'answer', 'the answer came back, then END_STREAM');
+      t.equal(await answer, 'answer', 'the answer came back, then the FIN');
       await closed(stream);
-      t.equal(stream.rstCode, constants.NGHTTP2_NO_ERROR, 'no reset');
+      t.equal(stream.closeCode ?? WireError.NO_ERROR, WireError.NO_ERROR, 'no reset');
       await until(() => a.targets.size === 0, 'the target untracked');
     });
 
-    t.test('a target that resets: RST_STREAM CONNECT_ERROR (RFC 9113 §8.5)', async (t) => {
+    t.test('a target that resets: the stream is reset with CONNECT_ERROR', async (t) => {
       const a = await agent(t, sockets);
       const tcp = await target(t);
       const acceptedP = tcp.accepted();
@@ -122,7 +126,7 @@ for (const [name, sockets] of transports) {
       const socket = await acceptedP;
       socket.resetAndDestroy();
       await closed(stream);
-      t.equal(stream.rstCode, constants.NGHTTP2_CONNECT_ERROR);
+      t.equal(stream.closeCode, WireError.CONNECT_ERROR);
       await until(() => a.targets.size === 0, 'the target untracked');
     });
 
@@ -134,7 +138,7 @@ for (const [name, sockets] of transports) {
       const socket = await acceptedP;
       for (const held of a.targets) held.destroy();
       await closed(stream);
-      t.equal(stream.rstCode, constants.NGHTTP2_CONNECT_ERROR, 'the stream reset with CONNECT_ERROR');
+      t.equal(stream.closeCode, WireError.CONNECT_ERROR, 'the stream reset with CONNECT_ERROR');
       t.ok(await gone(socket), 'the target connection was closed');
       await until(() => a.targets.size === 0, 'the target untracked');
     });
@@ -156,7 +160,7 @@ for (const [name, sockets] of transports) {
       const tcp = await target(t);
       const acceptedP = tcp.accepted();
       const { stream } = await a.connect(tcp.address);
-      stream.close(constants.NGHTTP2_CANCEL);
+      stream.reset(WireError.CANCEL);
       const socket = await acceptedP;
       t.ok(await gone(socket), 'the target connection was closed');
       await until(() => a.targets.size === 0, 'nothing tracked');

@@ -1,18 +1,18 @@
 // Agents describing themselves to a real proxy side (the multiplexer, the tunnel route, the
-// registry) over real TLS and HTTP/2: what they say reaches the registry and changes follow;
+// registry) over real TLS and the tunnel framing: what they say reaches the registry and changes follow;
 // an incompatible version is refused with its code and words while the agent keeps retrying;
 // a hand-made hostile agent's descriptions are refused or sanitised, and what it gets wrong
 // after admission never touches its tunnel's other streams.
 import t, { type Test } from 'tap';
 import { once } from 'node:events';
-import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { readRefusalDebugData } from '../../lib/tunnel/admission.js';
 import { startAgent, type TunnelAgent } from '../../lib/tunnel/agent.js';
 import { serveAgentStream } from '../../lib/tunnel/agent-stream.js';
 import { descriptionLine, type AgentDescription } from '../../lib/tunnel/agent-description.js';
-import { isDescribeRequest } from '../../lib/tunnel/describe-stream.js';
+import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
+import { type GoAwayPayload, StreamKind, WireError } from '../../lib/tunnel-framing/frames.js';
 import { serverIdForName } from '../../lib/tunnel/server-id.js';
 import { packageVersion } from '../../lib/wire/package-version.js';
 import { startEchoServer } from '../helpers/echo-servers.js';
@@ -116,23 +116,27 @@ t.test('an incompatible version: refused with its code and words, counted, and r
 
 /**
  * An agent reduced to what the proxy sees: it answers the describe request with `first` (raw
- * bytes), then serves CONNECTs. Resolves with the session and the describe stream.
+ * bytes), then serves client streams. Resolves with the session and the describe stream.
  */
 async function handMadeAgent(t: Test, side: ProxySide, name: string, first: string | Buffer) {
-  const { session } = await rawAgentSession(t, `127.0.0.1:${side.port}`, agentCertificate(name));
+  const { session, opens } = await rawAgentSession(t, `127.0.0.1:${side.port}`, agentCertificate(name));
   let goaway: Buffer | undefined;
-  session.on('goaway', (_code: number, _last: number, data?: Buffer) => (goaway = data));
-  let describe: ServerHttp2Stream | undefined;
-  session.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
-    if (isDescribeRequest(headers)) {
+  session.on('goaway', (goAway: GoAwayPayload) => (goaway = Buffer.from(goAway.reason, 'latin1')));
+  let describe: FramedStream | undefined;
+  opens.on('open', (stream, open) => {
+    if (open.kind === StreamKind.DESCRIBE) {
       describe = stream;
-      stream.on('error', () => {});
-      stream.respond({ ':status': 200 });
-      stream.write(first);
+      stream.respond({ status: 200, code: '', reason: '' });
+      stream.resume();
+      stream.write(Buffer.from(first));
       return;
     }
-    if (headers[':method'] === 'POST') return void stream.respond({ ':status': 204 }, { endStream: true });
-    serveAgentStream(stream, headers, { allow: () => true, dialTimeoutMs: 5000, log: { debug() {}, warn() {} } as never, track: () => {} });
+    if (open.kind === StreamKind.CLUSTER_VIEW) {
+      stream.respond({ status: 200, code: '', reason: '' });
+      stream.resume();
+      return void stream.end();
+    }
+    serveAgentStream(stream, open, { allow: () => true, dialTimeoutMs: 5000, log: { debug() {}, warn() {} } as never, track: () => {} });
   });
   return { session, describe: () => describe, goaway: () => goaway };
 }
@@ -184,11 +188,11 @@ t.test('a bad description after admission resets only the describe stream: CONNE
   t.equal(await echoThrough(side, 'changing', echo.address, 'before'), 'before');
   const describe = agent.describe()!;
   const reset = new Promise((resolve) => describe.once('close', resolve));
-  describe.write(description('changing', { hostname: 'second' }));
+  describe.write(Buffer.from(description('changing', { hostname: 'second' })));
   await until(() => side.registry.describedAgent('changing')?.description?.hostname === 'second', 'the change', 5000);
-  describe.write(description('changing', { version: '3.2.0' }));
+  describe.write(Buffer.from(description('changing', { version: '3.2.0' })));
   await reset;
-  t.equal(describe.rstCode, 7, 'REFUSED_STREAM: a running agent cannot change its version');
+  t.equal(describe.closeCode, WireError.REFUSED_STREAM, 'REFUSED_STREAM: a running agent cannot change its version');
   t.equal(side.registry.describedAgent('changing')?.description?.hostname, 'second', 'the last valid description stays');
   t.equal(await echoThrough(side, 'changing', echo.address, 'after'), 'after', "the tunnel's other streams are unaffected");
   t.ok(side.registry.has('changing'));

@@ -1,5 +1,5 @@
 // One stream of a framed tunnel end to end, with the agent's per-stream code
-// (lib/tunnel/agent-framed-stream.ts) and the proxy's wait for its answer (lib/tunnel/framed-answer.ts)
+// (lib/tunnel/agent-stream.ts) and the proxy's wait for its answer (lib/tunnel/framed-answer.ts)
 // on a real framed session over loopback TCP, and real targets: an echo server, a closed port.
 // Checked: the policy and the target's syntax are refused with their codes, an unreachable target
 // with the dial's, the client's first flight reaches the target first, a client that leaves while
@@ -13,7 +13,7 @@ import { DialCancel } from '../../lib/transport/dial-cancel.js';
 import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
 import type { FramedStream } from '../../lib/tunnel-framing/framed-stream.js';
 import { type OpenPayload, StreamKind, WireError } from '../../lib/tunnel-framing/frames.js';
-import { serveFramedStream } from '../../lib/tunnel/agent-framed-stream.js';
+import { serveAgentStream } from '../../lib/tunnel/agent-stream.js';
 import { awaitFramedAnswer } from '../../lib/tunnel/framed-answer.js';
 import { closeServer, listening } from '../helpers/net.js';
 import { componentLogger } from '../../lib/log.js';
@@ -48,7 +48,7 @@ async function rig(t: Test, serve?: (stream: FramedStream, open: OpenPayload) =>
     onOpen: (stream, open) => {
       stream.once('close', () => agentClosed.push(stream.closeCode));
       if (serve) return serve(stream, open);
-      serveFramedStream(stream, open, {
+      serveAgentStream(stream, open, {
         allow: (target) => target !== `127.0.0.1:22`,
         dialTimeoutMs: 5_000,
         log,

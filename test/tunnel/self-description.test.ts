@@ -11,7 +11,7 @@ import {
   upgraderFrom,
   type AgentDescription,
 } from '../../lib/tunnel/agent-description.js';
-import { readLines } from '../../lib/tunnel/describe-stream.js';
+import { readLines } from '../../lib/tunnel/read-lines.js';
 import { isServerId, serverIdForName } from '../../lib/tunnel/server-id.js';
 import { versionRefusal } from '../../lib/tunnel/version-rule.js';
 import { fleetCounts, mergeInventory, parseInventoryRecord, recordFor } from '../../lib/cluster/inventory.js';

@@ -9,7 +9,6 @@
 // expects).
 import t from 'tap';
 import { once } from 'node:events';
-import { connect as connectH2, type ClientHttp2Session } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
 import { parseProxyUrl } from '../../lib/client/proxy-config.js';
@@ -17,8 +16,10 @@ import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import type { KeyPair } from '../../lib/pki/certificate-authority.js';
 import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunnel/agent.js';
 import { serveAgentStream } from '../../lib/tunnel/agent-stream.js';
-import { ALPN_REVERSE_TUNNEL, PROXY_IDS_HEADER, PROXY_ID_HEADER, TUNNEL_CLUSTER_VIEW_PATH } from '../../lib/wire/names.js';
-import { clusterViewRequestHeaders } from '../../lib/tunnel/cluster-view.js';
+import { ALPN_REVERSE_TUNNEL_FRAMED } from '../../lib/wire/names.js';
+import { tunnelDuplex } from '../../lib/tunnel/tunnel-stream.js';
+import { FramedSession } from '../../lib/tunnel-framing/framed-session.js';
+import { type AnswerPayload, StreamKind } from '../../lib/tunnel-framing/frames.js';
 import { everyProxySeesTheCluster, roundRobinFront, startClusterInProcess } from '../helpers/cluster.js';
 import type { Teardownable } from '../helpers/daemon.js';
 import type { RunningGateProxy } from '../helpers/gate-proxy.js';
@@ -275,18 +276,19 @@ t.test('through tinyproxy (CONNECT) and HAProxy: two tunnels on distinct proxies
 });
 
 t.test(
-  'an older agent, which answers the view like any non-CONNECT stream, keeps working with one tunnel and is sent no more views',
+  'an agent that refuses the view and the describe request (as any stream not a client connection) keeps working with one tunnel and is sent no more views',
   async (t) => {
     const cluster = await startBalancedCluster(t, 1);
     if (!cluster) return;
     const registry = cluster.proxies[0]!.proxy.tunnels;
-    // An agent from before several proxies, reduced to what the proxy sees: one tunnel, every stream served by
-    // serveAgentStream, which refuses anything but CONNECT with 400.
-    const { session } = await rawAgentSession(t, cluster.front, cluster.agentPair, cluster.ca);
-    const methods: string[] = [];
-    session.on('stream', (stream, headers) => {
-      methods.push(String(headers[':method']));
-      serveAgentStream(stream, headers, {
+    // An agent that knows nothing of several proxies, reduced to what the proxy sees: one tunnel,
+    // every stream served by serveAgentStream, which refuses any kind but a client connection with 400.
+    const { opens } = await rawAgentSession(t, cluster.front, cluster.agentPair, cluster.ca);
+    const kinds: string[] = [];
+    const kindName = ['connect', 'describe', 'view'];
+    opens.on('open', (stream, open) => {
+      kinds.push(kindName[open.kind] ?? String(open.kind));
+      serveAgentStream(stream, open, {
         allow: () => true,
         dialTimeoutMs: 5000,
         log: { debug() {}, warn() {} } as never,
@@ -294,18 +296,18 @@ t.test(
       });
     });
     await registry.waitFor(AGENT);
-    await until(() => methods.length === 2, 'the view and the describe request arrived');
-    t.same(methods, ['POST', 'POST'], 'the proxy sent its view and asked the agent to describe itself');
+    await until(() => kinds.length === 2, 'the view and the describe request arrived');
+    t.same(kinds, ['view', 'describe'], 'the proxy sent its view and asked the agent to describe itself');
     t.same(
       registry.describedAgents().map((a) => [a.name, a.description]),
       [[AGENT, undefined]],
       'admitted undescribed',
     );
-    t.equal(await throughProxy(cluster, 0), 'through-the-agent', 'clients reach the older agent');
-    t.same(methods, ['POST', 'POST', 'CONNECT']);
+    t.equal(await throughProxy(cluster, 0), 'through-the-agent', 'clients reach the agent');
+    t.same(kinds, ['view', 'describe', 'connect']);
     registry.setClusterView({ proxyId: cluster.ids[0]!, proxyIds: [cluster.ids[0]!, 'proxy-b'] });
     t.equal(await throughProxy(cluster, 0), 'through-the-agent');
-    t.same(methods, ['POST', 'POST', 'CONNECT', 'CONNECT'], 'no second view to an agent that refused the first');
+    t.same(kinds, ['view', 'describe', 'connect', 'connect'], 'no second view to an agent that refused the first');
   },
 );
 
@@ -323,7 +325,7 @@ t.test('a proxy that sends no view (on its own, or older): the agent keeps one t
     connectionCount: 3,
   });
   t.teardown(() => agent.close());
-  t.same(await agent.waitConnected(), { via: 'direct', connections: 1, protocol: 'framed' }, 'no proxy id: the proxy said nothing');
+  t.same(await agent.waitConnected(), { via: 'direct', connections: 1 }, 'no proxy id: the proxy said nothing');
   t.equal(agent.proxies, undefined);
   t.equal(await dialsDuring(agent, 1000), 0, 'no second tunnel');
   t.equal(agent.dials, 1);
@@ -375,8 +377,8 @@ t.test('a new tunnel admitted on a proxy whose held tunnel went silent: the held
   socket.destroy();
 });
 
-t.test('a malformed view is answered 400 and ignored by the agent; CONNECT streams still work', async (t) => {
-  // A stand-in proxy: TLS with the tunnel ALPN, then an HTTP/2 client over the agent's connection
+t.test('a malformed view is answered 400 and ignored by the agent; client streams still work', async (t) => {
+  // A stand-in proxy: TLS with the tunnel ALPN, then a framed session over the agent's connection
   // that sends what the registry never would.
   const echo = await startTaggedTcpServer('still-served');
   t.teardown(() => {
@@ -385,9 +387,9 @@ t.test('a malformed view is answered 400 and ignored by the agent; CONNECT strea
   });
   const target = `127.0.0.1:${echo.port}`;
   const { server: pair, ca } = devCertificates();
-  const sessions: ClientHttp2Session[] = [];
-  const tls = createTlsServer({ ...pair, ALPNProtocols: [ALPN_REVERSE_TUNNEL] }, (socket) => {
-    sessions.push(connectH2('http://agent.tunnel', { createConnection: () => socket }));
+  const sessions: FramedSession[] = [];
+  const tls = createTlsServer({ ...pair, ALPNProtocols: [ALPN_REVERSE_TUNNEL_FRAMED] }, (socket) => {
+    sessions.push(new FramedSession(socket, { side: 'listener' }));
   });
   await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
   t.teardown(() => {
@@ -407,25 +409,26 @@ t.test('a malformed view is answered 400 and ignored by the agent; CONNECT strea
   t.teardown(() => agent.close());
   await agent.waitConnected();
   const session = sessions[0]!;
-  const answer = (headers: Record<string, string>): Promise<number> =>
-    new Promise((resolve) => {
-      const stream = session.request(headers, { endStream: true });
-      stream.on('error', () => {});
-      stream.once('response', (h) => resolve(Number(h[':status'])));
-    });
-  t.equal(await answer(clusterViewRequestHeaders({ proxyId: 'ok', proxyIds: ['ok'] }) as Record<string, string>), 204, 'a good view: 204');
+  /** Sends a cluster view as the proxy does (its id in the OPEN, the ids as DATA): the agent's status. */
+  const answer = async (proxyId: string, ids: string): Promise<number> => {
+    const stream = session.open({ kind: StreamKind.CLUSTER_VIEW, target: proxyId, client: '' });
+    stream.write(Buffer.from(ids, 'latin1'));
+    stream.end();
+    stream.resume();
+    const [got] = (await once(stream, 'response')) as [AnswerPayload];
+    return got.status;
+  };
+  t.equal(await answer('ok', 'ok'), 200, 'a good view: 200');
   t.same(agent.proxies, ['ok']);
-  t.equal(
-    await answer({ ':method': 'POST', ':path': TUNNEL_CLUSTER_VIEW_PATH, [PROXY_ID_HEADER]: 'bad id', [PROXY_IDS_HEADER]: '' }),
-    400,
-    'a malformed one: 400',
-  );
-  t.equal(await answer({ ':method': 'POST', ':path': TUNNEL_CLUSTER_VIEW_PATH, [PROXY_ID_HEADER]: 'x', [PROXY_IDS_HEADER]: 'a,,b' }), 400);
+  t.equal(await answer('bad|id', ''), 400, 'a malformed one: 400');
+  t.equal(await answer('x', 'a,,b'), 400);
   t.same(agent.proxies, ['ok'], 'ignored: the list is unchanged');
-  const stream = session.request({ ':method': 'CONNECT', ':authority': target }, { endStream: false });
-  const [headers] = (await once(stream, 'response')) as [Record<string, unknown>];
-  t.equal(headers[':status'], 200, 'the tunnel still serves CONNECT');
-  t.match(await readUntil(stream, (x) => x.includes('\n')), /still-served/);
-  stream.end();
+  const stream = session.open({ kind: StreamKind.CONNECT, target, client: '' });
+  const [got] = (await once(stream, 'response')) as [AnswerPayload];
+  t.equal(got.status, 200, 'the tunnel still serves client streams');
+  const duplex = tunnelDuplex(stream);
+  duplex.on('error', () => {}); // reset if still open when the stand-in stops at teardown
+  t.match(await readUntil(duplex, (x) => x.includes('\n')), /still-served/);
+  duplex.end();
   t.equal(agent.streamsServed, 1, 'views are not counted as served streams');
 });

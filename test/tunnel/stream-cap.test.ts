@@ -46,7 +46,7 @@ async function target(t: Test, deaf = false): Promise<string> {
   return `127.0.0.1:${port}`;
 }
 
-async function rig(t: Test, deaf: boolean, tunnelProtocol: 'auto' | 'http2' = 'auto'): Promise<{ proxy: ProxySide; agent: TunnelAgent }> {
+async function rig(t: Test, deaf: boolean): Promise<{ proxy: ProxySide; agent: TunnelAgent }> {
   const [main, other] = [await target(t, deaf), await target(t)];
   const proxy = await startProxySide(
     [
@@ -57,7 +57,6 @@ async function rig(t: Test, deaf: boolean, tunnelProtocol: 'auto' | 'http2' = 'a
   );
   t.teardown(() => proxy.close());
   const agent = startAgent({
-    tunnelProtocol,
     proxy: `127.0.0.1:${proxy.port}`,
     name: 'edge',
     ...agentCertificate('edge'),
@@ -112,57 +111,53 @@ async function attempt(port: number, held: Set<Socket>): Promise<TLSSocket | str
   return first === 'greeted' ? client : text;
 }
 
-// The cap is on the registry's path: HTTP/2 tunnels (to be retired) have it too.
-for (const protocol of ['auto', 'http2'] as const) {
-  t.test(
-    `${CLIENTS} clients holding on through an agent that takes ${LIMIT} streams (${protocol === 'auto' ? 'the framing' : 'HTTP/2'}): the surplus is refused busy, the tunnel stays up`,
-    async (t) => {
-      const { proxy, agent } = await rig(t, false, protocol);
-      t.equal(agent.tunnels[0]?.protocol, protocol === 'auto' ? 'framed' : 'http2', 'the protocol');
-      t.equal(proxy.registry.streamCap, CAP, 'the cap is below the agent limit');
-      t.ok(CAP < LIMIT);
-      const established = await greeted(proxy.port, 'gate-redis');
-      const unrelated = await greeted(proxy.port, 'gate-mongodb');
-      t.teardown(() => {
-        established.destroy();
-        unrelated.destroy();
-      });
+t.test(
+  `${CLIENTS} clients holding on through an agent that takes ${LIMIT} streams: the surplus is refused busy, the tunnel stays up`,
+  async (t) => {
+    const { proxy, agent } = await rig(t, false);
+    t.equal(proxy.registry.streamCap, CAP, 'the cap is below the agent limit');
+    t.ok(CAP < LIMIT);
+    const established = await greeted(proxy.port, 'gate-redis');
+    const unrelated = await greeted(proxy.port, 'gate-mongodb');
+    t.teardown(() => {
+      established.destroy();
+      unrelated.destroy();
+    });
 
-      const held = new Set<Socket>();
-      t.teardown(() => {
-        for (const s of held) s.destroy();
-      });
-      const outcomes = await Promise.all(Array.from({ length: CLIENTS }, () => attempt(proxy.port, held)));
-      const through = outcomes.filter((c) => typeof c !== 'string').length;
-      t.equal(through, CAP - 2, 'as many got through as the cap leaves beside the two established clients');
-      const told = outcomes.filter((c) => typeof c === 'string' && /^-ERR gate: .*\(GATE_ERR_AGENT_BUSY\)\r\n$/.test(c)).length;
-      t.equal(told, CLIENTS - through, 'every other client read why in its own protocol (-ERR gate: … GATE_ERR_AGENT_BUSY)');
-      // A refused connection is counted as its handler ends, which may be just after its client saw the close.
-      await until(() => (proxy.mux.stats().failures[ErrorCodes.AGENT_BUSY] ?? 0) >= CLIENTS - through, 'the refusals counted', 5_000).catch(
-        () => {},
-      );
-      const failures = proxy.mux.stats().failures;
-      t.equal(
-        failures[ErrorCodes.AGENT_BUSY],
-        CLIENTS - through,
-        `every other client was refused with GATE_ERR_AGENT_BUSY (${JSON.stringify(failures)})`,
-      );
-      t.equal(proxy.registry.streamStats.busy, CLIENTS - through, 'and no stream was opened for them');
-      t.equal(proxy.registry.streamStats.reset, 0, 'the agent refused no open: the proxy kept under its limit');
-      t.equal(failures[ErrorCodes.AGENT_OFFLINE], undefined, 'the agent never went away');
-      t.equal(failures[ErrorCodes.AGENT_STREAM_FAILED], undefined, 'no stream through it failed');
-
-      t.equal(await echoOnce(established, 'still here'), 'still here', 'the established client is carried on');
-      t.equal(await echoOnce(unrelated, 'me too'), 'me too', 'and the unrelated one');
-      t.equal(agent.connections, 1, 'the tunnel never dropped');
-      t.same(proxy.registry.agents(), ['edge']);
-
-      // The holders leave: their slots come back, and a new client goes through.
+    const held = new Set<Socket>();
+    t.teardown(() => {
       for (const s of held) s.destroy();
-      await until(async () => (await attempt(proxy.port, held)) !== undefined, 'a new client gets through once the holders left', 15_000);
-    },
-  );
-}
+    });
+    const outcomes = await Promise.all(Array.from({ length: CLIENTS }, () => attempt(proxy.port, held)));
+    const through = outcomes.filter((c) => typeof c !== 'string').length;
+    t.equal(through, CAP - 2, 'as many got through as the cap leaves beside the two established clients');
+    const told = outcomes.filter((c) => typeof c === 'string' && /^-ERR gate: .*\(GATE_ERR_AGENT_BUSY\)\r\n$/.test(c)).length;
+    t.equal(told, CLIENTS - through, 'every other client read why in its own protocol (-ERR gate: … GATE_ERR_AGENT_BUSY)');
+    // A refused connection is counted as its handler ends, which may be just after its client saw the close.
+    await until(() => (proxy.mux.stats().failures[ErrorCodes.AGENT_BUSY] ?? 0) >= CLIENTS - through, 'the refusals counted', 5_000).catch(
+      () => {},
+    );
+    const failures = proxy.mux.stats().failures;
+    t.equal(
+      failures[ErrorCodes.AGENT_BUSY],
+      CLIENTS - through,
+      `every other client was refused with GATE_ERR_AGENT_BUSY (${JSON.stringify(failures)})`,
+    );
+    t.equal(proxy.registry.streamStats.busy, CLIENTS - through, 'and no stream was opened for them');
+    t.equal(proxy.registry.streamStats.reset, 0, 'the agent refused no open: the proxy kept under its limit');
+    t.equal(failures[ErrorCodes.AGENT_OFFLINE], undefined, 'the agent never went away');
+    t.equal(failures[ErrorCodes.AGENT_STREAM_FAILED], undefined, 'no stream through it failed');
+
+    t.equal(await echoOnce(established, 'still here'), 'still here', 'the established client is carried on');
+    t.equal(await echoOnce(unrelated, 'me too'), 'me too', 'and the unrelated one');
+    t.equal(agent.connections, 1, 'the tunnel never dropped');
+    t.same(proxy.registry.agents(), ['edge']);
+
+    // The holders leave: their slots come back, and a new client goes through.
+    for (const s of held) s.destroy();
+    await until(async () => (await attempt(proxy.port, held)) !== undefined, 'a new client gets through once the holders left', 15_000);
+  },
+);
 
 t.test('early leavers against a target that ignores their FIN: released, reset only after the answer, the tunnel stays up', async (t) => {
   const { proxy, agent } = await rig(t, true);

@@ -9,12 +9,11 @@ import { startAgent, type AgentOptions, type TunnelAgent } from '../../lib/tunne
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { X509Certificate } from 'node:crypto';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
-import { ALPN_REVERSE_TUNNEL } from '../../lib/wire/names.js';
+import { ALPN_REVERSE_TUNNEL_FRAMED } from '../../lib/wire/names.js';
 import { captureLogs } from '../hardening/log-capture.js';
 import { listening, closeServer, freezableRelay, readUntil, tlsClient, until } from '../helpers/net.js';
 import type { Teardownable } from '../helpers/daemon.js';
 import { agentCertificate, startProxySide, type ProxySide } from '../helpers/tunnel-rig.js';
-import { suiteTunnelProtocol } from '../helpers/tunnel-protocol.js';
 
 const { ca, server } = devCertificates();
 
@@ -45,7 +44,6 @@ function agent(
 ): TunnelAgent {
   const port = typeof proxy === 'number' ? proxy : proxy.port;
   const a = startAgent({
-    ...suiteTunnelProtocol(),
     proxy: `127.0.0.1:${port}`,
     name,
     ...agentCertificate(name),
@@ -92,16 +90,16 @@ t.test('an agent connects and carries a client to its target, both directions an
   const proxy = await proxySide(t, [{ alpn: 'gate-redis', agent: 'agent-a', target: echo.address }]);
   const a = agent(t, proxy, 'agent-a', [echo.address]);
   const event = await a.waitConnected();
-  t.same(event, { via: 'direct', connections: 1, protocol: suiteTunnelProtocol().tunnelProtocol === 'http2' ? 'http2' : 'framed' });
+  t.same(event, { via: 'direct', connections: 1 });
   t.same(proxy.registry.agents(), ['agent-a']);
 
   const { socket, line } = await greet(proxy.port, 'gate-redis');
   t.equal(line, 'alpha');
-  const payload = Buffer.alloc(300_000, 7); // several HTTP/2 DATA frames and window updates
+  const payload = Buffer.alloc(300_000, 7); // several DATA frames and window updates
   let received = 0;
   socket.on('data', (d: Buffer) => (received += d.length));
   socket.resume(); // readUntil left it paused
-  socket.end(payload); // our FIN travels as END_STREAM; the echo answers, then ends
+  socket.end(payload); // our FIN travels as the stream's; the echo answers, then ends
   await once(socket, 'end');
   t.equal(received, payload.length, 'every echoed byte came back before the end');
   await until(() => a.openStreams === 0 && echo.sockets.size === 0, 'target socket closed');
@@ -176,7 +174,6 @@ t.test('identity: the certificate names the agent; a foreign CA is refused with 
   t.throws(
     () =>
       startAgent({
-        ...suiteTunnelProtocol(),
         proxy: `127.0.0.1:${proxy.port}`,
         name: 'someone-else',
         ...agentCertificate('agent-a'),
@@ -252,7 +249,7 @@ t.test('a tunnel connection that ends with a FIN and no GOAWAY frees the agent a
     registry: { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 60_000 },
   });
   // A relay that can end the proxy's side alone: the FIN an HTTP proxy sends when it drops a
-  // CONNECT tunnel, or the kernel when the agent's process dies, with no HTTP/2 frame before it.
+  // CONNECT tunnel, or the kernel when the agent's process dies, with no frame before it.
   const toProxy = new Set<Socket>();
   const all = new Set<Socket>();
   const relay = createServer((inbound) => {
@@ -310,15 +307,15 @@ t.test('heartbeats: a path that goes silent (no FIN) is torn down on both sides,
 t.test(
   'a proxy that completes TLS and then says nothing: the dial is given up at the PING deadline, not held until a heartbeat',
   async (t) => {
-    // A stand-in that takes the tunnel ALPN and never speaks HTTP/2: no SETTINGS, no PING answer.
+    // A stand-in that takes the tunnel ALPN and never speaks the framing: no PING answer.
     const held = new Set<TLSSocket>();
     let accepted = 0;
-    const silent = createTlsServer({ ...server, ALPNProtocols: [ALPN_REVERSE_TUNNEL] }, (socket) => {
+    const silent = createTlsServer({ ...server, ALPNProtocols: [ALPN_REVERSE_TUNNEL_FRAMED] }, (socket) => {
       accepted++;
       held.add(socket);
       socket.on('error', () => {});
       socket.once('close', () => held.delete(socket));
-      socket.resume(); // reads (and drops) the agent's preface, so its FIN is seen
+      socket.resume(); // reads (and drops) the agent's frames, so its FIN is seen
     });
     const port = await listening(silent);
     t.teardown(() => {

@@ -1,19 +1,4 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
-import { TUNNEL_DESCRIBE_PATH } from '../wire/names.js';
-
-/** The request the proxy opens at admission; it ends its side only once the agent is admitted. */
-export function describeRequestHeaders(): OutgoingHttpHeaders {
-  return { ':method': 'POST', ':path': TUNNEL_DESCRIBE_PATH };
-}
-
-/** True when a stream the agent received asks it to describe itself. */
-export function isDescribeRequest(headers: IncomingHttpHeaders): boolean {
-  return headers[':method'] === 'POST' && headers[':path'] === TUNNEL_DESCRIBE_PATH;
-}
-
-/** The agent's answer: a body of JSON lines follows. */
-export const DESCRIBE_RESPONSE_HEADERS: OutgoingHttpHeaders = { ':status': 200, 'content-type': 'application/x-ndjson' };
-
+// The agent's description comes as newline-terminated JSON lines on its describe stream (registry.ts).
 /**
  * Calls `onLine` with each newline-terminated line of `stream`, never holding more than `maxBytes`
  * of one line: a longer one calls `onOverflow` once and reads no more (the caller ends the stream).
