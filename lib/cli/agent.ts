@@ -13,7 +13,8 @@ import { tunnelAlpns } from '../tunnel/agent-tunnel.js';
 import { startAgent, type AgentConnectedEvent, type TunnelAgent } from '../tunnel/agent.js';
 import { DEFAULT_CONNECTION_COUNT } from '../tunnel/agent-pool.js';
 import { readAgentState, writeAgentState, type StoredIdentity } from '../tunnel/agent-state.js';
-import { parseService, SERVICE_KINDS, type AgentService } from '../tunnel/agent-description.js';
+import { parseService, type AgentService } from '../tunnel/agent-description.js';
+import { SERVICE_KINDS } from '../vocabulary/service-kinds.js';
 import { joinProxy, renewalTime, renewIdentity, type JoinEndpoint } from '../tunnel/join-client.js';
 import { allowedTargets, loadAgentConfig, servicesOf, type AgentFileConfig } from '../config/agent-config.js';
 

@@ -15,7 +15,7 @@ import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState, type 
 import { componentLogger, type Logger } from '../log.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
 import { splice } from '../transport/splice.js';
-import { isValidAgentName } from '../tunnel/agent-identity.js';
+import { isValidAgentName } from '../vocabulary/agent-name.js';
 import { clientOf } from '../tunnel/agent-stream.js';
 import { refusalHeaders, statusForCode } from '../tunnel/connect-request.js';
 import { goAwayGracefully } from '../tunnel/go-away.js';

@@ -5,8 +5,8 @@ import { parseYamlFile, readConfigText } from './load.js';
 import { keysOf } from './schema.js';
 import { Checker, describe, MIN_DEADLINE_MS, type PathSegment } from './validate.js';
 import { parseCaPin } from '../pki/ca-pin.js';
-import { SERVICE_KINDS, type ServiceKind } from '../tunnel/agent-description.js';
-import { isValidAgentName } from '../tunnel/agent-identity.js';
+import { SERVICE_KINDS, type ServiceKind } from '../vocabulary/service-kinds.js';
+import { isValidAgentName } from '../vocabulary/agent-name.js';
 
 /**
  * The agent's configuration file (`/etc/gate/agent.yaml`, written by `gate-mux agent configure`):

@@ -18,10 +18,9 @@ import { keysOf } from './schema.js';
 import { nearestKey } from './suggest.js';
 import { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from '../mux/connection-budget.js';
 import { MUX_DEFAULTS } from '../mux/options.js';
-import { isTunnelUpstream, parseTunnelUpstream } from '../tunnel/tunnel-upstream.js';
-import { isValidAgentName } from '../tunnel/agent-identity.js';
-import { DEFAULT_JOIN_LIMITS } from '../tunnel/join-limits.js';
-import type { RateLimit } from '../tunnel/source-rate-limit.js';
+import { isTunnelUpstream, parseTunnelUpstream } from '../vocabulary/tunnel-upstream.js';
+import { isValidAgentName } from '../vocabulary/agent-name.js';
+import { DEFAULT_JOIN_LIMITS, type RateLimit } from '../vocabulary/join-limits.js';
 import {
   UPSTREAM_PROTOCOLS,
   type AgentAuthConfig,

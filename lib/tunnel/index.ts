@@ -12,6 +12,6 @@ export { viaTunnel, type ViaTunnelOptions } from './via-tunnel.js';
 export { releaseTunnelStream, tunnelDuplex, type TunnelStream } from './tunnel-stream.js';
 export type { TunnelProtocolChoice } from './agent-tunnel.js';
 export { tunnelEndpoint, tunnelRoute, type TunnelEndpointTls } from './endpoint.js';
-export { parseTunnelUpstream, type TunnelUpstream } from './tunnel-upstream.js';
+export { parseTunnelUpstream, type TunnelUpstream } from '../vocabulary/tunnel-upstream.js';
 export { LocalAgentSessions, type AgentSessions } from './agent-sessions.js';
 export { joinProxy, renewIdentity, fetchPinnedCa, type JoinEndpoint, type AgentIdentity } from './join-client.js';

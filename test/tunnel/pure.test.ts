@@ -3,7 +3,6 @@ import { ErrorCodes } from '../../lib/errors.js';
 import { agentNameOf, commonNameOfSubject } from '../../lib/tunnel/agent-identity.js';
 import { backoffDelay } from '../../lib/tunnel/backoff.js';
 import { headerSafe, readRefusal, refusalHeaders, statusForCode } from '../../lib/tunnel/connect-request.js';
-import { parseTunnelUpstream } from '../../lib/tunnel/tunnel-upstream.js';
 import { prng } from '../helpers/prng.js';
 
 t.test('backoff: full jitter under a doubling, capped ceiling', async (t) => {
@@ -62,22 +61,4 @@ t.test('refusals: status per code, header-safe text, codes read back only when w
   const headers = refusalHeaders(ErrorCodes.DIAL_REFUSED, 'refused\n');
   t.same(readRefusal({ ...headers, ':status': 502 } as never), { code: ErrorCodes.DIAL_REFUSED, message: 'refused?' });
   t.same(readRefusal({ ':status': 500, 'gate-error-code': 'rm -rf' } as never), { code: undefined, message: 'HTTP 500' });
-});
-
-t.test('tunnel upstreams: tunnel:<agent>/<host:port>', async (t) => {
-  t.same(parseTunnelUpstream('tunnel:db-agent/127.0.0.1:5432'), { agent: 'db-agent', target: '127.0.0.1:5432' });
-  t.same(parseTunnelUpstream('tunnel:edge.1/[::1]:6379'), { agent: 'edge.1', target: '[::1]:6379' });
-  t.same(parseTunnelUpstream('tunnel:a/db.internal:5432'), { agent: 'a', target: 'db.internal:5432' });
-  for (const bad of [
-    '127.0.0.1:5432',
-    'tunnel:127.0.0.1:5432',
-    'tunnel:/127.0.0.1:5432',
-    'tunnel:a b/h:1',
-    'tunnel:a/h',
-    'tunnel:a/h:99999',
-    'tunnel:a/https://h:1',
-    'tunnel:a/::1:5432',
-  ]) {
-    t.throws(() => parseTunnelUpstream(bad), { code: ErrorCodes.CONFIG_INVALID }, bad);
-  }
 });
