@@ -2,7 +2,8 @@
 // (agent-stream.ts) does for an HTTP/2 CONNECT stream, for a framed one. Not yet reached from the
 // agent's tunnels, which speak HTTP/2 only; bench:tunnel-floor measures it.
 import type { Socket } from 'node:net';
-import { connectDirect, connectDirectHandle } from '../client/connect-direct.js';
+import { connectDirect } from '../client/connect-direct.js';
+import { dialHandle } from '../transport/handle-dial.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { closeHandle, handlesAvailable, type TcpHandle } from '../transport/uv.js';
 import { FramedRelay, resetConnectError } from '../tunnel-framing/framed-relay.js';
@@ -37,7 +38,7 @@ export function serveFramedStream(stream: FramedStream, open: OpenPayload, optio
     refuse(stream, outcome.code, outcome.message);
   };
   if (handlesAvailable && !options.sockets) {
-    const cancel = connectDirectHandle(host, port, options.dialTimeoutMs, (outcome: TcpHandle | GateError) => {
+    const cancel = dialHandle(host, port, { timeoutMs: options.dialTimeoutMs }, (outcome: TcpHandle | GateError) => {
       stream.removeListener('close', cancel);
       if (outcome instanceof GateError) return failed(outcome);
       if (stream.closed) return closeHandle(outcome);

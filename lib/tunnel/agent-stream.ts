@@ -1,6 +1,7 @@
 import { constants, type Http2Stream, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
-import { connectDirect, connectDirectHandle } from '../client/connect-direct.js';
+import { connectDirect } from '../client/connect-direct.js';
+import { dialHandle } from '../transport/handle-dial.js';
 import { formatHostPort, parseTarget } from '../client/target.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -127,7 +128,7 @@ function connectError(stream: Http2Stream): void {
  */
 function serveOnHandle({ stream, headers, host, port, target }: AllowedStream, options: AgentStreamOptions): void {
   const { log } = options;
-  const cancel = connectDirectHandle(host, port, options.dialTimeoutMs, (outcome: TcpHandle | GateError) => {
+  const cancel = dialHandle(host, port, { timeoutMs: options.dialTimeoutMs }, (outcome: TcpHandle | GateError) => {
     stream.removeListener('close', cancel);
     if (dialFailed(stream, outcome, target, log)) return;
     const handle = outcome as TcpHandle;
