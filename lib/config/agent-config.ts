@@ -3,7 +3,7 @@ import { AGENT_SCHEMA, DEFAULT_AGENT_STATE_DIR, DEFAULT_UPGRADE_CHANNEL, PACKAGE
 import { channelNameProblem } from './channel.js';
 import { parseYamlFile, readConfigText } from './load.js';
 import { keysOf } from './schema.js';
-import { Checker, describe, MIN_DEADLINE_MS, type PathSegment } from './validate.js';
+import { Checker, describe, MIN_DEADLINE_MS, type PathSegment } from './checker.js';
 import { parseCaPin } from '../pki/ca-pin.js';
 import { SERVICE_KINDS, type ServiceKind } from '../vocabulary/service-kinds.js';
 import { isValidAgentName } from '../vocabulary/agent-name.js';
