@@ -74,7 +74,7 @@ export function nativeSpliceWanted(option: boolean | undefined, env: NodeJS.Proc
 
 /**
  * splice: bulk router CPU per GB about half of recv/send's (0.27 vs 0.50 s/GB in one run, nginx
- * 0.56) for ~2k more instructions per short connection (BENCHMARKS.md, "The native relay, by phase").
+ * 0.56) for ~2k more instructions per short connection (docs/benchmarks-archive.md, "The native relay, by phase").
  */
 export const NATIVE_SPLICE_DEFAULT = true;
 

@@ -1,7 +1,7 @@
 // What an idle forwarded connection keeps (lib/handlers/forward-handles.ts): once the relay runs,
 // the dial that made it is garbage, and with it the peeked ClientHello or greeting, the Happy
 // Eyeballs attempts and the dial deadline's timer and closures. When the relay's close callback
-// held the dial, every idle connection kept ~1 KiB more (BENCHMARKS.md, "Idle memory per
+// held the dial, every idle connection kept ~1 KiB more (docs/benchmarks-archive.md, "Idle memory per
 // connection"). Counted in a heap snapshot of this process (V8 collects garbage before taking
 // one) while the connections are open and idle.
 import t from 'tap';
