@@ -15,8 +15,8 @@ export { FAST_PATH_ENV } from './transport/self-test.js';
 export { NATIVE_RELAY_ENV, NATIVE_SPLICE_ENV } from './transport/native-relay.js';
 export { parseHostPort } from './handlers/builders.js';
 export { tlsAlertRecord, TlsAlert } from './tls/alert.js';
-export { PingFrameDecoder, frameHeader, PING_FRAME } from './framing/ping-frames.js';
-export { PingFramedStream, DEFAULT_PING_INTERVAL_MS } from './framing/ping-stream.js';
+export { PingFrameDecoder, lengthPrefix, PING_FRAME } from './length-prefix/ping-frames.js';
+export { PingFramedStream, DEFAULT_PING_INTERVAL_MS } from './length-prefix/ping-stream.js';
 
 // Client-side pieces
 export { parseTarget, formatHostPort } from './client/target.js';

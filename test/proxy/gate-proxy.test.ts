@@ -7,7 +7,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { connect, createServer, type Socket } from 'node:net';
 import { parseConfig } from '../../lib/config/load.js';
 import { GateProxy } from '../../lib/proxy/gate-proxy.js';
-import { frameHeader } from '../../lib/framing/ping-frames.js';
+import { lengthPrefix } from '../../lib/length-prefix/ping-frames.js';
 import { freePort } from '../helpers/daemon.js';
 import { closeServer, listening, readUntil, startTaggedTcpServer, startTaggedTlsServer, tcpClient } from '../helpers/net.js';
 import { tempDir } from '../helpers/temp-dir.js';
@@ -160,7 +160,7 @@ t.test('multiplex mode: one port serves web, SSH, Postgres, Redis-ping, MySQL AL
 
   const redisPing = await tlsTo(port, ca, { ALPNProtocols: ['gate-redis-ping'] });
   t.equal(redisPing.alpnProtocol, 'gate-redis-ping');
-  redisPing.write(Buffer.concat([frameHeader(0), frameHeader(4), Buffer.from('PING')]));
+  redisPing.write(Buffer.concat([lengthPrefix(0), lengthPrefix(4), Buffer.from('PING')]));
   const framed = await new Promise<Buffer>((resolve) => {
     let buf = Buffer.alloc(0);
     redisPing.on('data', (d: Buffer) => {
