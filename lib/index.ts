@@ -1,7 +1,9 @@
 /**
- * gate-mux's public API: what a proxy, an agent or a client tool needs. Each group is also its own
- * entry point, for programs that want only that part (and only its dependencies): `gate-mux/mux`,
- * `gate-mux/wire`, `gate-mux/client`, `gate-mux/proxy`, `gate-mux/tunnel`, `gate-mux/upgrade`.
+ * gate-mux's public API: what a proxy, an agent or a client tool needs (at most about 100 names).
+ * Each group is also its own entry point, for programs that want only that part (and only its
+ * dependencies): `gate-mux/mux`, `gate-mux/wire`, `gate-mux/client`, `gate-mux/proxy`,
+ * `gate-mux/tunnel`. The updater's parts (`gate-mux/upgrade`) are for the `gate-upgrade` command
+ * and tools like it, and stay on their own entry point.
  * docs/api/ has a page per entry point with a heading per name (a test keeps them in step);
  * docs/ARCHITECTURE.md maps them to the folders. The building blocks behind them are in
  * `gate-mux/internal`, which may change in any release.
@@ -11,7 +13,6 @@ export * from './wire/index.js';
 export * from './client/index.js';
 export * from './proxy/index.js';
 export * from './tunnel/index.js';
-export * from './upgrade/index.js';
 
 // TLS routing through load balancers that end TLS: the WebSocket connection upgrade's server
 // handler, to mount on a web server of your own

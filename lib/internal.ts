@@ -15,8 +15,8 @@ export { FAST_PATH_ENV } from './transport/self-test.js';
 export { NATIVE_RELAY_ENV, NATIVE_SPLICE_ENV } from './transport/native-relay.js';
 export { parseHostPort } from './handlers/builders.js';
 export { tlsAlertRecord, TlsAlert } from './tls/alert.js';
-export { PingFrameDecoder, frameHeader, PING_FRAME } from './framing/ping-frames.js';
-export { PingFramedStream, DEFAULT_PING_INTERVAL_MS } from './framing/ping-stream.js';
+export { PingFrameDecoder, lengthPrefix, PING_FRAME } from './length-prefix/ping-frames.js';
+export { PingFramedStream, DEFAULT_PING_INTERVAL_MS } from './length-prefix/ping-stream.js';
 
 // Client-side pieces
 export { parseTarget, formatHostPort } from './client/target.js';
@@ -94,8 +94,9 @@ export { AGENT_KEY_POLICY } from './pki/agent-key-policy.js';
 export { AgentPool, RedialSchedule, type DialOutcome, type PoolTunnel } from './tunnel/agent-pool.js';
 export { normalizeClusterView } from './tunnel/cluster-view.js';
 export type { TunnelStreamOpener } from './tunnel/via-tunnel.js';
-export { isTunnelUpstream } from './tunnel/tunnel-upstream.js';
-export { agentNameOf, isValidAgentName, commonNameOfSubject, type CertificateNames } from './tunnel/agent-identity.js';
+export { isTunnelUpstream } from './vocabulary/tunnel-upstream.js';
+export { agentNameOf, commonNameOfSubject, type CertificateNames } from './tunnel/agent-identity.js';
+export { isValidAgentName } from './vocabulary/agent-name.js';
 export { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './tunnel/backoff.js';
 export { startHeartbeat, DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, type HeartbeatOptions } from './tunnel/heartbeat.js';
 export { statusForCode } from './tunnel/refusal-status.js';
@@ -103,11 +104,12 @@ export type { AgentSessionEntry } from './tunnel/agent-sessions.js';
 export { admitAgent, type AgentTlsFacts } from './tunnel/admission.js';
 export { renewalTime } from './tunnel/join-client.js';
 export { AgentAuthority, type AgentAuthorityOptions, type IssuedAgentCertificate } from './tunnel/agent-authority.js';
-export { JoinTokens, type JoinTokenRule } from './tunnel/join-tokens.js';
+export { JoinTokens } from './tunnel/join-tokens.js';
+export type { JoinTokenRule } from './vocabulary/join-token-rule.js';
 export { readAgentState, writeAgentState, type StoredIdentity } from './tunnel/agent-state.js';
 
 // The updater's parts
-export { formatVersion } from './upgrade/semver.js';
+export { formatVersion } from './vocabulary/semver.js';
 export { parseWeekday, WEEKDAY_NAMES, MAINTENANCE_CONFIG_KIND } from './upgrade/maintenance-config.js';
 export { WINDOW_MS } from './upgrade/maintenance-window.js';
 export { channelVersionUrl, channelCriticalUrl } from './upgrade/target-version.js';

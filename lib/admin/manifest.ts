@@ -5,7 +5,7 @@
  * so one edit fixes a file; a set with any problem is refused whole. Pure.
  */
 import { parseAllDocuments } from 'yaml';
-import { describe, formatPath, type PathSegment } from '../config/validate.js';
+import { describe, formatPath, type PathSegment } from '../config/checker.js';
 import { parseWeekday, WEEKDAY_NAMES, type MaintenanceConfig, type Weekday } from '../config/maintenance-schedule.js';
 import { nearestKey } from '../config/suggest.js';
 import {

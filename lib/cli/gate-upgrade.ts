@@ -27,7 +27,7 @@ import { describeEnd, runCommand } from '../upgrade/run-command.js';
 import { fetchSchedule, readSchedule, schedulePath, SCHEDULE_PATH_ENV, DEFAULT_SCHEDULE_PATH } from '../upgrade/schedule.js';
 import { writeFileAtomic } from '../upgrade/atomic-write.js';
 import { sealSchedule } from '../upgrade/schedule-seal.js';
-import { compareVersions, formatVersion, parseVersion } from '../upgrade/semver.js';
+import { compareVersions, formatVersion, parseVersion } from '../vocabulary/semver.js';
 import { shouldUpgrade, type UpgradeDecision } from '../upgrade/should-upgrade.js';
 import { fetchCritical, fetchTargetVersion, type ProxyRequestOptions } from '../upgrade/target-version.js';
 

@@ -3,7 +3,6 @@ import { connect as netConnect, isIP, type LookupFunction, type OnReadOpts, type
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
-import { directConnectError } from './connect-direct.js';
 import { DEFAULT_MAX_CONNECT_HEADER_BYTES } from './connect-response.js';
 import { withDeadline } from './deadline.js';
 import { httpConnect } from './http-connect.js';
@@ -99,6 +98,15 @@ export async function dial(target: string, options: DialOptions = {}): Promise<D
   );
   log.debug({ target: authority, via: via?.display ?? 'direct' }, 'connected');
   return { socket, via };
+}
+
+/** The GateError for a direct TCP connect of dial() to `host:port` that failed with `err`: the route is named, as for a dial through a proxy. */
+function directConnectError(err: unknown, host: string, port: number): GateError {
+  const code = typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
+  const authority = formatHostPort(host, port);
+  if (code === 'ECONNREFUSED')
+    return new GateError(ErrorCodes.DIAL_REFUSED, `dial ${authority} (direct): connection refused`, { cause: err });
+  return new GateError(ErrorCodes.DIAL_FAILED, `dial ${authority} (direct) failed: ${(err as Error).message}`, { cause: err });
 }
 
 async function dialDirect(host: string, port: number, options: DialOptions, track: (s: Socket) => void): Promise<Socket> {

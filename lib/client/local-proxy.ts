@@ -1,6 +1,6 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { PingFramedStream } from '../framing/ping-stream.js';
+import { PingFramedStream } from '../length-prefix/ping-stream.js';
 import type { GateError } from '../errors.js';
 import { type Closable, type CloseOptions, closeEvent, Lifecycle, type LifecycleState, within } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';

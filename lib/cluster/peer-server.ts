@@ -6,7 +6,7 @@ import { terminate } from '../handlers/builders.js';
 import { type CloseOptions, closeSessions, Lifecycle, type LifecycleState, type Closable } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { dialThenRelay } from '../transport/dial-then-relay.js';
-import { isValidAgentName } from '../tunnel/agent-identity.js';
+import { isValidAgentName } from '../vocabulary/agent-name.js';
 import { refuseFramed } from '../tunnel/goaway-refusal.js';
 import { statusForCode } from '../tunnel/refusal-status.js';
 import type { TunnelRegistry } from '../tunnel/registry.js';

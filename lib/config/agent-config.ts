@@ -3,10 +3,10 @@ import { AGENT_SCHEMA, DEFAULT_AGENT_STATE_DIR, DEFAULT_UPGRADE_CHANNEL, PACKAGE
 import { channelNameProblem } from './channel.js';
 import { parseYamlFile, readConfigText } from './load.js';
 import { keysOf } from './schema.js';
-import { Checker, describe, MIN_DEADLINE_MS, type PathSegment } from './validate.js';
+import { Checker, describe, MIN_DEADLINE_MS, type PathSegment } from './checker.js';
 import { parseCaPin } from '../pki/ca-pin.js';
-import { SERVICE_KINDS, type ServiceKind } from '../tunnel/agent-description.js';
-import { isValidAgentName } from '../tunnel/agent-identity.js';
+import { SERVICE_KINDS, type ServiceKind } from '../vocabulary/service-kinds.js';
+import { isValidAgentName } from '../vocabulary/agent-name.js';
 
 /**
  * The agent's configuration file (`/etc/gate/agent.yaml`, written by `gate-mux agent configure`):

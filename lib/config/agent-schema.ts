@@ -1,5 +1,5 @@
 import { schema as s, type SchemaNode } from './schema.js';
-import { SERVICE_KINDS } from '../tunnel/agent-description.js';
+import { SERVICE_KINDS } from '../vocabulary/service-kinds.js';
 
 /**
  * The agent's configuration file (agent.yaml), declared once: every key, what it takes, and what it

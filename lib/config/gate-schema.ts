@@ -4,8 +4,7 @@ import { schema as s, type SchemaNode } from './schema.js';
 import { UPSTREAM_PROTOCOLS } from './types.js';
 import { DEFAULT_HIGH_WATER, DEFAULT_SOURCE_SHARE } from '../mux/connection-budget.js';
 import { MUX_DEFAULTS } from '../mux/options.js';
-import { DEFAULT_JOIN_LIMITS } from '../tunnel/join-limits.js';
-import type { RateLimit } from '../tunnel/source-rate-limit.js';
+import { DEFAULT_JOIN_LIMITS, type RateLimit } from '../vocabulary/join-limits.js';
 
 /**
  * The proxy's configuration file (gate.yaml), declared once: every key, what it takes, and what it

@@ -2,7 +2,8 @@ import { readFile } from 'node:fs/promises';
 import { LineCounter, isMap, isNode, isScalar, parseDocument, type Document } from 'yaml';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { LoadedConfig } from './types.js';
-import { formatPath, validateConfig, type ConfigIssue, type PathSegment } from './validate.js';
+import { formatPath, type ConfigIssue, type PathSegment } from './checker.js';
+import { validateConfig } from './validate.js';
 
 /** One problem in a configuration file, with where it is. */
 export interface ConfigProblem {

@@ -1,7 +1,7 @@
 import type { HostPort } from './address.js';
 import type { ChannelConfig } from './channel.js';
 import type { MaintenanceConfig } from './maintenance-schedule.js';
-import type { JoinTokenRule } from '../tunnel/join-tokens.js';
+import type { JoinTokenRule } from '../vocabulary/join-token-rule.js';
 
 /**
  * `multiplex`: one port (web_listen_addr) serves every protocol, routed by TLS SNI/ALPN or plaintext
@@ -33,7 +33,7 @@ export function isAgentUpstream(upstream: Upstream): upstream is AgentUpstream {
   return 'agent' in upstream;
 }
 
-import type { JoinLimits } from '../tunnel/join-limits.js';
+import type { JoinLimits } from '../vocabulary/join-limits.js';
 
 /** A join token from the configuration (`auth_service.join_tokens`): what lib/tunnel's JoinTokens accepts. */
 export type JoinTokenConfig = JoinTokenRule;

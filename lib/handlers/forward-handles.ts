@@ -1,21 +1,18 @@
-import { lookup } from 'node:dns';
-import { isIP } from 'node:net';
 import { ErrorCodes, GateError } from '../errors.js';
 import { HandleRelay, type RelayFailure } from '../transport/handle-relay.js';
 import type { NativeEnd, NativeOwner, NativeRelay } from '../transport/native-relay.js';
 import { closeHandle, errnoError, type TcpHandle } from '../transport/uv.js';
-import { TcpDial } from '../transport/tcp-dial.js';
+import { dialFailure, dialHandle, dialTimeout } from '../transport/handle-dial.js';
 import type { HandleEnd } from '../transport/client-end.js';
 import type { ConnectionParts as Connection } from './context.js';
 import type { WatchRelay } from './bare-client.js';
 import type { ForwardHandler, UpstreamAddress } from './types.js';
-import { DEFAULT_DIAL_TIMEOUT_MS, dialError, proxyHeaderFor, upstreamOf } from './forward.js';
-import { dialDeadline } from '../transport/dial-deadline.js';
+import { DEFAULT_DIAL_TIMEOUT_MS, proxyHeaderFor, upstreamOf } from './forward.js';
 import { refuseClient, refusalFor } from './refuse.js';
-import { resolveDialOrder, type DialAddress, type Lookup } from '../transport/address-order.js';
+import type { Lookup } from '../transport/address-order.js';
 
 /**
- * `forward` on bare handles (mux/uv.ts): the client handle and a freshly dialed upstream handle
+ * `forward` on bare handles (transport/uv.ts): the client handle and a freshly dialed upstream handle
  * are joined by a HandleRelay, with the PROXY header (if configured) and the peeked bytes sent
  * first. The same contract as runForward on sockets: dial timeout, refused/failed dial codes,
  * half-close, resets named by side. `onRelay`, when given, sees the relay once it runs (idle sweeps).
@@ -30,26 +27,27 @@ export function forwardOnHandles(
   native?: NativeRelayUse,
 ): void {
   const to = upstreamOf(handler, conn.info);
-  const dial = new HandleDial(client, rest, handler, to, conn, onRelay, native);
+  const dial = new ForwardDial(client, rest, handler, to, conn, onRelay);
   conn.attach(dial);
-  const family = isIP(to.host);
-  if (family !== 0) return dial.connect([{ address: to.host, family: family === 6 ? 6 : 4 }]);
-  dial.startTimer();
-  // Every address of the name: one the upstream does not listen on (localhost's ::1 when the
-  // server binds 127.0.0.1) must not fail a dial that the next address would carry.
-  resolveDialOrder(to.host, (handler.lookup ?? lookup) as Lookup, (err, addresses) => {
-    if (err) return dial.failed(dialError(err, to));
-    if (addresses.length === 0) return dial.failed(dialError(errnoError('ENOTFOUND'), to));
-    dial.connect(addresses);
-  });
+  dial.cancelDial = dialHandle(
+    to.host,
+    to.port,
+    {
+      timeoutMs: handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS,
+      lookup: handler.lookup as Lookup | undefined,
+      // The native side dials one address itself, with its own deadline; a name with several is
+      // dialed here, address by address, and relayed by the handle relay.
+      takeOver: native ? (address) => dial.dialNatively(address.address, address.family, native) : undefined,
+    },
+    (outcome) => (outcome instanceof GateError ? dial.failed(outcome) : dial.connected(outcome)),
+  );
 }
 
-/** One upstream dial: a connection part until the relay takes over. */
-class HandleDial {
-  /** The connect attempts of a dial here (none while resolving, or when the native side dials). */
-  private tcp: TcpDial | undefined;
+/** One upstream dial (transport/handle-dial.ts): a connection part until the relay takes over. */
+class ForwardDial {
+  /** Cancels the dial under way (set once it starts). */
+  cancelDial: (() => void) | undefined;
   private done = false;
-  private cancelDeadline: (() => void) | undefined;
 
   constructor(
     private readonly client: HandleEnd,
@@ -58,40 +56,9 @@ class HandleDial {
     private readonly to: UpstreamAddress,
     private readonly conn: Connection,
     private readonly onRelay: WatchRelay | undefined,
-    private readonly native: NativeRelayUse | undefined,
   ) {}
 
-  /**
-   * The dial timeout here: from the start for a dial here or a name lookup; a native dial of an
-   * address has its own on the native side, so needs no timer in JavaScript.
-   */
-  startTimer(): void {
-    if (this.cancelDeadline || this.done) return;
-    const dialTimeoutMs = this.handler.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
-    this.cancelDeadline = dialDeadline(dialTimeoutMs, () => {
-      this.failed(
-        new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${this.to.host}:${this.to.port} did not accept within ${dialTimeoutMs} ms`),
-      );
-    });
-  }
-
-  /**
-   * Dials `addresses` (one, or a name's in dialOrder). The native side dials one address; a name
-   * with several is dialed here, address by address, and relayed by the handle relay.
-   */
-  connect(addresses: DialAddress[]): void {
-    if (this.done) return;
-    const only = addresses.length === 1 ? addresses[0]! : undefined;
-    if (this.native && only && this.dialNatively(only.address, only.family, this.native)) return;
-    this.startTimer();
-    this.tcp = new TcpDial(this.to.port, (outcome) => {
-      if (typeof outcome === 'string') this.failed(dialError(errnoError(outcome), this.to));
-      else this.connected(outcome);
-    });
-    this.tcp.connect(addresses);
-  }
-
-  private connected(upstream: TcpHandle): void {
+  connected(upstream: TcpHandle): void {
     if (this.done) return closeHandle(upstream);
     this.finish();
     upstream.setNoDelay(true);
@@ -124,7 +91,7 @@ class HandleDial {
    * the socket() of a dial here would fail the same way. False (nothing done) when the client
    * handle still has a write queued in libuv, which the native side would lose: dial here then.
    */
-  private dialNatively(address: string, family: 4 | 6, native: NativeRelayUse): boolean {
+  dialNatively(address: string, family: 4 | 6, native: NativeRelayUse): boolean {
     const { conn, handler, to } = this;
     const clientHandle = this.client.take();
     if (clientHandle.writeQueueSize > 0) return false;
@@ -175,8 +142,7 @@ class HandleDial {
 
   private finish(): void {
     this.done = true;
-    this.cancelDeadline?.();
-    this.tcp?.cancel();
+    this.cancelDial?.();
   }
 }
 
@@ -238,11 +204,7 @@ class NativeConnection implements NativeOwner {
     if (end.dial) {
       const { host, port } = this.to;
       const timedOut = end.code === 'DIAL_TIMEOUT';
-      this.conn.recordError(
-        timedOut
-          ? new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${host}:${port} did not accept within ${this.dialTimeoutMs} ms`)
-          : dialError(errnoError(end.code), this.to),
-      );
+      this.conn.recordError(timedOut ? dialTimeout(host, port, this.dialTimeoutMs) : dialFailure(errnoError(end.code), host, port));
     } else if (end.code === 'IDLE') this.conn.recordError(new GateError(ErrorCodes.IDLE_TIMEOUT, 'idle timeout (native relay)'));
     else if (end.code !== '' && end.code !== 'DESTROYED')
       this.conn.recordError(relayFailure({ side: end.side ?? 'client', code: end.code }, this.to));

@@ -8,18 +8,12 @@ import { ReadBuffer } from '../transport/read-buffer.js';
 import type { ConnectionInfo, ForwardHandler, UpstreamAddress } from './types.js';
 import type { HandlerContext } from './context.js';
 import { dialDeadline } from '../transport/dial-deadline.js';
+import { dialFailure, dialTimeout } from '../transport/handle-dial.js';
 import { refuseClient, refusalFor } from './refuse.js';
 
 export const DEFAULT_DIAL_TIMEOUT_MS = 10_000;
 /** Postgres SSLRequest: int32 length 8, int32 code 80877103 (PostgreSQL protocol §55.2.10). */
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
-
-export function dialError(err: NodeJS.ErrnoException, to: UpstreamAddress): GateError {
-  const where = `${to.host}:${to.port}`;
-  if (err.code === 'ECONNREFUSED')
-    return new GateError(ErrorCodes.DIAL_REFUSED, `upstream ${where} refused the connection`, { cause: err });
-  return new GateError(ErrorCodes.DIAL_FAILED, `dialing upstream ${where} failed: ${err.code ?? err.message}`, { cause: err });
-}
 
 /**
  * Raw passthrough to an upstream. The client socket is paused with its peeked bytes unshifted,
@@ -47,11 +41,11 @@ export function runForward(client: Duplex, handler: ForwardHandler, ctx: Handler
     refuseClient(client, error, protocol, undefined);
   };
   const cancelDeadline = dialDeadline(dialTimeoutMs, () => {
-    failDial(new GateError(ErrorCodes.DIAL_TIMEOUT, `upstream ${to.host}:${to.port} did not accept within ${dialTimeoutMs} ms`));
+    failDial(dialTimeout(to.host, to.port, dialTimeoutMs));
   });
   const onDialError = (err: NodeJS.ErrnoException): void => {
     cancelDeadline();
-    failDial(dialError(err, to));
+    failDial(dialFailure(err, to.host, to.port));
   };
   // Before adopt(): listeners run in order, and the dial's own error (refused, unreachable) must
   // be the one recorded, not a generic reset.

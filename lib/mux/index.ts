@@ -10,7 +10,7 @@ export { silentLogger, type Logger } from '../log.js';
 export type { CloseOptions, LifecycleState } from '../lifecycle.js';
 
 export { Multiplexer } from './multiplexer.js';
-export { runWorkers, type RunWorkersOptions, type WorkerPool, type WorkerRole } from './cluster.js';
+export { runWorkers, type RunWorkersOptions, type WorkerPool, type WorkerRole } from './workers.js';
 export type { StatsSnapshot, RouteCounters } from './stats.js';
 export type { ListenOptions, MultiplexerOptions, MultiplexerSettings, Route, RouteMatch } from './types.js';
 export { ConnectionBudget, type BudgetOptions } from './connection-budget.js';

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { createServer, Socket, type AddressInfo, type BlockList, type Server } from 'node:net';
+import { createServer, type Socket, type AddressInfo, type Server } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { CloseOptions, LifecycleState, Closable } from '../lifecycle.js';
@@ -10,30 +10,21 @@ import { forwardOnHandles, type NativeRelayUse } from '../handlers/forward-handl
 import { HandleEnd, SocketEnd, StreamEnd, type ByteCounts, type ClientEnd } from '../transport/client-end.js';
 import { Connection, type Part } from './connection.js';
 import { bareClientHook, type WatchRelay } from '../handlers/bare-client.js';
-import { IdleSweep } from '../transport/idle-sweep.js';
 import { errnoError, takeConnections, type TcpHandle } from '../transport/uv.js';
 import { checkHandles } from '../transport/self-test.js';
-import { envSwitch, loadNativeRelay, NATIVE_RELAY_ENV, nativeSpliceWanted } from '../transport/native-relay.js';
+import { applyProxyHeader, hasIdleTimeout, idleWatch, nativeRelayFor, reportFastPathOff } from './transport-choice.js';
 import { Detector, type Detected } from './detector.js';
 import { RouteTable } from './route-table.js';
-import { ConnectionBudget, processBudget } from './connection-budget.js';
-import { describeCap } from './descriptor-limit.js';
+import { Admission, overShare, tooManyFromSource } from './admission.js';
 import { LogLimiter } from '../log-limiter.js';
 import { Stats, type StatsSnapshot } from './stats.js';
-import type { ProxyHeader } from '../proxy-protocol/header.js';
-import { trustedNetworks } from '../proxy-protocol/trusted-networks.js';
-import type { ConnectionInfo, Endpoint } from '../handlers/types.js';
+import type { Endpoint } from '../handlers/types.js';
 import type { ListenOptions, MultiplexerOptions, MultiplexerSettings, Route } from './types.js';
 import { MUX_DEFAULTS, normalizeSettings, type NormalizedSettings } from './options.js';
 
 const DEFAULT_SILENT_AFTER_MS = 3_000;
 const DEFAULT_CLOSE_GRACE_MS = 10_000;
 export const DEFAULT_MAX_HELLO_BYTES = MUX_DEFAULTS.maxHelloBytes;
-/**
- * Undecided connections looked at when one must be shed: the oldest this many, so the work per
- * accept at the cap stays bounded however many are open.
- */
-const SHED_SCAN = 32;
 
 interface Listener {
   server: Server;
@@ -52,12 +43,8 @@ export class Multiplexer implements Closable {
   private readonly connections = new Set<Connection>();
   /** Connections still detecting, oldest first: the ones shed at the cap. */
   private readonly undecided = new Set<Connection>();
-  private trusted: BlockList | undefined = undefined;
-  private budget!: ConnectionBudget;
-  /** This multiplexer's own budget, once it had a cap or fair share of its own. */
-  private ownBudget: ConnectionBudget | undefined = undefined;
-  /** How the budget's cap was arrived at, for the 'listening' line. */
-  private capFrom = '';
+  /** Who gets in: the cap, the per-source counts, PROXY-trusted sources, shedding (admission.ts). */
+  private readonly admission: Admission;
   private readonly failureLog: LogLimiter;
   private nextId = 1;
   private closing: Promise<void> | undefined;
@@ -88,11 +75,9 @@ export class Multiplexer implements Closable {
       throw new GateError(ErrorCodes.INVALID_ARGUMENT, `fastPath: expected true or false, got ${JSON.stringify(options.fastPath)}`);
     }
     this.useFastPath = options.fastPath ?? true;
+    this.admission = new Admission(this.logger, this.undecided);
     this.setOptions(options);
-    this.native =
-      (options.nativeRelay ?? envSwitch(process.env[NATIVE_RELAY_ENV]) === true)
-        ? nativeRelayUse(this.logger, this.idleTimeoutMs, nativeSpliceWanted(options.nativeSplice))
-        : undefined;
+    this.native = nativeRelayFor(options, this.logger, this.idleTimeoutMs);
   }
 
   /** The detection deadline new connections get. */
@@ -126,7 +111,7 @@ export class Multiplexer implements Closable {
 
   /** Open connections allowed right now (the budget's cap; shared when the budget is). */
   get maxConnections(): number {
-    return this.budget.cap;
+    return this.admission.budget.cap;
   }
 
   /**
@@ -137,55 +122,15 @@ export class Multiplexer implements Closable {
    */
   setOptions(options: MultiplexerSettings): void {
     const settings = normalizeSettings(options); // throws GATE_ERR_INVALID_ARGUMENT before any change
-    const trusted = settings.trusted ? trustedNetworks(settings.trusted) : undefined;
-    const budget = this.budgetFor(options);
+    this.admission.configure(options, settings.trusted);
     const idleChanged = settings.idleTimeoutMs !== this.settings.idleTimeoutMs;
     this.settings = settings;
-    this.trusted = trusted;
-    this.budget = budget;
     const idleTimeoutMs = settings.idleTimeoutMs;
     if (this.native) this.native.idleTimeoutMs = idleTimeoutMs;
     if (idleChanged || (idleTimeoutMs > 0 && !this.watchRelay)) {
       // A new sweep for relays routed from now on; relays in the old one stay there until they end.
-      const idle = idleTimeoutMs > 0 ? new IdleSweep<{ readonly reads: number }>(idleTimeoutMs) : undefined;
-      this.watchRelay = idle
-        ? (relay, conn) => {
-            (conn as Connection).idleSweep = idle;
-            idle.add(relay, () => conn.fail(new GateError(ErrorCodes.IDLE_TIMEOUT, `idle for ${idleTimeoutMs} ms`)));
-          }
-        : undefined;
+      this.watchRelay = idleWatch(idleTimeoutMs);
     }
-  }
-
-  /**
-   * The slots new connections take: the given budget; else one of this multiplexer's own when it
-   * has its own cap or fair share (kept across setOptions, so its count stays true); else the
-   * process-wide one, capped by the open-file limit.
-   */
-  private budgetFor(options: MultiplexerSettings): ConnectionBudget {
-    if (options.budget) {
-      this.capFrom = 'shared budget';
-      return options.budget;
-    }
-    const { maxConnections = 0, highWater, sourceShare } = options;
-    if (maxConnections > 0 || highWater !== undefined || sourceShare !== undefined) {
-      const descriptors = processBudget().from; // read once per process
-      const cap = maxConnections > 0 ? maxConnections : descriptors.cap;
-      const settings = { cap, ...(highWater !== undefined ? { highWater } : {}), ...(sourceShare !== undefined ? { sourceShare } : {}) };
-      if (this.ownBudget) this.ownBudget.setOptions(settings);
-      else this.ownBudget = new ConnectionBudget(settings);
-      this.capFrom = maxConnections > 0 ? 'maxConnections' : describeCap(descriptors);
-      if (cap > descriptors.cap) {
-        this.logger.warn(
-          { maxConnections: cap, descriptorCap: descriptors.cap },
-          `maxConnections ${cap} is above what the open-file limit carries (${describeCap(descriptors)} = ${descriptors.cap}): connections past it may fail to dial; raise the limit (systemd LimitNOFILE)`,
-        );
-      }
-      return this.ownBudget;
-    }
-    const shared = processBudget();
-    this.capFrom = describeCap(shared.from);
-    return shared.budget;
   }
 
   /** Replaces the routes: new connections follow them at once, established ones are untouched. */
@@ -224,7 +169,10 @@ export class Multiplexer implements Closable {
     this.listeners.push({ server, options });
     const address = server.address() as AddressInfo;
     // The cap always exists; say where it came from, so an operator knows what to raise.
-    this.logger.info({ address: address.address, port: address.port, maxConnections: this.budget.cap, capFrom: this.capFrom }, 'listening');
+    this.logger.info(
+      { address: address.address, port: address.port, maxConnections: this.admission.budget.cap, capFrom: this.admission.capFrom },
+      'listening',
+    );
     return address;
   }
 
@@ -348,77 +296,15 @@ export class Multiplexer implements Closable {
     // longer knows the peer). Counted as what it is, not as an untrusted or over-limit source.
     const { address } = client.remote;
     if (address === '') return this.reject(client, new GateError(ErrorCodes.CLIENT_CLOSED, 'client was gone before it was accepted'));
-    const expectHeader = fromListener && this.trusted !== undefined;
-    if (this.trusted && expectHeader) {
-      if (!this.trusted.check(address, client.remote.family === 'IPv6' ? 'ipv6' : 'ipv4')) {
-        return this.reject(client, new GateError(ErrorCodes.PROXY_HEADER_REFUSED, 'source not trusted to send PROXY headers'));
-      }
-    }
-    const budget = this.budget;
-    // Behind a PROXY-speaking load balancer every socket comes from the balancer: the client is
-    // only known once the header is read (detect), so it is counted there instead.
-    const source = expectHeader ? undefined : address;
-    const max = this.maxConnectionsPerSource;
-    // Counted in the budget (over every multiplexer sharing it), so a limit set by setOptions
-    // counts the connections already open too.
-    if (source !== undefined && max > 0 && budget.sources.count(source) >= max) return this.reject(client, tooManyFromSource(source, max));
-    if (budget.full && !this.shedFor(source)) {
-      return this.reject(client, new GateError(ErrorCodes.TOO_MANY_CONNECTIONS, `at the cap of ${budget.cap} open connections`));
-    }
-    if (source !== undefined && budget.underPressure && budget.sources.count(source) >= budget.sourceLimit) {
-      return this.reject(client, overShare(source, budget));
-    }
+    const admitted = this.admission.check(client, fromListener, this.maxConnectionsPerSource);
+    if (admitted instanceof GateError) return this.reject(client, admitted);
+    const { expectHeader, source } = admitted;
     const conn = new Connection(this.nextId++, client, part, this.logger, (c) => this.finished(c));
-    budget.open++;
-    conn.slot = budget;
-    if (source !== undefined) budget.sources.admit(client, source, 0);
+    this.admission.take(conn, source);
     this.connections.add(conn);
     this.counters.open++;
     this.detect(conn, listener, expectHeader);
     return conn;
-  }
-
-  /**
-   * At the cap, makes room for a connection from `source` (undefined: not known yet, behind a
-   * PROXY-speaking balancer) by closing an undecided one: of the oldest SHED_SCAN undecided
-   * connections, the one whose source holds the most open connections (the oldest on a tie),
-   * and only when that source holds more than the newcomer's and the newcomer's is under its fair
-   * share (else it would be refused after all). Routed connections are never shed, and a source
-   * cannot churn its own connections: a flooding host's newcomer is refused instead. The shed one ends with GATE_ERR_SHED (and a TLS alert when it was sending a
-   * ClientHello). Its slot is free at once.
-   */
-  private shedFor(source: string | undefined): boolean {
-    const budget = this.budget;
-    let worst = source === undefined ? 0 : budget.sources.count(source);
-    if (worst >= budget.sourceLimit) return false;
-    let victim: Connection | undefined;
-    let scanned = 0;
-    for (const conn of this.undecided) {
-      if (conn.slot === budget) {
-        // Not counted yet: behind a balancer, a connection whose PROXY header has not arrived.
-        const held = budget.sources.countOf(conn.clientEnd) ?? Number.MAX_SAFE_INTEGER;
-        if (held > worst) {
-          worst = held;
-          victim = conn;
-        }
-      }
-      if (++scanned >= SHED_SCAN) break;
-    }
-    if (!victim) return false;
-    this.releaseSlot(victim);
-    victim.stopDetection?.(
-      new GateError(ErrorCodes.SHED, `undecided connection closed to make room at the cap of ${budget.cap} open connections`),
-    );
-    return true;
-  }
-
-  /** Gives a connection's slot and source counts back (idempotent). */
-  private releaseSlot(conn: Connection): void {
-    const slot = conn.slot;
-    if (!slot) return;
-    conn.slot = undefined;
-    slot.open--;
-    slot.sources.release(conn.clientEnd);
   }
 
   private detect(conn: Connection, listener: ListenOptions, expectHeader: boolean): void {
@@ -565,7 +451,7 @@ export class Multiplexer implements Closable {
   private finished(conn: Connection): void {
     conn.stopDetection?.();
     this.connections.delete(conn);
-    this.releaseSlot(conn);
+    this.admission.releaseSlot(conn);
     this.counters.open--;
     const { info, error } = conn;
     conn.idleSweep?.delete(conn.counts);
@@ -605,54 +491,6 @@ export class Multiplexer implements Closable {
 /** The listener settings of a carried stream (Multiplexer.accept): no silence route, nothing to bind. */
 const CARRIED: ListenOptions = { port: 0 };
 
-/** net.Socket, and carried streams that keep an idle timer the same way (the WebSocket stream). */
-function hasIdleTimeout(stream: Duplex): stream is Duplex & { setTimeout(ms: number, onTimeout: () => void): unknown } {
-  return stream instanceof Socket || typeof (stream as { setTimeout?: unknown }).setTimeout === 'function';
-}
-
-/**
- * A PROXY header's endpoints replace the socket's. v2 LOCAL and v1 UNKNOWN / v2 AF_UNSPEC carry
- * no addresses: the connection's own addresses stand (proxy-protocol.txt §2.2).
- */
-function applyProxyHeader(info: ConnectionInfo, header: ProxyHeader): void {
-  info.proxyHeader = header;
-  const { source, destination } = header;
-  if (source) info.remote = { address: source.address, port: source.port, family: source.family };
-  if (destination) info.local = { address: destination.address, port: destination.port, family: destination.family };
-}
-
-function tooManyFromSource(address: string, max: number): GateError {
-  return new GateError(ErrorCodes.TOO_MANY_FROM_SOURCE, `over ${max} open connections from ${address}`);
-}
-
-function overShare(address: string, budget: ConnectionBudget): GateError {
-  return new GateError(
-    ErrorCodes.TOO_MANY_FROM_SOURCE,
-    `over its fair share of ${budget.sourceLimit} open connections from ${address} (at ${budget.open} of ${budget.cap}, above the high-water mark)`,
-  );
-}
-
 function describe(info: { protocol: string; sni: string | undefined; alpn: string[] }): string {
   return info.protocol === 'tls' ? `TLS sni=${info.sni ?? '(none)'} alpn=[${info.alpn.join(',')}]` : info.protocol;
-}
-
-let fastPathOffReported = false;
-
-/** Once per process: every multiplexer shares the one self-test, so one line says why. */
-function reportFastPathOff(logger: Logger, reason: string): void {
-  if (fastPathOffReported) return;
-  fastPathOffReported = true;
-  logger.warn({ reason }, 'passthrough runs on net.Socket (bare-handle fast path off)');
-}
-
-let nativeOffReported = false;
-
-function nativeRelayUse(logger: Logger, idleTimeoutMs: number, splice: boolean): NativeRelayUse | undefined {
-  const load = loadNativeRelay();
-  if (load.ok) return { relay: load.relay, idleTimeoutMs, splice };
-  if (!nativeOffReported) {
-    nativeOffReported = true;
-    logger.warn({ reason: load.reason }, 'native relay off: forward routes relay in TypeScript');
-  }
-  return undefined;
 }

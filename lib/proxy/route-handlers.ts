@@ -1,7 +1,7 @@
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Server } from 'node:net';
 import { forward, select, serve, terminate, wrap } from '../handlers/builders.js';
-import { PingFramedStream } from '../framing/ping-stream.js';
+import { PingFramedStream } from '../length-prefix/ping-stream.js';
 import type { Handler, TerminateHandler } from '../handlers/types.js';
 import type { Route, RouteMatch } from '../mux/types.js';
 import { isPingAlpn } from '../wire/names.js';

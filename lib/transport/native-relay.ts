@@ -74,7 +74,7 @@ export function nativeSpliceWanted(option: boolean | undefined, env: NodeJS.Proc
 
 /**
  * splice: bulk router CPU per GB about half of recv/send's (0.27 vs 0.50 s/GB in one run, nginx
- * 0.56) for ~2k more instructions per short connection (BENCHMARKS.md, "The native relay, by phase").
+ * 0.56) for ~2k more instructions per short connection (docs/benchmarks-archive.md, "The native relay, by phase").
  */
 export const NATIVE_SPLICE_DEFAULT = true;
 
@@ -82,7 +82,7 @@ export type NativeRelayLoad = { ok: true; relay: NativeRelay } | { ok: false; re
 
 let loaded: NativeRelayLoad | undefined;
 
-/** Loads the addon once per process (prebuilt for this platform, or built at install). */
+/** Loads the addon once per process, if it was built (`npm run build:native`; a packager's prebuild). */
 export function loadNativeRelay(env: NodeJS.ProcessEnv = process.env): NativeRelayLoad {
   if (envSwitch(env[NATIVE_RELAY_ENV]) === false)
     return { ok: false, reason: `turned off by ${NATIVE_RELAY_ENV}=${env[NATIVE_RELAY_ENV]}` };
@@ -104,7 +104,14 @@ export function loadNativeRelay(env: NodeJS.ProcessEnv = process.env): NativeRel
     }
     loaded = { ok: true, relay: new NativeRelay(binding) };
   } catch (err) {
-    loaded = { ok: false, reason: `the native relay did not load: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}` };
+    const message = err instanceof Error ? err.message.split('\n')[0]! : String(err);
+    // Installing the package builds nothing: the relay is built by those who ask for it.
+    loaded = {
+      ok: false,
+      reason: message.startsWith('No native build was found')
+        ? `the native relay is not built (it is opt-in: npm run build:native in the gate-mux package's directory)`
+        : `the native relay did not load: ${message}`,
+    };
   }
   return loaded;
 }

@@ -3,7 +3,7 @@ import { componentLogger, type Logger } from '../log.js';
 import type { CertificateAuthority } from '../pki/certificate-authority.js';
 import { verifyRequestOffThread, type VerifiedRequest } from '../pki/certificate-request.js';
 import { admitAgent, type AgentTlsFacts } from './admission.js';
-import { isValidAgentName } from './agent-identity.js';
+import { isValidAgentName } from '../vocabulary/agent-name.js';
 import type { JoinTokens } from './join-tokens.js';
 
 export interface AgentAuthorityOptions {

@@ -1,10 +1,7 @@
 import { ErrorCodes, GateError } from '../errors.js';
+import { SERVICE_KINDS, type ServiceKind } from '../vocabulary/service-kinds.js';
 import { isServerId } from './server-id.js';
 import { parseVersion } from './version-rule.js';
-
-/** What kinds of service an agent may say it provides. */
-export const SERVICE_KINDS = ['db', 'ssh', 'kube', 'app', 'desktop'] as const;
-export type ServiceKind = (typeof SERVICE_KINDS)[number];
 
 export interface AgentService {
   kind: ServiceKind;

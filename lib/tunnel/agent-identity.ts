@@ -1,15 +1,5 @@
 import { ErrorCodes, GateError } from '../errors.js';
-
-/**
- * An agent's name: what routes refer to (`viaTunnel(registry, name, ...)`) and what the proxy reads
- * from the agent's client certificate. Kept to DNS-label-like characters so it is safe in logs,
- * headers and configuration values (`tunnel:<name>/<host:port>`).
- */
-const AGENT_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$/;
-
-export function isValidAgentName(name: string): boolean {
-  return AGENT_NAME.test(name);
-}
+import { isValidAgentName } from '../vocabulary/agent-name.js';
 
 /** The certificate fields the name comes from (both `PeerCertificate` and `X509Certificate` give them). */
 export interface CertificateNames {

@@ -1,7 +1,8 @@
 // The agent's side of one stream of its tunnel (lib/tunnel-framing): the proxy opened it to reach
 // a target in the agent's network.
 import type { Socket } from 'node:net';
-import { connectDirect, connectDirectHandle } from '../client/connect-direct.js';
+import { connectDirect } from '../client/connect-direct.js';
+import { dialHandle } from '../transport/handle-dial.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { closeHandle, handlesAvailable, type TcpHandle } from '../transport/uv.js';
@@ -57,7 +58,7 @@ export function serveAgentStream(stream: FramedStream, open: OpenPayload, option
     refuse(stream, outcome.code, outcome.message);
   };
   if (handlesAvailable && !options.sockets) {
-    const cancel = connectDirectHandle(host, port, options.dialTimeoutMs, (outcome: TcpHandle | GateError) => {
+    const cancel = dialHandle(host, port, { timeoutMs: options.dialTimeoutMs }, (outcome: TcpHandle | GateError) => {
       stream.removeListener('close', cancel);
       if (outcome instanceof GateError) return failed(outcome);
       if (stream.closed) return closeHandle(outcome);

@@ -3,7 +3,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ErrorCodes, GateError } from '../errors.js';
 import { privateToOwner } from '../pki/private-file.js';
-import type { JoinTokenRule } from './join-tokens.js';
+import type { JoinTokenRule } from '../vocabulary/join-token-rule.js';
 
 /** The file in `data_dir` holding the development join token. */
 export const DEV_TOKEN_FILE = 'join-token';

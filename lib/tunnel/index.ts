@@ -10,6 +10,6 @@ export { TunnelRegistry, type TunnelRegistryOptions, type OpenStreamOptions } fr
 export { viaTunnel, type ViaTunnelOptions } from './via-tunnel.js';
 export { releaseTunnelStream, tunnelDuplex, type TunnelStream } from './tunnel-stream.js';
 export { tunnelEndpoint, tunnelRoute, type TunnelEndpointTls } from './endpoint.js';
-export { parseTunnelUpstream, type TunnelUpstream } from './tunnel-upstream.js';
+export { parseTunnelUpstream, type TunnelUpstream } from '../vocabulary/tunnel-upstream.js';
 export { LocalAgentSessions, type AgentSessions } from './agent-sessions.js';
 export { joinProxy, renewIdentity, fetchPinnedCa, type JoinEndpoint, type AgentIdentity } from './join-client.js';

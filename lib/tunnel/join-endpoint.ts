@@ -5,7 +5,7 @@ import { componentLogger, type Logger } from '../log.js';
 import { AGENT_CA_PATH, AGENT_JOIN_PATH, AGENT_RENEW_PATH } from '../wire/names.js';
 import { sourceOf } from '../handlers/connection-source.js';
 import { LogLimiter } from '../log-limiter.js';
-import { DEFAULT_JOIN_LIMITS, type JoinLimits } from './join-limits.js';
+import { DEFAULT_JOIN_LIMITS, type JoinLimits } from '../vocabulary/join-limits.js';
 import { readBody } from './request-body.js';
 import { SourceRateLimiter } from './source-rate-limit.js';
 import { verifyErrorCode, type AgentTlsFacts } from './admission.js';

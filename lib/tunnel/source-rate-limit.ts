@@ -1,10 +1,4 @@
-/** How many requests one source may make: a burst, refilled at a steady rate. */
-export interface RateLimit {
-  /** Requests a source may make at once (the bucket's size). */
-  burst: number;
-  /** Requests per minute the bucket refills with. */
-  perMinute: number;
-}
+import type { RateLimit } from '../vocabulary/join-limits.js';
 
 interface Bucket {
   tokens: number;

@@ -1,5 +1,5 @@
 import { ErrorCodes, GateError } from '../errors.js';
-import { parseVersion as parseSemVer, type SemVer } from '../upgrade/semver.js';
+import { parseVersion as parseSemVer, type SemVer } from '../vocabulary/semver.js';
 
 /** The version as semver, or undefined when it is not one (`1.2.3`, `1.2.3-rc.1+b`; no leading `v`). */
 export function parseVersion(text: string): SemVer | undefined {

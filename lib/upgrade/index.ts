@@ -3,7 +3,7 @@
  * proxy (target version, critical flag, maintenance schedule) and decides.
  * docs/api/upgrade.md documents each name; parts not named here are in `gate-mux/internal`.
  */
-export { parseVersion, compareVersions, type SemVer } from './semver.js';
+export { parseVersion, compareVersions, type SemVer } from '../vocabulary/semver.js';
 export { parseMaintenanceConfig, formatMaintenanceConfig, type MaintenanceConfig, type Weekday } from './maintenance-config.js';
 export { maintenanceWindow, type WindowState } from './maintenance-window.js';
 export { shouldUpgrade, type UpgradeQuestion, type UpgradeDecision, type UpgradeReason } from './should-upgrade.js';

@@ -1,4 +1,4 @@
-import { compareVersions, formatVersion, parseVersion } from './semver.js';
+import { compareVersions, formatVersion, parseVersion } from '../vocabulary/semver.js';
 import type { MaintenanceConfig } from './maintenance-config.js';
 import { maintenanceWindow } from './maintenance-window.js';
 

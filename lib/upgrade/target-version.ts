@@ -2,7 +2,7 @@ import { fetchText } from '../client/fetch-text.js';
 import { channelNameProblem, CRITICAL_NO, CRITICAL_YES, NO_VERSION } from '../config/channel.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { CHANNEL_PATH_PREFIX, CHANNEL_VERB_CRITICAL, CHANNEL_VERB_VERSION } from '../wire/names.js';
-import { formatVersion, parseVersion } from './semver.js';
+import { formatVersion, parseVersion } from '../vocabulary/semver.js';
 
 /** How the updater reaches the proxy: shared by the channel questions and the schedule export. */
 export interface ProxyRequestOptions {

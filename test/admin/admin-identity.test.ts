@@ -3,7 +3,7 @@
 import t from 'tap';
 import { X509Certificate } from 'node:crypto';
 import { adminIdentityOf, userCommonName, userUri } from '../../lib/admin/admin-identity.js';
-import { isValidAgentName } from '../../lib/tunnel/agent-identity.js';
+import { isValidAgentName } from '../../lib/vocabulary/agent-name.js';
 import { ADMIN_LOCAL_URI, PEER_ROLE_URI } from '../../lib/wire/names.js';
 import { CertificateAuthority } from '../../lib/pki/certificate-authority.js';
 

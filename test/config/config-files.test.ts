@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig, parseConfig } from '../../lib/config/load.js';
 import type { GateConfig } from '../../lib/config/types.js';
 import { ErrorCodes, isGateError } from '../../lib/errors.js';
-import { DEFAULT_JOIN_LIMITS } from '../../lib/tunnel/join-limits.js';
+import { DEFAULT_JOIN_LIMITS } from '../../lib/vocabulary/join-limits.js';
 
 interface ValidCase {
   name: string;

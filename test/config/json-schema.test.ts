@@ -15,7 +15,8 @@ import { validateAgentConfig } from '../../lib/config/agent-config.js';
 import { GATE_SCHEMA } from '../../lib/config/gate-schema.js';
 import { JSON_SCHEMA_FILES, jsonSchemaText, type JsonSchemaFileName } from '../../lib/config/json-schema-files.js';
 import { keysOf, type SchemaNode } from '../../lib/config/schema.js';
-import { formatPath, validateConfig, type ConfigIssue } from '../../lib/config/validate.js';
+import { formatPath, type ConfigIssue } from '../../lib/config/checker.js';
+import { validateConfig } from '../../lib/config/validate.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 const root = new URL('../../../', import.meta.url);

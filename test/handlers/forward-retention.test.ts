@@ -1,7 +1,7 @@
 // What an idle forwarded connection keeps (lib/handlers/forward-handles.ts): once the relay runs,
 // the dial that made it is garbage, and with it the peeked ClientHello or greeting, the Happy
 // Eyeballs attempts and the dial deadline's timer and closures. When the relay's close callback
-// held the dial, every idle connection kept ~1 KiB more (BENCHMARKS.md, "Idle memory per
+// held the dial, every idle connection kept ~1 KiB more (docs/benchmarks-archive.md, "Idle memory per
 // connection"). Counted in a heap snapshot of this process (V8 collects garbage before taking
 // one) while the connections are open and idle.
 import t from 'tap';
@@ -51,10 +51,11 @@ t.test('an idle relayed connection on bare handles keeps its relay, not its dial
     await readUntil(client, (text) => text.includes(`SSH-2.0-idle-${i}\r\n`));
     clients.push(client);
   }
-  const live = await liveObjects(['HandleRelay', 'HandleDial', 'Connection']);
+  const live = await liveObjects(['HandleRelay', 'HandleDial', 'ForwardDial', 'Connection']);
   t.ok(live.HandleRelay! >= CONNECTIONS, `the snapshot sees the ${CONNECTIONS} relays (${live.HandleRelay})`);
   t.ok(live.Connection! >= CONNECTIONS, `and their connections (${live.Connection})`);
   t.equal(live.HandleDial, 0, 'no dial outlives the connect that ended it');
+  t.equal(live.ForwardDial, 0, 'nor the connection part that held it');
   for (const client of clients) client.destroy();
   await until(() => mux.openConnections === 0, 'the connections to finish');
   await mux.close({ graceMs: 50 });

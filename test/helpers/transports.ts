@@ -28,14 +28,14 @@ export const TRANSPORT_LABEL: Record<Transport, string> = {
 };
 
 /**
- * The transports this machine can run. The native relay needs its addon built (npm ci builds it;
- * `npx node-gyp rebuild` by hand): in CI a missing build is a failure, on a developer machine the
- * native runs are skipped with that hint.
+ * The transports this machine can run. The native relay needs its addon built, which is opt-in
+ * (`npm run build:native`; .ci/run builds it): in CI a missing build is a failure, on a developer
+ * machine the native runs are skipped with that hint.
  */
 export function availableTransports(t: { fail(message: string): void; comment(message: string): void }): Transport[] {
   const native = loadNativeRelay({});
   if (native.ok) return ['native', 'native-splice', 'handles', 'socket'];
   if (process.env.CI) t.fail(`the native relay is not available in CI: ${native.reason}`);
-  else t.comment(`skipping the native relay runs (${native.reason}); build it with: npx node-gyp rebuild`);
+  else t.comment(`skipping the native relay runs (${native.reason}); build it with: npm run build:native`);
   return ['handles', 'socket'];
 }

@@ -46,9 +46,16 @@ t.test('every subpath in "exports" imports by package name and exports something
   }
 });
 
-t.test('the root entry carries every name of the public entries, and none of gate-mux/internal', async (t) => {
+t.test('the root entry carries every name of the public entries but the updater, and none of gate-mux/internal', async (t) => {
   const rootNames = new Set(Object.keys(await import('gate-mux')));
-  for (const sub of ['mux', 'wire', 'client', 'proxy', 'tunnel', 'upgrade']) {
+  t.ok(rootNames.size <= 100, `at most 100 runtime names at the root (${rootNames.size})`);
+  const updater = Object.keys(await import('gate-mux/upgrade'));
+  t.same(
+    updater.filter((n) => rootNames.has(n)),
+    [],
+    'the updater stays on gate-mux/upgrade',
+  );
+  for (const sub of ['mux', 'wire', 'client', 'proxy', 'tunnel']) {
     const missing = Object.keys(await import(`gate-mux/${sub}`)).filter((n) => !rootNames.has(n));
     t.same(missing, [], `gate-mux/${sub}: nothing missing from 'gate-mux'`);
   }

@@ -23,7 +23,7 @@ import { ConnectionUpgrade } from '../../lib/conn-upgrade/upgrade-server.js';
 import { ErrorCodes, GateError } from '../../lib/errors.js';
 import { custom } from '../../lib/handlers/builders.js';
 import type { Closable } from '../../lib/lifecycle.js';
-import { runWorkers, type WorkerPool } from '../../lib/mux/cluster.js';
+import { runWorkers, type WorkerPool } from '../../lib/mux/workers.js';
 import { Multiplexer } from '../../lib/mux/multiplexer.js';
 import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { ProxyDiagnostics } from '../../lib/proxy/diagnostics.js';
@@ -75,7 +75,7 @@ const registryFor = (t: Test): TunnelRegistry => {
  */
 async function workerPool(t: Test): Promise<WorkerPool> {
   const script = `${await tempDir(t, 'worker')}/worker.mjs`;
-  const runWorkersModule = new URL('../../lib/mux/cluster.js', import.meta.url).href;
+  const runWorkersModule = new URL('../../lib/mux/workers.js', import.meta.url).href;
   writeFileSync(
     script,
     `import { runWorkers } from ${JSON.stringify(runWorkersModule)};\n` +

@@ -1,6 +1,6 @@
 // The relay between a bare TCP handle and an HTTP/2 stream (transport/stream-relay.ts), on real
 // loopback sockets and a real HTTP/2 session: the agent's side of a tunnel. A client session opens
-// a CONNECT stream; the server dials a TCP "target" as a bare handle (connectDirectHandle) and
+// a CONNECT stream; the server dials a TCP "target" as a bare handle (dialHandle, transport/handle-dial.ts) and
 // relays the stream to it. Checked: bytes exact both ways under slow readers, backpressure bounded
 // each way, half-close each way, a reset on each side and the code the other side sees, no handle
 // left behind.
@@ -14,7 +14,7 @@ import {
   type ServerHttp2Stream,
 } from 'node:http2';
 import { createServer, type Socket } from 'node:net';
-import { connectDirectHandle } from '../../lib/client/connect-direct.js';
+import { dialHandle } from '../../lib/transport/handle-dial.js';
 import { ErrorCodes, GateError } from '../../lib/errors.js';
 import { StreamRelay, type StreamRelayFailure } from '../../lib/transport/stream-relay.js';
 import { closeHandle, handlesAvailable, type TcpHandle } from '../../lib/transport/uv.js';
@@ -53,7 +53,7 @@ async function rig(t: Test): Promise<Rig> {
   const h2 = createH2Server();
   h2.on('stream', (stream: ServerHttp2Stream) => {
     stream.on('error', () => {});
-    connectDirectHandle('127.0.0.1', targetPort, 5_000, (outcome) => {
+    dialHandle('127.0.0.1', targetPort, { timeoutMs: 5_000 }, (outcome) => {
       if (outcome instanceof GateError) throw outcome;
       stream.respond({ ':status': 200 });
       new StreamRelay(outcome, stream, {
@@ -184,7 +184,7 @@ t.test('the relay on bare handles', { skip: handlesAvailable ? false : 'no bare 
     const h2 = createH2Server();
     let relay: StreamRelay | undefined;
     h2.on('stream', (stream: ServerHttp2Stream) => {
-      connectDirectHandle('127.0.0.1', port, 5_000, (outcome) => {
+      dialHandle('127.0.0.1', port, { timeoutMs: 5_000 }, (outcome) => {
         stream.respond({ ':status': 200 });
         relay = new StreamRelay(outcome as TcpHandle, stream, {
           release: (s) => s.close(constants.NGHTTP2_CONNECT_ERROR),
@@ -206,26 +206,6 @@ t.test('the relay on bare handles', { skip: handlesAvailable ? false : 'no bare 
     session.destroy();
     await Promise.all([closeServer(server), closeServer(h2 as never)]);
     await until(() => liveHandles().sockets === 0, 'every socket closed');
-  });
-
-  t.test('connectDirectHandle: the same codes as connectDirect, and cancel leaves nothing', async (t) => {
-    const server = createServer();
-    const port = await listening(server);
-    await closeServer(server);
-    const refused = await new Promise<TcpHandle | GateError>((resolve) => connectDirectHandle('127.0.0.1', port, 5_000, resolve));
-    t.ok(refused instanceof GateError && refused.code === ErrorCodes.DIAL_REFUSED, 'a closed port is GATE_ERR_DIAL_REFUSED');
-    t.match((refused as GateError).message, `dial 127.0.0.1:${port} (direct): connection refused`);
-    const listener = createServer((s) => s.destroy());
-    const open = await listening(listener);
-    const named = await new Promise<TcpHandle | GateError>((resolve) => connectDirectHandle('localhost', open, 5_000, resolve));
-    t.notOk(named instanceof GateError, 'a name is resolved and its addresses tried until one accepts');
-    if (!(named instanceof GateError)) closeHandle(named);
-    await closeServer(listener);
-    let called = false;
-    connectDirectHandle('127.0.0.1', port, 5_000, () => (called = true))();
-    await new Promise((r) => setTimeout(r, 50));
-    t.notOk(called, 'a cancelled dial reports nothing');
-    t.equal(liveHandles().timers, 0, 'and leaves no timer');
   });
 });
 

@@ -1,14 +1,14 @@
 // The relay between a bare TCP handle and a framed stream (lib/tunnel-framing/framed-relay.ts), on
 // real loopback sockets and a real framed session: the agent's side of a tunnel on the framing. The
 // opener (the proxy's side) opens a stream; the answerer dials a TCP "target" as a bare handle
-// (connectDirectHandle) and relays the stream to it. Checked as the HTTP/2 relay's suite checks
+// (dialHandle) and relays the stream to it. Checked as the HTTP/2 relay's suite checks
 // (test/transport/stream-relay.test.ts): bytes exact both ways under slow readers, backpressure
 // bounded each way, half-close each way, a reset on each side and the code the other side sees,
 // release with a FIN, no handle left behind.
 import t, { type Test } from 'tap';
 import { once } from 'node:events';
 import { connect, createServer, type Socket } from 'node:net';
-import { connectDirectHandle } from '../../lib/client/connect-direct.js';
+import { dialHandle } from '../../lib/transport/handle-dial.js';
 import { GateError } from '../../lib/errors.js';
 import { handlesAvailable } from '../../lib/transport/uv.js';
 import { FramedRelay, type FramedRelayFailure, releaseFramedStream, resetConnectError } from '../../lib/tunnel-framing/framed-relay.js';
@@ -55,7 +55,7 @@ async function rig(t: Test, release: (stream: FramedStream) => void = resetConne
     side: 'dialer',
     ...WINDOWS,
     onOpen: (stream) =>
-      connectDirectHandle('127.0.0.1', targetPort, 5_000, (outcome) => {
+      dialHandle('127.0.0.1', targetPort, { timeoutMs: 5_000 }, (outcome) => {
         if (outcome instanceof GateError) throw outcome;
         stream.respond({ status: 200, code: '', reason: '' });
         relay = new FramedRelay(outcome, stream, { release, onClose: onClosed });

@@ -115,7 +115,7 @@ t.test('refusals carry their codes: the policy, the syntax, the kind, an unreach
   await t.rejects(openAndWait(proxy, 'no-port-here'), { code: ErrorCodes.AGENT_STREAM_FAILED, message: /GATE_ERR_TARGET_INVALID/ });
   await t.rejects(openAndWait(proxy, `127.0.0.1:${closedPort}`), {
     code: ErrorCodes.AGENT_STREAM_FAILED,
-    message: /connection refused \(GATE_ERR_DIAL_REFUSED\)/,
+    message: /refused the connection \(GATE_ERR_DIAL_REFUSED\)/,
   });
   const other = proxy.open({ kind: 7, target: 'x:1', client: '' });
   const [answer] = (await once(other, 'response')) as [{ status: number; code: string }];

@@ -4,7 +4,6 @@ import { agentNameOf, commonNameOfSubject } from '../../lib/tunnel/agent-identit
 import { backoffDelay } from '../../lib/tunnel/backoff.js';
 import { framedRefusal } from '../../lib/tunnel/framed-answer.js';
 import { statusForCode } from '../../lib/tunnel/refusal-status.js';
-import { parseTunnelUpstream } from '../../lib/tunnel/tunnel-upstream.js';
 import { prng } from '../helpers/prng.js';
 
 t.test('backoff: full jitter under a doubling, capped ceiling', async (t) => {
@@ -67,22 +66,4 @@ t.test('refusals: status per code, codes read back only when well-formed', async
     { code: undefined, message: 'status 500' },
     'only a code of ours is kept',
   );
-});
-
-t.test('tunnel upstreams: tunnel:<agent>/<host:port>', async (t) => {
-  t.same(parseTunnelUpstream('tunnel:db-agent/127.0.0.1:5432'), { agent: 'db-agent', target: '127.0.0.1:5432' });
-  t.same(parseTunnelUpstream('tunnel:edge.1/[::1]:6379'), { agent: 'edge.1', target: '[::1]:6379' });
-  t.same(parseTunnelUpstream('tunnel:a/db.internal:5432'), { agent: 'a', target: 'db.internal:5432' });
-  for (const bad of [
-    '127.0.0.1:5432',
-    'tunnel:127.0.0.1:5432',
-    'tunnel:/127.0.0.1:5432',
-    'tunnel:a b/h:1',
-    'tunnel:a/h',
-    'tunnel:a/h:99999',
-    'tunnel:a/https://h:1',
-    'tunnel:a/::1:5432',
-  ]) {
-    t.throws(() => parseTunnelUpstream(bad), { code: ErrorCodes.CONFIG_INVALID }, bad);
-  }
 });

@@ -41,10 +41,11 @@ export class PingFrameDecoder {
   }
 }
 
+/** A keep-alive ping: a zero length prefix, with no payload. */
 export const PING_FRAME = Buffer.alloc(4);
 
-/** The 4-byte length header for a payload of `length` bytes. */
-export function frameHeader(length: number): Buffer {
+/** The 4-byte length prefix (uint32 big-endian) of a payload of `length` bytes. */
+export function lengthPrefix(length: number): Buffer {
   const header = Buffer.allocUnsafe(4);
   header.writeUInt32BE(length, 0);
   return header;

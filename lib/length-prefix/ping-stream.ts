@@ -1,5 +1,5 @@
 import { Duplex } from 'node:stream';
-import { PING_FRAME, PingFrameDecoder, frameHeader } from './ping-frames.js';
+import { PING_FRAME, PingFrameDecoder, lengthPrefix } from './ping-frames.js';
 
 /** Default keep-alive interval: well under the 60 s idle cut of common load balancers. */
 export const DEFAULT_PING_INTERVAL_MS = 15_000;
@@ -37,7 +37,7 @@ export class PingFramedStream extends Duplex {
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     if (chunk.length === 0) return callback();
-    this.inner.write(frameHeader(chunk.length));
+    this.inner.write(lengthPrefix(chunk.length));
     this.inner.write(chunk, callback);
   }
 

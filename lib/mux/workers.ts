@@ -42,8 +42,6 @@ export interface WorkerPool extends Closable {
   close(options?: CloseOptions): Promise<void>;
   /** SIGKILL to every worker now, no more restarts; `stopped` resolves once they have exited. */
   destroy(err?: GateError): void;
-  /** @deprecated Use `close()`: the same call under its old name, kept for one release. */
-  stop(): Promise<void>;
   /** Resolves once the pool has stopped (close(), destroy() or SIGTERM/SIGINT to the primary). */
   readonly stopped: Promise<void>;
 }
@@ -180,8 +178,6 @@ function startPool(options: RunWorkersOptions): Promise<WorkerPool> {
     detach();
   }
 
-  const stop = (): Promise<void> => close();
-
   process.on('SIGTERM', onTerminate);
   process.on('SIGINT', onTerminate);
   process.on('SIGHUP', onHangup);
@@ -195,7 +191,6 @@ function startPool(options: RunWorkersOptions): Promise<WorkerPool> {
     },
     close,
     destroy,
-    stop,
     stopped: stopped.then(() => stopping).then(() => undefined),
   };
   return started.then(() => pool);

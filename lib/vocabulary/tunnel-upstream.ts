@@ -1,6 +1,6 @@
 import { parseTarget, formatHostPort } from '../client/target.js';
 import { ErrorCodes, GateError } from '../errors.js';
-import { isValidAgentName } from './agent-identity.js';
+import { isValidAgentName } from './agent-name.js';
 
 /** An upstream reached through an agent's tunnel: `tunnel:<agent>/<host:port>`. */
 export interface TunnelUpstream {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { compareVersions, formatVersion, parseVersion } from '../../lib/upgrade/semver.js';
+import { compareVersions, formatVersion, parseVersion } from '../../lib/vocabulary/semver.js';
 import { ErrorCodes } from '../../lib/errors.js';
 import { prng } from '../helpers/prng.js';
 

@@ -1,4 +1,10 @@
-import type { RateLimit } from './source-rate-limit.js';
+/** How many requests one source may make: a burst, refilled at a steady rate. */
+export interface RateLimit {
+  /** Requests a source may make at once (the bucket's size). */
+  burst: number;
+  /** Requests per minute the bucket refills with. */
+  perMinute: number;
+}
 
 /** What bounds the join and renewal endpoints (`auth_service`; read per request, so reloads apply). */
 export interface JoinLimits {
