@@ -15,11 +15,11 @@ export interface HandleFailure {
 }
 
 /**
- * The handle's half of a relay between a bare libuv TCP handle (uv.ts) and a stream: StreamRelay
- * (an HTTP/2 stream) and FramedRelay (a stream of the tunnel framing) differ only in how they
- * talk to their stream, which a subclass says through the abstract methods below.
+ * The handle's half of a relay between a bare libuv TCP handle (uv.ts) and a stream: a subclass
+ * (FramedRelay, for a stream of the tunnel framing) says through the abstract methods below how
+ * it talks to its stream.
  *
- * What it keeps, for both:
+ * What it keeps:
  * - Reads start once the stream can take bytes, and stop while it cannot (`awaitingDrain`: a
  *   write to the stream returned false; `streamDrained()` restarts them).
  * - A read into the handle's own buffer is written to the stream without a copy, and the handle

@@ -127,7 +127,7 @@ function relay(client: TcpHandle, port: number, handles: TcpHandle[], done: (pro
     },
     onHandleConnect: (upstream, error) => {
       if (error !== undefined) return done(`dial failed: ${error}`);
-      // As a list: the writev a StreamRelay uses for a stream's gathered chunks.
+      // As a list: the writev a relay uses for a stream's gathered chunks.
       const status = write(upstream, received);
       if (status !== 'done' && status !== 'queued') return done(`write to the upstream failed: ${status}`);
       shutdown(upstream);

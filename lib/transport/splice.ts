@@ -27,7 +27,7 @@ function passEnd(src: Duplex, dst: Duplex): void {
   else src.once('end', () => dst.end());
 }
 
-/** Bytes a coalescing relay lets gather in `dst` before it pauses `src` (StreamRelay's too). */
+/** Bytes a coalescing relay lets gather in `dst` before it pauses `src` . */
 export const COALESCE_LIMIT_BYTES = 256 * 1024;
 
 /**

@@ -28,9 +28,8 @@ export interface FramedRelayOptions {
 }
 
 /**
- * Relays bytes both ways between a handle and a framed stream, as StreamRelay
- * (lib/transport/stream-relay.ts) does for an HTTP/2 stream, with the same handle half
- * (HandleStreamRelay: backpressure, half-close, failures). On the stream's side:
+ * Relays bytes both ways between a handle and a framed stream: the handle's half is
+ * HandleStreamRelay's (backpressure, half-close, failures). On the stream's side:
  *
  * - A write past the stream's credit stops the handle's reads until 'drain'; a paused stream
  *   returns no credit, so the other side stops too.
@@ -38,8 +37,7 @@ export interface FramedRelayOptions {
  *   payload per frame, and the session's frames of one socket read come together already.
  * - A read into the handle's own buffer goes to the stream as it is, not copied: the session
  *   holds it until its socket write completes (it gathers a turn's frames first), so the handle
- *   is not read again until the stream's `written` callback, as StreamRelay waits for an HTTP/2
- *   stream's write.
+ *   is not read again until the stream's `written` callback.
  */
 export class FramedRelay extends HandleStreamRelay<FramedStreamFailure> {
   private readonly onStreamData = (chunk: Buffer): void => this.streamData(chunk);

@@ -1,8 +1,7 @@
 // The relay between a bare TCP handle and a framed stream (lib/tunnel-framing/framed-relay.ts), on
 // real loopback sockets and a real framed session: the agent's side of a tunnel on the framing. The
 // opener (the proxy's side) opens a stream; the answerer dials a TCP "target" as a bare handle
-// (dialHandle) and relays the stream to it. Checked as the HTTP/2 relay's suite checks
-// (test/transport/stream-relay.test.ts): bytes exact both ways under slow readers, backpressure
+// (dialHandle) and relays the stream to it. Checked: bytes exact both ways under slow readers, backpressure
 // bounded each way, half-close each way, a reset on each side and the code the other side sees,
 // release with a FIN, no handle left behind.
 import t, { type Test } from 'tap';
