@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { AGENT_JOIN_OPTIONS, joinTokenFrom } from './agent-flags.js';
 import { loggerFromOptions } from './log.js';
+import { reportToUpdater } from './agent-updater-files.js';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -327,6 +328,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   };
   let agent: TunnelAgent;
   let stopRenewal = (): void => {};
+  let stopReporting = async (): Promise<void> => {};
   let expired: GateError | undefined;
   let onExpired = (): void => {};
   const expiry = new Promise<void>((resolve) => (onExpired = resolve));
@@ -358,6 +360,8 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
       connectionCount,
       logger,
     });
+    // The updater beside it (gate-upgrade) reads its readiness from the state directory.
+    if (values['state-dir']) stopReporting = reportToUpdater(agent, values['state-dir'], logger);
     if (stored && values['state-dir']) {
       stopRenewal = keepRenewed(agent, endpoint, values['state-dir'], stored, io, logger, hooks.renewAt ?? renewalTime, (error) => {
         expired = error;
@@ -384,6 +388,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   reload.cancel();
   stopRenewal();
   await agent.close({ graceMs: STOP_GRACE_MS });
+  await stopReporting();
   io.out('tunnel closed');
   // A reload is a restart inside the process: the same command line, the file read again, the
   // identity from the state directory (no new join), open streams given the same grace as a stop.

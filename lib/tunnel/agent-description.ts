@@ -1,6 +1,7 @@
 import { ErrorCodes, GateError } from '../errors.js';
 import { isServerId } from './server-id.js';
 import { parseVersion } from './version-rule.js';
+import { checkLastUpdate, type LastUpdate } from '../upgrade/last-update.js';
 
 /** What kinds of service an agent may say it provides. */
 export const SERVICE_KINDS = ['db', 'ssh', 'kube', 'app', 'desktop'] as const;
@@ -22,6 +23,8 @@ export interface AgentDescription {
   services: AgentService[];
   version: string;
   upgrader: string;
+  /** What its updater's latest install came to (`last-update.json` in its state directory), when it has run. */
+  lastUpdate?: LastUpdate;
 }
 
 /** The upgrader of an agent whose environment names none. */
@@ -82,7 +85,8 @@ function invalid(why: string): GateError {
  * object, a server ID that is not a UUID, a version that is not semver (the compatibility rule needs
  * it), an upgrader that is not a short token, services that are not a list of {kind, name}. What is
  * only untidy is sanitised and said so: control characters in the hostname or a service name
- * removed, lengths cut, unknown service kinds (a newer agent's) left out. Pure.
+ * removed, lengths cut, unknown service kinds (a newer agent's) left out, a `lastUpdate` that is
+ * not a record (upgrade/last-update.ts) left out. Pure.
  */
 export function readDescription(line: string | Buffer): ReadDescription {
   const bytes = typeof line === 'string' ? Buffer.byteLength(line) : line.length;
@@ -120,8 +124,19 @@ export function readDescription(line: string | Buffer): ReadDescription {
     if (name !== service.name) sanitised.push('services');
     if (name !== '') services.push({ kind: service.kind as ServiceKind, name });
   }
+  // Optional and only informative: a record that is not one is left out (said so), never a refusal.
+  const lastUpdate = raw.lastUpdate === undefined ? undefined : checkLastUpdate(raw.lastUpdate);
+  if (raw.lastUpdate !== undefined && (!lastUpdate || JSON.stringify(lastUpdate) !== JSON.stringify(raw.lastUpdate)))
+    sanitised.push('lastUpdate');
   return {
-    description: { serverId: raw.serverId.toLowerCase(), hostname, services, version: raw.version, upgrader: raw.upgrader },
+    description: {
+      serverId: raw.serverId.toLowerCase(),
+      hostname,
+      services,
+      version: raw.version,
+      upgrader: raw.upgrader,
+      ...(lastUpdate ? { lastUpdate } : {}),
+    },
     sanitised: [...new Set(sanitised)],
   };
 }
@@ -129,5 +144,6 @@ export function readDescription(line: string | Buffer): ReadDescription {
 /** One description as the agent sends it: a JSON line. */
 export function descriptionLine(description: AgentDescription): string {
   const { serverId, hostname, services, version, upgrader } = description;
-  return `${JSON.stringify({ serverId, hostname, services, version, upgrader })}\n`;
+  const lastUpdate = description.lastUpdate;
+  return `${JSON.stringify({ serverId, hostname, services, version, upgrader, ...(lastUpdate ? { lastUpdate } : {}) })}\n`;
 }

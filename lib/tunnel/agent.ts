@@ -17,6 +17,7 @@ import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS } from './h
 import { TUNNEL_MAX_STREAMS, TUNNEL_SESSION_SETTINGS } from './settings.js';
 import { MAX_SERVICES, parseService, upgraderFrom, type AgentDescription, type AgentService } from './agent-description.js';
 import { serverIdForName } from './server-id.js';
+import type { LastUpdate } from '../upgrade/last-update.js';
 import { packageVersion } from '../wire/package-version.js';
 
 export interface AgentOptions {
@@ -157,6 +158,8 @@ export interface TunnelAgent extends EventEmitter, Closable {
   readonly description: AgentDescription;
   /** Changes the services it reports; the proxies it holds tunnels to are told at once. */
   setServices(services: Array<{ kind: string; name: string }>): void;
+  /** Sets (or clears) what its updater's latest install came to, and describes itself again. */
+  setLastUpdate(update: LastUpdate | undefined): void;
 }
 
 /** The services as the proxy is told them: GATE_ERR_INVALID_ARGUMENT for a kind or name it would refuse. */
@@ -238,6 +241,12 @@ class Agent extends EventEmitter implements TunnelAgent {
 
   setServices(services: Array<{ kind: string; name: string }>): void {
     this.described = { ...this.described, services: servicesOf(services) };
+    for (const tunnel of this.active) tunnel.describeAgain();
+  }
+
+  setLastUpdate(update: LastUpdate | undefined): void {
+    const { lastUpdate: _, ...rest } = this.described;
+    this.described = update ? { ...rest, lastUpdate: { ...update } } : rest;
     for (const tunnel of this.active) tunnel.describeAgain();
   }
 

@@ -47,6 +47,11 @@ export const CHANNEL_VERB_CRITICAL = 'critical';
  * `gate-upgrade export-schedule` writes where the updater reads it.
  */
 export const MAINTENANCE_SCHEDULE_PATH = '/v1/webapi/automaticupgrades/schedule';
+/**
+ * What a managed rollout says to one agent: `?host=<server id>&group=<update group>`, answered
+ * `{"auto_update": {"managed", "agent_version", "agent_auto_update", "reason"}}` (JSON).
+ */
+export const FIND_PATH = '/v1/webapi/find';
 
 /**
  * `-ping` variants: the stream is framed as uint32 big-endian length + payload, a zero length being a
