@@ -3,6 +3,9 @@ import { isServerId } from './server-id.js';
 import { parseVersion } from './version-rule.js';
 import { checkLastUpdate, type LastUpdate } from '../upgrade/last-update.js';
 
+// The store's copy of a description is checked the same way (cluster/inventory.ts).
+export { checkLastUpdate, type LastUpdate };
+
 /** What kinds of service an agent may say it provides. */
 export const SERVICE_KINDS = ['db', 'ssh', 'kube', 'app', 'desktop'] as const;
 export type ServiceKind = (typeof SERVICE_KINDS)[number];

@@ -11,6 +11,7 @@ import t from 'tap';
 import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { InventoryRow } from '../../lib/cluster/inventory.js';
 import { caPin } from '../../lib/pki/ca-pin.js';
 import { serverIdForName } from '../../lib/tunnel/server-id.js';
 import { readReadiness } from '../../lib/upgrade/agent-readiness.js';
@@ -171,6 +172,14 @@ t.test('health check: a good version stays, one that cannot start is reverted an
       }
     }
   });
+  // What the cluster sees: the proxy's inventory, where the agent's self-description lands.
+  const row = async (): Promise<InventoryRow | undefined> => {
+    const r = await run(process.execPath, [builds['3.1.0']!, 'inventory', 'ls', '--format', 'json', '--diag', `127.0.0.1:${diagPort}`], {
+      env,
+    });
+    if (r.code !== 0) throw new Error(r.stderr);
+    return (JSON.parse(r.stdout) as InventoryRow[]).find((x) => x.agent === 'a1');
+  };
   const installs = async () => (await readFile(join(dir, 'installs.log'), 'utf8')).split('\n').filter(Boolean);
 
   // 3.1.0 runs and has reported itself ready once: the health check applies from now on.
@@ -216,6 +225,8 @@ t.test('health check: a good version stays, one that cannot start is reverted an
   ]);
   t.match(await readLastUpdate(state), { from: '3.1.0', to: '3.2.0', outcome: 'installed', reason: 'ready' });
   const readyOn32 = (await readReadiness(state))!;
+  await until(async () => (await row())?.last_update?.outcome === 'installed', 'the inventory shows the install', 20_000);
+  t.match(await row(), { version: '3.2.0', last_update: { from: '3.1.0', to: '3.2.0', outcome: 'installed' } });
   t.match(readyOn32, { version: '3.2.0', tunnelUp: true }, 'the new agent wrote its readiness');
 
   server.find = managed('3.3.0', true, 'canary of group dev');
@@ -232,5 +243,11 @@ t.test('health check: a good version stays, one that cannot start is reverted an
   t.match(after, { version: '3.2.0', tunnelUp: true }, 'and running with its tunnel up');
   t.not(after.pid, readyOn32.pid, 'a new process: the revert restarted it');
   t.match(await readLastUpdate(state), { from: '3.2.0', to: '3.3.0', outcome: 'reverted', reason: /^not ready on 3\.3\.0: / });
+  await until(async () => (await row())?.last_update?.outcome === 'reverted', 'the inventory shows the revert', 20_000);
+  t.match(
+    await row(),
+    { version: '3.2.0', last_update: { from: '3.2.0', to: '3.3.0', outcome: 'reverted', reason: /^not ready on 3\.3\.0: / } },
+    'the cluster sees the agent back on 3.2.0, and why',
+  );
   t.match(await readFile(join(dir, 'agent.log'), 'utf8'), 'gate-mux 3.3.0: cannot start', 'the broken build did run, and failed');
 });
