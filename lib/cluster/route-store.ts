@@ -49,6 +49,8 @@ export interface InventoryRecord {
   services: AgentService[];
   version: string;
   upgrader: string;
+  /** Its rollout group (`default` when it names none). */
+  updateGroup: string;
   /** The name its certificate carries. */
   agent: string;
   proxyId: string;

@@ -1,6 +1,7 @@
 import { ErrorCodes, GateError } from '../errors.js';
 import { isServerId } from './server-id.js';
 import { parseVersion } from './version-rule.js';
+import { DEFAULT_UPDATE_GROUP, isValidUpdateGroup } from '../wire/names.js';
 
 /** What kinds of service an agent may say it provides. */
 export const SERVICE_KINDS = ['db', 'ssh', 'kube', 'app', 'desktop'] as const;
@@ -22,6 +23,11 @@ export interface AgentDescription {
   services: AgentService[];
   version: string;
   upgrader: string;
+  /**
+   * The rollout group it belongs to (`updater.group` of its agent.yaml; `default` when none): the
+   * cluster's rollout controller updates the groups in order (docs/updates.md, "Rollouts").
+   */
+  updateGroup: string;
 }
 
 /** The upgrader of an agent whose environment names none. */
@@ -80,7 +86,7 @@ function invalid(why: string): GateError {
  * Reads one description line as the proxy receives it from the network. What cannot be trusted to
  * mean anything is refused with GATE_ERR_AGENT_DESCRIPTION_INVALID: more than 16 KiB, not a JSON
  * object, a server ID that is not a UUID, a version that is not semver (the compatibility rule needs
- * it), an upgrader that is not a short token, services that are not a list of {kind, name}. What is
+ * it), an upgrader that is not a short token, an update group that is not a group name, services that are not a list of {kind, name}. What is
  * only untidy is sanitised and said so: control characters in the hostname or a service name
  * removed, lengths cut, unknown service kinds (a newer agent's) left out. Pure.
  */
@@ -101,6 +107,10 @@ export function readDescription(line: string | Buffer): ReadDescription {
     throw invalid(`version ${JSON.stringify(String(raw.version).slice(0, 64))} is not semver (MAJOR.MINOR.PATCH)`);
   if (typeof raw.upgrader !== 'string' || !UPGRADER_PATTERN.test(raw.upgrader))
     throw invalid('upgrader is not a short token of [A-Za-z0-9._-]');
+  // Optional: an agent older than rollouts says nothing, and is in the default group.
+  if (raw.updateGroup !== undefined && (typeof raw.updateGroup !== 'string' || !isValidUpdateGroup(raw.updateGroup)))
+    throw invalid('updateGroup is not a group name ([A-Za-z0-9._-], at most 64)');
+  const updateGroup = typeof raw.updateGroup === 'string' ? raw.updateGroup : DEFAULT_UPDATE_GROUP;
   if (typeof raw.hostname !== 'string') throw invalid('hostname is not a string');
   let hostname = clean(raw.hostname);
   if (hostname.length > MAX_HOSTNAME) hostname = hostname.slice(0, MAX_HOSTNAME);
@@ -121,13 +131,13 @@ export function readDescription(line: string | Buffer): ReadDescription {
     if (name !== '') services.push({ kind: service.kind as ServiceKind, name });
   }
   return {
-    description: { serverId: raw.serverId.toLowerCase(), hostname, services, version: raw.version, upgrader: raw.upgrader },
+    description: { serverId: raw.serverId.toLowerCase(), hostname, services, version: raw.version, upgrader: raw.upgrader, updateGroup },
     sanitised: [...new Set(sanitised)],
   };
 }
 
 /** One description as the agent sends it: a JSON line. */
 export function descriptionLine(description: AgentDescription): string {
-  const { serverId, hostname, services, version, upgrader } = description;
-  return `${JSON.stringify({ serverId, hostname, services, version, upgrader })}\n`;
+  const { serverId, hostname, services, version, upgrader, updateGroup } = description;
+  return `${JSON.stringify({ serverId, hostname, services, version, upgrader, updateGroup })}\n`;
 }
