@@ -134,13 +134,16 @@ function readGroup(c: Issues, value: unknown, path: PathSegment[], strategy: Rol
   const days = readDays(c, map.days, [...path, 'days']);
   const hour = map.start_hour ?? 0;
   if (typeof hour !== 'number' || !Number.isInteger(hour) || hour < 0 || hour > 23)
-    c.fail([...path, 'start_hour'], `${describe(hour)} is not an hour 0-23 (UTC)`);
+    c.fail([...path, 'start_hour'], `${typeof hour === 'number' ? hour : describe(hour)} is not an hour 0-23 (UTC)`);
   const waitMs = readDuration(c, map.wait, [...path, 'wait'], 0);
   if (map.wait !== undefined && strategy === 'time-based')
     c.fail([...path, 'wait'], 'wait orders groups one after another: it applies to strategy halt-on-error, not time-based');
   const canaryCount = map.canary_count ?? 0;
   if (typeof canaryCount !== 'number' || !Number.isInteger(canaryCount) || canaryCount < 0 || canaryCount > MAX_CANARY_COUNT)
-    c.fail([...path, 'canary_count'], `${describe(canaryCount)} is not a count 0-${MAX_CANARY_COUNT}`);
+    c.fail(
+      [...path, 'canary_count'],
+      `${typeof canaryCount === 'number' ? canaryCount : describe(canaryCount)} is not a count 0-${MAX_CANARY_COUNT}`,
+    );
   else if (canaryCount > 0 && strategy === 'time-based')
     c.fail([...path, 'canary_count'], 'canaries gate a group before the next: they apply to strategy halt-on-error, not time-based');
   const maxInFlight = map.max_in_flight === undefined ? DEFAULT_MAX_IN_FLIGHT : parseInFlight(map.max_in_flight);
