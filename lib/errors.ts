@@ -118,6 +118,9 @@ export const ErrorCodes = {
   RESOURCE_INVALID: 'GATE_ERR_RESOURCE_INVALID',
   RESOURCE_EXISTS: 'GATE_ERR_RESOURCE_EXISTS',
   RESOURCE_NOT_FOUND: 'GATE_ERR_RESOURCE_NOT_FOUND',
+  // managed rollouts
+  ROLLOUT_HALTED: 'GATE_ERR_ROLLOUT_HALTED',
+  ROLLOUT_COMMAND_REFUSED: 'GATE_ERR_ROLLOUT_COMMAND_REFUSED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

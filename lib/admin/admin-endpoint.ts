@@ -28,8 +28,8 @@ import {
   INVENTORY_KIND,
   isValidResourceName,
   MAINTENANCE_KIND,
-  MAINTENANCE_NAME,
   ROLE_KIND,
+  SINGLETON_NAMES,
   STORED_KINDS,
   USER_KIND,
 } from './resource-kinds.js';
@@ -225,7 +225,7 @@ export function createAdminRoutes(options: AdminEndpointOptions): (req: Incoming
         const kind = stringField(body, 'kind');
         if (!(STORED_KINDS as readonly string[]).includes(kind))
           throw new GateError(ErrorCodes.INVALID_ARGUMENT, `kind ${kind}: expected one of ${STORED_KINDS.join(', ')}`);
-        const name = body.name === undefined ? (kind === MAINTENANCE_KIND ? MAINTENANCE_NAME : undefined) : stringField(body, 'name');
+        const name = body.name === undefined ? SINGLETON_NAMES[kind] : stringField(body, 'name');
         if (name === undefined) {
           who.check('list', kind);
           return { resources: (await store().listResources(kind)).map(shownResource) };
@@ -278,7 +278,7 @@ export function createAdminRoutes(options: AdminEndpointOptions): (req: Incoming
         const kind = stringField(body, 'kind');
         if (!(STORED_KINDS as readonly string[]).includes(kind))
           throw new GateError(ErrorCodes.INVALID_ARGUMENT, `kind ${kind}: expected one of ${STORED_KINDS.join(', ')}`);
-        const name = body.name === undefined && kind === MAINTENANCE_KIND ? MAINTENANCE_NAME : stringField(body, 'name');
+        const name = body.name === undefined && SINGLETON_NAMES[kind] !== undefined ? SINGLETON_NAMES[kind] : stringField(body, 'name');
         who.check('delete', kind, name);
         const removed = await store().deleteResource(kind, name);
         if (!removed) throw new GateError(ErrorCodes.RESOURCE_NOT_FOUND, `${kind}/${name} not found`);

@@ -18,6 +18,13 @@ import { parseService, SERVICE_KINDS, type AgentService } from '../tunnel/agent-
 import { joinProxy, renewalTime, renewIdentity, type JoinEndpoint } from '../tunnel/join-client.js';
 import { allowedTargets, loadAgentConfig, servicesOf, type AgentFileConfig } from '../config/agent-config.js';
 
+/**
+ * For tests only: the version the agent reports instead of its package's. A rollout test runs
+ * agents at several versions from one build; nothing but a test should set it (the proxy's version
+ * rule and the rollout both trust what the agent reports).
+ */
+export const TEST_VERSION_ENV = 'GATE_MUX_TEST_AGENT_VERSION';
+
 const USAGE = `usage:
   agent --config FILE [flags that override it]     (the packaged unit: --config /etc/gate/agent.yaml)
   agent configure --proxy HOST:PORT --name NAME ...  (write that file; agent configure --help)
@@ -37,12 +44,14 @@ options:
   --connection-count N     tunnels to keep, each to a distinct proxy of a cluster behind a load
                            balancer (default 2); fewer when fewer proxies exist, one to a proxy
                            that runs alone
+  --update-group NAME      the rollout group it reports (default: the file's updater.group, else default)
   --timeout-ms N           dial and handshake deadline (default 10000)
   --log-level LEVEL        pino level for the log on stderr (default warn)
   --log-format FORMAT      pretty (default on a terminal) or json (default otherwise)
 The server ID the inventory lists is kept in the state directory (made at the first start); an
 agent without one uses an ID derived from its name. GATE_EXT_UPGRADER names its updater (\`unit\`
-when the updater package's unit sets it; \`none\` when unset).
+when the updater package's unit sets it; \`none\` when unset). ${TEST_VERSION_ENV}, for tests only,
+is the version it reports instead of its package's (a rollout test's agents at several versions).
 HTTPS_PROXY / HTTP_PROXY / NO_PROXY choose how the proxy is reached. SIGTERM or Ctrl-C closes the
 tunnel with a GOAWAY and exits 0.`;
 
@@ -81,6 +90,7 @@ function withConfigFile<T extends FlagValues>(values: T, config: AgentFileConfig
     'timeout-ms': config.dialTimeoutMs === undefined ? undefined : String(config.dialTimeoutMs),
     'connection-count': config.connectionCount === undefined ? undefined : String(config.connectionCount),
     'log-level': config.logLevel,
+    'update-group': config.updater.group,
   };
   const merged: FlagValues = { ...values };
   for (const [flag, value] of Object.entries(fromFile)) if (merged[flag] === undefined && value !== undefined) merged[flag] = value;
@@ -348,12 +358,15 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
       );
       identity = stored;
     }
+    const reportedVersion = (hooks.env ?? process.env)[TEST_VERSION_ENV]?.trim();
     agent = startAgent({
       proxy: values['tunnel-addr'] ?? values.proxy,
       name: values.name,
       ...identity,
       resources: values.allow ?? [],
       services,
+      ...(values['update-group'] ? { updateGroup: values['update-group'] } : {}),
+      ...(reportedVersion ? { version: reportedVersion } : {}),
       ...(serverName ? { serverName } : {}),
       ...(hooks.env ? { env: hooks.env } : {}),
       dialTimeoutMs: timeoutMs,

@@ -34,6 +34,7 @@ import { fetchFind, type FindAnswer } from '../upgrade/find.js';
 import { readReadiness, waitReady } from '../upgrade/agent-readiness.js';
 import { writeLastUpdate, type LastUpdate } from '../upgrade/last-update.js';
 import { serverIdForName } from '../tunnel/server-id.js';
+import { DEFAULT_UPDATE_GROUP, isValidUpdateGroup } from '../wire/names.js';
 
 /** Exit codes (docs/updates.md). */
 export const EXIT_OK = 0;
@@ -44,8 +45,6 @@ export const EXIT_DEFERRED = 3;
 export const DEFAULT_LOCK_PATH = '/run/gate-upgrade.lock';
 const DEFAULT_INSTALL_TIMEOUT_S = 1800;
 const DEFAULT_HEALTH_TIMEOUT_S = 120;
-/** The group of an agent whose file names none (`updater.group`). */
-const DEFAULT_UPDATE_GROUP = 'default';
 
 const CONNECTION_OPTIONS = {
   config: { type: 'string' },
@@ -355,14 +354,10 @@ async function askRollout(
 ): Promise<Extract<FindAnswer, { managed: true }> | undefined> {
   const name = values.name ?? agent?.name;
   if (name === undefined) return undefined;
-  const group = values.group ?? updateGroupOf(agent) ?? DEFAULT_UPDATE_GROUP;
+  const group = values.group ?? agent?.updater.group ?? DEFAULT_UPDATE_GROUP;
+  if (!isValidUpdateGroup(group)) throw new UsageError(`--group: ${JSON.stringify(group)} is not an update group name`);
   const answer = await fetchFind({ ...request, host: serverIdForName(name), group });
   return answer?.managed ? answer : undefined;
-}
-
-/** The file's `updater.group`, when this build's configuration reader knows the key. */
-function updateGroupOf(agent: AgentFileConfig | undefined): string | undefined {
-  return (agent?.updater as { group?: string } | undefined)?.group;
 }
 
 /**

@@ -51,6 +51,8 @@ export interface InventoryRecord {
   upgrader: string;
   /** What its updater's latest install came to, when the agent reports one. */
   lastUpdate?: LastUpdate;
+  /** Its rollout group (`default` when it names none). */
+  updateGroup: string;
   /** The name its certificate carries. */
   agent: string;
   proxyId: string;

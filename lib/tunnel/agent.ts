@@ -19,6 +19,7 @@ import { MAX_SERVICES, parseService, upgraderFrom, type AgentDescription, type A
 import { serverIdForName } from './server-id.js';
 import type { LastUpdate } from '../upgrade/last-update.js';
 import { packageVersion } from '../wire/package-version.js';
+import { DEFAULT_UPDATE_GROUP, isValidUpdateGroup } from '../wire/names.js';
 
 export interface AgentOptions {
   /** The proxy's tunnel endpoint, `host:port` (the shared port, or the legacy tunnel port). */
@@ -83,6 +84,8 @@ export interface AgentOptions {
   hostname?: string;
   /** The version it reports, which the proxy checks against its own (default: this package's). */
   version?: string;
+  /** The rollout group it reports (`updater.group` of agent.yaml; default `default`). */
+  updateGroup?: string;
 }
 
 export interface AgentConnectedEvent {
@@ -232,6 +235,7 @@ class Agent extends EventEmitter implements TunnelAgent {
       services: servicesOf(options.services ?? []),
       version: options.version ?? packageVersion,
       upgrader: upgraderFrom(options.env ?? process.env),
+      updateGroup: options.updateGroup ?? DEFAULT_UPDATE_GROUP,
     };
   }
 
@@ -554,6 +558,12 @@ export function startAgent(options: AgentOptions): TunnelAgent {
   }
   if (options.maxStreams !== undefined && (!Number.isInteger(options.maxStreams) || options.maxStreams < 1)) {
     throw new GateError(ErrorCodes.INVALID_ARGUMENT, `maxStreams must be a whole number of at least 1, not ${String(options.maxStreams)}`);
+  }
+  if (options.updateGroup !== undefined && !isValidUpdateGroup(options.updateGroup)) {
+    throw new GateError(
+      ErrorCodes.INVALID_ARGUMENT,
+      `update group ${JSON.stringify(options.updateGroup)}: letters, digits, ".", "_", "-", at most 64`,
+    );
   }
   const agent = new Agent(options);
   agent.start();

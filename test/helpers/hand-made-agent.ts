@@ -104,7 +104,14 @@ export async function handMadeAgent(
     if (isDescribeRequest(headers)) {
       stream.respond({ ':status': 200 });
       stream.write(
-        descriptionLine({ serverId: serverIdForName(name), hostname: 'h', services: [], version: packageVersion, upgrader: 'none' }),
+        descriptionLine({
+          serverId: serverIdForName(name),
+          hostname: 'h',
+          services: [],
+          version: packageVersion,
+          upgrader: 'none',
+          updateGroup: 'default',
+        }),
       );
       return;
     }

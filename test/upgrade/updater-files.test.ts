@@ -50,7 +50,7 @@ t.test('last-update: checked, bounded, written and read back', async (t) => {
 });
 
 t.test('the description carries lastUpdate; the proxy checks it like the rest', async (t) => {
-  const base = { serverId: serverIdForName('a1'), hostname: 'h', services: [], version: '1.2.3', upgrader: 'unit' };
+  const base = { serverId: serverIdForName('a1'), hostname: 'h', services: [], version: '1.2.3', upgrader: 'unit', updateGroup: 'dev' };
   const lastUpdate = { from: '1.2.3', to: '1.3.0', outcome: 'reverted' as const, reason: 'not ready', at: AT };
   const round = readDescription(descriptionLine({ ...base, lastUpdate }));
   t.same(round.description.lastUpdate, lastUpdate, 'carried');
