@@ -16,7 +16,7 @@ import { ErrorCodes } from '../errors.js';
 import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { readInventory } from '../cluster/inventory.js';
-import type { ResourceStore, StoredResource } from '../cluster/resource-store.js';
+import type { ResourceStore } from '../cluster/resource-store.js';
 import type { RouteStore } from '../cluster/route-store.js';
 import { advanceRollout, initialState, type RolloutAgent } from './rollout-controller.js';
 import { rolloutConfigOf, rolloutVersionOf, strictestMode, type RolloutConfig, type RolloutVersion } from './rollout-spec.js';
@@ -53,7 +53,7 @@ export interface RolloutWatchOptions {
 }
 
 /** What was read last: the three resources, parsed. */
-interface View {
+export interface View {
   config: RolloutConfig | undefined;
   version: RolloutVersion | undefined;
   state: RolloutState | undefined;
@@ -61,6 +61,35 @@ interface View {
 }
 
 const EMPTY: View = { config: undefined, version: undefined, state: undefined, stateRevision: 0 };
+
+/** The rollout's three resources, read and parsed (three reads: one round trip each). */
+export async function readRollout(store: ResourceStore): Promise<View> {
+  const [config, version, rollout] = await Promise.all([
+    store.getResource(AUTOUPDATE_CONFIG_KIND, AUTOUPDATE_CONFIG_NAME),
+    store.getResource(AUTOUPDATE_VERSION_KIND, AUTOUPDATE_VERSION_NAME),
+    store.getResource(AUTOUPDATE_ROLLOUT_KIND, AUTOUPDATE_ROLLOUT_NAME),
+  ]);
+  return {
+    config: config && rolloutConfigOf(config.document),
+    version: version && rolloutVersionOf(version.document),
+    state: rollout && rolloutStateOf(rollout.document),
+    stateRevision: rollout?.revision ?? 0,
+  };
+}
+
+/**
+ * The rollout in force from what was read: the stored state when it is this target's, else (none
+ * written yet, or one for an older target) every group unstarted. Undefined: nothing to roll out.
+ */
+export function rolloutInForce(view: View, now: number): RolloutState | undefined {
+  const { config, version, state } = view;
+  if (!config || !version) return undefined;
+  if (state && state.startVersion === version.startVersion && state.targetVersion === version.targetVersion) {
+    const mode = strictestMode(config.mode, version.mode);
+    return state.mode === mode ? state : { ...state, mode };
+  }
+  return initialState(config, version, now);
+}
 
 export class RolloutWatch implements Closable {
   private readonly log: Logger;
@@ -90,10 +119,7 @@ export class RolloutWatch implements Closable {
 
   /** The rollout as every proxy sees it now (undefined: none configured). */
   current(): RolloutState | undefined {
-    const { config, version, state } = this.view;
-    if (!config || !version) return undefined;
-    if (state && state.startVersion === version.startVersion && state.targetVersion === version.targetVersion) return state;
-    return initialState(config, version, this.now());
+    return rolloutInForce(this.view, this.now());
   }
 
   /** Whether this proxy drives the rollout now. */
@@ -145,13 +171,8 @@ export class RolloutWatch implements Closable {
   private async read(): Promise<void> {
     const store = this.options.store();
     if (!store) return;
-    let found: [StoredResource | undefined, StoredResource | undefined, StoredResource | undefined];
     try {
-      found = await Promise.all([
-        store.getResource(AUTOUPDATE_CONFIG_KIND, AUTOUPDATE_CONFIG_NAME),
-        store.getResource(AUTOUPDATE_VERSION_KIND, AUTOUPDATE_VERSION_NAME),
-        store.getResource(AUTOUPDATE_ROLLOUT_KIND, AUTOUPDATE_ROLLOUT_NAME),
-      ]);
+      this.view = await readRollout(store);
       if (this.storeDown) this.log.info('cluster store readable again: rollout read from it');
       this.storeDown = false;
     } catch (err) {
@@ -164,13 +185,6 @@ export class RolloutWatch implements Closable {
       this.storeDown = true;
       return;
     }
-    const [config, version, rollout] = found;
-    this.view = {
-      config: config && rolloutConfigOf(config.document),
-      version: version && rolloutVersionOf(version.document),
-      state: rollout && rolloutStateOf(rollout.document),
-      stateRevision: rollout?.revision ?? 0,
-    };
     this.report();
     if (this.now() - this.lastStep < this.stepMs() || this.lifecycle.ending) return;
     this.lastStep = this.now();
