@@ -180,7 +180,8 @@ t.test("a rollout driven by each agent's own gate-upgrade: in order, through a p
           '--log-level',
           'silent',
         ],
-        { env, timeoutMs: 60_000 },
+        // Room for an install, the health check, and a revert with its own check.
+        { env, timeoutMs: 150_000 },
       );
       runs[name]!.push(r);
       await appendFile(join(d, 'updater.log'), `${elapsed()} exit ${r.code}\n${r.stdout}${r.stderr}`);
