@@ -24,12 +24,17 @@ import { ADMIN_PATH_PREFIX } from '../wire/names.js';
 import { adminIdentityOf, userCommonName, userUri, type AdminIdentity, type AdminTlsFacts } from './admin-identity.js';
 import { maintenanceOf, readManifests } from './manifest.js';
 import { permissionsOf, userRecordOf, type Permissions } from './permissions.js';
+import { agentReport, rolloutStatus } from './rollout-status.js';
+import { applyCommand, rolloutDocument, type RolloutCommand } from './rollout-state.js';
+import { readRollout, rolloutInForce } from './rollout-watch.js';
 import {
+  AUTOUPDATE_ROLLOUT_KIND,
+  AUTOUPDATE_ROLLOUT_NAME,
   INVENTORY_KIND,
   isValidResourceName,
   MAINTENANCE_KIND,
-  MAINTENANCE_NAME,
   ROLE_KIND,
+  SINGLETON_NAMES,
   STORED_KINDS,
   USER_KIND,
 } from './resource-kinds.js';
@@ -37,6 +42,8 @@ import {
 /** Manifests are a few KiB; a request of more is refused unread. */
 export const MAX_ADMIN_BODY_BYTES = 256 * 1024;
 const BODY_TIMEOUT_MS = 10_000;
+/** A rollout command races the controller's writes at most this many times. */
+const COMMAND_ATTEMPTS = 5;
 const REFUSED_DRAIN_MS = 2000;
 /** A user's identity lives this long unless `users add --ttl` says otherwise; at most MAX. */
 export const DEFAULT_IDENTITY_TTL_MS = 12 * 3600_000;
@@ -75,6 +82,7 @@ function statusOf(code: string): number {
     case ErrorCodes.RESOURCE_NOT_FOUND:
       return 404;
     case ErrorCodes.RESOURCE_EXISTS:
+    case ErrorCodes.ROLLOUT_COMMAND_REFUSED:
       return 409;
     case ErrorCodes.RESOURCE_INVALID:
       return 422;
@@ -225,7 +233,7 @@ export function createAdminRoutes(options: AdminEndpointOptions): (req: Incoming
         const kind = stringField(body, 'kind');
         if (!(STORED_KINDS as readonly string[]).includes(kind))
           throw new GateError(ErrorCodes.INVALID_ARGUMENT, `kind ${kind}: expected one of ${STORED_KINDS.join(', ')}`);
-        const name = body.name === undefined ? (kind === MAINTENANCE_KIND ? MAINTENANCE_NAME : undefined) : stringField(body, 'name');
+        const name = body.name === undefined ? SINGLETON_NAMES[kind] : stringField(body, 'name');
         if (name === undefined) {
           who.check('list', kind);
           return { resources: (await store().listResources(kind)).map(shownResource) };
@@ -278,7 +286,7 @@ export function createAdminRoutes(options: AdminEndpointOptions): (req: Incoming
         const kind = stringField(body, 'kind');
         if (!(STORED_KINDS as readonly string[]).includes(kind))
           throw new GateError(ErrorCodes.INVALID_ARGUMENT, `kind ${kind}: expected one of ${STORED_KINDS.join(', ')}`);
-        const name = body.name === undefined && kind === MAINTENANCE_KIND ? MAINTENANCE_NAME : stringField(body, 'name');
+        const name = body.name === undefined && SINGLETON_NAMES[kind] !== undefined ? SINGLETON_NAMES[kind] : stringField(body, 'name');
         who.check('delete', kind, name);
         const removed = await store().deleteResource(kind, name);
         if (!removed) throw new GateError(ErrorCodes.RESOURCE_NOT_FOUND, `${kind}/${name} not found`);
@@ -328,6 +336,68 @@ export function createAdminRoutes(options: AdminEndpointOptions): (req: Incoming
         if (!stored) throw new GateError(ErrorCodes.RESOURCE_NOT_FOUND, `user ${name} not found (removed meanwhile)`);
         changed(who, 'update', stored);
         return { user: name, roles, revision: stored.revision };
+      },
+    },
+    'autoupdate/status': {
+      method: 'GET',
+      run: async (who) => {
+        who.check('read', AUTOUPDATE_ROLLOUT_KIND, AUTOUPDATE_ROLLOUT_NAME);
+        const s = store();
+        const [view, inventory] = await Promise.all([readRollout(s), readInventory(s)]);
+        return rolloutStatus(rolloutInForce(view, Date.now()), inventory);
+      },
+    },
+    'autoupdate/report': {
+      method: 'GET',
+      run: async (who) => {
+        who.check('read', INVENTORY_KIND);
+        const s = store();
+        const [view, inventory] = await Promise.all([readRollout(s), readInventory(s)]);
+        return { agents: agentReport(rolloutInForce(view, Date.now()), inventory) };
+      },
+    },
+    'autoupdate/command': {
+      method: 'POST',
+      run: async (who, body) => {
+        const verb = stringField(body, 'verb');
+        const group = body.group === undefined ? undefined : stringField(body, 'group');
+        let command: RolloutCommand;
+        if (verb === 'rollback') command = { verb, group };
+        else if ((verb === 'start-update' || verb === 'mark-done') && group !== undefined) command = { verb, group };
+        else throw new GateError(ErrorCodes.INVALID_ARGUMENT, 'verb: start-update GROUP, mark-done GROUP or rollback [GROUP]');
+        who.check('update', AUTOUPDATE_ROLLOUT_KIND, AUTOUPDATE_ROLLOUT_NAME);
+        const s = store();
+        // The controller writes the same resource: written over the revision read, read again when it moved.
+        for (let attempt = 0; attempt < COMMAND_ATTEMPTS; attempt++) {
+          const view = await readRollout(s);
+          const state = rolloutInForce(view, Date.now());
+          if (!state)
+            throw new GateError(
+              ErrorCodes.ROLLOUT_COMMAND_REFUSED,
+              'no rollout: create an autoupdate_config and an autoupdate_version first',
+            );
+          let next;
+          try {
+            next = applyCommand(state, command, who.who, Date.now());
+          } catch (err) {
+            throw new GateError(ErrorCodes.ROLLOUT_COMMAND_REFUSED, (err as Error).message);
+          }
+          const stored = await s.putResource(
+            {
+              kind: AUTOUPDATE_ROLLOUT_KIND,
+              name: AUTOUPDATE_ROLLOUT_NAME,
+              document: rolloutDocument(next, AUTOUPDATE_ROLLOUT_NAME, AUTOUPDATE_ROLLOUT_KIND),
+              updatedBy: who.who,
+              updatedAt: Date.now(),
+            },
+            { revision: view.stateRevision },
+          );
+          if (!stored) continue;
+          changed(who, verb, stored);
+          const named = group === undefined ? 'every started group' : `group ${group}`;
+          return { verb, group: group ?? null, revision: stored.revision, message: `${verb}: ${named} (revision ${stored.revision})` };
+        }
+        throw new GateError(ErrorCodes.STORE_UNAVAILABLE, 'the rollout state changed under every attempt: try again');
       },
     },
     // A user's own identity, renewed before it expires: only the certificate it presents is needed.

@@ -1,6 +1,7 @@
 /**
  * The manifests `gate-mux create` takes: one or more YAML documents, each a
- * `cluster_maintenance_config` or a `role` (the platform's shapes). Read as the configuration file
+ * `cluster_maintenance_config`, a `role`, an `autoupdate_config` or an `autoupdate_version` (the
+ * platform's shapes; the last two are read in rollout-spec.ts). Read as the configuration file
  * is (lib/config/validate.ts): every problem is collected with its key path, not just the first,
  * so one edit fixes a file; a set with any problem is refused whole. Pure.
  */
@@ -8,7 +9,11 @@ import { parseAllDocuments } from 'yaml';
 import { describe, formatPath, type PathSegment } from '../config/checker.js';
 import { parseWeekday, WEEKDAY_NAMES, type MaintenanceConfig, type Weekday } from '../config/maintenance-schedule.js';
 import { nearestKey } from '../config/suggest.js';
+import { readAutoupdateConfig, readAutoupdateVersion } from './rollout-spec.js';
 import {
+  AUTOUPDATE_CONFIG_KIND,
+  AUTOUPDATE_ROLLOUT_KIND,
+  AUTOUPDATE_VERSION_KIND,
   isValidResourceName,
   MAINTENANCE_KIND,
   MAINTENANCE_NAME,
@@ -45,7 +50,7 @@ function isMap(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-class Issues {
+export class Issues {
   readonly list: string[] = [];
   constructor(private readonly prefix: string) {}
 
@@ -208,13 +213,22 @@ export function readManifests(text: string): ManifestsRead {
   return issues.length > 0 ? { manifests: [], issues } : { manifests, issues };
 }
 
+const WRITABLE_KINDS = `${MAINTENANCE_KIND}, ${ROLE_KIND}, ${AUTOUPDATE_CONFIG_KIND} or ${AUTOUPDATE_VERSION_KIND}`;
+
 function readOne(c: Issues, doc: unknown): ValidManifest | undefined {
   if (!isMap(doc)) return c.fail([], `expected a manifest (a mapping with kind), got ${describe(doc)}`);
-  if (doc.kind === undefined) return c.fail(['kind'], `required: ${MAINTENANCE_KIND} or ${ROLE_KIND}`);
+  if (doc.kind === undefined) return c.fail(['kind'], `required: ${WRITABLE_KINDS}`);
   if (doc.kind === MAINTENANCE_KIND) return readMaintenance(c, doc);
   if (doc.kind === ROLE_KIND) return readRole(c, doc);
+  if (doc.kind === AUTOUPDATE_CONFIG_KIND) return readAutoupdateConfig(c, doc);
+  if (doc.kind === AUTOUPDATE_VERSION_KIND) return readAutoupdateVersion(c, doc);
   if (doc.kind === USER_KIND) return c.fail(['kind'], 'users are made with gate-mux users add (which issues their identity file)');
-  return c.fail(['kind'], `expected ${MAINTENANCE_KIND} or ${ROLE_KIND}, got ${describe(doc.kind)}`);
+  if (doc.kind === AUTOUPDATE_ROLLOUT_KIND)
+    return c.fail(
+      ['kind'],
+      'the rollout state is written by the cluster (gate-mux autoupdate agents start-update, mark-done, rollback change it)',
+    );
+  return c.fail(['kind'], `expected ${WRITABLE_KINDS}, got ${describe(doc.kind)}`);
 }
 
 /** The schedule a stored `cluster_maintenance_config` document holds (it was validated when written). Pure. */

@@ -19,6 +19,7 @@ import {
   type ConnectionFlags,
 } from './admin-client.js';
 import { parseCommand, usageError } from './usage.js';
+import { SINGLETON_NAMES } from '../admin/resource-kinds.js';
 
 /** A manifest bigger than this is refused before it is sent (the proxy's own bound is the same). */
 const MAX_MANIFEST_BYTES = 256 * 1024;
@@ -26,7 +27,8 @@ const MAX_MANIFEST_BYTES = 256 * 1024;
 export const CREATE_USAGE = `usage: gate-mux create [-f] FILE|-  [connection options]
 
 Creates the resources of FILE (YAML; several documents separated by ---; - reads stdin): a
-cluster_maintenance_config (the agents' maintenance window) or a role (kind: role, version: v7).
+cluster_maintenance_config (the agents' maintenance window), a role (kind: role, version: v7), an
+autoupdate_config or an autoupdate_version (a managed rollout of agent versions).
 A resource that exists is refused ("already exists: use -f"); -f overwrites it. An invalid file
 changes nothing and every problem is listed with its key.
 
@@ -35,7 +37,8 @@ ${CONNECTION_USAGE}`;
 
 export const GET_USAGE = `usage: gate-mux get KIND[/NAME] [--format yaml|json]  [connection options]
 
-Prints resources of the cluster store: cluster_maintenance_config, role/NAME, user/NAME; a kind
+Prints resources of the cluster store: cluster_maintenance_config, role/NAME, user/NAME,
+autoupdate_config, autoupdate_version, autoupdate_agent_rollout (the rollout's state); a kind
 without a name lists them all (needs read or list on it).
 
   --format FORMAT     yaml (default) or json
@@ -168,7 +171,7 @@ export async function getMain(argv: string[]): Promise<number> {
 
 /** A `get` that lists (a kind without a name, other than the singleton). */
 function isList(arg: string): boolean {
-  return !arg.includes('/') && arg !== 'cluster_maintenance_config';
+  return !arg.includes('/') && SINGLETON_NAMES[arg] === undefined;
 }
 
 export async function rmMain(argv: string[]): Promise<number> {

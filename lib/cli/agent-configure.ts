@@ -16,15 +16,17 @@ import {
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import { AGENT_JOIN_OPTIONS, joinTokenFrom } from './agent-flags.js';
 import { agentSchemaPath } from './package-info.js';
+import { DEFAULT_UPDATE_GROUP, isValidUpdateGroup } from '../wire/names.js';
 
 export const CONFIGURE_USAGE = `usage: gate-mux agent configure --proxy HOST:PORT --name NAME [--token-file FILE --ca-pin sha256:HEX]
          [--allow HOST:PORT ...] [--resource KIND:NAME=HOST:PORT[@PUBLIC_ADDR,...] ...]
-         [--upgrade-channel NAME] [--package-manager apt|dnf|yum|zypper] [--state-dir DIR]
+         [--upgrade-channel NAME] [--update-group NAME] [--package-manager apt|dnf|yum|zypper] [--state-dir DIR]
          [--tunnel-addr HOST:PORT] [--server-name NAME] [--output FILE] [--force]
 
 Writes a commented agent configuration file (default ${DEFAULT_AGENT_CONFIG_PATH}, mode 0600: it
 holds the join token until the first join) that \`gate-mux agent --config FILE\` and \`gate-upgrade\`
-read. An existing file is kept unless --force. KIND is ${RESOURCE_KINDS.join(', ')}.`;
+read. An existing file is kept unless --force. KIND is ${RESOURCE_KINDS.join(', ')}. --update-group
+names the rollout group the agent reports (updater.group; default ${DEFAULT_UPDATE_GROUP}).`;
 
 /** `db:orders=10.0.0.5:5432@orders.example.com,10.1.2.3` → a resource; a GATE_ERR_INVALID_ARGUMENT says what is wrong. */
 export function parseResourceFlag(text: string): AgentResource | GateError {
@@ -87,6 +89,9 @@ export async function configure(argv: string[], io: { out: (l: string) => void; 
   const manager = values['package-manager'];
   if (manager !== undefined && !(PACKAGE_MANAGERS as readonly string[]).includes(manager))
     return usage(`--package-manager ${manager}: expected ${PACKAGE_MANAGERS.join(', ')}`);
+  const group = values['update-group'];
+  if (group !== undefined && !isValidUpdateGroup(group))
+    return usage(`--update-group ${JSON.stringify(group)}: letters, digits, ".", "_", "-", at most 64`);
   const resources: AgentResource[] = [];
   for (const flag of values.resource ?? []) {
     const parsed = parseResourceFlag(flag);
@@ -104,6 +109,7 @@ export async function configure(argv: string[], io: { out: (l: string) => void; 
     tunnelAddr: values['tunnel-addr'],
     serverName: values['server-name'],
     upgradeChannel: values['upgrade-channel'],
+    updateGroup: group,
     packageManager: manager as PackageManager | undefined,
     // This installation's copy, so an editor on the machine that holds the file finds it offline.
     schemaUrl: agentSchemaPath,

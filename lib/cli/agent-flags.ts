@@ -16,6 +16,8 @@ export const AGENT_JOIN_OPTIONS = {
   'ca-pin': { type: 'string' },
   name: { type: 'string' },
   'state-dir': { type: 'string' },
+  /** The rollout group (updater.group): with `configure`, written to the file; with `agent`, reported instead of the file's. */
+  'update-group': { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
 /** The environment variable an agent reads its join token from (as the packaged unit's EnvironmentFile sets it). */

@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { AGENT_JOIN_OPTIONS, joinTokenFrom } from './agent-flags.js';
 import { loggerFromOptions } from './log.js';
+import { reportToUpdater } from './agent-updater-files.js';
 import { dialTls } from '../client/dial-tls.js';
 import { ErrorCodes, GateError, isGateError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -17,6 +18,13 @@ import { SERVICE_KINDS } from '../vocabulary/service-kinds.js';
 import { joinProxy, renewalTime, renewIdentity, type JoinEndpoint } from '../tunnel/join-client.js';
 import { allowedTargets, loadAgentConfig, servicesOf, type AgentFileConfig } from '../config/agent-config.js';
 import { ALPN_REVERSE_TUNNEL_FRAMED } from '../wire/names.js';
+
+/**
+ * For tests only: the version the agent reports instead of its package's. A rollout test runs
+ * agents at several versions from one build; nothing but a test should set it (the proxy's version
+ * rule and the rollout both trust what the agent reports).
+ */
+export const TEST_VERSION_ENV = 'GATE_MUX_TEST_AGENT_VERSION';
 
 const USAGE = `usage:
   agent --config FILE [flags that override it]     (the packaged unit: --config /etc/gate/agent.yaml)
@@ -37,12 +45,14 @@ options:
   --connection-count N     tunnels to keep, each to a distinct proxy of a cluster behind a load
                            balancer (default 2); fewer when fewer proxies exist, one to a proxy
                            that runs alone
+  --update-group NAME      the rollout group it reports (default: the file's updater.group, else default)
   --timeout-ms N           dial and handshake deadline (default 10000)
   --log-level LEVEL        pino level for the log on stderr (default warn)
   --log-format FORMAT      pretty (default on a terminal) or json (default otherwise)
 The server ID the inventory lists is kept in the state directory (made at the first start); an
 agent without one uses an ID derived from its name. GATE_EXT_UPGRADER names its updater (\`unit\`
-when the updater package's unit sets it; \`none\` when unset).
+when the updater package's unit sets it; \`none\` when unset). ${TEST_VERSION_ENV}, for tests only,
+is the version it reports instead of its package's (a rollout test's agents at several versions).
 HTTPS_PROXY / HTTP_PROXY / NO_PROXY choose how the proxy is reached. SIGTERM or Ctrl-C closes the
 tunnel with a GOAWAY and exits 0.`;
 
@@ -81,6 +91,7 @@ function withConfigFile<T extends FlagValues>(values: T, config: AgentFileConfig
     'timeout-ms': config.dialTimeoutMs === undefined ? undefined : String(config.dialTimeoutMs),
     'connection-count': config.connectionCount === undefined ? undefined : String(config.connectionCount),
     'log-level': config.logLevel,
+    'update-group': config.updater.group,
   };
   const merged: FlagValues = { ...values };
   for (const [flag, value] of Object.entries(fromFile)) if (merged[flag] === undefined && value !== undefined) merged[flag] = value;
@@ -328,6 +339,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   };
   let agent: TunnelAgent;
   let stopRenewal = (): void => {};
+  let stopReporting = async (): Promise<void> => {};
   let expired: GateError | undefined;
   let onExpired = (): void => {};
   const expiry = new Promise<void>((resolve) => (onExpired = resolve));
@@ -347,18 +359,23 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
       );
       identity = stored;
     }
+    const reportedVersion = (hooks.env ?? process.env)[TEST_VERSION_ENV]?.trim();
     agent = startAgent({
       proxy: values['tunnel-addr'] ?? values.proxy,
       name: values.name,
       ...identity,
       resources: values.allow ?? [],
       services,
+      ...(values['update-group'] ? { updateGroup: values['update-group'] } : {}),
+      ...(reportedVersion ? { version: reportedVersion } : {}),
       ...(serverName ? { serverName } : {}),
       ...(hooks.env ? { env: hooks.env } : {}),
       dialTimeoutMs: timeoutMs,
       connectionCount,
       logger,
     });
+    // The updater beside it (gate-upgrade) reads its readiness from the state directory.
+    if (values['state-dir']) stopReporting = reportToUpdater(agent, values['state-dir'], logger);
     if (stored && values['state-dir']) {
       stopRenewal = keepRenewed(agent, endpoint, values['state-dir'], stored, io, logger, hooks.renewAt ?? renewalTime, (error) => {
         expired = error;
@@ -385,6 +402,7 @@ export async function main(argv: string[], hooks: AgentCliHooks = {}): Promise<n
   reload.cancel();
   stopRenewal();
   await agent.close({ graceMs: STOP_GRACE_MS });
+  await stopReporting();
   io.out('tunnel closed');
   // A reload is a restart inside the process: the same command line, the file read again, the
   // identity from the state directory (no new join), open streams given the same grace as a stop.

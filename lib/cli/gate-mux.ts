@@ -26,7 +26,7 @@ const COMMANDS: Record<string, Command> = {
     load: () => import('./inventory.js'),
   },
   create: {
-    summary: 'create resources from a manifest (cluster_maintenance_config, role); -f overwrites',
+    summary: 'create resources from a manifest (cluster_maintenance_config, role, autoupdate_config, autoupdate_version); -f overwrites',
     load: () => import('./admin.js').then((m) => ({ main: m.createMain })),
   },
   get: {
@@ -37,6 +37,10 @@ const COMMANDS: Record<string, Command> = {
   status: {
     summary: 'the cluster name, version, CA pin, proxies and agents',
     load: () => import('./admin.js').then((m) => ({ main: m.statusMain })),
+  },
+  autoupdate: {
+    summary: 'the managed rollout of agent versions: autoupdate agents status|report|start-update|mark-done|rollback',
+    load: () => import('./autoupdate.js'),
   },
   users: {
     summary: 'admin users and their identity files: users add|update|rm|renew',

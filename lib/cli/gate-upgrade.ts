@@ -30,6 +30,11 @@ import { sealSchedule } from '../upgrade/schedule-seal.js';
 import { compareVersions, formatVersion, parseVersion } from '../vocabulary/semver.js';
 import { shouldUpgrade, type UpgradeDecision } from '../upgrade/should-upgrade.js';
 import { fetchCritical, fetchTargetVersion, type ProxyRequestOptions } from '../upgrade/target-version.js';
+import { fetchFind, type FindAnswer } from '../upgrade/find.js';
+import { readReadiness, waitReady } from '../upgrade/agent-readiness.js';
+import { writeLastUpdate, type LastUpdate } from '../upgrade/last-update.js';
+import { serverIdForName } from '../tunnel/server-id.js';
+import { DEFAULT_UPDATE_GROUP, isValidUpdateGroup } from '../wire/names.js';
 
 /** Exit codes (docs/updates.md). */
 export const EXIT_OK = 0;
@@ -39,6 +44,7 @@ export const EXIT_DEFERRED = 3;
 
 export const DEFAULT_LOCK_PATH = '/run/gate-upgrade.lock';
 const DEFAULT_INSTALL_TIMEOUT_S = 1800;
+const DEFAULT_HEALTH_TIMEOUT_S = 120;
 
 const CONNECTION_OPTIONS = {
   config: { type: 'string' },
@@ -57,6 +63,8 @@ const DECISION_OPTIONS = {
   'version-command': { type: 'string' },
   'allow-downgrade': { type: 'boolean', default: false },
   now: { type: 'string' },
+  name: { type: 'string' },
+  group: { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
 const RUN_OPTIONS = {
@@ -64,6 +72,8 @@ const RUN_OPTIONS = {
   'install-command': { type: 'string' },
   'install-timeout': { type: 'string', default: String(DEFAULT_INSTALL_TIMEOUT_S) },
   lock: { type: 'string', default: DEFAULT_LOCK_PATH },
+  'state-dir': { type: 'string' },
+  'health-timeout': { type: 'string' },
   'log-level': { type: 'string', default: 'info' },
 } as const satisfies ParseArgsConfig['options'];
 
@@ -83,7 +93,10 @@ const DECISION_HELP = `${CONNECTION_HELP}
   --version-command CMD    prints the installed version (run without a shell)
   --allow-downgrade        install a target lower than the running version too (default: refused,
                            critical or not; the file's updater.allow_downgrade: true does the same)
-  --now ISO-TIME           decide as if it were then (for trying schedules)`;
+  --now ISO-TIME           decide as if it were then (for trying schedules)
+  --name NAME              the agent's name (default: the file's name): with it the proxy's rollout
+                           is asked first (/v1/webapi/find, by the agent's server ID)
+  --group NAME             the agent's update group (default: the file's updater.group, else "default")`;
 
 const HELP: Record<string, string> = {
   main: `usage: gate-upgrade <command> [options]
@@ -97,7 +110,9 @@ HTTP_PROXY (NO_PROXY excepted), as the agent's do.`,
   'dry-run': `usage: gate-upgrade dry-run [options]
 
 Prints "no upgrades available (a == b)" or "an upgrade is available (a -> b)" (and a second line
-when b is lower: a downgrade), then what the schedule allows. Warns on stderr when no valid
+when b is lower: a downgrade), then what the schedule allows. When the cluster runs a rollout
+(asked first, for an agent whose name is known) its version is the target, the rollout decides
+when, and its reason is the second line. Warns on stderr when no valid
 schedule has been exported. Exit 0, or 1 on failure (with the error code).
 
 ${DECISION_HELP}`,
@@ -109,12 +124,20 @@ the file's updater.package_manager, else the one this machine has), then checks 
 database and \`gate-mux --version\` both report the target. An install command (flag or the
 file's updater.install_command) replaces the package manager; {version} is the target. Commands are split into words (quotes and backslashes as in sh) and run without
 a shell. Exit 0: nothing to do, or done; 1: failed (or another run holds the lock); 3: deferred to
-the maintenance window.
+the maintenance window (or the rollout has not reached this agent). After an install the agent
+must report the new version with a tunnel up (--health-timeout); if it does not, the version it
+had is reinstalled and the run fails (GATE_ERR_UPGRADE_UNHEALTHY).
 
 ${DECISION_HELP}
   --install-command CMD    e.g. "apt-get install -y gate-mux={version}" (needs --version-command)
   --install-timeout SEC    give up on the install command after this long (default ${DEFAULT_INSTALL_TIMEOUT_S})
   --lock FILE              lock file keeping runs apart (default ${DEFAULT_LOCK_PATH})
+  --state-dir DIR          the agent's state directory (default: the file's state_dir): where the
+                           agent reports readiness (ready.json) and the updater its outcome
+                           (last-update.json)
+  --health-timeout SEC     after an install, how long the agent has to report the new version with a
+                           tunnel up before the old version is reinstalled (default ${DEFAULT_HEALTH_TIMEOUT_S}; checked
+                           when the agent has written ready.json in its state directory, or when given)
   --log-level LEVEL        log lines on stderr (JSON unless a terminal): info (default), warn, error, silent`,
   'export-schedule': `usage: gate-upgrade export-schedule [options]
 
@@ -258,10 +281,24 @@ async function decide(
   if (Number.isNaN(now.getTime())) throw new UsageError(`--now: ${JSON.stringify(values.now)} is not a date`);
   const current = formatVersion(parseVersion(values.current ?? (await runningVersion(values, agent, method))));
   const channel = values.channel ?? agent?.updater.channel ?? DEFAULT_UPGRADE_CHANNEL;
+  const allowDowngrade = values['allow-downgrade'] || agent?.updater.allowDowngrade === true;
+  const rollout = await askRollout(values, agent, request);
+  if (rollout) {
+    const decision = shouldUpgrade({ current, target: rollout.agentVersion, window: undefined, now, allowDowngrade, rollout });
+    if (!decision.available) print(`no upgrades available (${current} == ${decision.target})`);
+    else print(`an upgrade is available (${current} -> ${decision.target})`);
+    if (rollout.reason) print(rollout.reason);
+    if (decision.downgrade) print(`this is a downgrade: the rollout gives ${decision.target}, lower than ${current}`);
+    explain(decision);
+    log?.info(
+      { current, target: decision.target, reason: decision.reason, upgrade: decision.upgrade, rollout: rollout.reason },
+      `decided: ${decision.reason}`,
+    );
+    return { ...decision, critical: false };
+  }
   const target = await fetchTargetVersion({ ...request, channel });
   const critical = target === undefined ? false : await criticalOrWarn({ ...request, channel });
   const { schedule, warning } = await readSchedule(schedulePath(values.schedule));
-  const allowDowngrade = values['allow-downgrade'] || agent?.updater.allowDowngrade === true;
   const decision = shouldUpgrade({ current, target, critical, window: schedule, now, allowDowngrade });
 
   if (target === undefined) print(`no upgrades available (channel ${channel} offers none)`);
@@ -280,9 +317,7 @@ async function decide(
         : `next maintenance window starts ${state.nextStart.toISOString()}`,
     );
   }
-  if (decision.reason === 'downgrade-refused')
-    print('would not downgrade (--allow-downgrade or updater.allow_downgrade: true follows the cluster down)');
-  else if (decision.available) print(decision.upgrade ? `would upgrade now (${decision.reason})` : `would wait (${decision.reason})`);
+  explain(decision);
   log?.info(
     {
       current,
@@ -297,6 +332,32 @@ async function decide(
     `decided: ${decision.reason}`,
   );
   return { ...decision, critical };
+}
+
+/** The decision's last line: what would be done. */
+function explain(decision: UpgradeDecision): void {
+  if (decision.reason === 'downgrade-refused')
+    print('would not downgrade (--allow-downgrade or updater.allow_downgrade: true follows the cluster down)');
+  else if (decision.available) print(decision.upgrade ? `would upgrade now (${decision.reason})` : `would wait (${decision.reason})`);
+}
+
+/**
+ * The rollout's answer for this agent, when the cluster manages it: asked first for an agent whose
+ * name is known (--name, else the file's), by its server ID (the one its description carries) and
+ * update group. Undefined (ask the channel) when the name is unknown, when the cluster has no
+ * rollout (`managed: false`) and when the proxy does not serve find (404, an older proxy).
+ */
+async function askRollout(
+  values: DecisionValues,
+  agent: AgentFileConfig | undefined,
+  request: ProxyRequestOptions,
+): Promise<Extract<FindAnswer, { managed: true }> | undefined> {
+  const name = values.name ?? agent?.name;
+  if (name === undefined) return undefined;
+  const group = values.group ?? agent?.updater.group ?? DEFAULT_UPDATE_GROUP;
+  if (!isValidUpdateGroup(group)) throw new UsageError(`--group: ${JSON.stringify(group)} is not an update group name`);
+  const answer = await fetchFind({ ...request, host: serverIdForName(name), group });
+  return answer?.managed ? answer : undefined;
 }
 
 /**
@@ -368,11 +429,87 @@ async function dryRun(argv: string[]): Promise<number> {
   return EXIT_OK;
 }
 
-function installTimeoutMs(text: string): number {
+function secondsMs(flag: string, text: string, zeroAllowed = false): number {
   const seconds = Number(text);
-  if (!Number.isFinite(seconds) || seconds <= 0)
-    throw new UsageError(`--install-timeout: ${JSON.stringify(text)} is not a number of seconds`);
+  if (!Number.isFinite(seconds) || seconds < 0 || (seconds === 0 && !zeroAllowed))
+    throw new UsageError(`${flag}: ${JSON.stringify(text)} is not a number of seconds`);
   return seconds * 1000;
+}
+
+/** Runs the method's install commands for `version` (one deadline for all), then checks each version command reports it. */
+async function installVersion(method: InstallMethod, version: string, deadline: number, reason: string, log: Logger): Promise<void> {
+  const env = { ...process.env, ...method.env };
+  for (const argvOfInstall of method.install(version)) {
+    log.info({ argv: argvOfInstall, reason, method: method.name }, `installing ${version}`);
+    const result = await runCommand(argvOfInstall, { timeoutMs: Math.max(1, deadline - Date.now()), env });
+    if (result.code !== 0 || result.startError) {
+      const err = new GateError(
+        ErrorCodes.UPGRADE_INSTALL_FAILED,
+        `${method.name === 'install command' ? 'install command' : argvOfInstall.join(' ')} ${describeEnd(result)}`,
+      );
+      log.error({ err, stderr: result.stderr.slice(-2000), stdout: result.stdout.slice(-2000) }, 'install failed');
+      throw err;
+    }
+  }
+  for (const command of method.versionCommands) {
+    const installed = await installedVersion(command, method.env);
+    if (compareVersions(installed, version) !== 0) {
+      const err = new GateError(
+        ErrorCodes.UPGRADE_VERIFY_FAILED,
+        `after the install ${command.join(' ')} reports ${installed}, not ${version}`,
+      );
+      log.error({ err, installed, target: version }, 'version check failed');
+      throw err;
+    }
+  }
+}
+
+/**
+ * The new version did not come back ready: reinstall the one the agent had (the same method; a
+ * revert is a downgrade that needs no permission, it restores what ran before), check it the same
+ * way, record the outcome for the cluster, and fail with GATE_ERR_UPGRADE_UNHEALTHY either way.
+ * The record is written before the reinstall too, so the old agent, starting, already reports it.
+ */
+async function revert(o: {
+  method: InstallMethod;
+  stateDir: string;
+  from: string;
+  to: string;
+  why: string;
+  timeoutMs: number;
+  healthTimeoutMs: number;
+  log: Logger;
+}): Promise<never> {
+  const { from, to, why, log } = o;
+  print(`the agent is not ready on ${to} (${why}): reinstalling ${from}`);
+  log.error({ from, to, why }, 'unhealthy after the install: reverting');
+  const record: LastUpdate = { from, to, outcome: 'reverted', reason: `not ready on ${to}: ${why}`, at: '' };
+  await recordOutcome(o.stateDir, record, log);
+  let revertFailure: string | undefined;
+  try {
+    await installVersion(o.method, from, Date.now() + o.timeoutMs, 'revert', log);
+    revertFailure = await waitReady(o.stateDir, from, { timeoutMs: o.healthTimeoutMs });
+  } catch (err) {
+    revertFailure = `${(err as { code?: string }).code ?? 'error'}: ${(err as Error).message}`;
+  }
+  if (revertFailure === undefined) print(`reverted to ${from}: the agent is ready`);
+  else {
+    print(`the revert to ${from} did not come back ready either (${revertFailure})`);
+    await recordOutcome(o.stateDir, { ...record, reason: `${record.reason}; the revert to ${from} failed too: ${revertFailure}` }, log);
+  }
+  throw new GateError(
+    ErrorCodes.UPGRADE_UNHEALTHY,
+    `the agent was not ready on ${to} (${why}); ${revertFailure === undefined ? `reverted to ${from}` : `the revert to ${from} failed too (${revertFailure})`}`,
+  );
+}
+
+/** Writes last-update.json for the agent to report; a failure to write is logged, not fatal (the install stands). */
+async function recordOutcome(stateDir: string, update: LastUpdate, log: Logger): Promise<void> {
+  try {
+    await writeLastUpdate(stateDir, { ...update, at: new Date().toISOString() });
+  } catch (err) {
+    log.warn({ err, stateDir }, 'could not record the update outcome in the state directory');
+  }
 }
 
 async function run(argv: string[]): Promise<number> {
@@ -384,7 +521,7 @@ async function run(argv: string[]): Promise<number> {
     throw new UsageError(
       'no way to install: give --install-command and --version-command, or updater.package_manager in the agent configuration file',
     );
-  const timeoutMs = installTimeoutMs(values['install-timeout']);
+  const timeoutMs = secondsMs('--install-timeout', values['install-timeout']!);
   // To stderr (stdout is for the decision): readable on a terminal, JSON lines otherwise.
   const logger = loggerFromOptions(values['log-level']!, undefined, 2);
   if (logger instanceof Error) throw new UsageError(logger.message);
@@ -394,40 +531,45 @@ async function run(argv: string[]): Promise<number> {
   try {
     const decision = await decide(values, log, { agent, method });
     if (!decision.upgrade) {
-      if (decision.reason === 'outside-window' || decision.reason === 'no-schedule') {
+      if (decision.reason === 'outside-window' || decision.reason === 'no-schedule' || decision.reason === 'rollout-wait') {
         log.info({ reason: decision.reason, nextStart: decision.nextStart?.toISOString() }, 'deferred to the maintenance window');
         return EXIT_DEFERRED;
       }
       return EXIT_OK;
     }
     const target = decision.target!;
+    const stateDir = values['state-dir'] ?? agent?.stateDir;
+    // The health check needs an agent that reports readiness: one that has written ready.json
+    // here before (this build of the agent does, at every tunnel change), or the flag insisting.
+    const healthTimeoutMs =
+      values['health-timeout'] !== undefined
+        ? secondsMs('--health-timeout', values['health-timeout'], true)
+        : stateDir !== undefined && (await readReadiness(stateDir)) !== undefined
+          ? DEFAULT_HEALTH_TIMEOUT_S * 1000
+          : 0;
+    if (healthTimeoutMs > 0 && stateDir === undefined)
+      throw new UsageError("--health-timeout needs the agent state directory (--state-dir, or the file's state_dir)");
     print(`installing ${target} (${decision.reason})`);
-    const env = { ...process.env, ...method.env };
-    // One deadline for the whole install, however many commands it takes.
-    const deadline = Date.now() + timeoutMs;
-    for (const argvOfInstall of method.install(target)) {
-      log.info({ argv: argvOfInstall, reason: decision.reason, method: method.name }, `installing ${target}`);
-      const result = await runCommand(argvOfInstall, { timeoutMs: Math.max(1, deadline - Date.now()), env });
-      if (result.code !== 0 || result.startError) {
-        const err = new GateError(
-          ErrorCodes.UPGRADE_INSTALL_FAILED,
-          `${method.name === 'install command' ? 'install command' : argvOfInstall.join(' ')} ${describeEnd(result)}`,
-        );
-        log.error({ err, stderr: result.stderr.slice(-2000), stdout: result.stdout.slice(-2000) }, 'install failed');
-        throw err;
+    await installVersion(method, target, Date.now() + timeoutMs, decision.reason, log);
+    if (healthTimeoutMs > 0 && stateDir !== undefined) {
+      const why = await waitReady(stateDir, target, { timeoutMs: healthTimeoutMs });
+      if (why !== undefined) {
+        await revert({ method, stateDir, from: decision.current, to: target, why, timeoutMs, healthTimeoutMs, log });
       }
+      print(`the agent is ready on ${target}`);
     }
-    for (const command of method.versionCommands) {
-      const installed = await installedVersion(command, method.env);
-      if (compareVersions(installed, target) !== 0) {
-        const err = new GateError(
-          ErrorCodes.UPGRADE_VERIFY_FAILED,
-          `after the install ${command.join(' ')} reports ${installed}, not ${target}`,
-        );
-        log.error({ err, installed, target }, 'version check failed');
-        throw err;
-      }
-    }
+    if (stateDir !== undefined)
+      await recordOutcome(
+        stateDir,
+        {
+          from: decision.current,
+          to: target,
+          outcome: 'installed',
+          reason: healthTimeoutMs > 0 ? 'ready' : 'readiness not checked',
+          at: '',
+        },
+        log,
+      );
     print(`upgraded ${decision.current} -> ${target}`);
     log.info({ from: decision.current, to: target }, 'upgraded');
     return EXIT_OK;

@@ -138,9 +138,9 @@ async function fetchInventory(diag: HostPort, token: string | undefined): Promis
   return body as InventoryRow[];
 }
 
-const COLUMNS = ['Server ID', 'Hostname', 'Services', 'Version', 'Upgrader'] as const;
+const COLUMNS = ['Server ID', 'Hostname', 'Services', 'Version', 'Upgrader', 'Group'] as const;
 
-/** The text table: the platform's columns in its order; `-` for what an agent did not say. Pure. */
+/** The text table: the platform's columns in its order, then the rollout group; `-` for what an agent did not say. Pure. */
 export function inventoryTable(rows: readonly InventoryRow[]): string {
   const cells = rows.map((r) => [
     r.server_id,
@@ -148,6 +148,7 @@ export function inventoryTable(rows: readonly InventoryRow[]): string {
     r.services.map((s) => `${s.kind}:${s.name}`).join(',') || '-',
     r.version || '-',
     r.upgrader || '-',
+    r.update_group || '-',
   ]);
   const widths = COLUMNS.map((title, i) => Math.max(title.length, ...cells.map((c) => c[i]!.length)));
   const line = (values: readonly string[]): string =>

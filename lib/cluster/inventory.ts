@@ -1,6 +1,7 @@
-import type { AgentService } from '../tunnel/agent-description.js';
+import { checkLastUpdate, type AgentService, type LastUpdate } from '../tunnel/agent-description.js';
 import type { DescribedAgent } from '../tunnel/registry.js';
 import { serverIdForName } from '../tunnel/server-id.js';
+import { DEFAULT_UPDATE_GROUP } from '../wire/names.js';
 import type { FleetCounts } from './metrics.js';
 import type { InventoryRecord, RouteStore } from './route-store.js';
 
@@ -15,6 +16,10 @@ export interface InventoryRow {
   services: AgentService[];
   version: string;
   upgrader: string;
+  /** What its updater's latest install came to (`installed`, or `reverted` and why), when it reports one. */
+  last_update?: LastUpdate;
+  /** Its rollout group (`updater.group` of its agent.yaml; `default`). */
+  update_group: string;
   /** The name its certificate carries. */
   agent: string;
   /** The proxies holding its tunnels now, sorted. */
@@ -39,6 +44,8 @@ export function recordFor(agent: DescribedAgent, proxyId: string, generation: nu
     services: d ? d.services.map((s) => ({ ...s })) : [],
     version: d?.version ?? '',
     upgrader: d?.upgrader ?? UNKNOWN_UPGRADER,
+    ...(d?.lastUpdate ? { lastUpdate: { ...d.lastUpdate } } : {}),
+    updateGroup: d?.updateGroup ?? DEFAULT_UPDATE_GROUP,
     agent: agent.name,
     proxyId,
     generation,
@@ -67,6 +74,9 @@ export function parseInventoryRecord(text: string): InventoryRecord | undefined 
       services,
       version: v.version!,
       upgrader: v.upgrader!,
+      // Checked like the description it came from; a record that is not one is left out.
+      ...(v.lastUpdate === undefined || !checkLastUpdate(v.lastUpdate) ? {} : { lastUpdate: checkLastUpdate(v.lastUpdate)! }),
+      updateGroup: typeof v.updateGroup === 'string' ? v.updateGroup : DEFAULT_UPDATE_GROUP,
       agent: v.agent!,
       proxyId: v.proxyId!,
       generation: v.generation!,
@@ -98,6 +108,8 @@ export function mergeInventory(records: readonly InventoryRecord[]): InventoryRo
       services: newest.services.map((s) => ({ ...s })),
       version: newest.version,
       upgrader: newest.upgrader,
+      ...(newest.lastUpdate ? { last_update: { ...newest.lastUpdate } } : {}),
+      update_group: newest.updateGroup,
       agent: newest.agent,
       proxies: [...new Set(group.map((r) => r.proxyId))].sort(),
       since: new Date(Math.min(...group.map((r) => r.since))).toISOString(),

@@ -23,6 +23,7 @@ export class MemoryRouteStore implements RouteStore, ResourceStore, Closable {
   /** kind → name → resource (no expiry: resources stay until removed). */
   private readonly resources = new Map<string, Map<string, StoredResource>>();
   private revision = 0;
+  private readonly leases = new Map<string, { holder: string; expiresAt: number }>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -107,6 +108,7 @@ export class MemoryRouteStore implements RouteStore, ResourceStore, Closable {
     if (!byName) this.resources.set(write.kind, (byName = new Map()));
     if (mode === 'create' && byName.has(write.name)) return undefined;
     if (mode === 'update' && !byName.has(write.name)) return undefined;
+    if (typeof mode === 'object' && (byName.get(write.name)?.revision ?? 0) !== mode.revision) return undefined;
     const stored = copyResource({ ...write, revision: ++this.revision });
     byName.set(write.name, stored);
     return copyResource(stored);
@@ -119,6 +121,17 @@ export class MemoryRouteStore implements RouteStore, ResourceStore, Closable {
     byName.delete(name);
     this.revision++;
     return found;
+  }
+
+  async holdLease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    const held = this.leases.get(name);
+    if (held && held.holder !== holder && held.expiresAt > this.now()) return false;
+    this.leases.set(name, { holder, expiresAt: this.now() + ttlMs });
+    return true;
+  }
+
+  async releaseLease(name: string, holder: string): Promise<void> {
+    if (this.leases.get(name)?.holder === holder) this.leases.delete(name);
   }
 
   /** open, or closed: nothing is held but memory, so close resolves at once. */

@@ -164,6 +164,8 @@ export class GateMetrics {
   private readonly peerDials: Counter<'outcome'>;
   private readonly peerDialFailures: Counter<'code'>;
   private readonly storeErrors: Counter<'operation'>;
+  private readonly rolloutHaltedGroups: Gauge<'group'>;
+  private readonly rolloutHalts: Counter<'group'>;
   private readonly channelMismatches: Gauge;
 
   constructor() {
@@ -348,6 +350,18 @@ export class GateMetrics {
       help: "Live proxies whose automatic-upgrade channel fingerprint differs from this one's.",
       registers,
     });
+    this.rolloutHaltedGroups = new Gauge({
+      name: 'gate_mux_rollout_halted',
+      help: 'Whether the agents rollout is halted (1) in a group, as the cluster store says: every proxy reports it.',
+      labelNames: ['group'],
+      registers,
+    });
+    this.rolloutHalts = new Counter({
+      name: 'gate_mux_rollout_halts_total',
+      help: 'Rollout halts this proxy detected (as the holder of the rollout lease), by group.',
+      labelNames: ['group'],
+      registers,
+    });
     // Present from the first scrape (0), so an alert on them needs no absent() clause.
     this.peerDials.inc({ outcome: 'ok' }, 0);
     this.peerDials.inc({ outcome: 'failed' }, 0);
@@ -373,6 +387,17 @@ export class GateMetrics {
   /** One failed route-store operation (`announce`, `holders`, ...). */
   storeError(operation: string): void {
     this.storeErrors.inc({ operation });
+  }
+
+  /** The groups halted now (the others are reported 0 once seen). */
+  rolloutHalted(groups: ReadonlyMap<string, boolean>): void {
+    this.rolloutHaltedGroups.reset();
+    for (const [group, halted] of groups) this.rolloutHaltedGroups.set({ group }, halted ? 1 : 0);
+  }
+
+  /** One halt detected by this proxy. */
+  rolloutHalt(group: string): void {
+    this.rolloutHalts.inc({ group });
   }
 
   /** How many live proxies publish a channel fingerprint other than this proxy's. */

@@ -39,6 +39,7 @@ const MAX_RECONNECT_DELAY_MS = 1000;
 //   P resource:<kind>:<name> hash: revision, record (JSON: document, updatedBy, updatedAt)
 //   P resources:<kind>      set of names
 //   P revision              the resources' revision counter (INCR)
+//   P lease:<name>          string, the holder, PX ttl                   (one proxy at a time: the rollout controller)
 // Every operation that reads or writes more than one key is one Lua script: atomic (Redis runs a
 // script alone), one round trip, and so the generation checks cannot race. Scripts build their key
 // names from the prefix, so the store needs a standalone Redis (or a primary behind Sentinel), not
@@ -163,10 +164,27 @@ const PUT_RESOURCE = `
 local key = ARGV[1] .. 'resource:' .. ARGV[2] .. ':' .. ARGV[3]
 local exists = redis.call('EXISTS', key) == 1
 if (ARGV[4] == 'create' and exists) or (ARGV[4] == 'update' and not exists) then return 0 end
+if ARGV[4] == 'revision' and tonumber(redis.call('HGET', key, 'revision') or '0') ~= tonumber(ARGV[6]) then return 0 end
 local revision = redis.call('INCR', ARGV[1] .. 'revision')
 redis.call('HSET', key, 'revision', revision, 'record', ARGV[5])
 redis.call('SADD', ARGV[1] .. 'resources:' .. ARGV[2], ARGV[3])
 return revision`;
+
+/**
+ * ARGV: prefix, name, holder, ttl. SET NX PX, or a renewal when the holder already holds it (GET
+ * and PEXPIRE in one script: a lease that expired between the two cannot be renewed by mistake).
+ */
+const HOLD_LEASE = `
+local key = ARGV[1] .. 'lease:' .. ARGV[2]
+if redis.call('SET', key, ARGV[3], 'NX', 'PX', ARGV[4]) then return 1 end
+if redis.call('GET', key) == ARGV[3] then redis.call('PEXPIRE', key, ARGV[4]) return 1 end
+return 0`;
+
+/** ARGV: prefix, name, holder. Compare-and-delete. */
+const RELEASE_LEASE = `
+local key = ARGV[1] .. 'lease:' .. ARGV[2]
+if redis.call('GET', key) == ARGV[3] then redis.call('DEL', key) end
+return 1`;
 
 /** ARGV: prefix, kind, name. Returns {revision, record} of what was removed, or an empty list. */
 const DELETE_RESOURCE = `
@@ -195,7 +213,9 @@ end
 return out`;
 
 interface Scripts {
-  gatePutResource(prefix: string, kind: string, name: string, mode: string, record: string): Promise<number>;
+  gatePutResource(prefix: string, kind: string, name: string, mode: string, record: string, revision: number): Promise<number>;
+  gateHoldLease(prefix: string, name: string, holder: string, ttl: number): Promise<number>;
+  gateReleaseLease(prefix: string, name: string, holder: string): Promise<number>;
   gateDeleteResource(prefix: string, kind: string, name: string): Promise<Array<string | null>>;
   gateListResources(prefix: string, kind: string): Promise<string[]>;
   gateAnnounce(prefix: string, id: string, presence: string, ttl: number): Promise<unknown>;
@@ -260,6 +280,8 @@ export class RedisRouteStore implements RouteStore, ResourceStore, Closable {
         gatePutResource: { lua: PUT_RESOURCE, numberOfKeys: 0 },
         gateDeleteResource: { lua: DELETE_RESOURCE, numberOfKeys: 0 },
         gateListResources: { lua: LIST_RESOURCES, numberOfKeys: 0 },
+        gateHoldLease: { lua: HOLD_LEASE, numberOfKeys: 0 },
+        gateReleaseLease: { lua: RELEASE_LEASE, numberOfKeys: 0 },
       },
     }) as Redis & Scripts;
     // Without a listener ioredis prints every connection error to the console. One log line per
@@ -362,9 +384,20 @@ export class RedisRouteStore implements RouteStore, ResourceStore, Closable {
 
   async putResource(write: ResourceWrite, mode: PutMode): Promise<StoredResource | undefined> {
     const record = JSON.stringify({ document: write.document, updatedBy: write.updatedBy, updatedAt: write.updatedAt });
-    const revision = await this.run('putResource', () => this.redis.gatePutResource(this.prefix, write.kind, write.name, mode, record));
+    const [how, expected] = typeof mode === 'object' ? ['revision', mode.revision] : [mode, 0];
+    const revision = await this.run('putResource', () =>
+      this.redis.gatePutResource(this.prefix, write.kind, write.name, how, record, expected),
+    );
     if (revision === 0) return undefined;
     return { ...write, document: structuredClone(write.document), revision };
+  }
+
+  async holdLease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    return (await this.run('holdLease', () => this.redis.gateHoldLease(this.prefix, name, holder, ttl(ttlMs)))) === 1;
+  }
+
+  async releaseLease(name: string, holder: string): Promise<void> {
+    await this.run('releaseLease', () => this.redis.gateReleaseLease(this.prefix, name, holder));
   }
 
   async deleteResource(kind: string, name: string): Promise<StoredResource | undefined> {

@@ -22,8 +22,13 @@ export interface StoredResource {
   updatedAt: number;
 }
 
-/** How a write treats a resource of the same kind and name. */
-export type PutMode = 'create' | 'replace' | 'update';
+/**
+ * How a write treats a resource of the same kind and name. `{ revision: n }`: only when the one
+ * stored has revision `n` (0: only when there is none): a compare-and-set, so a writer that read a
+ * resource never overwrites a change made since (the rollout controller and an operator's
+ * `autoupdate agents rollback` both write the rollout's state).
+ */
+export type PutMode = 'create' | 'replace' | 'update' | { revision: number };
 
 /** What is written: the store assigns the revision. */
 export type ResourceWrite = Omit<StoredResource, 'revision'>;
@@ -42,6 +47,14 @@ export interface ResourceStore {
   putResource(write: ResourceWrite, mode: PutMode): Promise<StoredResource | undefined>;
   /** Removes it; resolves the removed version, or undefined when there was none. */
   deleteResource(kind: string, name: string): Promise<StoredResource | undefined>;
+  /**
+   * Takes or keeps the lease `name` for `holder` during `ttlMs`: true when `holder` holds it now
+   * (it was free, expired, or already `holder`'s, whose time is then renewed). One holder at a
+   * time, whatever the clocks of the proxies say: the store's own expiry decides.
+   */
+  holdLease(name: string, holder: string, ttlMs: number): Promise<boolean>;
+  /** Gives the lease up when `holder` holds it (a clean stop: the next proxy need not wait for the expiry). */
+  releaseLease(name: string, holder: string): Promise<void>;
 }
 
 /** True for a store that holds resources (both stores of this package do; a test double may not). */
@@ -51,7 +64,9 @@ export function isResourceStore(store: object): store is ResourceStore {
     typeof s.getResource === 'function' &&
     typeof s.listResources === 'function' &&
     typeof s.putResource === 'function' &&
-    typeof s.deleteResource === 'function'
+    typeof s.deleteResource === 'function' &&
+    typeof s.holdLease === 'function' &&
+    typeof s.releaseLease === 'function'
   );
 }
 

@@ -9,7 +9,7 @@
  * store (`cluster.store: redis://…`), which several proxy processes share.
  */
 
-import type { AgentService } from '../tunnel/agent-description.js';
+import type { AgentService, LastUpdate } from '../tunnel/agent-description.js';
 import type { GateError } from '../errors.js';
 import type { CloseOptions, LifecycleState } from '../lifecycle.js';
 
@@ -49,6 +49,10 @@ export interface InventoryRecord {
   services: AgentService[];
   version: string;
   upgrader: string;
+  /** What its updater's latest install came to, when the agent reports one. */
+  lastUpdate?: LastUpdate;
+  /** Its rollout group (`default` when it names none). */
+  updateGroup: string;
   /** The name its certificate carries. */
   agent: string;
   proxyId: string;

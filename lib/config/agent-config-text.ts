@@ -1,5 +1,6 @@
 import { stringify } from 'yaml';
 import { DEFAULT_AGENT_STATE_DIR, DEFAULT_UPGRADE_CHANNEL, type AgentResource, type PackageManager } from './agent-config.js';
+import { DEFAULT_UPDATE_GROUP } from '../wire/names.js';
 
 /** What `gate-mux agent configure` was given. */
 export interface AgentConfigInput {
@@ -13,6 +14,7 @@ export interface AgentConfigInput {
   tunnelAddr?: string | undefined;
   serverName?: string | undefined;
   upgradeChannel?: string | undefined;
+  updateGroup?: string | undefined;
   packageManager?: PackageManager | undefined;
   /** The JSON Schema editors check the file against (a URL or file path for its yaml-language-server first line); none when absent. */
   schemaUrl?: string | undefined;
@@ -93,6 +95,8 @@ export function renderAgentConfig(input: AgentConfigInput): string {
     '# Automatic updates (package gate-ent-updater: gate-upgrade.timer runs `gate-upgrade run`).',
     'updater:',
     `  channel: ${scalar(input.upgradeChannel ?? DEFAULT_UPGRADE_CHANNEL)}`,
+    "  # The rollout group the cluster's autoupdate_config updates this agent with (dev, staging, prod...).",
+    `  group: ${scalar(input.updateGroup ?? DEFAULT_UPDATE_GROUP)}`,
     ...(input.packageManager === undefined
       ? ['  # package_manager: apt     # apt, dnf or zypper; default: the one this machine has']
       : [`  package_manager: ${input.packageManager}`]),

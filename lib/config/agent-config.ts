@@ -7,6 +7,7 @@ import { Checker, describe, MIN_DEADLINE_MS, type PathSegment } from './checker.
 import { parseCaPin } from '../pki/ca-pin.js';
 import { SERVICE_KINDS, type ServiceKind } from '../vocabulary/service-kinds.js';
 import { isValidAgentName } from '../vocabulary/agent-name.js';
+import { DEFAULT_UPDATE_GROUP, isValidUpdateGroup } from '../wire/names.js';
 
 /**
  * The agent's configuration file (`/etc/gate/agent.yaml`, written by `gate-mux agent configure`):
@@ -37,6 +38,8 @@ export interface AgentResource {
 
 export interface AgentUpdaterConfig {
   channel: string;
+  /** The rollout group the agent reports (`updater.group`; default `default`). */
+  group: string;
   /** How to install a version; unset: the one the machine has (apt, then dnf, then zypper). */
   packageManager: PackageManager | undefined;
   /** Instead of a package manager: a command with `{version}` (run without a shell). */
@@ -136,6 +139,13 @@ function readUpdater(c: Checker, value: unknown): AgentUpdaterConfig {
     if (problem) c.fail(['updater', 'channel'], problem);
     else if (text !== undefined) channel = text;
   }
+  let group = DEFAULT_UPDATE_GROUP;
+  if (map.group !== undefined) {
+    const text = c.string(map.group, ['updater', 'group'], 'a group name such as dev or prod');
+    if (text !== undefined && !isValidUpdateGroup(text))
+      c.fail(['updater', 'group'], `${JSON.stringify(text)} is not a group name: letters, digits, ".", "_", "-", at most 64`);
+    else if (text !== undefined) group = text;
+  }
   const packageManager =
     map.package_manager === undefined ? undefined : oneOf(c, map.package_manager, ['updater', 'package_manager'], PACKAGE_MANAGERS);
   const installCommand = optionalString(c, map.install_command, ['updater', 'install_command'], 'a command with {version}');
@@ -158,7 +168,7 @@ function readUpdater(c: Checker, value: unknown): AgentUpdaterConfig {
     if (typeof map.allow_downgrade === 'boolean') allowDowngrade = map.allow_downgrade;
     else c.fail(['updater', 'allow_downgrade'], `expected true or false, got ${describe(map.allow_downgrade)}`);
   }
-  return { channel, packageManager, installCommand, versionCommand, allowDowngrade };
+  return { channel, group, packageManager, installCommand, versionCommand, allowDowngrade };
 }
 
 /** Validates the parsed YAML of an agent configuration file; every problem is collected with its key path. */

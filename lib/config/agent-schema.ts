@@ -1,5 +1,6 @@
 import { schema as s, type SchemaNode } from './schema.js';
 import { SERVICE_KINDS } from '../vocabulary/service-kinds.js';
+import { DEFAULT_UPDATE_GROUP } from '../wire/names.js';
 
 /**
  * The agent's configuration file (agent.yaml), declared once: every key, what it takes, and what it
@@ -58,6 +59,10 @@ export const AGENT_SCHEMA: SchemaNode = s.section(
       'Automatic updates (package gate-ent-updater: gate-upgrade.timer runs `gate-upgrade run`).',
       {
         channel: s.string('The upgrade channel followed, such as default or stable/cloud.', { default: DEFAULT_UPGRADE_CHANNEL }),
+        group: s.string(
+          "The rollout group this agent is in (the cluster's autoupdate_config updates its groups in order): letters, digits, '.', '_', '-'.",
+          { default: DEFAULT_UPDATE_GROUP, pattern: '^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$' },
+        ),
         package_manager: s.oneOf('How to install a version (default: the one this machine has).', PACKAGE_MANAGERS),
         install_command: optional('Instead of a package manager: a command with {version} (run without a shell).'),
         version_command: optional('A command that prints the installed version.'),

@@ -20,6 +20,7 @@ import type { RouteStore } from '../cluster/route-store.js';
 import { readInventory } from '../cluster/inventory.js';
 import { isResourceStore, type ResourceStore } from '../cluster/resource-store.js';
 import { MaintenanceWatch } from '../admin/maintenance-watch.js';
+import { RolloutWatch } from '../admin/rollout-watch.js';
 import type { FetchText } from '../web/version-channels.js';
 import { DEFAULT_REQUEST_DEADLINES, type RequestDeadlines } from '../web/request-deadlines.js';
 import { ClusterWiring, presenceFor } from './cluster-wiring.js';
@@ -73,6 +74,8 @@ export class GateProxy implements Closable {
   private readonly clusterWiring: ClusterWiring;
   /** The maintenance window served: the cluster store's, else the configuration's. */
   private readonly maintenance: MaintenanceWatch;
+  /** Managed rollouts: the find answers, and the controller while this proxy holds the lease. */
+  private readonly rollout: RolloutWatch;
   /** From `close()` on /readyz reports no listener, so the load balancer stops sending at once. */
   private readonly lifecycle = new Lifecycle();
 
@@ -107,6 +110,16 @@ export class GateProxy implements Closable {
       fallback: () => this.proxyState.config.proxy.clusterMaintenanceConfig,
       logger: options.logger,
     });
+    this.rollout = new RolloutWatch({
+      store: () => {
+        const store = this.joinedStore;
+        return store && isResourceStore(store) ? (store as RouteStore & ResourceStore) : undefined;
+      },
+      proxyId: this.proxyId,
+      logger: options.logger,
+      onHalted: (groups) => this.metrics.rolloutHalted(groups),
+      onHalt: (group) => this.metrics.rolloutHalt(group),
+    });
     const expiries = new LogLimiter(this.logger);
     this.web = new WebFrontDoor(state.webTls, {
       handshakeTimeoutMs: options.config.proxy.detectTimeoutMs,
@@ -119,6 +132,7 @@ export class GateProxy implements Closable {
       plan: () => this.plan,
       upgradeTarget: () => this.listeners.multiplexer('multiplex'),
       maintenance: () => this.maintenance.current(),
+      find: (host, group) => this.rollout.find(host, group),
       admin: {
         store: () => {
           const store = this.joinedStore;
@@ -152,6 +166,7 @@ export class GateProxy implements Closable {
           "the route store given holds no resources: no admin endpoint, and the maintenance window is the configuration file's",
         );
       await proxy.maintenance.start();
+      await proxy.rollout.start();
     } catch (err) {
       await proxy.close({ graceMs: 0 });
       throw err;
@@ -172,6 +187,11 @@ export class GateProxy implements Closable {
   private get resourceStore(): ResourceStore | undefined {
     const store = this.joinedStore;
     return store && isResourceStore(store) ? store : undefined;
+  }
+
+  /** The agents rollout as this proxy answers it (undefined: none configured). */
+  get rolloutWatch(): RolloutWatch {
+    return this.rollout;
   }
 
   /** Where the maintenance window served now comes from: the cluster store (with its revision), the configuration, or none. */
@@ -300,6 +320,7 @@ export class GateProxy implements Closable {
       await this.registry.close();
       await this.endpoints.close();
       await this.maintenance.close();
+      await this.rollout.close();
       await this.clusterWiring.close();
       await this.diagnostics.close();
     });
@@ -312,6 +333,7 @@ export class GateProxy implements Closable {
     this.registry.destroy(err);
     this.endpoints.destroy(err);
     this.maintenance.destroy();
+    this.rollout.destroy();
     this.clusterWiring.destroy(err);
     this.diagnostics.destroy(err);
   }

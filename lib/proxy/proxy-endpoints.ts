@@ -7,6 +7,7 @@ import { createJoinRoutes } from '../tunnel/join-endpoint.js';
 import { createAdminRoutes, type AdminEndpointOptions } from '../admin/admin-endpoint.js';
 import type { MaintenanceConfig } from '../config/maintenance-schedule.js';
 import { createWebRoutes, type WebRequestHandler } from '../web/routes.js';
+import type { FindAutoUpdate } from '../web/find.js';
 import type { ListenerPlan } from './listener-plan.js';
 import { buildPing } from './ping.js';
 import type { ProxyState } from './proxy-state.js';
@@ -23,6 +24,8 @@ export interface ProxyEndpointsOptions {
   upgradeTarget: () => StreamAcceptor | undefined;
   /** The maintenance window served now (the cluster store's, else the configuration's); default: the configuration's. */
   maintenance?: () => MaintenanceConfig | undefined;
+  /** The rollout's answer to an updater's find (`/v1/webapi/find`); unset: unmanaged. */
+  find?: (host: string, group: string) => FindAutoUpdate;
   /** The admin endpoint (`/v1/admin/`), when the proxy serves one. */
   admin?: AdminEndpointOptions;
   logger?: Logger | undefined;
@@ -31,7 +34,7 @@ export interface ProxyEndpointsOptions {
 /**
  * What the proxy answers on its web front door, in the order asked: the connection upgrade (TLS
  * routing through load balancers that end TLS; it takes the HTTP `upgrade` event, not requests),
- * joining and renewal, the admin endpoint, then ping and the automatic-upgrade version channels. `apply` takes a
+ * joining and renewal, the admin endpoint, then ping, the automatic-upgrade version channels and the rollout's find. `apply` takes a
  * reloaded state's certificates, channels and upgrade settings.
  */
 export class ProxyEndpoints implements Closable {
@@ -90,6 +93,7 @@ export class ProxyEndpoints implements Closable {
       ping: () => buildPing(options.state().config, options.plan(), options.version),
       channels: state.channels,
       maintenance: options.maintenance ?? (() => options.state().config.proxy.clusterMaintenanceConfig),
+      ...(options.find ? { find: options.find } : {}),
       ...(options.logger ? { logger: options.logger } : {}),
     });
   }

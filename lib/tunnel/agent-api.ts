@@ -1,4 +1,5 @@
 // What a user of the agent sees: its options, its events and the running agent (agent.ts runs it).
+import type { LastUpdate } from '../upgrade/last-update.js';
 import type { EventEmitter } from 'node:events';
 import type { ConnectionUpgradeDial } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';
@@ -65,6 +66,8 @@ export interface AgentOptions {
   hostname?: string;
   /** The version it reports, which the proxy checks against its own (default: this package's). */
   version?: string;
+  /** The rollout group it reports (`updater.group` of agent.yaml; default `default`). */
+  updateGroup?: string;
 }
 
 export interface AgentConnectedEvent {
@@ -136,4 +139,6 @@ export interface TunnelAgent extends EventEmitter, Closable {
   readonly description: AgentDescription;
   /** Changes the services it reports; the proxies it holds tunnels to are told at once. */
   setServices(services: Array<{ kind: string; name: string }>): void;
+  /** Sets (or clears) what its updater's latest install came to, and describes itself again. */
+  setLastUpdate(update: LastUpdate | undefined): void;
 }

@@ -2,6 +2,11 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { SERVICE_KINDS, type ServiceKind } from '../vocabulary/service-kinds.js';
 import { isServerId } from './server-id.js';
 import { parseVersion } from './version-rule.js';
+import { checkLastUpdate, type LastUpdate } from '../upgrade/last-update.js';
+
+// The store's copy of a description is checked the same way (cluster/inventory.ts).
+export { checkLastUpdate, type LastUpdate };
+import { DEFAULT_UPDATE_GROUP, isValidUpdateGroup } from '../wire/names.js';
 
 export interface AgentService {
   kind: ServiceKind;
@@ -19,6 +24,13 @@ export interface AgentDescription {
   services: AgentService[];
   version: string;
   upgrader: string;
+  /** What its updater's latest install came to (`last-update.json` in its state directory), when it has run. */
+  lastUpdate?: LastUpdate;
+  /**
+   * The rollout group it belongs to (`updater.group` of its agent.yaml; `default` when none): the
+   * cluster's rollout controller updates the groups in order (docs/updates.md, "Rollouts").
+   */
+  updateGroup: string;
 }
 
 /** The upgrader of an agent whose environment names none. */
@@ -77,9 +89,10 @@ function invalid(why: string): GateError {
  * Reads one description line as the proxy receives it from the network. What cannot be trusted to
  * mean anything is refused with GATE_ERR_AGENT_DESCRIPTION_INVALID: more than 16 KiB, not a JSON
  * object, a server ID that is not a UUID, a version that is not semver (the compatibility rule needs
- * it), an upgrader that is not a short token, services that are not a list of {kind, name}. What is
+ * it), an upgrader that is not a short token, an update group that is not a group name, services that are not a list of {kind, name}. What is
  * only untidy is sanitised and said so: control characters in the hostname or a service name
- * removed, lengths cut, unknown service kinds (a newer agent's) left out. Pure.
+ * removed, lengths cut, unknown service kinds (a newer agent's) left out, a `lastUpdate` that is
+ * not a record (upgrade/last-update.ts) left out. Pure.
  */
 export function readDescription(line: string | Buffer): ReadDescription {
   const bytes = typeof line === 'string' ? Buffer.byteLength(line) : line.length;
@@ -98,6 +111,10 @@ export function readDescription(line: string | Buffer): ReadDescription {
     throw invalid(`version ${JSON.stringify(String(raw.version).slice(0, 64))} is not semver (MAJOR.MINOR.PATCH)`);
   if (typeof raw.upgrader !== 'string' || !UPGRADER_PATTERN.test(raw.upgrader))
     throw invalid('upgrader is not a short token of [A-Za-z0-9._-]');
+  // Optional: an agent older than rollouts says nothing, and is in the default group.
+  if (raw.updateGroup !== undefined && (typeof raw.updateGroup !== 'string' || !isValidUpdateGroup(raw.updateGroup)))
+    throw invalid('updateGroup is not a group name ([A-Za-z0-9._-], at most 64)');
+  const updateGroup = typeof raw.updateGroup === 'string' ? raw.updateGroup : DEFAULT_UPDATE_GROUP;
   if (typeof raw.hostname !== 'string') throw invalid('hostname is not a string');
   let hostname = clean(raw.hostname);
   if (hostname.length > MAX_HOSTNAME) hostname = hostname.slice(0, MAX_HOSTNAME);
@@ -117,14 +134,27 @@ export function readDescription(line: string | Buffer): ReadDescription {
     if (name !== service.name) sanitised.push('services');
     if (name !== '') services.push({ kind: service.kind as ServiceKind, name });
   }
+  // Optional and only informative: a record that is not one is left out (said so), never a refusal.
+  const lastUpdate = raw.lastUpdate === undefined ? undefined : checkLastUpdate(raw.lastUpdate);
+  if (raw.lastUpdate !== undefined && (!lastUpdate || JSON.stringify(lastUpdate) !== JSON.stringify(raw.lastUpdate)))
+    sanitised.push('lastUpdate');
   return {
-    description: { serverId: raw.serverId.toLowerCase(), hostname, services, version: raw.version, upgrader: raw.upgrader },
+    description: {
+      serverId: raw.serverId.toLowerCase(),
+      hostname,
+      services,
+      version: raw.version,
+      upgrader: raw.upgrader,
+      updateGroup,
+      ...(lastUpdate ? { lastUpdate } : {}),
+    },
     sanitised: [...new Set(sanitised)],
   };
 }
 
 /** One description as the agent sends it: a JSON line. */
 export function descriptionLine(description: AgentDescription): string {
-  const { serverId, hostname, services, version, upgrader } = description;
-  return `${JSON.stringify({ serverId, hostname, services, version, upgrader })}\n`;
+  const { serverId, hostname, services, version, upgrader, updateGroup } = description;
+  const lastUpdate = description.lastUpdate;
+  return `${JSON.stringify({ serverId, hostname, services, version, upgrader, updateGroup, ...(lastUpdate ? { lastUpdate } : {}) })}\n`;
 }

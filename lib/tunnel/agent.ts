@@ -14,7 +14,9 @@ import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS } from './h
 import { TUNNEL_MAX_STREAMS } from './settings.js';
 import { MAX_SERVICES, parseService, upgraderFrom, type AgentDescription, type AgentService } from './agent-description.js';
 import { serverIdForName } from './server-id.js';
+import type { LastUpdate } from '../upgrade/last-update.js';
 import { packageVersion } from '../wire/package-version.js';
+import { DEFAULT_UPDATE_GROUP, isValidUpdateGroup } from '../wire/names.js';
 
 export type { AgentOptions, AgentConnectedEvent, AgentTunnelInfo, TunnelAgent } from './agent-api.js';
 import type { AgentOptions, AgentConnectedEvent, AgentTunnelInfo, TunnelAgent } from './agent-api.js';
@@ -107,6 +109,7 @@ class Agent extends EventEmitter implements TunnelAgent {
       services: servicesOf(options.services ?? []),
       version: options.version ?? packageVersion,
       upgrader: upgraderFrom(options.env ?? process.env),
+      updateGroup: options.updateGroup ?? DEFAULT_UPDATE_GROUP,
     };
   }
 
@@ -116,6 +119,12 @@ class Agent extends EventEmitter implements TunnelAgent {
 
   setServices(services: Array<{ kind: string; name: string }>): void {
     this.described = { ...this.described, services: servicesOf(services) };
+    for (const tunnel of this.active) tunnel.describeAgain();
+  }
+
+  setLastUpdate(update: LastUpdate | undefined): void {
+    const { lastUpdate: _, ...rest } = this.described;
+    this.described = update ? { ...rest, lastUpdate: { ...update } } : rest;
     for (const tunnel of this.active) tunnel.describeAgain();
   }
 
@@ -396,6 +405,12 @@ export function startAgent(options: AgentOptions): TunnelAgent {
   }
   if (options.maxStreams !== undefined && (!Number.isInteger(options.maxStreams) || options.maxStreams < 1)) {
     throw new GateError(ErrorCodes.INVALID_ARGUMENT, `maxStreams must be a whole number of at least 1, not ${String(options.maxStreams)}`);
+  }
+  if (options.updateGroup !== undefined && !isValidUpdateGroup(options.updateGroup)) {
+    throw new GateError(
+      ErrorCodes.INVALID_ARGUMENT,
+      `update group ${JSON.stringify(options.updateGroup)}: letters, digits, ".", "_", "-", at most 64`,
+    );
   }
   const agent = new Agent(options);
   agent.start();

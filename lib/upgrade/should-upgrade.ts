@@ -17,6 +17,12 @@ export interface UpgradeQuestion {
    * `updater.allow_downgrade`). Default false: refused, critical or not.
    */
   allowDowngrade?: boolean;
+  /**
+   * Set when the cluster's rollout manages this agent (`/v1/webapi/find`): `target` is the version
+   * the rollout gives it, and `now` whether the rollout has reached it. The rollout, not the
+   * maintenance window, decides when: its groups carry their own days and hours.
+   */
+  rollout?: { now: boolean };
 }
 
 export type UpgradeReason =
@@ -26,7 +32,9 @@ export type UpgradeReason =
   | 'critical' // different and critical: now, whatever the window
   | 'in-window' // different and inside a window
   | 'outside-window' // different, wait for nextStart
-  | 'no-schedule'; // different, but no schedule to wait for: do nothing until one is exported
+  | 'no-schedule' // different, but no schedule to wait for: do nothing until one is exported
+  | 'rollout' // different, and the cluster's rollout says now
+  | 'rollout-wait'; // different, but the rollout has not reached this agent (or is halted)
 
 export interface UpgradeDecision {
   upgrade: boolean;
@@ -52,7 +60,8 @@ export interface UpgradeDecision {
  * the same version: a rebuild is not reinstalled, and a version command that prints no build
  * metadata still confirms an install. A non-critical change waits for the maintenance window and,
  * with no schedule at all, does not happen: the platform's updaters treat a missing schedule as
- * "not yet allowed", never as "any time". Pure.
+ * "not yet allowed", never as "any time". Under a rollout the window is not consulted: the
+ * rollout's `now` decides (a downgrade still needs `allowDowngrade`). Pure.
  */
 export function shouldUpgrade(q: UpgradeQuestion): UpgradeDecision {
   const current = formatVersion(parseVersion(q.current));
@@ -66,6 +75,7 @@ export function shouldUpgrade(q: UpgradeQuestion): UpgradeDecision {
   if (order === 0) return { ...base, upgrade: false, reason: 'up-to-date', available: false, downgrade: false, target };
   const changed = { ...base, available: true, downgrade: order < 0, target };
   if (order < 0 && q.allowDowngrade !== true) return { ...changed, upgrade: false, reason: 'downgrade-refused' };
+  if (q.rollout) return { ...changed, upgrade: q.rollout.now, reason: q.rollout.now ? 'rollout' : 'rollout-wait' };
   if (q.critical) return { ...changed, upgrade: true, reason: 'critical' };
   if (!state) return { ...changed, upgrade: false, reason: 'no-schedule' };
   return { ...changed, upgrade: state.inWindow, reason: state.inWindow ? 'in-window' : 'outside-window' };

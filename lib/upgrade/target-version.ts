@@ -70,7 +70,7 @@ export async function getFromProxy(
 }
 
 /** `getFromProxy`; with `missingIsUndefined`, a 404 answer is undefined (an endpoint the proxy may not serve). */
-async function fetchFromProxy(
+export async function fetchFromProxy(
   url: string,
   options: ProxyRequestOptions,
   what: string,

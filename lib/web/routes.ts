@@ -4,7 +4,8 @@ import { parseChannelPath, pathOf } from './channel-path.js';
 import type { PingResponse } from './ping.js';
 import type { VersionChannels } from './version-channels.js';
 import { formatMaintenanceConfig, type MaintenanceConfig } from '../config/maintenance-schedule.js';
-import { CHANNEL_VERB_CRITICAL, CHANNEL_VERB_VERSION, MAINTENANCE_SCHEDULE_PATH, PING_PATH } from '../wire/names.js';
+import { CHANNEL_VERB_CRITICAL, CHANNEL_VERB_VERSION, FIND_PATH, MAINTENANCE_SCHEDULE_PATH, PING_PATH } from '../wire/names.js';
+import { parseFindQuery, type FindAutoUpdate } from './find.js';
 
 /** What the handler needs of a request: node:http's IncomingMessage and http2's compat request both fit. */
 export interface WebRequest {
@@ -28,6 +29,8 @@ export interface WebRoutesOptions {
   channels: VersionChannels;
   /** The cluster's maintenance schedule, per request (it follows reloads); undefined: none configured. */
   maintenance?: () => MaintenanceConfig | undefined;
+  /** The rollout's answer for a host of a group (from memory: no store round trip); unset: unmanaged. */
+  find?: (host: string, group: string) => FindAutoUpdate;
   logger?: Logger;
 }
 
@@ -62,7 +65,8 @@ function sendError(req: WebRequest, res: WebResponse, status: number, code: stri
  * The proxy's own web endpoints: `GET /webapi/ping` (JSON),
  * `GET /v1/webapi/automaticupgrades/channel/<name>/version` and `.../<name>/critical` (text/plain),
  * and `GET /v1/webapi/automaticupgrades/schedule` (the maintenance schedule, YAML; 404 when none
- * is configured). Only GET and HEAD (405 otherwise); 400 for bad channel paths, 404 for unknown
+ * is configured), `GET /v1/webapi/find?host=&group=` (the rollout's answer for one agent, JSON;
+ * 400 with a GATE_ERR_* code for a query that is not one). Only GET and HEAD (405 otherwise); 400 for bad channel paths, 404 for unknown
  * channels, 502 when a forwarded channel's upstream fails.
  */
 export function createWebRoutes(options: WebRoutesOptions): WebRequestHandler {
@@ -72,8 +76,9 @@ export function createWebRoutes(options: WebRoutesOptions): WebRequestHandler {
     const path = pathOf(target);
     const isPing = path === PING_PATH;
     const isSchedule = path === MAINTENANCE_SCHEDULE_PATH;
-    const channelPath = isPing || isSchedule ? undefined : parseChannelPath(target);
-    if (!isPing && !isSchedule && channelPath?.kind === 'other') return false;
+    const isFind = path === FIND_PATH;
+    const channelPath = isPing || isSchedule || isFind ? undefined : parseChannelPath(target);
+    if (!isPing && !isSchedule && !isFind && channelPath?.kind === 'other') return false;
 
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD');
@@ -88,6 +93,15 @@ export function createWebRoutes(options: WebRoutesOptions): WebRequestHandler {
       const schedule = options.maintenance?.();
       if (schedule) send(req, res, 200, 'application/yaml; charset=utf-8', formatMaintenanceConfig(schedule));
       else sendError(req, res, 404, WebErrorCodes.SCHEDULE_NOT_CONFIGURED, 'this proxy has no cluster_maintenance_config');
+      return true;
+    }
+    if (isFind) {
+      const query = parseFindQuery(target);
+      if (query.kind === 'invalid') sendError(req, res, 400, query.code, query.reason);
+      else if (query.kind === 'find') {
+        const answer = options.find?.(query.host, query.group) ?? { managed: false };
+        send(req, res, 200, 'application/json', JSON.stringify({ auto_update: answer }));
+      }
       return true;
     }
     if (!channelPath || channelPath.kind === 'other') return false; // unreachable: narrowed above

@@ -132,3 +132,20 @@ export const ADMIN_PATH_PREFIX = '/v1/admin/';
 export const ADMIN_LOCAL_URI = 'urn:gate-mux:admin:local';
 /** `<prefix><user>:<identity id>`: a user's identity, which `gate-mux users add` issues; the id changes with each `users add`. */
 export const ADMIN_USER_URI_PREFIX = 'urn:gate-mux:user:';
+
+/**
+ * Managed rollouts (docs/updates.md, "Rollouts"): an updater asks
+ * `GET <FIND_PATH>?host=<server id>&group=<update group>` (no authentication) which version its
+ * agent should run now and whether to install it now. The answer is JSON:
+ * `{"auto_update":{"managed":bool,"agent_version":"1.3.0","agent_auto_update":bool,"reason":"..."}}`;
+ * with `managed: false` (no `autoupdate_config`, or its mode disabled) the updater uses its channel.
+ */
+export const FIND_PATH = '/v1/webapi/find';
+/** The update group of an agent whose agent.yaml names none. */
+export const DEFAULT_UPDATE_GROUP = 'default';
+/** An update group's name: letters, digits, `.`, `_`, `-`, at most 64, starting and ending with a letter or digit. */
+const UPDATE_GROUP = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$/;
+
+export function isValidUpdateGroup(name: string): boolean {
+  return UPDATE_GROUP.test(name);
+}

@@ -55,7 +55,7 @@ t.test('every problem of a manifest, each with its key; nothing valid comes out'
     'spec.agent_upgrades.weekdays[0]: "Funday" is not a day name (Sun..Sat or Sunday..Saturday)',
     'spec.agent_upgrades.weekdays[2]: number 3 is not a day name (Sun..Sat or Sunday..Saturday)',
   ]);
-  t.same(readManifests('spec: {}\n').issues, ['kind: required: cluster_maintenance_config or role']);
+  t.same(readManifests('spec: {}\n').issues, ['kind: required: cluster_maintenance_config, role, autoupdate_config or autoupdate_version']);
   t.same(readManifests('kind: user\n').issues, ['kind: users are made with gate-mux users add (which issues their identity file)']);
   t.same(readManifests('kind: [\n').issues.length, 1, 'not YAML');
   t.match(readManifests('kind: [\n').issues[0], /^\(top level\): not YAML: /);
@@ -70,7 +70,7 @@ t.test('several documents: one bad one refuses them all, each problem says which
   t.same(read.issues, [
     'document 2: version: expected v7, got "v6"',
     'document 2: metadata.name: expected a role name (letters, digits, ".", "_", "-"), got "bad name"',
-    'document 2: spec.allow.rules[0].resources[0]: "nodes" is not one of cluster_maintenance_config, role, user, inventory, *',
+    'document 2: spec.allow.rules[0].resources[0]: "nodes" is not one of cluster_maintenance_config, role, user, inventory, autoupdate_config, autoupdate_version, autoupdate_agent_rollout, *',
     'document 2: spec.allow.rules[0].verbs[1]: "sudo" is not one of create, read, list, update, delete, *',
   ]);
   const both = readManifests(`${ROLE}---\n${WINDOW}`);

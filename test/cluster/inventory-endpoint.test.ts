@@ -15,6 +15,7 @@ const row: InventoryRow = {
   services: [{ kind: 'db', name: 'orders' }],
   version: '0.1.0',
   upgrader: 'none',
+  update_group: 'default',
   agent: 'db-1',
   proxies: ['p1'],
   since: new Date(0).toISOString(),

@@ -1,4 +1,4 @@
-// The resources both stores hold (the maintenance window, roles, users): one contract, run against
+// The resources both stores hold (the maintenance window, roles, users, the rollout's state) and the lease: one contract, run against
 // the memory store and a real redis-server. Revisions grow with every write; create is atomic.
 import t, { type Test } from 'tap';
 import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
@@ -47,6 +47,28 @@ async function contract(t: Test, store: ResourceStore): Promise<void> {
     (await store.listResources('role')).map((r) => r.name),
     ['b'],
   );
+
+  // A compare-and-set: written only over the revision read (0: only when there is none).
+  const state = { ...write('s', 1), kind: 'autoupdate_agent_rollout' };
+  t.equal(await store.putResource(state, { revision: 7 }), undefined, 'revision 7 expected, none there: nothing written');
+  const made = await store.putResource(state, { revision: 0 });
+  t.ok(made, 'revision 0: written where there was none');
+  t.equal(await store.putResource(state, { revision: 0 }), undefined, 'revision 0 again: one exists now');
+  const next = await store.putResource(state, { revision: made!.revision });
+  t.ok(next && next.revision > made!.revision, 'over the revision read: written');
+  t.equal(await store.putResource(state, { revision: made!.revision }), undefined, 'over a stale revision: nothing written');
+  t.equal((await store.getResource(state.kind, 's'))?.revision, next!.revision);
+
+  // The lease: one holder at a time, renewed by its holder, free again at its expiry or release.
+  t.equal(await store.holdLease('l', 'p1', 60_000), true, 'free: taken');
+  t.equal(await store.holdLease('l', 'p2', 60_000), false, 'held by another');
+  t.equal(await store.holdLease('l', 'p1', 200), true, 'its holder renews it (here shorter)');
+  await new Promise((r) => setTimeout(r, 600));
+  t.equal(await store.holdLease('l', 'p2', 60_000), true, 'expired: the other takes it');
+  await store.releaseLease('l', 'p1');
+  t.equal(await store.holdLease('l', 'p1', 60_000), false, 'a release by one that does not hold it changes nothing');
+  await store.releaseLease('l', 'p2');
+  t.equal(await store.holdLease('l', 'p1', 60_000), true, 'released: free');
 }
 
 t.test('memory', async (t) => contract(t, new MemoryRouteStore()));

@@ -117,6 +117,7 @@ const cases: Cases = [
         services: [{ kind: 'db', name: 'orders' }],
         version: '3.1.0',
         upgrader: 'unit',
+        updateGroup: 'default',
         agent: 'edge',
         proxyId,
         generation,

@@ -31,6 +31,7 @@ function line(serverId: string, hostname: string): string {
     services: [{ kind: 'ssh', name: hostname }],
     version: packageVersion,
     upgrader: 'unit',
+    updateGroup: 'default',
   };
   return descriptionLine(d);
 }

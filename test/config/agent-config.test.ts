@@ -42,6 +42,7 @@ t.test('rendered text reads back to the same values, whatever the strings hold',
     t.equal(config.stateDir, DEFAULT_AGENT_STATE_DIR);
     t.same(config.updater, {
       channel: 'stable/cloud',
+      group: 'default',
       packageManager: 'apt',
       installCommand: undefined,
       versionCommand: undefined,
@@ -65,6 +66,12 @@ t.test('rendered text reads back to the same values, whatever the strings hold',
 t.test('defaults and the smallest file', async (t) => {
   const { config, warnings } = parseAgentConfig('proxy: gate.example.com:443\nname: a\n');
   t.equal(config.updater.channel, 'default');
+  t.equal(config.updater.group, 'default', 'an agent that names no rollout group is in default');
+  t.equal(parseAgentConfig('proxy: gate.example.com:443\nname: a\nupdater: {group: prod-eu}\n').config.updater.group, 'prod-eu');
+  t.throws(
+    () => parseAgentConfig('proxy: gate.example.com:443\nname: a\nupdater: {group: "prod eu"}\n'),
+    /updater\.group: "prod eu" is not a group name/,
+  );
   t.equal(config.updater.packageManager, undefined);
   t.equal(config.updater.allowDowngrade, false, 'downgrades are refused unless the file allows them');
   t.equal(parseAgentConfig('proxy: gate.example.com:443\nname: a\nupdater: {allow_downgrade: true}\n').config.updater.allowDowngrade, true);
@@ -146,6 +153,8 @@ t.test('gate-mux agent configure: a 0600 file, checked before it is written, nev
     'stable/cloud',
     '--package-manager',
     'dnf',
+    '--update-group',
+    'staging',
     '--output',
     output,
   ];
@@ -155,6 +164,7 @@ t.test('gate-mux agent configure: a 0600 file, checked before it is written, nev
   const { config } = parseAgentConfig(await readFile(output, 'utf8'));
   t.equal(config.updater.packageManager, 'dnf');
   t.equal(config.updater.channel, 'stable/cloud');
+  t.equal(config.updater.group, 'staging', '--update-group is written as updater.group');
 
   await writeFile(output, '# edited by hand\nproxy: other:1\nname: n1\nallow: [10.0.0.1:22]\n', { mode: 0o600 });
   const again = capture();
@@ -173,6 +183,7 @@ t.test('gate-mux agent configure: a 0600 file, checked before it is written, nev
   t.equal(await configure(['--proxy', 'a:1', '--name', 'x', '--package-manager', 'brew'], usage.io), 2);
   t.equal(await configure(['--proxy', 'a:1', '--name', 'x', '--resource', 'nope'], usage.io), 2);
   t.equal(await configure(['--bogus'], usage.io), 2);
+  t.equal(await configure(['--proxy', 'a:1', '--name', 'x', '--update-group', 'a b'], usage.io), 2, 'a group that is no name');
   t.match(usage.text(), /--package-manager brew: expected apt, dnf, yum, zypper/);
   const help = capture();
   t.equal(await configure(['--help'], help.io), 0);

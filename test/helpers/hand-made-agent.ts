@@ -103,7 +103,14 @@ export async function handMadeAgent(
       stream.respond({ status: 200, code: '', reason: '' });
       stream.write(
         Buffer.from(
-          descriptionLine({ serverId: serverIdForName(name), hostname: 'h', services: [], version: packageVersion, upgrader: 'none' }),
+          descriptionLine({
+            serverId: serverIdForName(name),
+            hostname: 'h',
+            services: [],
+            version: packageVersion,
+            upgrader: 'none',
+            updateGroup: 'default',
+          }),
         ),
       );
       stream.resume();

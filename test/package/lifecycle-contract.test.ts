@@ -219,7 +219,7 @@ const MAKERS: Record<string, Maker> = {
       signal: new AbortController().signal,
       track: () => {},
       served: () => {},
-      description: () => ({ serverId: '', hostname: '', services: [], version: '', upgrader: '' }),
+      description: () => ({ serverId: '', hostname: '', services: [], version: '', upgrader: '', updateGroup: '' }),
     });
     return { part: tunnel, initial: 'connecting' };
   },

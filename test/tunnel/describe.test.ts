@@ -58,6 +58,7 @@ t.test('a description reaches the registry at admission, and a change follows', 
     services: [{ kind: 'db', name: 'orders' }],
     version: '3.0.2',
     upgrader: 'unit',
+    updateGroup: 'default',
   };
   t.same(a.description, expected);
   t.same(side.registry.describedAgent('db-1')?.description, expected, 'the proxy holds it once the agent counts its tunnel up');

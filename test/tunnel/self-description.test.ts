@@ -25,6 +25,7 @@ const good: AgentDescription = {
   services: [{ kind: 'db', name: 'orders' }],
   version: '3.1.0',
   upgrader: 'unit',
+  updateGroup: 'default',
 };
 const line = (extra: Record<string, unknown>) => JSON.stringify({ ...good, ...extra });
 
@@ -70,6 +71,19 @@ t.test('hostile descriptions: refused with the code, or sanitised and said so', 
   t.same(services.description.services, [{ kind: 'db', name: 'ab' }], "unknown kinds (a newer agent's) and empty names left out");
   t.same(services.sanitised, ['services']);
   t.same(readDescription(line({ extra: 'x'.repeat(1000) })).description, good, 'unknown fields are ignored');
+});
+
+t.test('the update group: optional (an agent older than rollouts is in default), checked when given', async (t) => {
+  const { updateGroup: _omitted, ...older } = good;
+  t.equal(readDescription(JSON.stringify(older)).description.updateGroup, 'default', 'absent: default');
+  t.equal(readDescription(line({ updateGroup: 'prod-eu.1' })).description.updateGroup, 'prod-eu.1');
+  t.match(descriptionLine({ ...good, updateGroup: 'dev' }), /"updateGroup":"dev"/, 'sent on the line');
+  for (const bad of ['', 'dev\nprod', 'a b', '-dev', 'g'.repeat(65), 7, null])
+    t.throws(
+      () => readDescription(line({ updateGroup: bad })),
+      { code: ErrorCodes.AGENT_DESCRIPTION_INVALID, message: /updateGroup/ },
+      `${JSON.stringify(bad)} refused`,
+    );
 });
 
 t.test('--service KIND:NAME and GATE_EXT_UPGRADER', async (t) => {
@@ -166,17 +180,25 @@ t.test("inventory rows: one per server ID, the newest tunnel's description, the 
     ],
     version: '3.1.0',
     upgrader: 'unit',
+    update_group: 'default',
     agent: 'db-1',
     proxies: ['p1', 'p2'],
     since: new Date(1000).toISOString(),
   });
   t.equal(rows[0]!.agent, 'old', 'sorted by hostname (an undescribed agent has none)');
   const table = inventoryTable(rows).split('\n');
-  t.match(table[0], /^Server ID\s+Hostname\s+Services\s+Version\s+Upgrader$/, "the platform's columns, in its order");
-  t.match(table[3], new RegExp(`^${ID}\\s+db-1\\.internal\\s+db:orders,ssh:db-1\\s+3\\.1\\.0\\s+unit$`));
-  t.match(table[2], /^\S+\s+-\s+-\s+-\s+unknown$/, 'what an agent did not say is shown as -');
+  t.match(
+    table[0],
+    /^Server ID\s+Hostname\s+Services\s+Version\s+Upgrader\s+Group$/,
+    "the platform's columns, in its order, then the group",
+  );
+  t.match(table[3], new RegExp(`^${ID}\\s+db-1\\.internal\\s+db:orders,ssh:db-1\\s+3\\.1\\.0\\s+unit\\s+default$`));
+  t.match(table[2], /^\S+\s+-\s+-\s+-\s+unknown\s+default$/, 'what an agent did not say is shown as -');
   t.equal(parseInventoryRecord(JSON.stringify(record({}))) !== undefined, true);
   t.equal(parseInventoryRecord('{"serverId":1}'), undefined);
+  const { updateGroup: _none, ...olderRecord } = record({});
+  t.equal(parseInventoryRecord(JSON.stringify(olderRecord))?.updateGroup, 'default', 'a record without a group is in default');
+  t.equal(mergeInventory([record({ updateGroup: 'prod' })])[0]!.update_group, 'prod', 'the row shows the group');
   t.equal(parseInventoryRecord('nope'), undefined);
   t.same(recordFor({ name: 'old', description: undefined, since: 5 }, 'p9', 3), {
     serverId: serverIdForName('old'),
@@ -184,6 +206,7 @@ t.test("inventory rows: one per server ID, the newest tunnel's description, the 
     services: [],
     version: '',
     upgrader: 'unknown',
+    updateGroup: 'default',
     agent: 'old',
     proxyId: 'p9',
     generation: 3,

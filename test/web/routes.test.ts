@@ -9,6 +9,7 @@ import { devCertificates } from '../../lib/pki/dev-certificates.js';
 import { planListeners } from '../../lib/proxy/listener-plan.js';
 import { buildPing } from '../../lib/proxy/ping.js';
 import { createWebRoutes } from '../../lib/web/routes.js';
+import type { FindAutoUpdate } from '../../lib/web/find.js';
 import { VersionChannels, type FetchText } from '../../lib/web/version-channels.js';
 import { requirePeer } from '../helpers/peers.js';
 import { startTinyproxy } from '../helpers/tinyproxy.js';
@@ -46,12 +47,14 @@ async function serveRoutes(
   channels: VersionChannels,
   pingFile = 'proxy_service:\n  web_listen_addr: 127.0.0.1:3080\n',
   maintenance?: () => MaintenanceConfig | undefined,
+  find?: (host: string, group: string) => FindAutoUpdate,
 ) {
   const { config } = parseConfig(pingFile);
   const handler = createWebRoutes({
     ping: () => buildPing(config, planListeners(config), 'v0.1.0'),
     channels,
     ...(maintenance ? { maintenance } : {}),
+    ...(find ? { find } : {}),
   });
   const server = createHttpServer((req, res) => {
     if (!handler(req, res)) {
@@ -127,6 +130,55 @@ t.test('critical answers yes or no; the schedule is served as a cluster_maintena
   t.equal(
     schedule.body,
     'kind: cluster_maintenance_config\nspec:\n  agent_upgrades:\n    utc_start_hour: 2\n    weekdays: [Sunday, Wednesday]\n',
+  );
+});
+
+t.test('find: the rollout answer for a host and group; a query that is not one is 400 with its code', async (t) => {
+  const HOST = '0b7c6a1e-2f4d-4c3b-9a8e-1d2c3b4a5f60';
+  const asked: Array<[string, string]> = [];
+  const web = await serveRoutes(t, new VersionChannels({ channels: {}, proxyVersion: '0.1.0' }), undefined, undefined, (host, group) => {
+    asked.push([host, group]);
+    return group === 'dev'
+      ? { managed: true, agent_version: '1.3.0', agent_auto_update: true, reason: 'canary of group dev' }
+      : { managed: false };
+  });
+  const dev = await web.get(`/v1/webapi/find?host=${HOST.toUpperCase()}&group=dev`);
+  t.equal(dev.status, 200);
+  t.equal(dev.headers['content-type'], 'application/json');
+  t.equal(dev.headers['cache-control'], 'no-cache');
+  t.same(JSON.parse(dev.body), {
+    auto_update: { managed: true, agent_version: '1.3.0', agent_auto_update: true, reason: 'canary of group dev' },
+  });
+  t.same(JSON.parse((await web.get(`/v1/webapi/find?host=${HOST}`)).body), { auto_update: { managed: false } });
+  t.same(
+    asked,
+    [
+      [HOST, 'dev'],
+      [HOST, 'default'],
+    ],
+    'the host in lower case; no group is the default group',
+  );
+  for (const [query, why] of [
+    ['', /host/],
+    ['?host=nope', /host/],
+    [`?host=${HOST}&host=${HOST}`, /host/],
+    [`?host=${HOST}&group=a%20b`, /group/],
+    [`?host=${HOST}&group=a&group=b`, /group/],
+    [`?host=${HOST}&group=${'g'.repeat(2000)}`, /longer than 1024/],
+  ] as const) {
+    const bad = await web.get(`/v1/webapi/find${query}`);
+    t.equal(bad.status, 400, `${query.slice(0, 60)}: 400`);
+    t.equal(errorOf(bad).code, 'GATE_ERR_INVALID_ARGUMENT');
+    t.match(errorOf(bad).message, why);
+  }
+  t.equal(asked.length, 2, 'an invalid query never reaches the rollout');
+  t.equal((await web.get(`/v1/webapi/find?host=${HOST}`, 'POST')).status, 405);
+  t.equal((await web.get('/v1/webapi/find/x')).body, 'fallback', 'another path is not find');
+  const unmanaged = await serveRoutes(t, new VersionChannels({ channels: {}, proxyVersion: '0.1.0' }));
+  t.same(
+    JSON.parse((await unmanaged.get(`/v1/webapi/find?host=${HOST}&group=dev`)).body),
+    { auto_update: { managed: false } },
+    'no rollout: unmanaged',
   );
 });
 
