@@ -15,6 +15,8 @@ export type GroupState = (typeof GROUP_STATES)[number];
 /** An agent the controller told to update. */
 export interface ToldAgent {
   serverId: string;
+  /** Its certificate's name. */
+  name: string;
   hostname: string;
   /** Epoch ms it was told. */
   toldAt: number;
@@ -164,6 +166,7 @@ export function rolloutStateOf(document: Record<string, unknown>): RolloutState 
 function copyTold(a: ToldAgent): ToldAgent {
   return {
     serverId: String(a.serverId),
+    name: String(a.name ?? ''),
     hostname: String(a.hostname ?? ''),
     toldAt: Number(a.toldAt) || 0,
     ...(Number.isFinite(a.backAt) ? { backAt: a.backAt as number } : {}),

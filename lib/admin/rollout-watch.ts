@@ -205,6 +205,7 @@ export class RolloutWatch implements Closable {
     if (!this.holding || !config || !version) return;
     const agents: RolloutAgent[] = (await readInventory(store)).map((row) => ({
       serverId: row.server_id,
+      name: row.agent,
       hostname: row.hostname,
       group: row.update_group,
       version: row.version,
