@@ -319,10 +319,10 @@ spec:
   });
   t.equal((await group(survivor, 'staging')).state, 'rolledback');
   t.equal((await group(survivor, 'dev')).state, 'done', 'dev untouched');
-  const stored = await gateMux(['get', 'autoupdate_agent_rollout', '--format', 'json', ...onHost(survivor)]);
-  t.equal(stored.code, 0, stored.stderr);
+  const got = await gateMux(['get', 'autoupdate_agent_rollout', '--format', 'json', ...onHost(survivor)]);
+  t.equal(got.code, 0, got.stderr);
   t.match(
-    JSON.parse(stored.stdout),
+    JSON.parse(got.stdout),
     { kind: 'autoupdate_agent_rollout', status: { targetVersion: TARGET } },
     'the state is a resource get reads',
   );
