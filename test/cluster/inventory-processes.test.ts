@@ -141,7 +141,7 @@ t.test("inventory ls on either proxy lists the cluster's agents once each; --upg
     t.equal(none.code, 0, none.stderr);
     const dataLines = none.stdout.trimEnd().split('\n').slice(2);
     t.equal(dataLines.length, 1, `${args.join(' ')}: exactly one agent`);
-    t.match(dataLines[0], new RegExp(`^${serverIds['edge-1']}\\s+\\S+\\s+kube:prod\\s+\\S+\\s+none$`));
+    t.match(dataLines[0], new RegExp(`^${serverIds['edge-1']}\\s+\\S+\\s+kube:prod\\s+\\S+\\s+none\\s+default$`));
   }
   const unitJson = await inventory('--upgrader=unit', '--format', 'json', '--config', config);
   t.same((JSON.parse(unitJson.stdout) as InventoryRow[]).map((r) => r.agent).sort(), ['db-1', 'web-1'], 'JSON, filtered by upgrader');
