@@ -127,7 +127,11 @@ t.test("inventory ls on either proxy lists the cluster's agents once each; --upg
   const table = await inventory('--diag', `127.0.0.1:${p0.ports.diag}`);
   t.equal(table.code, 0, table.stderr);
   const lines = table.stdout.trimEnd().split('\n');
-  t.match(lines[0], /^Server ID\s+Hostname\s+Services\s+Version\s+Upgrader\s+Group$/, "the document's columns, in its order, then the group");
+  t.match(
+    lines[0],
+    /^Server ID\s+Hostname\s+Services\s+Version\s+Upgrader\s+Group$/,
+    "the document's columns, in its order, then the group",
+  );
   t.equal(lines.length, 2 + 3, 'a header, a rule and three rows');
   t.match(
     table.stdout,
