@@ -270,7 +270,10 @@ t.test('rollback, start-update, mark-done; suspended; a new target starts over',
   t.same(findAnswer(rolled, id(1), 'dev'), { managed: true, agent_version: '1.2.3', agent_auto_update: true, reason: 'rolled back' });
   const after = advanceRollout(rolled, { config, version, agents, now: now + MINUTE }).state!;
   t.equal(after.groups[0]!.state, 'rolledback', 'the controller keeps a rollback');
-  t.throws(() => applyCommand(after, { verb: 'mark-done', group: 'qa' }, 'alice', now), /no group qa/);
+  t.throws(() => applyCommand(after, { verb: 'mark-done', group: 'qa' }, 'alice', now), {
+    code: ErrorCodes.ROLLOUT_COMMAND_REFUSED,
+    message: /no group qa/,
+  });
 
   const restarted = applyCommand(after, { verb: 'start-update', group: 'dev' }, 'alice', now);
   restart(agents, 'dev-2', '1.2.3', 0);
