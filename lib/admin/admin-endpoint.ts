@@ -376,12 +376,7 @@ export function createAdminRoutes(options: AdminEndpointOptions): (req: Incoming
               ErrorCodes.ROLLOUT_COMMAND_REFUSED,
               'no rollout: create an autoupdate_config and an autoupdate_version first',
             );
-          let next;
-          try {
-            next = applyCommand(state, command, who.who, Date.now());
-          } catch (err) {
-            throw new GateError(ErrorCodes.ROLLOUT_COMMAND_REFUSED, (err as Error).message);
-          }
+          const next = applyCommand(state, command, who.who, Date.now());
           const stored = await s.putResource(
             {
               kind: AUTOUPDATE_ROLLOUT_KIND,

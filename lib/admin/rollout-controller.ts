@@ -25,6 +25,8 @@ import type { GroupRollout, GroupState, RolloutState, ToldAgent } from './rollou
 /** One agent as the controller sees it (a row of the cluster's inventory: connected now). */
 export interface RolloutAgent {
   serverId: string;
+  /** The name its certificate carries (what messages call it: host names repeat, names do not). */
+  name: string;
   hostname: string;
   group: string;
   version: string;
@@ -184,7 +186,7 @@ export function advanceRollout(
         changed = true;
         continue;
       }
-      const name = told.hostname || told.serverId;
+      const name = told.name || told.hostname || told.serverId;
       if (agent && agent.since > told.toldAt) {
         told.cameBackOn = agent.version;
         changed = true;
@@ -196,7 +198,7 @@ export function advanceRollout(
     return undefined;
   };
   const tell = (group: GroupRollout, agent: RolloutAgent, list: ToldAgent[]): void => {
-    list.push({ serverId: agent.serverId, hostname: agent.hostname, toldAt: now });
+    list.push({ serverId: agent.serverId, name: agent.name, hostname: agent.hostname, toldAt: now });
     changed = true;
     events.push({
       level: 'info',

@@ -6,6 +6,7 @@
  * to update and when (a canary or an agent in flight), and when each came back on the target.
  * Pure: no clock, no store.
  */
+import { ErrorCodes, GateError } from '../errors.js';
 import { DEFAULT_UPDATE_GROUP } from '../wire/names.js';
 import type { RolloutMode, RolloutStrategy } from './rollout-spec.js';
 
@@ -15,6 +16,8 @@ export type GroupState = (typeof GROUP_STATES)[number];
 /** An agent the controller told to update. */
 export interface ToldAgent {
   serverId: string;
+  /** Its certificate's name. */
+  name: string;
   hostname: string;
   /** Epoch ms it was told. */
   toldAt: number;
@@ -164,6 +167,7 @@ export function rolloutStateOf(document: Record<string, unknown>): RolloutState 
 function copyTold(a: ToldAgent): ToldAgent {
   return {
     serverId: String(a.serverId),
+    name: String(a.name ?? ''),
     hostname: String(a.hostname ?? ''),
     toldAt: Number(a.toldAt) || 0,
     ...(Number.isFinite(a.backAt) ? { backAt: a.backAt as number } : {}),
@@ -176,6 +180,8 @@ export function rolloutDocument(state: RolloutState, name: string, kind: string)
   return { kind, version: 'v1', metadata: { name }, status: JSON.parse(JSON.stringify(state)) as unknown };
 }
 
+const refused = (message: string): GateError => new GateError(ErrorCodes.ROLLOUT_COMMAND_REFUSED, message);
+
 export type RolloutCommand =
   | { verb: 'start-update'; group: string }
   | { verb: 'mark-done'; group: string }
@@ -186,13 +192,13 @@ export type RolloutCommand =
  * starts an unstarted, halted or rolled back group at once (no window, previous group or wait);
  * `mark-done` makes a group done (the next may follow); `rollback` makes a group (every started one
  * when none is named) rolled back: its agents are answered the start version, to install now. Throws
- * an Error with the words to show for a group that is not there or a state it cannot leave. Pure.
+ * GATE_ERR_ROLLOUT_COMMAND_REFUSED for a group that is not there or a state it cannot leave. Pure.
  */
 export function applyCommand(state: RolloutState, command: RolloutCommand, who: string, now: number): RolloutState {
   const next: RolloutState = JSON.parse(JSON.stringify(state)) as RolloutState;
   const named = (name: string): GroupRollout => {
     const group = next.groups.find((g) => g.name === name);
-    if (!group) throw new Error(`no group ${name} in the rollout (groups: ${next.groups.map((g) => g.name).join(', ')})`);
+    if (!group) throw refused(`no group ${name} in the rollout (groups: ${next.groups.map((g) => g.name).join(', ')})`);
     return group;
   };
   const set = (group: GroupRollout, to: GroupState, reason: string): void => {
@@ -205,7 +211,7 @@ export function applyCommand(state: RolloutState, command: RolloutCommand, who: 
     case 'start-update': {
       const group = named(command.group);
       if (group.state === 'canary' || group.state === 'active' || group.state === 'done')
-        throw new Error(`group ${group.name} is ${group.state} already`);
+        throw refused(`group ${group.name} is ${group.state} already`);
       // A fresh start: what was told before is forgotten, so the canaries are picked again.
       group.canaries = [];
       group.told = [];
@@ -218,7 +224,7 @@ export function applyCommand(state: RolloutState, command: RolloutCommand, who: 
       break;
     case 'rollback': {
       const groups = command.group === undefined ? next.groups.filter((g) => g.state !== 'unstarted') : [named(command.group)];
-      if (groups.length === 0) throw new Error('no group has started: nothing to roll back');
+      if (groups.length === 0) throw refused('no group has started: nothing to roll back');
       for (const group of groups) set(group, 'rolledback', `rolled back by ${who}`);
       break;
     }

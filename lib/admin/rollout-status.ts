@@ -9,6 +9,7 @@ import type { RolloutState, ToldAgent } from './rollout-state.js';
 
 export interface CanaryStatus {
   server_id: string;
+  name: string;
   hostname: string;
   /** `updating` (told, not back), `back` (connected on the target), `came back on X`, or `offline`. */
   status: string;
@@ -64,7 +65,7 @@ function canaryStatus(told: ToldAgent, rows: ReadonlyMap<string, InventoryRow>):
         : row === undefined
           ? 'offline'
           : 'updating';
-  return { server_id: told.serverId, hostname: told.hostname, status, told_at: iso(told.toldAt) };
+  return { server_id: told.serverId, name: told.name, hostname: told.hostname, status, told_at: iso(told.toldAt) };
 }
 
 export function rolloutStatus(state: RolloutState | undefined, inventory: readonly InventoryRow[]): RolloutStatus {
@@ -110,7 +111,7 @@ export function agentReport(state: RolloutState | undefined, inventory: readonly
     for (const told of [...g.canaries, ...g.told])
       if (!seen.has(told.serverId)) {
         seen.add(told.serverId);
-        out.push({ server_id: told.serverId, name: '', hostname: told.hostname, group: g.name, version: '', connected: false });
+        out.push({ server_id: told.serverId, name: told.name, hostname: told.hostname, group: g.name, version: '', connected: false });
       }
   return out.sort(
     (a, b) => a.group.localeCompare(b.group) || a.hostname.localeCompare(b.hostname) || a.server_id.localeCompare(b.server_id),
@@ -130,7 +131,7 @@ export function formatRolloutStatus(status: RolloutStatus): string {
       .join(', ');
     lines.push(`group ${g.name}: ${g.state}${g.reason ? ` (${g.reason})` : ''}`);
     lines.push(`  agents: ${g.agents}${versions ? ` (${versions})` : ''}; in flight: ${g.in_flight}`);
-    for (const c of g.canaries) lines.push(`  canary ${c.hostname || c.server_id}: ${c.status}`);
+    for (const c of g.canaries) lines.push(`  canary ${c.name || c.hostname || c.server_id} (${c.server_id}): ${c.status}`);
   }
   return `${lines.join('\n')}\n`;
 }

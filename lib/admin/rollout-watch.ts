@@ -196,7 +196,8 @@ export class RolloutWatch implements Closable {
   private async step(store: RouteStore & ResourceStore): Promise<void> {
     const { config, version } = this.view;
     const wasHolding = this.holding;
-    this.holding = await store.holdLease(AUTOUPDATE_ROLLOUT_NAME, this.options.proxyId, this.stepMs() * LEASE_STEPS);
+    // At least three seconds, whatever the step: a lease that expires as it is taken is no lease.
+    this.holding = await store.holdLease(AUTOUPDATE_ROLLOUT_NAME, this.options.proxyId, Math.max(this.stepMs(), MIN_STEP_MS) * LEASE_STEPS);
     if (this.holding !== wasHolding)
       this.log.info(
         { holder: this.holding },
@@ -205,6 +206,7 @@ export class RolloutWatch implements Closable {
     if (!this.holding || !config || !version) return;
     const agents: RolloutAgent[] = (await readInventory(store)).map((row) => ({
       serverId: row.server_id,
+      name: row.agent,
       hostname: row.hostname,
       group: row.update_group,
       version: row.version,

@@ -53,10 +53,12 @@ const id = (n: number): string => `00000000-0000-4000-8000-${String(n).padStart(
 /** A fleet: dev-1..dev-3 and prod-1..prod-10, every one on 1.2.3 since long ago. */
 function fleet(): RolloutAgent[] {
   return [
-    ...[1, 2, 3].map((n) => ({ serverId: id(n), hostname: `dev-${n}`, group: 'dev', version: '1.2.3', since: 0 })),
+    // One host name for all: messages name agents by their certificate's name.
+    ...[1, 2, 3].map((n) => ({ serverId: id(n), name: `dev-${n}`, hostname: 'shared-host', group: 'dev', version: '1.2.3', since: 0 })),
     ...Array.from({ length: 10 }, (_, i) => ({
       serverId: id(100 + i),
-      hostname: `prod-${i + 1}`,
+      name: `prod-${i + 1}`,
+      hostname: 'shared-host',
       group: 'prod',
       version: '1.2.3',
       since: 0,
@@ -64,8 +66,8 @@ function fleet(): RolloutAgent[] {
   ];
 }
 /** The agent restarted at `at` on `version` (what an updater's install does). */
-function restart(agents: RolloutAgent[], hostname: string, version: string, at: number): void {
-  const agent = agents.find((a) => a.hostname === hostname)!;
+function restart(agents: RolloutAgent[], name: string, version: string, at: number): void {
+  const agent = agents.find((a) => a.name === name)!;
   agent.version = version;
   agent.since = at;
 }
@@ -150,7 +152,7 @@ t.test('halt-on-error: canaries, then the rest of the group in flight, then the 
   t.match(events[0]!.message, /rollout from 1\.2\.3 to 1\.3\.0 begins/);
   t.equal(state!.groups[0]!.state, 'canary', 'dev starts in its window: canaries first');
   t.same(
-    state!.groups[0]!.canaries.map((c) => c.hostname),
+    state!.groups[0]!.canaries.map((c) => c.name),
     ['dev-1', 'dev-2'],
     'canary_count of its connected agents',
   );
@@ -185,7 +187,7 @@ t.test('halt-on-error: canaries, then the rest of the group in flight, then the 
   ({ state } = step(state));
   t.equal(state!.groups[0]!.state, 'active', 'every canary back on the target: active');
   t.same(
-    state!.groups[0]!.told.map((a) => a.hostname),
+    state!.groups[0]!.told.map((a) => a.name),
     ['dev-3'],
     'the rest told (max_in_flight 10% of 3: one)',
   );
@@ -209,7 +211,7 @@ t.test('halt-on-error: canaries, then the rest of the group in flight, then the 
   now += MINUTE;
   ({ state, changed } = step(state));
   t.equal(state!.groups[1]!.told.length, 2, 'no new place while both are in flight');
-  restart(agents, state!.groups[1]!.told[0]!.hostname, '1.3.0', now);
+  restart(agents, state!.groups[1]!.told[0]!.name, '1.3.0', now);
   now += MINUTE;
   ({ state } = step(state));
   t.equal(state!.groups[1]!.told.length, 3, 'one back: one more told');
@@ -268,14 +270,17 @@ t.test('rollback, start-update, mark-done; suspended; a new target starts over',
   t.same(findAnswer(rolled, id(1), 'dev'), { managed: true, agent_version: '1.2.3', agent_auto_update: true, reason: 'rolled back' });
   const after = advanceRollout(rolled, { config, version, agents, now: now + MINUTE }).state!;
   t.equal(after.groups[0]!.state, 'rolledback', 'the controller keeps a rollback');
-  t.throws(() => applyCommand(after, { verb: 'mark-done', group: 'qa' }, 'alice', now), /no group qa/);
+  t.throws(() => applyCommand(after, { verb: 'mark-done', group: 'qa' }, 'alice', now), {
+    code: ErrorCodes.ROLLOUT_COMMAND_REFUSED,
+    message: /no group qa/,
+  });
 
   const restarted = applyCommand(after, { verb: 'start-update', group: 'dev' }, 'alice', now);
   restart(agents, 'dev-2', '1.2.3', 0);
   const again = advanceRollout(restarted, { config, version, agents, now: now + 2 * MINUTE }).state!;
   t.equal(again.groups[0]!.state, 'canary', 'start-update: canaries picked again');
   t.same(
-    again.groups[0]!.canaries.map((c) => c.hostname),
+    again.groups[0]!.canaries.map((c) => c.name),
     ['dev-2', 'dev-3'],
     'among those not on the target',
   );

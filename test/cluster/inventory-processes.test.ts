@@ -111,6 +111,7 @@ t.test("inventory ls on either proxy lists the cluster's agents once each; --upg
           services: services.map(([kind, n]) => ({ kind, name: n })),
           version: packageVersion,
           upgrader,
+          update_group: 'default',
         },
         `proxy${proxy.index + 1}: ${name}'s fields`,
       );
@@ -126,7 +127,11 @@ t.test("inventory ls on either proxy lists the cluster's agents once each; --upg
   const table = await inventory('--diag', `127.0.0.1:${p0.ports.diag}`);
   t.equal(table.code, 0, table.stderr);
   const lines = table.stdout.trimEnd().split('\n');
-  t.match(lines[0], /^Server ID\s+Hostname\s+Services\s+Version\s+Upgrader$/, "the columns, in the document's order");
+  t.match(
+    lines[0],
+    /^Server ID\s+Hostname\s+Services\s+Version\s+Upgrader\s+Group$/,
+    "the document's columns, in its order, then the group",
+  );
   t.equal(lines.length, 2 + 3, 'a header, a rule and three rows');
   t.match(
     table.stdout,
@@ -140,7 +145,7 @@ t.test("inventory ls on either proxy lists the cluster's agents once each; --upg
     t.equal(none.code, 0, none.stderr);
     const dataLines = none.stdout.trimEnd().split('\n').slice(2);
     t.equal(dataLines.length, 1, `${args.join(' ')}: exactly one agent`);
-    t.match(dataLines[0], new RegExp(`^${serverIds['edge-1']}\\s+\\S+\\s+kube:prod\\s+\\S+\\s+none$`));
+    t.match(dataLines[0], new RegExp(`^${serverIds['edge-1']}\\s+\\S+\\s+kube:prod\\s+\\S+\\s+none\\s+default$`));
   }
   const unitJson = await inventory('--upgrader=unit', '--format', 'json', '--config', config);
   t.same((JSON.parse(unitJson.stdout) as InventoryRow[]).map((r) => r.agent).sort(), ['db-1', 'web-1'], 'JSON, filtered by upgrader');
