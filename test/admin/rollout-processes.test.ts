@@ -92,6 +92,9 @@ async function eventually(condition: () => Promise<boolean>, what: string, limit
   );
 }
 
+// Real processes under a shared machine: two to three minutes (tap's default per file is two).
+t.setTimeout(600_000);
+
 t.test('a rollout across three groups on two proxies: canaries, a lease handoff, an automatic halt, a rollback', async (t) => {
   // The groups' window is the current UTC hour: a test started in its last minutes waits for the next.
   const minute = new Date().getUTCMinutes();
