@@ -31,6 +31,10 @@ async function gateUpgrade(args: string[], extraEnv: NodeJS.ProcessEnv = {}) {
   return { code: r.code, stdout: r.stdout.split('\n').filter(Boolean), stderr: r.stderr };
 }
 
+// Many real processes (proxies, agents, the updater's runs): longer than tap's default per file
+// on a busy machine.
+t.setTimeout(300_000);
+
 t.test('dry-run and run ask the rollout first, and the channel when there is none', async (t) => {
   const server = await startFindServer(t);
   const dir = await tempDir(t, 'rollout-dry-run');

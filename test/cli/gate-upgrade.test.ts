@@ -143,6 +143,10 @@ function logLines(o: Outcome): Array<Record<string, unknown>> {
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
+// Many real processes (proxies, agents, the updater's runs): longer than tap's default per file
+// on a busy machine.
+t.setTimeout(300_000);
+
 t.test('dry-run: equal, newer, lower (a downgrade line), build metadata', async (t) => {
   const r = await rig(t);
   const before = connects();
