@@ -232,6 +232,10 @@ export class PeerPool implements Closable {
         socket.destroy();
       },
     });
+    // Streams wait for the peer's HELLO: before it a stream's first bytes have no credit and would
+    // follow their OPEN a round trip later, while the holder passes on only the bytes that came
+    // with the OPEN (peer-server.ts) and then waits for the agent's answer.
+    await peerHello(session, this.options.dialTimeoutMs ?? 5_000, peer.peerAddr);
     this.log.debug({ peer: peer.id, addr: peer.peerAddr }, 'peering session opened');
     return session;
   }
@@ -251,4 +255,27 @@ export class PeerPool implements Closable {
     });
     return session;
   }
+}
+
+/** Resolves once the peer's HELLO has come; GATE_ERR_PEER_DIAL_FAILED if the session ends or none comes in time. */
+function peerHello(session: FramedSession, timeoutMs: number, addr: string): Promise<void> {
+  if (session.peerLimits) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const done = (err?: GateError): void => {
+      clearTimeout(timer);
+      session.removeListener('hello', onHello);
+      session.removeListener('close', onClose);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onHello = (): void => done();
+    const onClose = (): void => done(new GateError(ErrorCodes.PEER_DIAL_FAILED, `${addr}: the peering session ended before its HELLO`));
+    const timer = setTimeout(() => {
+      done(new GateError(ErrorCodes.PEER_DIAL_FAILED, `${addr}: no HELLO within ${timeoutMs} ms`));
+      session.destroy();
+    }, timeoutMs);
+    timer.unref();
+    session.once('hello', onHello);
+    session.once('close', onClose);
+  });
 }

@@ -49,7 +49,8 @@ export type { PingDone } from './ping-table.js';
 
 /**
  * One end of a framed tunnel session on `socket`. `open` starts a stream; the other side's opens
- * come to `onOpen`. Events: 'goaway' (GoAwayPayload: the other side takes no new streams) and
+ * come to `onOpen`. Events: 'hello' (HelloPayload: the other side's HELLO came, and with it the
+ * credit DATA waits for), 'goaway' (GoAwayPayload: the other side takes no new streams) and
  * 'close' (GateError | undefined: the session is over, every stream closed).
  *
  * Each side's first frame is its HELLO (its windows and its stream limit): this side sends no DATA
@@ -68,12 +69,6 @@ export class FramedSession extends EventEmitter implements StreamSession {
   private peerHello: HelloPayload | undefined = undefined;
   /** Connection credit the other side gave, not yet spent (none before its HELLO). */
   private credit = 0;
-  /**
-   * OPENs made before the other side's HELLO, sent with the first DATA when it comes (a holder
-   * passes an OPEN's first bytes on with its own: peer-server.ts); a stream closed before then is
-   * never told. Undefined once the HELLO came.
-   */
-  private heldOpens: Array<{ id: number; frame: Buffer }> | undefined = [];
   /** Connection bytes the other side may still send. */
   private allowance: number;
   private unreturned = 0;
@@ -198,10 +193,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
     const id = this.table.takeId()!;
     const stream = new FramedStream(this, id, this.streamWindow, true, this.peerHello?.streamWindow ?? 0);
     this.table.add(stream);
-    const frame = controlFrame(FrameType.OPEN, 0, id, payload);
-    if (this.heldOpens) this.heldOpens.push({ id, frame });
-    else this.output.queue(frame);
-    if (!this.table.idsLeft && !this.heldOpens) this.goAway(WireError.NO_ERROR, 'stream ids exhausted');
+    this.output.queue(controlFrame(FrameType.OPEN, 0, id, payload));
+    if (!this.table.idsLeft) this.goAway(WireError.NO_ERROR, 'stream ids exhausted');
     return stream;
   }
 
@@ -255,8 +248,6 @@ export class FramedSession extends EventEmitter implements StreamSession {
   }
 
   sendReset(id: number, code: number, reason: string): void {
-    const held = this.heldOpens?.findIndex((open) => open.id === id) ?? -1;
-    if (held >= 0) return void this.heldOpens!.splice(held, 1);
     this.output.queue(controlFrame(FrameType.RESET, 0, id, encodeReset({ code, reason })));
   }
 
@@ -368,14 +359,11 @@ export class FramedSession extends EventEmitter implements StreamSession {
       throw new FrameError(WireError.PROTOCOL_ERROR, `a frame of type ${type} on stream ${id} before the HELLO`);
     const hello = decodeHello(payload);
     this.peerHello = hello;
-    const held = this.heldOpens!;
-    this.heldOpens = undefined;
-    for (const open of held) this.output.queue(open.frame);
-    if (!this.table.idsLeft) this.goAway(WireError.NO_ERROR, 'stream ids exhausted');
     this.credit = hello.connectionWindow;
     this.minIncrement = minUsefulIncrement(hello.streamWindow);
     for (const stream of this.table.values()) stream.receiveWindow(hello.streamWindow);
     this.wakeWaiting();
+    this.emit('hello', hello);
   }
 
   private data(id: number, flags: number, payload: Buffer): void {

@@ -53,7 +53,8 @@ export async function readReadiness(stateDir: string): Promise<AgentReadiness | 
 
 /** Written atomically, so the updater never reads half a record. */
 export async function writeReadiness(stateDir: string, readiness: AgentReadiness): Promise<void> {
-  await writeFileAtomic(join(stateDir, READY_FILE), `${JSON.stringify(readiness)}\n`);
+  // Owned by whoever the agent runs as now, whoever wrote the file before (atomic-write.ts).
+  await writeFileAtomic(join(stateDir, READY_FILE), `${JSON.stringify(readiness)}\n`, { keepOwner: false });
 }
 
 /** Whether a process with this pid exists (EPERM: it exists, owned by another user). */

@@ -18,6 +18,14 @@ export interface AtomicWriteOptions {
    * schedule carries a checksum for that); without this option that case is an error.
    */
   inPlaceWhenDirectoryDenies?: boolean;
+  /**
+   * Give the new file the existing one's owner and group (default true: the updater, as root,
+   * keeps a schedule an operator handed to a non-root agent theirs). False for a file the writer
+   * itself owns, such as the agent's ready.json: an agent that once ran as root and now runs as a
+   * user (the enrollment procedure's step 5) could never chown a replacement back to root, and
+   * its file would stay stale for good.
+   */
+  keepOwner?: boolean;
 }
 
 /** Rewrites an existing file's content where it is: same inode, owner and mode. */
@@ -80,7 +88,8 @@ export async function writeFileAtomic(path: string, text: string, options: Atomi
     // open()'s mode went through the umask; chmod gives the exact mode back.
     await handle.chmod(existing?.mode ?? 0o644);
     const st = await handle.stat();
-    if (existing && (st.uid !== existing.uid || st.gid !== existing.gid)) await chown(temp, existing.uid, existing.gid);
+    const keepOwner = options.keepOwner ?? true;
+    if (keepOwner && existing && (st.uid !== existing.uid || st.gid !== existing.gid)) await chown(temp, existing.uid, existing.gid);
     await handle.sync();
     await handle.close();
     handle = undefined;

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chown, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ErrorCodes } from '../../lib/errors.js';
 import { writeFileAtomic } from '../../lib/upgrade/atomic-write.js';
@@ -33,3 +33,22 @@ t.test('failures name the file and leave it as it was', async (t) => {
   await t.rejects(writeFileAtomic(target, 'y'), { code: ErrorCodes.UPGRADE_SCHEDULE_WRITE });
   t.same((await readdir(dir)).sort(), ['not-a-dir', 'schedule'], 'no temporary file left');
 });
+
+t.test(
+  "the existing owner is kept by default, and not with keepOwner: false (the agent's own ready.json)",
+  { skip: process.getuid?.() === 0 ? false : 'needs root (to give a file to another user)' },
+  async (t) => {
+    const dir = await tempDir(t, 'gate-atomic-owner-');
+    const kept = join(dir, 'schedule');
+    const own = join(dir, 'ready.json');
+    for (const path of [kept, own]) {
+      await writeFile(path, 'old\n');
+      await chown(path, 1, 1);
+    }
+    await writeFileAtomic(kept, 'new\n');
+    await writeFileAtomic(own, 'new\n', { keepOwner: false });
+    t.equal((await stat(kept)).uid, 1, 'a schedule handed to another user stays theirs');
+    t.equal((await stat(own)).uid, process.getuid!(), 'the writer owns its own file after the write');
+    t.equal(await readFile(own, 'utf8'), 'new\n');
+  },
+);

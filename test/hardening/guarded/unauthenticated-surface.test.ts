@@ -14,7 +14,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { request } from 'node:http';
 import { clientHelloHandshake, records } from '../../../bench/hellos.js';
 import { CertificateAuthority } from '../../../lib/pki/certificate-authority.js';
-import { ADMIN_PATH_PREFIX, AGENT_CA_PATH, PING_PATH } from '../../../lib/wire/names.js';
+import { ADMIN_PATH_PREFIX, AGENT_CA_PATH, FIND_PATH, PING_PATH } from '../../../lib/wire/names.js';
 import { clusterAuthority } from '../../helpers/cluster.js';
 import { closeServer, listening } from '../../helpers/net.js';
 import { expectRefusals, REFUSAL_BOUND_MS, startGuardedProxy, timed, underPingGuard, type Timed } from '../../helpers/ping-guard.js';
@@ -150,6 +150,19 @@ t.test('every unauthenticated surface under the ping guard', async (t) => {
   t.ok(
     channels.every((c, i) => (i % 3 === 0 ? c.value.status === 200 : c.value.status === 400 || c.value.status === 404)),
     'answered 200, or 400/404 for the bad names',
+  );
+  // The rollouts' find endpoint: answered from memory (no store round trip), its query bounded.
+  const findPaths = [
+    `${FIND_PATH}?host=2f1c8a52-0d7e-4b7e-9a4f-5b8e7c1d2e3f&group=prod`,
+    `${FIND_PATH}?host=not-a-uuid`,
+    `${FIND_PATH}?host=${'a'.repeat(4000)}`,
+  ];
+  const finds = await underPingGuard(t, proxy, '300 find lookups (good, bad and oversized queries)', () =>
+    inParallel(300, 20, (i) => get(findPaths[i % 3]!)),
+  );
+  t.ok(
+    finds.every((f, i) => (i % 3 === 0 ? f.value.status === 200 && f.value.body.includes('"managed"') : f.value.status === 400)),
+    'find answered 200 (unmanaged: no rollout configured), or 400 for the bad and oversized queries',
   );
   const hungAnswers = await underPingGuard(t, proxy, '100 lookups of the channel whose upstream hangs, 25 at once', () =>
     inParallel(100, 25, () => get('/v1/webapi/automaticupgrades/channel/hung/version')),
