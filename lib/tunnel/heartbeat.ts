@@ -48,18 +48,13 @@ export function startHeartbeat(session: PingPeer, options: HeartbeatOptions): ()
     if (session.closed) return stop();
     deadline = setTimeout(() => fail(`no PING answer within ${options.timeoutMs} ms`), options.timeoutMs);
     deadline.unref();
-    let sent: unknown;
-    try {
-      sent = session.ping((err) => {
-        clearTimeout(deadline);
-        deadline = undefined;
-        // An error here means the session went away while the PING was in flight; 'close' stops us.
-        if (err && !session.closed) fail(`PING failed: ${err.message}`);
-      });
-    } catch (err) {
-      return fail(`PING could not be sent: ${(err as Error).message}`);
-    }
-    if (sent === false) fail('too many unanswered PINGs');
+    // A framed session always sends its PING, or calls back at once with why it cannot.
+    session.ping((err) => {
+      clearTimeout(deadline);
+      deadline = undefined;
+      // An error here means the session went away while the PING was in flight; 'close' stops us.
+      if (err && !session.closed) fail(`PING failed: ${err.message}`);
+    });
   };
   const interval = setInterval(beat, options.intervalMs);
   interval.unref();
