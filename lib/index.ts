@@ -2,7 +2,7 @@
  * gate-mux's public API: what a proxy, an agent or a client tool needs (at most about 100 names).
  * Each group is also its own entry point, for programs that want only that part (and only its
  * dependencies): `gate-mux/mux`, `gate-mux/wire`, `gate-mux/client`, `gate-mux/proxy`,
- * `gate-mux/tunnel`. The updater's parts (`gate-mux/upgrade`) are for the `gate-upgrade` command
+ * `gate-mux/tunnel`. The updater's parts (`gate-mux/updater`) are for the `gate-upgrade` command
  * and tools like it, and stay on their own entry point.
  * docs/api/ has a page per entry point with a heading per name (a test keeps them in step);
  * docs/ARCHITECTURE.md maps them to the folders. The building blocks behind them are in

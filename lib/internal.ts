@@ -110,11 +110,11 @@ export { readAgentState, writeAgentState, type StoredIdentity } from './tunnel/a
 
 // The updater's parts
 export { formatVersion } from './vocabulary/semver.js';
-export { parseWeekday, WEEKDAY_NAMES, MAINTENANCE_CONFIG_KIND } from './upgrade/maintenance-config.js';
-export { WINDOW_MS } from './upgrade/maintenance-window.js';
-export { channelVersionUrl, channelCriticalUrl } from './upgrade/target-version.js';
-export { schedulePath, scheduleUrl, DEFAULT_SCHEDULE_PATH, SCHEDULE_PATH_ENV } from './upgrade/schedule.js';
-export { splitCommandLine, commandWithVersion } from './upgrade/command-line.js';
+export { parseWeekday, WEEKDAY_NAMES, MAINTENANCE_CONFIG_KIND } from './updater/maintenance-config.js';
+export { WINDOW_MS } from './updater/maintenance-window.js';
+export { channelVersionUrl, channelCriticalUrl } from './updater/target-version.js';
+export { schedulePath, scheduleUrl, DEFAULT_SCHEDULE_PATH, SCHEDULE_PATH_ENV } from './updater/schedule.js';
+export { splitCommandLine, commandWithVersion } from './updater/command-line.js';
 
 // Several proxies: membership and peering
 export {

@@ -2,8 +2,8 @@ import { unwatchFile, watchFile } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../log.js';
 import type { TunnelAgent } from '../tunnel/agent.js';
-import { writeReadiness } from '../upgrade/agent-readiness.js';
-import { LAST_UPDATE_FILE, readLastUpdate } from '../upgrade/last-update.js';
+import { writeReadiness } from '../updater/agent-readiness.js';
+import { LAST_UPDATE_FILE, readLastUpdate } from '../updater/last-update.js';
 
 /** How often the agent looks at last-update.json (a stat; the updater writes it once per install). */
 const LAST_UPDATE_POLL_MS = 2_000;

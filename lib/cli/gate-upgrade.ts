@@ -13,26 +13,26 @@ import { packageVersion } from './package-info.js';
 import { ErrorCodes, GateError } from '../errors.js';
 import { componentLogger, type Logger } from '../log.js';
 import { DEFAULT_AGENT_CONFIG_PATH, DEFAULT_UPGRADE_CHANNEL, loadAgentConfig, type AgentFileConfig } from '../config/agent-config.js';
-import { splitCommandLine } from '../upgrade/command-line.js';
+import { splitCommandLine } from '../updater/command-line.js';
 import {
   commandMethod,
   detectPackageManager,
   packageManagerMethod,
   versionOfPackage,
   type InstallMethod,
-} from '../upgrade/install-method.js';
-import { acquireLock } from '../upgrade/lock.js';
-import { maintenanceWindow } from '../upgrade/maintenance-window.js';
-import { describeEnd, runCommand } from '../upgrade/run-command.js';
-import { fetchSchedule, readSchedule, schedulePath, SCHEDULE_PATH_ENV, DEFAULT_SCHEDULE_PATH } from '../upgrade/schedule.js';
-import { writeFileAtomic } from '../upgrade/atomic-write.js';
-import { sealSchedule } from '../upgrade/schedule-seal.js';
+} from '../updater/install-method.js';
+import { acquireLock } from '../updater/lock.js';
+import { maintenanceWindow } from '../updater/maintenance-window.js';
+import { describeEnd, runCommand } from '../updater/run-command.js';
+import { fetchSchedule, readSchedule, schedulePath, SCHEDULE_PATH_ENV, DEFAULT_SCHEDULE_PATH } from '../updater/schedule.js';
+import { writeFileAtomic } from '../updater/atomic-write.js';
+import { sealSchedule } from '../updater/schedule-seal.js';
 import { compareVersions, formatVersion, parseVersion } from '../vocabulary/semver.js';
-import { shouldUpgrade, type UpgradeDecision } from '../upgrade/should-upgrade.js';
-import { fetchCritical, fetchTargetVersion, type ProxyRequestOptions } from '../upgrade/target-version.js';
-import { fetchFind, type FindAnswer } from '../upgrade/find.js';
-import { readReadiness, waitReady } from '../upgrade/agent-readiness.js';
-import { writeLastUpdate, type LastUpdate } from '../upgrade/last-update.js';
+import { shouldUpgrade, type UpgradeDecision } from '../updater/should-upgrade.js';
+import { fetchCritical, fetchTargetVersion, type ProxyRequestOptions } from '../updater/target-version.js';
+import { fetchFind, type FindAnswer } from '../updater/find.js';
+import { readReadiness, waitReady } from '../updater/agent-readiness.js';
+import { writeLastUpdate, type LastUpdate } from '../updater/last-update.js';
 import { serverIdForName } from '../tunnel/server-id.js';
 import { DEFAULT_UPDATE_GROUP, isValidUpdateGroup } from '../wire/names.js';
 

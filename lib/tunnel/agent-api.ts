@@ -1,5 +1,5 @@
 // What a user of the agent sees: its options, its events and the running agent (agent.ts runs it).
-import type { LastUpdate } from '../upgrade/last-update.js';
+import type { LastUpdate } from '../updater/last-update.js';
 import type { EventEmitter } from 'node:events';
 import type { ConnectionUpgradeDial } from '../client/dial-tls.js';
 import type { ProxyConfig } from '../client/proxy-config.js';

@@ -2,7 +2,7 @@ import { ErrorCodes, GateError } from '../errors.js';
 import { SERVICE_KINDS, type ServiceKind } from '../vocabulary/service-kinds.js';
 import { isServerId } from './server-id.js';
 import { parseVersion } from './version-rule.js';
-import { checkLastUpdate, type LastUpdate } from '../upgrade/last-update.js';
+import { checkLastUpdate, type LastUpdate } from '../updater/last-update.js';
 
 // The store's copy of a description is checked the same way (cluster/inventory.ts).
 export { checkLastUpdate, type LastUpdate };
@@ -92,7 +92,7 @@ function invalid(why: string): GateError {
  * it), an upgrader that is not a short token, an update group that is not a group name, services that are not a list of {kind, name}. What is
  * only untidy is sanitised and said so: control characters in the hostname or a service name
  * removed, lengths cut, unknown service kinds (a newer agent's) left out, a `lastUpdate` that is
- * not a record (upgrade/last-update.ts) left out. Pure.
+ * not a record (updater/last-update.ts) left out. Pure.
  */
 export function readDescription(line: string | Buffer): ReadDescription {
   const bytes = typeof line === 'string' ? Buffer.byteLength(line) : line.length;

@@ -14,7 +14,7 @@ import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS } from './h
 import { TUNNEL_MAX_STREAMS } from './settings.js';
 import { MAX_SERVICES, parseService, upgraderFrom, type AgentDescription, type AgentService } from './agent-description.js';
 import { serverIdForName } from './server-id.js';
-import type { LastUpdate } from '../upgrade/last-update.js';
+import type { LastUpdate } from '../updater/last-update.js';
 import { packageVersion } from '../wire/package-version.js';
 import { DEFAULT_UPDATE_GROUP, isValidUpdateGroup } from '../wire/names.js';
 

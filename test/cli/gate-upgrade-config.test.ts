@@ -14,7 +14,7 @@ import {
   versionOfPackage,
   detectPackageManager,
   commandMethod,
-} from '../../lib/upgrade/install-method.js';
+} from '../../lib/updater/install-method.js';
 import { runClient } from '../helpers/clients.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, listening } from '../helpers/net.js';

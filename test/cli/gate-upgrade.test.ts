@@ -7,7 +7,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { access, chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sealSchedule } from '../../lib/upgrade/schedule-seal.js';
+import { sealSchedule } from '../../lib/updater/schedule-seal.js';
 import { runClient, type ClientResult } from '../helpers/clients.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 import { isRoot, systemUser } from '../helpers/system-user.js';

@@ -86,7 +86,7 @@ const runners: Record<string, Runner> = {
     audit.destroy();
   },
 
-  'examples/docs/upgrade-decision.ts': async (t, file) => {
+  'examples/docs/updater-decision.ts': async (t, file) => {
     // A real proxy whose stable/cloud channel serves a newer, critical version.
     const dir = await tempDir(t, 'example');
     const gate = await startGateProxy(t, {

@@ -10,7 +10,7 @@ import { documentedNames } from '../helpers/markdown.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { exports: Record<string, unknown> };
-const SUBPATHS = ['mux', 'wire', 'client', 'proxy', 'tunnel', 'upgrade'];
+const SUBPATHS = ['mux', 'wire', 'client', 'proxy', 'tunnel', 'updater'];
 
 /** The type-only names an entry file exports (`export type {…}`, `type X` inside `export {…}`). Pure. */
 function exportedTypeNames(source: string): string[] {

@@ -38,7 +38,7 @@ function packagesReached(entry: string, options: { dynamic?: boolean } = {}): { 
 }
 
 t.test('every subpath in "exports" imports by package name and exports something', async (t) => {
-  t.same(subpaths.sort(), ['.', './client', './internal', './mux', './proxy', './tunnel', './upgrade', './wire'].sort());
+  t.same(subpaths.sort(), ['.', './client', './internal', './mux', './proxy', './tunnel', './updater', './wire'].sort());
   for (const sub of subpaths) {
     const specifier = sub === '.' ? 'gate-mux' : `gate-mux/${sub.slice(2)}`;
     const module = (await import(specifier)) as Record<string, unknown>;
@@ -49,11 +49,11 @@ t.test('every subpath in "exports" imports by package name and exports something
 t.test('the root entry carries every name of the public entries but the updater, and none of gate-mux/internal', async (t) => {
   const rootNames = new Set(Object.keys(await import('gate-mux')));
   t.ok(rootNames.size <= 100, `at most 100 runtime names at the root (${rootNames.size})`);
-  const updater = Object.keys(await import('gate-mux/upgrade'));
+  const updater = Object.keys(await import('gate-mux/updater'));
   t.same(
     updater.filter((n) => rootNames.has(n)),
     [],
-    'the updater stays on gate-mux/upgrade',
+    'the updater stays on gate-mux/updater',
   );
   for (const sub of ['mux', 'wire', 'client', 'proxy', 'tunnel']) {
     const missing = Object.keys(await import(`gate-mux/${sub}`)).filter((n) => !rootNames.has(n));

@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import type { RolloutStatus } from '../../lib/admin/rollout-status.js';
 import type { InventoryRow } from '../../lib/cluster/inventory.js';
 import { serverIdForName } from '../../lib/tunnel/server-id.js';
-import { readLastUpdate } from '../../lib/upgrade/last-update.js';
+import { readLastUpdate } from '../../lib/updater/last-update.js';
 import { startClusterProcesses, type ClusterProxy } from '../helpers/cluster.js';
 import { run, until } from '../helpers/net.js';
 import { GATE_MUX } from '../helpers/proxy-command.js';

@@ -4,9 +4,9 @@
 import t from 'tap';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseMaintenanceConfig } from '../../lib/upgrade/maintenance-config.js';
-import { readSchedule } from '../../lib/upgrade/schedule.js';
-import { sealSchedule, unsealSchedule } from '../../lib/upgrade/schedule-seal.js';
+import { parseMaintenanceConfig } from '../../lib/updater/maintenance-config.js';
+import { readSchedule } from '../../lib/updater/schedule.js';
+import { sealSchedule, unsealSchedule } from '../../lib/updater/schedule-seal.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 const doc = (hour: number, days: string): string =>

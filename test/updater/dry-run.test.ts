@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ErrorCodes } from '../../lib/errors.js';
-import { fetchCritical, fetchTargetVersion } from '../../lib/upgrade/target-version.js';
+import { fetchCritical, fetchTargetVersion } from '../../lib/updater/target-version.js';
 import { startGateProxy } from '../helpers/gate-proxy.js';
 
 const dir = await mkdtemp(join(tmpdir(), 'gate-upgrade-'));

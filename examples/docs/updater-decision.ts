@@ -1,4 +1,4 @@
-import { fetchTargetVersion, fetchCritical, readSchedule, shouldUpgrade } from 'gate-mux/upgrade';
+import { fetchTargetVersion, fetchCritical, readSchedule, shouldUpgrade } from 'gate-mux/updater';
 import { readFileSync } from 'node:fs';
 
 // The proxy, and the cluster CA the agent got at its join (ca.pem in its state directory).

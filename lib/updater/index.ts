@@ -1,7 +1,7 @@
 /**
- * `gate-mux/upgrade`: the automatic-update client — what the updater beside each agent asks the
+ * `gate-mux/updater`: the automatic-update client — what the updater beside each agent asks the
  * proxy (target version, critical flag, maintenance schedule) and decides.
- * docs/api/upgrade.md documents each name; parts not named here are in `gate-mux/internal`.
+ * docs/api/updater.md documents each name; parts not named here are in `gate-mux/internal`.
  */
 export { parseVersion, compareVersions, type SemVer } from '../vocabulary/semver.js';
 export { parseMaintenanceConfig, formatMaintenanceConfig, type MaintenanceConfig, type Weekday } from './maintenance-config.js';

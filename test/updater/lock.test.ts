@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { access, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ErrorCodes } from '../../lib/errors.js';
-import { acquireLock } from '../../lib/upgrade/lock.js';
+import { acquireLock } from '../../lib/updater/lock.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 /** This process's start time as the lock records it. */

@@ -4,7 +4,7 @@
 import t from 'tap';
 import { createServer } from 'node:http';
 import { ErrorCodes } from '../../lib/errors.js';
-import { fetchFind, findUrl, MAX_FIND_BYTES, MAX_FIND_REASON, parseFindAnswer } from '../../lib/upgrade/find.js';
+import { fetchFind, findUrl, MAX_FIND_BYTES, MAX_FIND_REASON, parseFindAnswer } from '../../lib/updater/find.js';
 import { managed, startFindServer } from '../helpers/find-server.js';
 import { closeServer, listening, startMuteServer } from '../helpers/net.js';
 

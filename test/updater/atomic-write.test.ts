@@ -2,7 +2,7 @@ import t from 'tap';
 import { chown, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ErrorCodes } from '../../lib/errors.js';
-import { writeFileAtomic } from '../../lib/upgrade/atomic-write.js';
+import { writeFileAtomic } from '../../lib/updater/atomic-write.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 t.test('new file in a new directory, replaced atomically, unchanged left alone', async (t) => {

@@ -1,8 +1,8 @@
 import t from 'tap';
 import { ErrorCodes } from '../../lib/errors.js';
-import { formatMaintenanceConfig, parseMaintenanceConfig, type MaintenanceConfig } from '../../lib/upgrade/maintenance-config.js';
-import { maintenanceWindow } from '../../lib/upgrade/maintenance-window.js';
-import { shouldUpgrade } from '../../lib/upgrade/should-upgrade.js';
+import { formatMaintenanceConfig, parseMaintenanceConfig, type MaintenanceConfig } from '../../lib/updater/maintenance-config.js';
+import { maintenanceWindow } from '../../lib/updater/maintenance-window.js';
+import { shouldUpgrade } from '../../lib/updater/should-upgrade.js';
 
 const doc = (agentUpgrades: string): string =>
   `kind: cluster_maintenance_config\nversion: v1\nmetadata:\n  name: cluster-maintenance-config\nspec:\n  agent_upgrades:\n${agentUpgrades}`;

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { ErrorCodes } from '../../lib/errors.js';
-import { commandWithVersion, splitCommandLine } from '../../lib/upgrade/command-line.js';
+import { commandWithVersion, splitCommandLine } from '../../lib/updater/command-line.js';
 
 t.test('words as sh splits them, quotes and backslashes, nothing else special', async (t) => {
   t.same(splitCommandLine('apt-get install -y gate-mux={version}'), ['apt-get', 'install', '-y', 'gate-mux={version}']);

@@ -14,14 +14,14 @@ import {
   readReadiness,
   waitReady,
   writeReadiness,
-} from '../../lib/upgrade/agent-readiness.js';
+} from '../../lib/updater/agent-readiness.js';
 import {
   checkLastUpdate,
   LAST_UPDATE_FILE,
   MAX_LAST_UPDATE_REASON,
   readLastUpdate,
   writeLastUpdate,
-} from '../../lib/upgrade/last-update.js';
+} from '../../lib/updater/last-update.js';
 import { readDescription, descriptionLine } from '../../lib/tunnel/agent-description.js';
 import { serverIdForName } from '../../lib/tunnel/server-id.js';
 import { tempDir } from '../helpers/temp-dir.js';
