@@ -1,20 +1,19 @@
 // A framed tunnel session: many streams over one connection (a TLS socket), in the frames of
 // frames.ts (docs/tunnel-framing.md). Its rooms: stream-table.ts, flood-budgets.ts, ping-table.ts,
-// session-input.ts, session-output.ts (docs/tunnel-framing-implementation.md).
+// session-input.ts, session-output.ts, connection-credit.ts, peer-frames.ts
+// (docs/tunnel-framing-implementation.md).
 import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import { ErrorCodes, GateError } from '../errors.js';
+import { ConnectionCredit } from './connection-credit.js';
 import { FloodBudgets, minUsefulIncrement } from './flood-budgets.js';
 import { FramedStream, type StreamSession } from './framed-stream.js';
 import {
   type AnswerPayload,
   controlFrame,
   decodeAnswer,
-  decodeGoAway,
   decodeHello,
   decodeOpen,
-  decodeReset,
-  decodeWindow,
   encodeAnswer,
   encodeGoAway,
   encodeHello,
@@ -30,9 +29,11 @@ import {
   type GoAwayPayload,
   type HelloPayload,
   type OpenPayload,
+  type ResetPayload,
   WireError,
   wireErrorName,
 } from './frames.js';
+import { dispatchPeerFrame, type PeerFrames } from './peer-frames.js';
 import { type PingDone, PingTable } from './ping-table.js';
 import { SessionInput } from './session-input.js';
 import { DEFAULT_CONNECTION_WINDOW, DEFAULT_MAX_STREAMS, DEFAULT_STREAM_WINDOW, type FramedSessionOptions } from './session-options.js';
@@ -67,12 +68,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
   private readonly budgets: FloodBudgets;
   /** The other side's HELLO, once it came: what this side may send. */
   private peerHello: HelloPayload | undefined = undefined;
-  /** Connection credit the other side gave, not yet spent (none before its HELLO). */
-  private credit = 0;
-  /** Connection bytes the other side may still send. */
-  private allowance: number;
-  private unreturned = 0;
-  private readonly waiting = new Set<FramedStream>();
+  private readonly connection: ConnectionCredit;
   private readonly pings = new PingTable();
   /** A WINDOW increment below this is an idle frame (the other side's HELLO sets it). */
   private minIncrement = 1;
@@ -88,6 +84,17 @@ export class FramedSession extends EventEmitter implements StreamSession {
   private readonly maxConcurrent: number;
   private readonly streamWindow: number;
   private readonly connectionWindow: number;
+  /** What this session does with each of the other side's frames after its HELLO. */
+  private readonly peerFrames: PeerFrames = {
+    data: (id, flags, payload) => this.data(id, flags, payload),
+    open: (id, payload) => this.peerOpen(id, payload),
+    answer: (id, payload) => this.answered(id, payload),
+    window: (id, increment) => this.window(id, increment),
+    reset: (id, reset) => this.peerReset(id, reset),
+    goAway: (goAway) => this.peerGoingAway(goAway),
+    ping: (ack, payload) => this.pinged(ack, payload),
+    unknown: () => this.budgets.spendIdle('frames of unknown types'),
+  };
 
   constructor(
     private readonly socket: Duplex,
@@ -99,8 +106,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
     this.budgets = new FloodBudgets(options.resetBurst ?? 1000, options.resetsPerSecond ?? 33, options.untilAdmitted);
     this.streamWindow = options.streamWindow ?? DEFAULT_STREAM_WINDOW;
     this.connectionWindow = options.connectionWindow ?? DEFAULT_CONNECTION_WINDOW;
-    this.allowance = this.connectionWindow;
-    this.output = new SessionOutput(socket, { drained: () => this.wakeWaiting(), written: () => this.input.answersWritten() });
+    this.output = new SessionOutput(socket, { drained: () => this.connection.wake(), written: () => this.input.answersWritten() });
+    this.connection = new ConnectionCredit(this.connectionWindow, () => this.output.full);
     const hello = {
       streamWindow: this.streamWindow,
       connectionWindow: this.connectionWindow,
@@ -132,7 +139,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
    * HELLO), or none while this side's own output waits in the socket past OUTPUT_HIGH_BYTES.
    */
   get sendCredit(): number {
-    return this.output.full ? 0 : this.credit;
+    return this.connection.sendable;
   }
 
   /** What the other side said in its HELLO (its windows, its stream limit), once it came. */
@@ -234,7 +241,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
 
   sendData(stream: FramedStream, payload: Buffer | undefined, end: boolean, written?: () => void): void {
     const length = payload?.length ?? 0;
-    this.credit -= length;
+    this.connection.spend(length);
     if (end && !stream.opened) this.table.peerFin(stream);
     this.output.queue(frameHeader(FrameType.DATA, end ? FLAG_END : 0, stream.id, length));
     if (payload) this.output.queue(payload);
@@ -256,20 +263,18 @@ export class FramedSession extends EventEmitter implements StreamSession {
   }
 
   consumed(bytes: number): void {
-    this.unreturned += bytes;
-    if (this.unreturned < this.connectionWindow / 2 || this.closedWith) return;
-    this.allowance += this.unreturned;
-    this.sendWindow(0, this.unreturned);
-    this.unreturned = 0;
+    if (this.closedWith) return;
+    const increment = this.connection.consumed(bytes);
+    if (increment > 0) this.sendWindow(0, increment);
   }
 
   waitForCredit(stream: FramedStream): void {
-    this.waiting.add(stream);
+    this.connection.wait(stream);
   }
 
   forget(stream: FramedStream): void {
     if (!this.table.remove(stream)) return;
-    this.waiting.delete(stream);
+    this.connection.forget(stream);
     this.endIfIdle();
   }
 
@@ -288,23 +293,10 @@ export class FramedSession extends EventEmitter implements StreamSession {
   goAwayNow(code: number, reason: string, error: GateError | undefined, graceMs = 1000): void {
     if (this.closedWith) return;
     this.goingAway = true;
-    const goAway = encodeGoAway({ lastStreamId: this.table.lastPeerId, code, reason });
-    const { socket } = this;
-    this.output.flush();
-    // Written, then this side's FIN, and 'close' told only once the socket has closed: a listener
-    // that destroys the socket at 'close' would otherwise drop the GOAWAY unsent. Reading goes on
-    // (and is dropped, DISCARD_LIMIT_BYTES) meanwhile: a socket closed with unread bytes sends a
-    // TCP RST, which may discard the GOAWAY at the other end before it is read. Not for a side
-    // that reads none of its answers (reading paused): it will not read the GOAWAY either.
-    if (!socket.destroyed) {
-      this.closeDeferred = true;
-      socket.write(controlFrame(FrameType.GOAWAY, 0, 0, goAway));
-      socket.end();
-      if (!this.input.paused) socket.resume();
-      const cutOff = setTimeout(() => socket.destroy(), graceMs);
-      cutOff.unref();
-      socket.once('close', () => clearTimeout(cutOff));
-    }
+    const goAway = controlFrame(FrameType.GOAWAY, 0, 0, encodeGoAway({ lastStreamId: this.table.lastPeerId, code, reason }));
+    // 'close' told only once the socket has closed: a listener that destroys the socket at 'close'
+    // would otherwise drop the GOAWAY unsent.
+    if (this.output.endWith(goAway, !this.input.paused, graceMs)) this.closeDeferred = true;
     this.ended = true;
     this.finish(error);
   }
@@ -314,40 +306,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
   private frame(type: number, flags: number, id: number, payload: Buffer): void {
     if (this.closedWith) return;
     if (!this.peerHello) return this.hello(type, id, payload);
-    switch (type) {
-      case FrameType.DATA:
-        return this.data(id, flags, payload);
-      case FrameType.OPEN:
-        return this.peerOpen(id, payload);
-      case FrameType.ANSWER: {
-        const stream = this.table.lookup(id, 'ANSWER');
-        if (!stream) return;
-        if (!stream.opened || stream.answer)
-          throw new FrameError(WireError.PROTOCOL_ERROR, `an ANSWER for stream ${id}, which it cannot answer`);
-        return stream.receiveAnswer(decodeAnswer(payload));
-      }
-      case FrameType.WINDOW:
-        return this.window(id, decodeWindow(payload));
-      case FrameType.RESET: {
-        const reset = decodeReset(payload);
-        const stream = this.table.lookup(id, 'RESET');
-        if (!stream) return;
-        // Only a stream reset before this side answered it: see FloodBudgets.spendReset.
-        if (!stream.opened && !stream.answered) this.budgets.spendReset();
-        return stream.receiveReset(reset.code, reset.reason);
-      }
-      case FrameType.GOAWAY:
-        if (id !== 0) throw new FrameError(WireError.PROTOCOL_ERROR, `a GOAWAY on stream ${id}`);
-        return this.peerGoingAway(decodeGoAway(payload));
-      case FrameType.PING:
-        return this.pinged(id, flags, payload);
-      case FrameType.HELLO:
-        throw new FrameError(WireError.PROTOCOL_ERROR, 'a second HELLO');
-      default:
-        // A frame type of a later version: ignored, as HTTP/2 ignores unknown frames (but not
-        // without end: it is work that carries nothing here).
-        return this.budgets.spendIdle('frames of unknown types');
-    }
+    dispatchPeerFrame(this.peerFrames, type, flags, id, payload);
   }
 
   /**
@@ -359,20 +318,15 @@ export class FramedSession extends EventEmitter implements StreamSession {
       throw new FrameError(WireError.PROTOCOL_ERROR, `a frame of type ${type} on stream ${id} before the HELLO`);
     const hello = decodeHello(payload);
     this.peerHello = hello;
-    this.credit = hello.connectionWindow;
+    this.connection.granted(hello.connectionWindow);
     this.minIncrement = minUsefulIncrement(hello.streamWindow);
     for (const stream of this.table.values()) stream.receiveWindow(hello.streamWindow);
-    this.wakeWaiting();
+    this.connection.wake();
     this.emit('hello', hello);
   }
 
   private data(id: number, flags: number, payload: Buffer): void {
-    if (payload.length > this.allowance)
-      throw new FrameError(
-        WireError.FLOW_CONTROL_ERROR,
-        `DATA past the connection's credit (${payload.length} bytes, ${this.allowance} left)`,
-      );
-    this.allowance -= payload.length;
+    this.connection.received(payload.length);
     // An empty frame that is not a FIN carries nothing (a piece of a longer frame is never empty).
     if (payload.length === 0 && (flags & FLAG_END) === 0) this.budgets.spendIdle('empty DATA frames');
     const stream = this.table.lookup(id, 'DATA');
@@ -390,12 +344,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
 
   private window(id: number, increment: number): void {
     if (increment < this.minIncrement) this.budgets.spendIdle('WINDOW increments too small to be useful');
-    if (id === 0) {
-      if (this.credit + increment > 0x7fffffff) throw new FrameError(WireError.FLOW_CONTROL_ERROR, 'connection credit past 2^31-1');
-      this.credit += increment;
-      this.wakeWaiting();
-      return;
-    }
+    if (id === 0) return this.connection.added(increment);
     const stream = this.table.lookup(id, 'WINDOW');
     if (stream && !stream.receiveWindow(increment)) throw new FrameError(WireError.FLOW_CONTROL_ERROR, `stream ${id}'s credit past 2^31-1`);
   }
@@ -427,10 +376,24 @@ export class FramedSession extends EventEmitter implements StreamSession {
     this.sendReset(id, WireError.REFUSED_STREAM, reason);
   }
 
-  private pinged(id: number, flags: number, payload: Buffer): void {
-    if (id !== 0 || payload.length !== 8)
-      throw new FrameError(WireError.FRAME_SIZE_ERROR, `a PING of ${payload.length} bytes on stream ${id}`);
-    if ((flags & FLAG_ACK) === 0) {
+  private answered(id: number, payload: Buffer): void {
+    const stream = this.table.lookup(id, 'ANSWER');
+    if (!stream) return;
+    if (!stream.opened || stream.answer)
+      throw new FrameError(WireError.PROTOCOL_ERROR, `an ANSWER for stream ${id}, which it cannot answer`);
+    stream.receiveAnswer(decodeAnswer(payload));
+  }
+
+  private peerReset(id: number, reset: ResetPayload): void {
+    const stream = this.table.lookup(id, 'RESET');
+    if (!stream) return;
+    // Only a stream reset before this side answered it: see FloodBudgets.spendReset.
+    if (!stream.opened && !stream.answered) this.budgets.spendReset();
+    stream.receiveReset(reset.code, reset.reason);
+  }
+
+  private pinged(ack: boolean, payload: Buffer): void {
+    if (!ack) {
       this.budgets.spendPing();
       this.output.oweOrCut();
       this.output.queue(controlFrame(FrameType.PING, FLAG_ACK, 0, payload));
@@ -448,14 +411,6 @@ export class FramedSession extends EventEmitter implements StreamSession {
     }
     this.emit('goaway', goAway);
     this.endIfIdle();
-  }
-
-  private wakeWaiting(): void {
-    for (const stream of this.waiting) {
-      if (this.sendCredit <= 0) break;
-      this.waiting.delete(stream);
-      stream.creditArrived();
-    }
   }
 
   /** Once no stream is left after a GOAWAY (either way), this side ends the connection. */
@@ -488,7 +443,7 @@ export class FramedSession extends EventEmitter implements StreamSession {
     const why = error?.message ?? 'the session closed';
     for (const stream of this.table.values()) stream.close(WireError.CANCEL, why, true);
     this.pings.failAll(error);
-    this.waiting.clear();
+    this.connection.clear();
     if (!this.closeDeferred) this.tellClose();
   }
 

@@ -72,6 +72,27 @@ export class SessionOutput {
     private readonly events: OutputEvents,
   ) {}
 
+  /**
+   * Ends the connection after `last` (a GOAWAY): what this turn queued, then `last`, then this
+   * side's FIN; the other side has `graceMs` to close its end before the socket is destroyed.
+   * Reading goes on meanwhile (`keepReading`; the session drops what it reads, DISCARD_LIMIT_BYTES):
+   * a socket closed with unread bytes sends a TCP RST, which may discard the GOAWAY at the other
+   * end before it is read. Not for a peer that reads none of its answers (reading paused): it will
+   * not read the GOAWAY either. False when the socket is gone already.
+   */
+  endWith(last: Buffer, keepReading: boolean, graceMs: number): boolean {
+    this.flush();
+    const { socket } = this;
+    if (socket.destroyed) return false;
+    socket.write(last);
+    socket.end();
+    if (keepReading) socket.resume();
+    const cutOff = setTimeout(() => socket.destroy(), graceMs);
+    cutOff.unref();
+    socket.once('close', () => clearTimeout(cutOff));
+    return true;
+  }
+
   /** True while this side's output is past OUTPUT_HIGH_BYTES: its streams wait for the socket. */
   get full(): boolean {
     return this.outputFull;
