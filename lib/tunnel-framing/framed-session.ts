@@ -147,6 +147,14 @@ export class FramedSession extends EventEmitter implements StreamSession {
     return this.peerHello;
   }
 
+  /**
+   * The streams of this side's the other side takes at once: its HELLO's stream limit, or the
+   * default (1000) until its HELLO came (docs/tunnel-framing.md, "Opening").
+   */
+  get streamLimit(): number {
+    return this.peerHello?.maxStreams ?? DEFAULT_MAX_STREAMS;
+  }
+
   /** The other side is admitted: the limits of `untilAdmitted` no longer apply. */
   admit(): void {
     this.budgets.admit();
@@ -183,8 +191,10 @@ export class FramedSession extends EventEmitter implements StreamSession {
   /**
    * Opens a stream; bytes may be written to it at once, before the answer ('response'), and are
    * held by the other side until it has dialled. GATE_ERR_AGENT_STREAM_FAILED when the session
-   * takes no new streams. The open that takes this side's last id also sends GOAWAY (NO_ERROR):
-   * the session finishes its streams and ends, and its owner opens a new one.
+   * takes no new streams; GATE_ERR_AGENT_BUSY, with nothing sent, when this side's streams already
+   * reach the other side's limit (`streamLimit`), which would refuse the open and count it as
+   * abuse. The open that takes this side's last id also sends GOAWAY (NO_ERROR): the session
+   * finishes its streams and ends, and its owner opens a new one.
    */
   open(open: OpenPayload): FramedStream {
     if (this.closing) {
@@ -195,6 +205,8 @@ export class FramedSession extends EventEmitter implements StreamSession {
           : 'stream ids exhausted';
       throw new GateError(ErrorCodes.AGENT_STREAM_FAILED, `no new streams: ${why}`);
     }
+    if (this.table.ownStreams >= this.streamLimit)
+      throw new GateError(ErrorCodes.AGENT_BUSY, `no new streams: the other side takes ${this.streamLimit} at once`);
     // Encoded first: a target it refuses (GATE_ERR_INVALID_ARGUMENT) leaves no stream behind.
     const payload = encodeOpen(open);
     const id = this.table.takeId()!;

@@ -27,6 +27,11 @@ export class StreamTable {
    * delivered (a target that stopped reading), the two counts would part.
    */
   private readonly peerFins = new Map<FramedStream, number>();
+  /**
+   * Streams this side opened and still holds (until they close here): what it keeps under the
+   * other side's limit. Never below the other side's count of them (see `peerFins`).
+   */
+  private ownOpen = 0;
 
   constructor(
     /** The dialer of the connection opens odd ids, the listener even ones. */
@@ -50,6 +55,11 @@ export class StreamTable {
   /** The other side's streams its concurrency limit counts now. */
   get peerStreams(): number {
     return this.peerOpen;
+  }
+
+  /** This side's streams open now: what the other side's limit counts, or more. */
+  get ownStreams(): number {
+    return this.ownOpen;
   }
 
   /** The highest id the other side opened (GOAWAY's last stream id). */
@@ -79,7 +89,8 @@ export class StreamTable {
 
   add(stream: FramedStream): void {
     this.streams.set(stream.id, stream);
-    if (!stream.opened) this.peerOpen++;
+    if (stream.opened) this.ownOpen++;
+    else this.peerOpen++;
   }
 
   values(): FramedStream[] {
@@ -103,7 +114,8 @@ export class StreamTable {
   remove(stream: FramedStream): boolean {
     if (this.streams.get(stream.id) !== stream) return false;
     this.streams.delete(stream.id);
-    if (!stream.opened) {
+    if (stream.opened) this.ownOpen--;
+    else {
       if (this.peerFins.get(stream) !== 2) this.peerOpen--;
       this.peerFins.delete(stream);
     }

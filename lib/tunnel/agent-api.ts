@@ -42,8 +42,8 @@ export interface AgentOptions {
   targetDialTimeoutMs?: number;
   /**
    * Streams the proxy may hold open at once on one tunnel (default 1000, TUNNEL_MAX_STREAMS): an
-   * open past it is refused and counted against the proxy's rapid-reset budget. The proxy keeps
-   * below it by its own count (its `agentMaxStreams`, to be set alike), so set both or neither.
+   * open past it is refused and counted against the proxy's rapid-reset budget. The agent tells
+   * the proxy in its HELLO, and the proxy keeps its client streams a few below it.
    */
   maxStreams?: number;
   heartbeatIntervalMs?: number;

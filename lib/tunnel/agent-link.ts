@@ -46,6 +46,11 @@ export interface ConnectRequest {
 export interface AgentLink extends EventEmitter {
   /** The session, for heartbeats and probes. */
   readonly peer: PingPeer;
+  /**
+   * The streams the agent takes at once, as its HELLO said (its `maxStreams`): the proxy's cap of
+   * client streams per tunnel is a few below it (settings.ts).
+   */
+  readonly streamLimit: number;
   /** True while new streams may be opened: no GOAWAY either way, not closed. */
   readonly usable: boolean;
   /**

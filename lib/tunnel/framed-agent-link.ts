@@ -55,6 +55,10 @@ export class FramedAgentLink extends EventEmitter implements AgentLink {
     return this.session;
   }
 
+  get streamLimit(): number {
+    return this.session.streamLimit;
+  }
+
   get usable(): boolean {
     return !this.session.closing;
   }

@@ -20,12 +20,6 @@ export interface TunnelRegistryOptions {
    * at admission (GATE_ERR_AGENT_VERSION_INCOMPATIBLE). Unset: every version is admitted.
    */
   version?: string;
-  /**
-   * The concurrent streams the agents take (their `maxStreams`; default TUNNEL_MAX_STREAMS, 1000):
-   * the proxy opens at most `clientStreamCap` of this many client streams through one tunnel, and
-   * refuses the surplus client with GATE_ERR_AGENT_BUSY (settings.ts says why). At least 5.
-   */
-  agentMaxStreams?: number;
 }
 
 /** A connected agent as the inventory lists it. */

@@ -14,7 +14,7 @@ import { refuseFramed } from './goaway-refusal.js';
 import { normalizeClusterView, sameClusterView, type ClusterView } from './cluster-view.js';
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, startHeartbeat } from './heartbeat.js';
 import { LogLimiter } from '../log-limiter.js';
-import { clientStreamCap, TUNNEL_MAX_STREAMS, TUNNEL_RESERVED_STREAMS } from './settings.js';
+import { clientStreamCap } from './settings.js';
 
 export type { DescribedAgent, OpenStreamOptions, TunnelRegistryOptions } from './registry-options.js';
 import type { DescribedAgent, OpenStreamOptions, TunnelRegistryOptions } from './registry-options.js';
@@ -69,8 +69,6 @@ export class TunnelRegistry extends EventEmitter implements Closable {
    * `busy`: clients refused with GATE_ERR_AGENT_BUSY, no stream opened (the tunnel was at its cap).
    */
   readonly streamStats = { opened: 0, reset: 0, busy: 0 };
-  /** Client streams this proxy opens at once through one tunnel (settings.ts). */
-  readonly streamCap: number;
   /** Agents refused so far, by GATE_ERR_* code (a metric). */
   readonly refusals: Record<string, number> = {};
   /** Refusals repeat with every retry of every refused agent: logged per code with a limit. */
@@ -83,13 +81,6 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     this.log = componentLogger(options.logger, 'tunnel-registry');
     this.sessions = options.sessions ?? new LocalAgentSessions();
     this.refusalLog = new LogLimiter(this.log);
-    const agentMax = options.agentMaxStreams ?? TUNNEL_MAX_STREAMS;
-    if (!Number.isInteger(agentMax) || agentMax <= TUNNEL_RESERVED_STREAMS)
-      throw new GateError(
-        ErrorCodes.INVALID_ARGUMENT,
-        `agentMaxStreams must be a whole number above ${TUNNEL_RESERVED_STREAMS}, not ${String(agentMax)}`,
-      );
-    this.streamCap = clientStreamCap(agentMax);
     this.dialogueHost = {
       timeoutMs: options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
       version: options.version,
@@ -385,7 +376,7 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     // The cap (settings.ts): a tunnel at it takes no more, and the client is refused now, with no
     // stream opened, rather than the agent refusing the open and counting it as abuse. The cluster
     // dialer tries the agent's tunnels on other proxies before the client sees this.
-    if (entry.clientStreams >= this.streamCap) return Promise.reject(this.busy(entry, where));
+    if (entry.clientStreams >= clientStreamCap(entry.link.streamLimit)) return Promise.reject(this.busy(entry, where));
     const timeoutMs = options.timeoutMs ?? this.options.openTimeoutMs ?? 15_000;
     const { link } = entry;
     let opening: Promise<TunnelStream>;
@@ -409,6 +400,9 @@ export class TunnelRegistry extends EventEmitter implements Closable {
         },
       );
     } catch (err) {
+      // The session's own check of the agent's limit (its HELLO): only when the cap leaves no
+      // room for the proxy's own streams (an agent that takes fewer than five); refused as busy.
+      if (err instanceof GateError && err.code === ErrorCodes.AGENT_BUSY) return Promise.reject(this.busy(entry, where));
       return Promise.reject(new GateError(ErrorCodes.AGENT_STREAM_FAILED, `${where}: ${(err as Error).message}`, { cause: err }));
     }
     entry.clientStreams++;
@@ -416,12 +410,21 @@ export class TunnelRegistry extends EventEmitter implements Closable {
     return opening;
   }
 
+  /**
+   * The client streams this proxy opens at once through `name`'s tunnel (settings.ts: a few below
+   * the limit its agent gave in its HELLO), or undefined when the agent is not connected here.
+   */
+  streamCap(name: string): number | undefined {
+    const entry = this.sessions.get(name) as AgentSession | undefined;
+    return entry ? clientStreamCap(entry.link.streamLimit) : undefined;
+  }
+
   /** A client refused because `entry`'s tunnel is at its cap: counted, logged at a bounded rate. */
   private busy(entry: AgentSession, where: string): GateError {
     this.streamStats.busy++;
     const error = new GateError(
       ErrorCodes.AGENT_BUSY,
-      `${where}: agent ${entry.name} is busy: its tunnel to this proxy carries ${this.streamCap} client streams, the most one tunnel is given`,
+      `${where}: agent ${entry.name} is busy: its tunnel to this proxy carries ${entry.clientStreams} client streams, the most it is given (it takes ${entry.link.streamLimit} streams at once)`,
     );
     this.refusalLog.log('warn', error.code, { agent: entry.name, remote: entry.remote, code: error.code }, error.message);
     return error;

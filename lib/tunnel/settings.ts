@@ -1,8 +1,7 @@
 /**
- * Streams a proxy may hold open at once on one agent's tunnel: the agent refuses an open past it
- * (FramedSession's `maxConcurrentStreams`). The proxy and the agent are built together, so the proxy assumes it
- * rather than learning it; both take it as an option (`maxStreams`, `agentMaxStreams`), to be set
- * alike, for tests that need a small one.
+ * Streams a proxy may hold open at once on one agent's tunnel, by default: the agent refuses an
+ * open past it (FramedSession's `maxConcurrentStreams`). An agent given another (`maxStreams`)
+ * says so in its HELLO, and the proxy keeps under what it said.
  */
 export const TUNNEL_MAX_STREAMS = 1000;
 
@@ -14,8 +13,8 @@ export const TUNNEL_RESERVED_STREAMS = 4;
 
 /**
  * The client streams the proxy opens at once through one tunnel of an agent whose limit is
- * `agentMaxStreams` (issue 37): below that limit, so the agent never has to refuse an open of the
- * proxy's. An open it refuses counts against its rapid-reset budget, and past that budget it ends
+ * `agentMaxStreams`, as its HELLO said (issue 37): below that limit, so the agent never has to
+ * refuse an open of the proxy's (the session itself never opens past the limit either). An open it refuses counts against its rapid-reset budget, and past that budget it ends
  * the tunnel with ENHANCE_YOUR_CALM, every client through it with it: the surplus client is
  * refused at the proxy instead (GATE_ERR_AGENT_BUSY). At least 1.
  */

@@ -20,7 +20,7 @@ const LIMIT = 8;
 const CAP = clientStreamCap(LIMIT);
 
 async function side(t: Test, target: string): Promise<ProxySide> {
-  const proxy = await startProxySide([], { registry: { agentMaxStreams: LIMIT } });
+  const proxy = await startProxySide([]);
   t.teardown(() => proxy.close());
   const agent = startAgent({
     proxy: `127.0.0.1:${proxy.port}`,

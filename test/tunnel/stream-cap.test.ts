@@ -16,7 +16,7 @@ import { clientStreamCap } from '../../lib/tunnel/settings.js';
 import { closeServer, echoOnce, listening, readUntil, tlsClient, until } from '../helpers/net.js';
 import { agentCertificate, type ProxySide, startProxySide } from '../helpers/tunnel-rig.js';
 
-/** The agent's limit of concurrent streams, and the proxy's assumption of it. */
+/** The agent's limit of concurrent streams (told to the proxy in its HELLO), and the proxy's cap below it. */
 const LIMIT = 20;
 const CAP = clientStreamCap(LIMIT);
 const CLIENTS = 100;
@@ -48,13 +48,10 @@ async function target(t: Test, deaf = false): Promise<string> {
 
 async function rig(t: Test, deaf: boolean): Promise<{ proxy: ProxySide; agent: TunnelAgent }> {
   const [main, other] = [await target(t, deaf), await target(t)];
-  const proxy = await startProxySide(
-    [
-      { alpn: 'gate-redis', agent: 'edge', target: main },
-      { alpn: 'gate-mongodb', agent: 'edge', target: other },
-    ],
-    { registry: { agentMaxStreams: LIMIT } },
-  );
+  const proxy = await startProxySide([
+    { alpn: 'gate-redis', agent: 'edge', target: main },
+    { alpn: 'gate-mongodb', agent: 'edge', target: other },
+  ]);
   t.teardown(() => proxy.close());
   const agent = startAgent({
     proxy: `127.0.0.1:${proxy.port}`,
@@ -115,7 +112,7 @@ t.test(
   `${CLIENTS} clients holding on through an agent that takes ${LIMIT} streams: the surplus is refused busy, the tunnel stays up`,
   async (t) => {
     const { proxy, agent } = await rig(t, false);
-    t.equal(proxy.registry.streamCap, CAP, 'the cap is below the agent limit');
+    t.equal(proxy.registry.streamCap('edge'), CAP, "the cap is below the limit the agent's HELLO gave");
     t.ok(CAP < LIMIT);
     const established = await greeted(proxy.port, 'gate-redis');
     const unrelated = await greeted(proxy.port, 'gate-mongodb');
@@ -188,3 +185,38 @@ t.test('early leavers against a target that ignores their FIN: released, reset o
   t.pass('a new client goes through');
   late.raw.destroy();
 });
+
+t.test(
+  "an agent that takes a single stream: the describe stream fills it, and a client is refused busy by the session's own check",
+  async (t) => {
+    // The cap leaves nothing below a limit of 1 (it is at least 1), so the proxy's own count lets the
+    // client's open through to the session, which knows from the agent's HELLO that the describe
+    // stream holds the one slot: it fails the open with GATE_ERR_AGENT_BUSY and sends nothing.
+    const main = await target(t);
+    const proxy = await startProxySide([{ alpn: 'gate-redis', agent: 'edge', target: main }]);
+    t.teardown(() => proxy.close());
+    const agent = startAgent({
+      proxy: `127.0.0.1:${proxy.port}`,
+      name: 'edge',
+      ...agentCertificate('edge'),
+      ca: devCertificates().ca.cert,
+      serverName: 'localhost',
+      env: {},
+      resources: [main],
+      maxStreams: 1,
+    });
+    t.teardown(() => agent.close());
+    await agent.waitConnected();
+    t.equal(proxy.registry.streamCap('edge'), 1);
+    const held = new Set<Socket>();
+    t.teardown(() => {
+      for (const s of held) s.destroy();
+    });
+    const outcome = await attempt(proxy.port, held);
+    t.match(outcome, /^-ERR gate: .*\(GATE_ERR_AGENT_BUSY\)\r\n$/, 'the client read why in its own protocol');
+    t.equal(proxy.registry.streamStats.busy, 1, 'counted once, as busy');
+    t.equal(proxy.registry.streamStats.opened, 0, 'no stream was opened');
+    t.equal(proxy.registry.streamStats.reset, 0, 'and none refused by the agent');
+    t.equal(agent.connections, 1, 'the tunnel stays up');
+  },
+);
