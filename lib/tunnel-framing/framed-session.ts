@@ -12,6 +12,7 @@ import {
   type AnswerPayload,
   controlFrame,
   decodeAnswer,
+  decodeForStream,
   decodeHello,
   decodeOpen,
   encodeAnswer,
@@ -30,6 +31,7 @@ import {
   type HelloPayload,
   type OpenPayload,
   type ResetPayload,
+  StreamFrameError,
   WireError,
   wireErrorName,
 } from './frames.js';
@@ -363,11 +365,13 @@ export class FramedSession extends EventEmitter implements StreamSession {
 
   private peerOpen(id: number, payload: Buffer): void {
     this.table.takePeerId(id);
-    const open = decodeOpen(payload);
+    const open = decodeForStream(decodeOpen, payload);
     if (this.budgets.admitting) throw floodError('an OPEN before the session was admitted');
     if (this.goingAway) return this.refuseOpen(id, 'the session is going away');
-    if (this.table.peerStreams >= this.maxConcurrent) {
+    // Malformed texts, or past the limit: refused (RESET), and spent as a reset is.
+    if (open instanceof StreamFrameError || this.table.peerStreams >= this.maxConcurrent) {
       this.budgets.spendReset();
+      if (open instanceof StreamFrameError) return this.refuseOpen(id, open.message, open.wireCode);
       return this.refuseOpen(id, `more than ${this.maxConcurrent} concurrent streams`);
     }
     if (!this.options.onOpen) {
@@ -383,17 +387,21 @@ export class FramedSession extends EventEmitter implements StreamSession {
     this.options.onOpen(stream, open);
   }
 
-  private refuseOpen(id: number, reason: string): void {
+  private refuseOpen(id: number, reason: string, code: number = WireError.REFUSED_STREAM): void {
     this.output.oweOrCut();
-    this.sendReset(id, WireError.REFUSED_STREAM, reason);
+    this.sendReset(id, code, reason);
   }
 
   private answered(id: number, payload: Buffer): void {
     const stream = this.table.lookup(id, 'ANSWER');
     if (!stream) return;
+    // An ANSWER the stream cannot take breaks the session's state, a session error as RFC 9113 §5.1
+    // makes a frame in the wrong state; a malformed content is bad for that stream alone (RESET).
     if (!stream.opened || stream.answer)
       throw new FrameError(WireError.PROTOCOL_ERROR, `an ANSWER for stream ${id}, which it cannot answer`);
-    stream.receiveAnswer(decodeAnswer(payload));
+    const answer = decodeForStream(decodeAnswer, payload);
+    if (answer instanceof StreamFrameError) return stream.reset(answer.wireCode, answer.message);
+    stream.receiveAnswer(answer);
   }
 
   private peerReset(id: number, reset: ResetPayload): void {

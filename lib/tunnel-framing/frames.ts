@@ -78,6 +78,23 @@ export class FrameError extends GateError {
   }
 }
 
+/**
+ * A frame whose framing is sound (its lengths add up) but whose content is bad for its one stream:
+ * a stream error (RESET with `wireCode`), not a session error, as RFC 9113 §5.4.2 and §8.1.1 treat
+ * a malformed message. The session's other streams go on.
+ */
+export class StreamFrameError extends FrameError {}
+
+/** `decode(payload)`, its stream error returned rather than thrown; a session error is thrown. */
+export function decodeForStream<T>(decode: (payload: Buffer) => T, payload: Buffer): T | StreamFrameError {
+  try {
+    return decode(payload);
+  } catch (err) {
+    if (err instanceof StreamFrameError) return err;
+    throw err;
+  }
+}
+
 /** A peer past one of the framing's limits on work (docs/tunnel-framing.md, "Limits"). */
 export function floodError(message: string): FrameError {
   return new FrameError(WireError.ENHANCE_YOUR_CALM, message, ErrorCodes.TUNNEL_FLOOD);
@@ -176,8 +193,9 @@ export function decodeOpen(payload: Buffer): OpenPayload {
   const target = payload.toString('latin1', 2, clientAt);
   const client = payload.toString('latin1', clientAt + 1, agentAt);
   const agent = agentAt < payload.length ? payload.toString('latin1', agentAt + 1) : undefined;
+  // Sound as framing (the lengths add up), so bad only for its stream: a stream error.
   if (!isPrintableAscii(target) || !isPrintableAscii(client) || !isPrintableAscii(agent ?? ''))
-    throw new FrameError(WireError.PROTOCOL_ERROR, 'an OPEN whose target, client or agent is not printable ASCII');
+    throw new StreamFrameError(WireError.PROTOCOL_ERROR, 'an OPEN whose target, client or agent is not printable ASCII');
   return agent === undefined ? { kind: payload[0]!, target, client } : { kind: payload[0]!, target, client, agent };
 }
 
@@ -206,8 +224,10 @@ export function decodeAnswer(payload: Buffer): AnswerPayload {
     throw new FrameError(WireError.FRAME_SIZE_ERROR, `an ANSWER whose lengths do not add up to its ${payload.length} bytes`);
   const codeEnd = 3 + payload[2]!;
   const code = payload.toString('latin1', 3, codeEnd);
-  if (payload.length - codeEnd > MAX_REASON_BYTES || !/^[A-Z0-9_]*$/.test(code))
-    throw new FrameError(WireError.PROTOCOL_ERROR, 'an ANSWER with a malformed code or an over-long reason');
+  // Sound as framing (the lengths add up), so bad only for its stream: a stream error.
+  if (payload.length - codeEnd > MAX_REASON_BYTES)
+    throw new StreamFrameError(WireError.PROTOCOL_ERROR, 'an ANSWER with a reason over 1 KiB');
+  if (!/^[A-Z0-9_]*$/.test(code)) throw new StreamFrameError(WireError.PROTOCOL_ERROR, 'an ANSWER with a code not [A-Z0-9_]*');
   return { status: payload.readUInt16BE(0), code, reason: payload.toString('utf8', codeEnd) };
 }
 

@@ -73,8 +73,10 @@ export class FramedAgentLink extends EventEmitter implements AgentLink {
   /** Why `stream` ended before it was answered, in words. */
   private lossReason(stream: TunnelStream): string {
     if (this.session.closed) return `agent ${this.agent} disconnected`;
-    const { closeCode, closeReason } = stream as FramedStream;
-    return `stream reset by the agent (${wireErrorName(closeCode ?? WireError.NO_ERROR)}${closeReason ? `: ${closeReason}` : ''})`;
+    const { closeCode, closeReason, closedByPeer } = stream as FramedStream;
+    // By the proxy: the agent's answer was malformed (a stream error, docs/tunnel-framing.md).
+    const by = closedByPeer ? 'by the agent' : 'by the proxy';
+    return `stream reset ${by} (${wireErrorName(closeCode ?? WireError.NO_ERROR)}${closeReason ? `: ${closeReason}` : ''})`;
   }
 
   sendView(view: ClusterView, unsupported: (status: number) => void): void {

@@ -21,6 +21,7 @@ import {
   encodeWindow,
   FrameError,
   FrameType,
+  StreamFrameError,
   wireErrorName,
 } from '../../lib/tunnel-framing/frames.js';
 
@@ -39,6 +40,8 @@ interface Malformed {
   hex: string;
   /** The wire error's name (RFC 9113 §7's numbers). */
   error: string;
+  /** True when only the frame's stream ends (RESET), not the session (GOAWAY). */
+  stream?: boolean;
 }
 
 const vectors = JSON.parse(readFileSync(new URL('../../../test/tunnel-framing/vectors.json', import.meta.url), 'utf8')) as {
@@ -159,6 +162,7 @@ for (const m of vectors.malformed) {
       }
       t.ok(error instanceof FrameError, `refused (${step === 1 ? 'a byte at a time' : 'whole'})`);
       t.equal(wireErrorName((error as FrameError).wireCode), m.error);
+      t.equal(error instanceof StreamFrameError, m.stream === true, m.stream ? 'a stream error' : 'a session error');
     }
   });
 }
