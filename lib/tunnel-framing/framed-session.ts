@@ -1,6 +1,6 @@
 // A framed tunnel session: many streams over one connection (a TLS socket), in the frames of
 // frames.ts (docs/tunnel-framing.md). Its rooms: stream-table.ts, flood-budgets.ts, ping-table.ts,
-// session-input.ts, session-output.ts, connection-credit.ts, peer-frames.ts
+// session-input.ts, session-output.ts, connection-credit.ts, peer-frames.ts, peer-open.ts
 // (docs/tunnel-framing-implementation.md).
 import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
@@ -24,7 +24,6 @@ import {
   FLAG_ACK,
   FLAG_END,
   FrameError,
-  floodError,
   frameHeader,
   FrameType,
   type GoAwayPayload,
@@ -36,6 +35,7 @@ import {
   wireErrorName,
 } from './frames.js';
 import { dispatchPeerFrame, type PeerFrames } from './peer-frames.js';
+import { judgeOpen } from './peer-open.js';
 import { type PingDone, PingTable } from './ping-table.js';
 import { SessionInput } from './session-input.js';
 import { DEFAULT_CONNECTION_WINDOW, DEFAULT_MAX_STREAMS, DEFAULT_STREAM_WINDOW, type FramedSessionOptions } from './session-options.js';
@@ -366,30 +366,19 @@ export class FramedSession extends EventEmitter implements StreamSession {
   private peerOpen(id: number, payload: Buffer): void {
     this.table.takePeerId(id);
     const open = decodeForStream(decodeOpen, payload);
-    if (this.budgets.admitting) throw floodError('an OPEN before the session was admitted');
-    if (this.goingAway) return this.refuseOpen(id, 'the session is going away');
-    // Malformed texts, or past the limit: refused (RESET), and spent as a reset is.
-    if (open instanceof StreamFrameError || this.table.peerStreams >= this.maxConcurrent) {
-      this.budgets.spendReset();
-      if (open instanceof StreamFrameError) return this.refuseOpen(id, open.message, open.wireCode);
-      return this.refuseOpen(id, `more than ${this.maxConcurrent} concurrent streams`);
+    const { goingAway, maxConcurrent: limit } = this;
+    const state = { admitting: this.budgets.admitting, goingAway, held: this.table.peerStreams, limit, takes: !!this.options.onOpen };
+    const verdict = judgeOpen(open, state);
+    if ('take' in verdict) {
+      const stream = new FramedStream(this, id, this.streamWindow, false, this.peerHello!.streamWindow);
+      this.table.add(stream);
+      return this.options.onOpen!(stream, verdict.take);
     }
-    if (!this.options.onOpen) {
-      // A side that takes no streams (the proxy, from an agent) refuses each; a flood of opens
-      // spends the budget a flood of resets would, and answers never read are bounded as well.
-      this.budgets.spendReset();
-      this.output.oweOrCut();
-      this.sendAnswer(id, { status: 501, code: '', reason: 'this side takes no streams' });
-      return;
-    }
-    const stream = new FramedStream(this, id, this.streamWindow, false, this.peerHello!.streamWindow);
-    this.table.add(stream);
-    this.options.onOpen(stream, open);
-  }
-
-  private refuseOpen(id: number, reason: string, code: number = WireError.REFUSED_STREAM): void {
+    if (verdict.spends) this.budgets.spendReset();
+    // Owed, as answers never read are bounded too (SessionOutput.oweOrCut).
     this.output.oweOrCut();
-    this.sendReset(id, code, reason);
+    if ('answer' in verdict) this.sendAnswer(id, verdict.answer);
+    else this.sendReset(id, verdict.code, verdict.reason);
   }
 
   private answered(id: number, payload: Buffer): void {
