@@ -13,6 +13,7 @@ import { mkdir, readFile, rename, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Teardownable } from './daemon.js';
 import { run, until } from './net.js';
+import { ranOnceThisCiRun } from './once-per-ci-run.js';
 import { isRoot } from './system-user.js';
 import { tempDir } from './temp-dir.js';
 
@@ -31,8 +32,8 @@ const PATH = '/usr/sbin:/usr/bin:/sbin:/bin';
  */
 export function systemTestSkip(): string | false {
   if (process.env.CI !== 'true') return 'builds a Debian root and boots it in a container: runs only where CI=true';
-  if (process.env.GATE_MUX_MACHINE_TESTS === 'done')
-    return 'ran once already in this CI run (GATE_MUX_MACHINE_TESTS=done): the system test is not repeated per Node major';
+  const once = ranOnceThisCiRun('the system test is not repeated per Node major');
+  if (once) return once;
   if (!isRoot()) throw new Error('CI=true but not root: the system tests need root (mmdebstrap, systemd-nspawn)');
   return false;
 }
