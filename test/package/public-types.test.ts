@@ -1,0 +1,100 @@
+// Issue 39: a stable entry point must not hand out a type that only gate-mux/internal exports —
+// a user could hold a GateProxy yet not name what its getters return, and the internal type could
+// change under them in any release. Read from the emitted declarations: from each stable entry in
+// package.json "exports", every type its exported declarations reference must be exported by some
+// stable entry too.
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { exportsOf, leaksOf } from '../helpers/declaration-surface.js';
+
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+const pkg = JSON.parse(readFileSync(resolve(root, 'package.json'), 'utf8')) as {
+  exports: Record<string, string | { types?: string }>;
+};
+const stable = Object.entries(pkg.exports)
+  .filter(([sub]) => sub !== './internal' && sub !== './package.json')
+  .map(([sub, target]) => ({ sub, types: resolve(root, (target as { types: string }).types) }));
+
+t.test('the checker reads what the entries export', async (t) => {
+  t.ok(stable.length >= 6, `${stable.length} stable entries`);
+  const proxy = exportsOf(stable.find((e) => e.sub === './proxy')!.types);
+  t.match(proxy.get('GateProxy')?.file ?? '', /lib[/\\]proxy[/\\]gate-proxy\.d\.ts$/, 'GateProxy is followed to its declaring file');
+  const internal = exportsOf(resolve(root, 'dist/lib/internal.d.ts'));
+  t.ok(internal.has('ListenerPlan'), 'and so is an internal entry, which it can tell apart');
+});
+
+/**
+ * What the check found beyond GateProxy when it was written (issue 39), still to settle one by
+ * one: export the type from a stable entry, or stop referencing it. The list only shrinks — a new
+ * leak fails, and so does a settled one left listed. (`X -> Y`: public X references internal Y.)
+ */
+const known = [
+  'lib/client/local-proxy#LocalProxy -> lib/lifecycle#Closable',
+  'lib/cluster/memory-route-store#MemoryRouteStore -> lib/cluster/resource-store#PutMode',
+  'lib/cluster/memory-route-store#MemoryRouteStore -> lib/cluster/resource-store#ResourceStore',
+  'lib/cluster/memory-route-store#MemoryRouteStore -> lib/cluster/resource-store#ResourceWrite',
+  'lib/cluster/memory-route-store#MemoryRouteStore -> lib/cluster/resource-store#StoredResource',
+  'lib/cluster/memory-route-store#MemoryRouteStore -> lib/cluster/route-store#InventoryRecord',
+  'lib/cluster/memory-route-store#MemoryRouteStore -> lib/lifecycle#Closable',
+  'lib/cluster/redis-route-store#RedisRouteStore -> lib/cluster/resource-store#PutMode',
+  'lib/cluster/redis-route-store#RedisRouteStore -> lib/cluster/resource-store#ResourceStore',
+  'lib/cluster/redis-route-store#RedisRouteStore -> lib/cluster/resource-store#ResourceWrite',
+  'lib/cluster/redis-route-store#RedisRouteStore -> lib/cluster/resource-store#StoredResource',
+  'lib/cluster/redis-route-store#RedisRouteStore -> lib/cluster/route-store#InventoryRecord',
+  'lib/cluster/redis-route-store#RedisRouteStore -> lib/lifecycle#Closable',
+  'lib/cluster/route-store#RouteStore -> lib/cluster/route-store#InventoryRecord',
+  'lib/config/address#parseAddress -> lib/config/address#ParseAddressOptions',
+  'lib/config/types#GateConfig -> lib/config/types#AgentAuthConfig',
+  'lib/config/types#ProxyServiceConfig -> lib/config/types#Upstream',
+  'lib/config/types#UpstreamProtocol -> lib/config/types#UPSTREAM_PROTOCOLS',
+  'lib/conn-upgrade/upgrade-server#ConnectionUpgrade -> lib/conn-upgrade/upgrade-server#UpgradeCounts',
+  'lib/conn-upgrade/upgrade-server#ConnectionUpgrade -> lib/lifecycle#Closable',
+  'lib/handlers/types#ForwardHandler -> lib/refusals/protocols#RefusalProtocol',
+  'lib/mux/connection-budget#ConnectionBudget -> lib/mux/source-limit#SourceCounts',
+  'lib/mux/multiplexer#Multiplexer -> lib/lifecycle#Closable',
+  'lib/mux/multiplexer#Multiplexer -> lib/transport/client-end#ByteCounts',
+  'lib/mux/workers#WorkerPool -> lib/lifecycle#Closable',
+  'lib/pki/certificate-authority#CertificateAuthority -> lib/pki/certificate-authority#IssuedCertificate',
+  'lib/proxy-protocol/header#encodeProxyHeaderV2 -> lib/proxy-protocol/header#EncodeProxyV2Options',
+  'lib/proxy-protocol/header#encodeProxyHeaderV2 -> lib/proxy-protocol/types#ProxyTlv',
+  'lib/proxy-protocol/header#parseProxyHeader -> lib/proxy-protocol/types#ProxyHeaderResult',
+  'lib/proxy-protocol/types#ProxyHeader -> lib/proxy-protocol/types#ProxyTlv',
+  'lib/tls/client-hello#parseClientHello -> lib/tls/client-hello#ParseClientHelloOptions',
+  'lib/tunnel/agent-api#AgentOptions -> lib/tunnel/backoff#BackoffOptions',
+  'lib/tunnel/agent-api#TunnelAgent -> lib/lifecycle#Closable',
+  'lib/tunnel/agent-api#TunnelAgent -> lib/tunnel/agent-description#AgentDescription',
+  'lib/tunnel/agent-api#TunnelAgent -> lib/updater/last-update#LastUpdate',
+  'lib/tunnel/agent-sessions#AgentSessions -> lib/tunnel/agent-sessions#AgentSessionEntry',
+  'lib/tunnel/agent-sessions#LocalAgentSessions -> lib/tunnel/agent-sessions#AgentSessionEntry',
+  'lib/tunnel/registry-options#OpenStreamOptions -> lib/transport/dial-cancel#DialCancel',
+  'lib/tunnel/registry#TunnelRegistry -> lib/lifecycle#Closable',
+  'lib/tunnel/registry#TunnelRegistry -> lib/tunnel/registry-options#DescribedAgent',
+  'lib/tunnel/tunnel-stream#TunnelStream -> lib/tunnel-framing/framed-stream#FramedStream',
+  'lib/tunnel/via-tunnel#viaTunnel -> lib/handlers/bare-client#BARE_CLIENT',
+  'lib/tunnel/via-tunnel#viaTunnel -> lib/handlers/bare-client#BareClientHook',
+  'lib/tunnel/via-tunnel#ViaTunnelOptions -> lib/handlers/refuse#RefusalChoice',
+  'lib/tunnel/via-tunnel#ViaTunnelOptions -> lib/tunnel/via-tunnel#TunnelStreamOpener',
+  'lib/updater/atomic-write#writeFileAtomic -> lib/updater/atomic-write#AtomicWriteOptions',
+  'lib/web/routes#WebRequestHandler -> lib/web/routes#WebRequest',
+  'lib/web/routes#WebRequestHandler -> lib/web/routes#WebResponse',
+  'lib/web/routes#WebRoutesOptions -> lib/web/find#FindAutoUpdate',
+];
+
+t.test('no stable declaration references a type only gate-mux/internal exports', async (t) => {
+  const leaks = leaksOf(
+    stable.map((e) => e.types),
+    resolve(root, 'dist'),
+  ).map((l) => `${l.from} -> ${l.type}`.replace(/\.d\.ts/g, ''));
+  t.same(
+    leaks.filter((l) => !known.includes(l)),
+    [],
+    'every type reachable from a stable entry is exported by a stable entry (but the known ones)',
+  );
+  t.same(
+    known.filter((l) => !leaks.includes(l)),
+    [],
+    'every known leak is still one (a settled one leaves the list)',
+  );
+});
