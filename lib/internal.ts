@@ -48,6 +48,7 @@ export {
 
 // The proxy's parts
 export { loadProxyCertificates, type ProxyCertificates } from './proxy/certificates.js';
+export { proxyParts, type ProxyParts } from './proxy/proxy-parts.js';
 export {
   planListeners,
   routeMatchFor,

@@ -7,7 +7,7 @@
  */
 export { ErrorCodes, GateError, isGateError, type ErrorCode } from '../errors.js';
 export { silentLogger, type Logger } from '../log.js';
-export type { CloseOptions, LifecycleState } from '../lifecycle.js';
+export type { Closable, CloseOptions, ConnectionState, LifecycleState } from '../lifecycle.js';
 
 export { Multiplexer } from './multiplexer.js';
 export { runWorkers, type RunWorkersOptions, type WorkerPool, type WorkerRole } from './workers.js';
