@@ -20,11 +20,13 @@ export {
   ConnectionUpgrade,
   type ConnectionUpgradeOptions,
   type ConnectionUpgradeSettings,
+  type UpgradeCounts,
   type StreamAcceptor,
 } from './conn-upgrade/upgrade-server.js';
+export type { CarriedTally } from './conn-upgrade/websocket-stream.js';
 
 // Certificates: a CA for agents and tests, development certificates, the pin agents check
-export { CertificateAuthority, type KeyPair, type IssueOptions } from './pki/certificate-authority.js';
+export { CertificateAuthority, type KeyPair, type IssueOptions, type IssuedCertificate } from './pki/certificate-authority.js';
 export { devCertificates, type DevCertificates } from './pki/dev-certificates.js';
 export { caPin } from './pki/ca-pin.js';
 

@@ -8,7 +8,7 @@ export { GateProxy, type GateProxyOptions } from './gate-proxy.js';
 
 // Configuration (YAML)
 export { parseConfig, loadConfig, ConfigError, type ConfigProblem, type ParseConfigOptions } from '../config/load.js';
-export { parseAddress, formatAddress, type HostPort, type ParseAddressResult } from '../config/address.js';
+export { parseAddress, formatAddress, type HostPort, type ParseAddressResult, type ParseAddressOptions } from '../config/address.js';
 export type {
   GateConfig,
   LoadedConfig,

@@ -3,6 +3,7 @@
  * gate-mux's tunnel framing; the proxy opens a stream in it per client connection (client -> proxy -> agent -> resource).
  * docs/api/tunnel.md documents each name; parts not named here are in `gate-mux/internal`.
  */
+export type { BackoffOptions } from './backoff.js';
 export { startAgent, type AgentOptions, type TunnelAgent, type AgentConnectedEvent, type AgentTunnelInfo } from './agent.js';
 export { DEFAULT_CONNECTION_COUNT } from './agent-pool.js';
 export type { ClusterView } from './cluster-view.js';

@@ -26,9 +26,10 @@ t.test('the checker reads what the entries export', async (t) => {
 });
 
 /**
- * What the check found beyond GateProxy when it was written (issue 39), still to settle one by
- * one: export the type from a stable entry, or stop referencing it. The list only shrinks — a new
- * leak fails, and so does a settled one left listed. (`X -> Y`: public X references internal Y.)
+ * What the check still finds (issue 39: GateProxy, Closable and the plain option and result types
+ * are settled), to settle one by one: export the type from a stable entry, or stop referencing
+ * it. The list only shrinks: a new leak fails, and so does a settled one left listed.
+ * (`X -> Y`: public X references internal Y.)
  */
 const known = [
   'lib/cluster/memory-route-store#MemoryRouteStore -> lib/cluster/resource-store#PutMode',
@@ -42,21 +43,10 @@ const known = [
   'lib/cluster/redis-route-store#RedisRouteStore -> lib/cluster/resource-store#StoredResource',
   'lib/cluster/redis-route-store#RedisRouteStore -> lib/cluster/route-store#InventoryRecord',
   'lib/cluster/route-store#RouteStore -> lib/cluster/route-store#InventoryRecord',
-  'lib/config/address#parseAddress -> lib/config/address#ParseAddressOptions',
   'lib/config/types#GateConfig -> lib/config/types#AgentAuthConfig',
   'lib/config/types#ProxyServiceConfig -> lib/config/types#Upstream',
   'lib/config/types#UpstreamProtocol -> lib/config/types#UPSTREAM_PROTOCOLS',
-  'lib/conn-upgrade/upgrade-server#ConnectionUpgrade -> lib/conn-upgrade/upgrade-server#UpgradeCounts',
   'lib/handlers/types#ForwardHandler -> lib/refusals/protocols#RefusalProtocol',
-  'lib/mux/connection-budget#ConnectionBudget -> lib/mux/source-limit#SourceCounts',
-  'lib/mux/multiplexer#Multiplexer -> lib/transport/client-end#ByteCounts',
-  'lib/pki/certificate-authority#CertificateAuthority -> lib/pki/certificate-authority#IssuedCertificate',
-  'lib/proxy-protocol/header#encodeProxyHeaderV2 -> lib/proxy-protocol/header#EncodeProxyV2Options',
-  'lib/proxy-protocol/header#encodeProxyHeaderV2 -> lib/proxy-protocol/types#ProxyTlv',
-  'lib/proxy-protocol/header#parseProxyHeader -> lib/proxy-protocol/types#ProxyHeaderResult',
-  'lib/proxy-protocol/types#ProxyHeader -> lib/proxy-protocol/types#ProxyTlv',
-  'lib/tls/client-hello#parseClientHello -> lib/tls/client-hello#ParseClientHelloOptions',
-  'lib/tunnel/agent-api#AgentOptions -> lib/tunnel/backoff#BackoffOptions',
   'lib/tunnel/agent-api#TunnelAgent -> lib/tunnel/agent-description#AgentDescription',
   'lib/tunnel/agent-api#TunnelAgent -> lib/updater/last-update#LastUpdate',
   'lib/tunnel/agent-sessions#AgentSessions -> lib/tunnel/agent-sessions#AgentSessionEntry',
@@ -68,7 +58,6 @@ const known = [
   'lib/tunnel/via-tunnel#viaTunnel -> lib/handlers/bare-client#BareClientHook',
   'lib/tunnel/via-tunnel#ViaTunnelOptions -> lib/handlers/refuse#RefusalChoice',
   'lib/tunnel/via-tunnel#ViaTunnelOptions -> lib/tunnel/via-tunnel#TunnelStreamOpener',
-  'lib/updater/atomic-write#writeFileAtomic -> lib/updater/atomic-write#AtomicWriteOptions',
   'lib/web/routes#WebRequestHandler -> lib/web/routes#WebRequest',
   'lib/web/routes#WebRequestHandler -> lib/web/routes#WebResponse',
   'lib/web/routes#WebRoutesOptions -> lib/web/find#FindAutoUpdate',
