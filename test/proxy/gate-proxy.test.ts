@@ -116,6 +116,8 @@ t.test('multiplex mode: one port serves web, SSH, Postgres, Redis-ping, MySQL AL
   const [listener] = proxyParts(proxy).plan.listeners;
   const port = listener!.port;
   t.equal(proxyParts(proxy).plan.listeners.length, 1, 'one listener');
+  t.same(proxy.listening, [{ name: 'multiplex', host: '127.0.0.1', port }], 'listening: the bound port, plain types');
+  t.not(port, 0, 'the port the system chose');
   const ca = readFileSync(proxy.caFile!, 'utf8');
 
   const ping = await get(port, '/webapi/ping', ca);
