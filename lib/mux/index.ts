@@ -32,6 +32,7 @@ export type {
   TerminateHandler,
   UpstreamAddress,
   WrapHandler,
+  RefusalProtocol,
 } from '../handlers/types.js';
 
 // Pure parsers and encoders (no I/O)
