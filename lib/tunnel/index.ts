@@ -13,7 +13,10 @@ export { TunnelRegistry, type TunnelRegistryOptions, type OpenStreamOptions, typ
 export { viaTunnel, type ViaTunnelOptions, type TunnelStreamOpener } from './via-tunnel.js';
 export type { RefusalChoice } from '../handlers/refuse.js';
 export { releaseTunnelStream, tunnelDuplex, type TunnelStream } from './tunnel-stream.js';
+export type { FramedStream, StreamSession } from '../tunnel-framing/framed-stream.js';
+export type { AnswerPayload } from '../tunnel-framing/frames.js';
+export type { DialCancel } from '../transport/dial-cancel.js';
 export { tunnelEndpoint, tunnelRoute, type TunnelEndpointTls } from './endpoint.js';
 export { parseTunnelUpstream, type TunnelUpstream } from '../vocabulary/tunnel-upstream.js';
-export { LocalAgentSessions, type AgentSessions } from './agent-sessions.js';
+export { LocalAgentSessions, type AgentSessions, type AgentSessionEntry } from './agent-sessions.js';
 export { joinProxy, renewIdentity, fetchPinnedCa, type JoinEndpoint, type AgentIdentity } from './join-client.js';
