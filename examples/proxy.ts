@@ -17,7 +17,7 @@ const load = async () => {
 };
 
 const proxy = await GateProxy.start({ config: await load(), version: '0.0.0-example', logger });
-for (const listener of proxy.plan.listeners) console.log(`listening on ${formatAddress(listener)} (${listener.name})`);
+for (const listener of proxy.listening) console.log(`listening on ${formatAddress(listener)} (${listener.name})`);
 if (proxy.caFile) console.log(`development CA: ${proxy.caFile}`);
 
 process.on('SIGHUP', () => {

@@ -20,16 +20,19 @@ export {
   ConnectionUpgrade,
   type ConnectionUpgradeOptions,
   type ConnectionUpgradeSettings,
+  type UpgradeCounts,
   type StreamAcceptor,
 } from './conn-upgrade/upgrade-server.js';
+export type { CarriedTally } from './conn-upgrade/websocket-stream.js';
 
 // Certificates: a CA for agents and tests, development certificates, the pin agents check
-export { CertificateAuthority, type KeyPair, type IssueOptions } from './pki/certificate-authority.js';
+export { CertificateAuthority, type KeyPair, type IssueOptions, type IssuedCertificate } from './pki/certificate-authority.js';
 export { devCertificates, type DevCertificates } from './pki/dev-certificates.js';
 export { caPin } from './pki/ca-pin.js';
 
 // Several proxies as one cluster: the shared route store (`cluster:` in gate.yaml chooses one)
-export type { RouteStore, ProxyPresence, TunnelHolding } from './cluster/route-store.js';
+export type { RouteStore, ProxyPresence, TunnelHolding, InventoryRecord } from './cluster/route-store.js';
+export type { ResourceStore, StoredResource, ResourceWrite, PutMode } from './cluster/resource-store.js';
 export { MemoryRouteStore } from './cluster/memory-route-store.js';
 export { RedisRouteStore, type RedisRouteStoreOptions } from './cluster/redis-route-store.js';
 export type { ClusterConfig, StoreConfig } from './config/types.js';

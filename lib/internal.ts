@@ -48,6 +48,7 @@ export {
 
 // The proxy's parts
 export { loadProxyCertificates, type ProxyCertificates } from './proxy/certificates.js';
+export { proxyParts, type ProxyParts } from './proxy/proxy-parts.js';
 export {
   planListeners,
   routeMatchFor,
@@ -100,7 +101,6 @@ export { isValidAgentName } from './vocabulary/agent-name.js';
 export { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './tunnel/backoff.js';
 export { startHeartbeat, DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_HEARTBEAT_TIMEOUT_MS, type HeartbeatOptions } from './tunnel/heartbeat.js';
 export { statusForCode } from './tunnel/refusal-status.js';
-export type { AgentSessionEntry } from './tunnel/agent-sessions.js';
 export { admitAgent, type AgentTlsFacts } from './tunnel/admission.js';
 export { renewalTime } from './tunnel/join-client.js';
 export { AgentAuthority, type AgentAuthorityOptions, type IssuedAgentCertificate } from './tunnel/agent-authority.js';

@@ -38,6 +38,7 @@ import {
   STORED_KINDS,
   USER_KIND,
 } from './resource-kinds.js';
+import { httpStatusForCode } from '../tunnel/http-error-status.js';
 
 /** Manifests are a few KiB; a request of more is refused unread. */
 export const MAX_ADMIN_BODY_BYTES = 256 * 1024;
@@ -71,34 +72,6 @@ export interface AdminEndpointOptions {
 
 type Body = Record<string, unknown>;
 type Operation = (who: Permissions, body: Body, identity: AdminIdentity) => Promise<unknown>;
-
-/** HTTP status for each refusal (the body carries the GATE_ERR_* code). */
-function statusOf(code: string): number {
-  switch (code) {
-    case ErrorCodes.ADMIN_UNAUTHENTICATED:
-      return 401;
-    case ErrorCodes.ACCESS_DENIED:
-      return 403;
-    case ErrorCodes.RESOURCE_NOT_FOUND:
-      return 404;
-    case ErrorCodes.RESOURCE_EXISTS:
-    case ErrorCodes.ROLLOUT_COMMAND_REFUSED:
-      return 409;
-    case ErrorCodes.RESOURCE_INVALID:
-      return 422;
-    case ErrorCodes.INVALID_ARGUMENT:
-    case ErrorCodes.JOIN_CSR_INVALID:
-      return 400;
-    case ErrorCodes.REQUEST_BODY_TIMEOUT:
-      return 408;
-    case ErrorCodes.REQUEST_TOO_LARGE:
-      return 413;
-    case ErrorCodes.STORE_UNAVAILABLE:
-      return 503;
-    default:
-      return 500;
-  }
-}
 
 /** An invalid manifest: the error with every issue. */
 class InvalidManifest extends GateError {
@@ -409,7 +382,7 @@ export function createAdminRoutes(options: AdminEndpointOptions): (req: Incoming
     const issues = error instanceof InvalidManifest ? { issues: error.issues } : {};
     refusals.log('warn', error.code, { ...where, code: error.code, ...issues }, `admin request refused: ${error.message.split('\n')[0]}`);
     if (res.headersSent || res.destroyed) return;
-    sendJson(res, statusOf(error.code), {
+    sendJson(res, httpStatusForCode(error.code), {
       error: { code: error.code, message: error.message, ...(error instanceof InvalidManifest ? { issues: error.issues } : {}) },
     });
     // As the join endpoint: a request refused before its body was read gets a moment to be discarded, then goes.

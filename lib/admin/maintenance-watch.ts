@@ -3,17 +3,17 @@
  * `gate-upgrade export-schedule` writes): the `cluster_maintenance_config` in the cluster store,
  * else the `proxy_service.cluster_maintenance_config` of this proxy's gate.yaml (the initial value,
  * so files written before the resource existed keep working). The store is read every
- * `intervalMs` (one HMGET): every proxy serves a change within that, whether or not any message
- * reached it, and the public endpoint never makes a store round trip of its own. A log line says
- * which window is in force whenever that changes.
+ * `intervalMs` (one HMGET) by a StorePoller (store-poller.ts): every proxy serves a change within
+ * that, and the public endpoint never makes a store round trip of its own. A log line says which
+ * window is in force whenever that changes.
  */
-import { ErrorCodes } from '../errors.js';
-import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import type { Closable, CloseOptions, LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import type { ResourceStore } from '../cluster/resource-store.js';
 import { formatMaintenanceConfig, type MaintenanceConfig } from '../config/maintenance-schedule.js';
 import { maintenanceOf } from './manifest.js';
 import { MAINTENANCE_KIND, MAINTENANCE_NAME } from './resource-kinds.js';
+import { StorePoller } from './store-poller.js';
 
 export const DEFAULT_WATCH_INTERVAL_MS = 1000;
 
@@ -30,16 +30,20 @@ export type WindowSource = { from: 'store'; revision: number } | { from: 'config
 
 export class MaintenanceWatch implements Closable {
   private readonly log: Logger;
-  private readonly lifecycle = new Lifecycle();
-  private timer: NodeJS.Timeout | undefined;
+  private readonly poller: StorePoller;
   /** What the store held at the last successful read (undefined: none). */
   private stored: { config: MaintenanceConfig; revision: number } | undefined;
-  private storeDown = false;
   private lastSaid = '';
-  private polling: Promise<void> | undefined;
 
   constructor(private readonly options: MaintenanceWatchOptions) {
     this.log = componentLogger(options.logger, 'maintenance');
+    this.poller = new StorePoller({
+      intervalMs: options.intervalMs ?? DEFAULT_WATCH_INTERVAL_MS,
+      poll: () => this.read(),
+      logger: this.log,
+      unreadable: 'cannot read the maintenance window from the cluster store; serving the one read last',
+      readableAgain: 'cluster store readable again: maintenance window read from it',
+    });
   }
 
   /** The window served now: the stored one, else gate.yaml's, else none. */
@@ -53,56 +57,38 @@ export class MaintenanceWatch implements Closable {
   }
 
   /** Reads the store now and then every interval; resolves after the first read. */
-  async start(): Promise<void> {
-    await this.poll();
-    const tick = (): void => {
-      if (this.lifecycle.ending) return;
-      this.timer = setTimeout(() => void this.poll().finally(tick), this.options.intervalMs ?? DEFAULT_WATCH_INTERVAL_MS);
-      this.timer.unref();
-    };
-    tick();
+  start(): Promise<void> {
+    return this.poller.start();
   }
 
   /** One read of the store (one at a time). */
   poll(): Promise<void> {
-    this.polling ??= this.read().finally(() => (this.polling = undefined));
-    return this.polling;
+    return this.poller.poll();
   }
 
   get state(): LifecycleState {
-    return this.lifecycle.state;
+    return this.poller.state;
   }
 
   close(_options: CloseOptions = {}): Promise<void> {
-    return this.lifecycle.close(async () => {
-      clearTimeout(this.timer);
-      await this.polling;
-    });
+    return this.poller.close();
   }
 
   destroy(): void {
-    if (this.lifecycle.destroy()) clearTimeout(this.timer);
+    this.poller.destroy();
   }
 
   private async read(): Promise<void> {
     const store = this.options.store();
-    if (store) {
-      try {
+    const read =
+      store &&
+      (await this.poller.readStore(async () => {
         const found = await store.getResource(MAINTENANCE_KIND, MAINTENANCE_NAME);
         const config = found && maintenanceOf(found.document);
-        this.stored = found && config ? { config, revision: found.revision } : undefined;
-        if (this.storeDown) this.log.info('cluster store readable again: maintenance window read from it');
-        this.storeDown = false;
-      } catch (err) {
-        // Keep serving what was read last: a store outage does not take the window away.
-        if (!this.storeDown)
-          this.log.warn(
-            { code: ErrorCodes.STORE_UNAVAILABLE, err },
-            'cannot read the maintenance window from the cluster store; serving the one read last',
-          );
-        this.storeDown = true;
-      }
-    }
+        return found && config ? { config, revision: found.revision } : undefined;
+      }));
+    // Unreadable: keep serving what was read last, a store outage does not take the window away.
+    if (read) this.stored = read.value;
     this.say();
   }
 

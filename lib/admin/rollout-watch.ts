@@ -1,6 +1,6 @@
 /**
- * What every proxy runs for managed rollouts. Each `intervalMs` (one second) it reads the
- * rollout's three resources from the cluster store (autoupdate_config, autoupdate_version,
+ * What every proxy runs for managed rollouts. Each `intervalMs` (one second) it reads (through a
+ * StorePoller, store-poller.ts) the rollout's three resources from the cluster store (autoupdate_config, autoupdate_version,
  * autoupdate_agent_rollout), so that `find` answers from memory: the public endpoint never makes a
  * store round trip of its own, and every proxy answers alike whichever one advanced the rollout.
  *
@@ -13,7 +13,7 @@
  * canary_timeout, from one to ten seconds.
  */
 import { ErrorCodes } from '../errors.js';
-import { type Closable, type CloseOptions, Lifecycle, type LifecycleState } from '../lifecycle.js';
+import type { Closable, CloseOptions, LifecycleState } from '../lifecycle.js';
 import { componentLogger, type Logger } from '../log.js';
 import { readInventory } from '../cluster/inventory.js';
 import type { ResourceStore } from '../cluster/resource-store.js';
@@ -29,6 +29,7 @@ import {
   AUTOUPDATE_VERSION_KIND,
   AUTOUPDATE_VERSION_NAME,
 } from './resource-kinds.js';
+import { StorePoller } from './store-poller.js';
 
 export const DEFAULT_READ_INTERVAL_MS = 1000;
 export const MIN_STEP_MS = 1000;
@@ -93,18 +94,28 @@ export function rolloutInForce(view: View, now: number): RolloutState | undefine
 
 export class RolloutWatch implements Closable {
   private readonly log: Logger;
-  private readonly lifecycle = new Lifecycle();
+  private readonly poller: StorePoller;
   private readonly now: () => number;
-  private timer: NodeJS.Timeout | undefined;
   private view: View = EMPTY;
-  private polling: Promise<void> | undefined;
-  private storeDown = false;
   private lastStep = 0;
   private holding = false;
 
   constructor(private readonly options: RolloutWatchOptions) {
     this.log = componentLogger(options.logger, 'rollout');
     this.now = options.now ?? Date.now;
+    this.poller = new StorePoller({
+      intervalMs: options.intervalMs ?? DEFAULT_READ_INTERVAL_MS,
+      poll: () => this.read(),
+      logger: this.log,
+      unreadable: 'cannot read the rollout from the cluster store; answering from what was read last',
+      readableAgain: 'cluster store readable again: rollout read from it',
+      afterStop: async () => {
+        // Hand over at once: the next proxy need not wait for the lease to expire.
+        const store = this.options.store();
+        if (store && this.holding) await store.releaseLease(AUTOUPDATE_ROLLOUT_NAME, this.options.proxyId).catch(() => {});
+        this.holding = false;
+      },
+    });
   }
 
   /**
@@ -127,39 +138,26 @@ export class RolloutWatch implements Closable {
     return this.holding;
   }
 
-  async start(): Promise<void> {
-    await this.poll();
-    const tick = (): void => {
-      if (this.lifecycle.ending) return;
-      this.timer = setTimeout(() => void this.poll().finally(tick), this.options.intervalMs ?? DEFAULT_READ_INTERVAL_MS);
-      this.timer.unref();
-    };
-    tick();
+  /** Reads the store now and then every interval; resolves after the first read. */
+  start(): Promise<void> {
+    return this.poller.start();
   }
 
   /** One read, and a step when one is due (one at a time). */
   poll(): Promise<void> {
-    this.polling ??= this.read().finally(() => (this.polling = undefined));
-    return this.polling;
+    return this.poller.poll();
   }
 
   get state(): LifecycleState {
-    return this.lifecycle.state;
+    return this.poller.state;
   }
 
   close(_options: CloseOptions = {}): Promise<void> {
-    return this.lifecycle.close(async () => {
-      clearTimeout(this.timer);
-      await this.polling;
-      // Hand over at once: the next proxy need not wait for the lease to expire.
-      const store = this.options.store();
-      if (store && this.holding) await store.releaseLease(AUTOUPDATE_ROLLOUT_NAME, this.options.proxyId).catch(() => {});
-      this.holding = false;
-    });
+    return this.poller.close();
   }
 
   destroy(): void {
-    if (this.lifecycle.destroy()) clearTimeout(this.timer);
+    this.poller.destroy();
   }
 
   private stepMs(): number {
@@ -171,22 +169,12 @@ export class RolloutWatch implements Closable {
   private async read(): Promise<void> {
     const store = this.options.store();
     if (!store) return;
-    try {
-      this.view = await readRollout(store);
-      if (this.storeDown) this.log.info('cluster store readable again: rollout read from it');
-      this.storeDown = false;
-    } catch (err) {
-      // Keep answering from what was read last.
-      if (!this.storeDown)
-        this.log.warn(
-          { code: ErrorCodes.STORE_UNAVAILABLE, err },
-          'cannot read the rollout from the cluster store; answering from what was read last',
-        );
-      this.storeDown = true;
-      return;
-    }
+    // Unreadable: keep answering from what was read last.
+    const read = await this.poller.readStore(() => readRollout(store));
+    if (!read) return;
+    this.view = read.value;
     this.report();
-    if (this.now() - this.lastStep < this.stepMs() || this.lifecycle.ending) return;
+    if (this.now() - this.lastStep < this.stepMs() || this.poller.ending) return;
     this.lastStep = this.now();
     await this.step(store).catch((err: unknown) => {
       this.log.warn({ code: ErrorCodes.STORE_UNAVAILABLE, err }, `rollout step failed: ${(err as Error).message}`);

@@ -16,6 +16,7 @@ import { agentJoinHint } from '../proxy/join-hint.js';
 import { loggerFromOptions } from './log.js';
 import { defaultConfigPath, packageVersion } from './package-info.js';
 import { parseCommand, usageError } from './usage.js';
+import { proxyParts } from '../proxy/proxy-parts.js';
 
 export const PROXY_USAGE = `usage: gate-mux proxy [--config FILE] [--pid-file FILE] [--drain-timeout SECONDS]
                       [--log-level LEVEL] [--log-format pretty|json]
@@ -105,7 +106,7 @@ async function load(path: string, logger: Logger) {
 }
 
 function printBanner(proxy: GateProxy, configPath: string): void {
-  const { plan } = proxy;
+  const { plan } = proxyParts(proxy);
   const web = formatAddress(plan.listeners[0]!);
   console.log(
     `gate-mux proxy ${packageVersion} (${plan.mode === 'multiplex' ? 'TLS routing on one port' : 'separate ports'}), config ${configPath}`,

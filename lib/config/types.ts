@@ -10,8 +10,21 @@ import type { JoinTokenRule } from '../vocabulary/join-token-rule.js';
 export type ListenerMode = 'multiplex' | 'separate';
 
 /** Protocols the proxy hands to an upstream (everything but web, which it serves itself). */
-export const UPSTREAM_PROTOCOLS = ['ssh', 'tunnel', 'kube', 'postgres', 'mysql', 'mongodb', 'redis', 'peer'] as const;
-export type UpstreamProtocol = (typeof UPSTREAM_PROTOCOLS)[number];
+// The union is spelled out (not derived from the list with `typeof`) so that the public type does
+// not name the list, which only gate-mux/internal exports (issue 39); `satisfies` and the
+// statement below keep the two the same at compile time.
+export type UpstreamProtocol = 'ssh' | 'tunnel' | 'kube' | 'postgres' | 'mysql' | 'mongodb' | 'redis' | 'peer';
+export const UPSTREAM_PROTOCOLS = [
+  'ssh',
+  'tunnel',
+  'kube',
+  'postgres',
+  'mysql',
+  'mongodb',
+  'redis',
+  'peer',
+] as const satisfies readonly UpstreamProtocol[];
+true satisfies [UpstreamProtocol] extends [(typeof UPSTREAM_PROTOCOLS)[number]] ? true : never;
 
 /** Every route the proxy knows (docs/ARCHITECTURE.md, "The wire contract"). */
 export type ProxyProtocolName = 'web' | UpstreamProtocol;

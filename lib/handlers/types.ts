@@ -11,6 +11,9 @@ import type { ProxyHeader } from '../proxy-protocol/header.js';
 import type { Endpoint } from '../transport/endpoint.js';
 import type { RefusalProtocol } from '../refusals/protocols.js';
 
+// Named by ForwardHandler's `refusal`, so it is public with it (gate-mux/mux).
+export type { RefusalProtocol };
+
 export type { Endpoint };
 
 /** What detection found the client speaking. */

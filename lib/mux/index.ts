@@ -7,13 +7,15 @@
  */
 export { ErrorCodes, GateError, isGateError, type ErrorCode } from '../errors.js';
 export { silentLogger, type Logger } from '../log.js';
-export type { CloseOptions, LifecycleState } from '../lifecycle.js';
+export type { Closable, CloseOptions, ConnectionState, LifecycleState } from '../lifecycle.js';
 
 export { Multiplexer } from './multiplexer.js';
 export { runWorkers, type RunWorkersOptions, type WorkerPool, type WorkerRole } from './workers.js';
 export type { StatsSnapshot, RouteCounters } from './stats.js';
 export type { ListenOptions, MultiplexerOptions, MultiplexerSettings, Route, RouteMatch } from './types.js';
 export { ConnectionBudget, type BudgetOptions } from './connection-budget.js';
+export type { SourceCounts } from './source-limit.js';
+export type { ByteCounts } from '../transport/client-end.js';
 export { nativeRelayStatus } from '../transport/native-relay.js';
 
 // Handlers: what a route does with a connection
@@ -30,10 +32,17 @@ export type {
   TerminateHandler,
   UpstreamAddress,
   WrapHandler,
+  RefusalProtocol,
 } from '../handlers/types.js';
 
 // Pure parsers and encoders (no I/O)
-export { parseClientHello, ClientHelloError, type ClientHello, type ClientHelloResult } from '../tls/client-hello.js';
+export {
+  parseClientHello,
+  ClientHelloError,
+  type ClientHello,
+  type ClientHelloResult,
+  type ParseClientHelloOptions,
+} from '../tls/client-hello.js';
 export { sniffGreeting, type GreetingProtocol, type GreetingResult } from '../sniff/greeting.js';
 export {
   parseProxyHeader,
@@ -42,4 +51,7 @@ export {
   ProxyHeaderError,
   type ProxyHeader,
   type ProxyAddress,
+  type EncodeProxyV2Options,
+  type ProxyTlv,
+  type ProxyHeaderResult,
 } from '../proxy-protocol/header.js';

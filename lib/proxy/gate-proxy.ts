@@ -12,10 +12,8 @@ import type { GateConfig } from '../config/types.js';
 import { caPin } from '../pki/ca-pin.js';
 import { JoinTokens } from '../tunnel/join-tokens.js';
 import { TunnelRegistry } from '../tunnel/registry.js';
-import type { ClusterMember } from '../cluster/cluster-member.js';
 import type { GateMetrics } from '../cluster/metrics.js';
-import type { PeerPool } from '../cluster/peer-pool.js';
-import { listenersReadiness, type ReadinessSource } from '../cluster/readiness.js';
+import { listenersReadiness } from '../cluster/readiness.js';
 import type { RouteStore } from '../cluster/route-store.js';
 import { readInventory } from '../cluster/inventory.js';
 import { isResourceStore, type ResourceStore } from '../cluster/resource-store.js';
@@ -28,6 +26,7 @@ import { ProxyDiagnostics } from './diagnostics.js';
 import type { ListenerPlan, ListenerSpec } from './listener-plan.js';
 import { ListenerSet } from './listener-set.js';
 import { ProxyEndpoints } from './proxy-endpoints.js';
+import { registerProxyParts } from './proxy-parts.js';
 import { loadProxyState, type ProxyState } from './proxy-state.js';
 import { routeFor } from './route-handlers.js';
 import { WebFrontDoor } from './web-front-door.js';
@@ -151,6 +150,27 @@ export class GateProxy implements Closable {
     });
     this.diagnostics.observe(this.listeners, this.registry, () => this.endpoints.upgrade.counts);
     this.diagnostics.addReadiness(listenersReadiness(() => (this.lifecycle.ending ? [] : this.listeners.readiness())));
+    const diagnostics = this.diagnostics;
+    const clusterWiring = this.clusterWiring;
+    const maintenance = this.maintenance;
+    const plan = () => this.plan;
+    registerProxyParts(this, {
+      rolloutWatch: this.rollout,
+      get maintenanceSource() {
+        return maintenance.source;
+      },
+      metrics: diagnostics.metrics,
+      get cluster() {
+        return clusterWiring.member;
+      },
+      get peers() {
+        return clusterWiring.peers;
+      },
+      get plan() {
+        return plan();
+      },
+      addReadiness: (source) => diagnostics.addReadiness(source),
+    });
   }
 
   /** Binds every listener, or none: a listener that cannot be bound closes those that were. */
@@ -189,34 +209,13 @@ export class GateProxy implements Closable {
     return store && isResourceStore(store) ? store : undefined;
   }
 
-  /** The agents rollout as this proxy answers it (undefined: none configured). */
-  get rolloutWatch(): RolloutWatch {
-    return this.rollout;
-  }
-
-  /** Where the maintenance window served now comes from: the cluster store (with its revision), the configuration, or none. */
-  get maintenanceSource(): MaintenanceWatch['source'] {
-    return this.maintenance.source;
-  }
-
-  /** Prometheus metrics, served on `diag_addr`; peering and the route store report through it too. */
-  get metrics(): GateMetrics {
+  private get metrics(): GateMetrics {
     return this.diagnostics.metrics;
   }
 
   /** The route store this proxy shares with the others of its cluster. */
   get routeStore(): RouteStore {
     return this.clusterWiring.store;
-  }
-
-  /** This proxy's membership: presence, its tunnels in the store, the other proxies, channel mismatches. */
-  get cluster(): ClusterMember {
-    return this.clusterWiring.member;
-  }
-
-  /** Sessions to other proxies of the cluster: forwarded dials go through them. */
-  get peers(): PeerPool {
-    return this.clusterWiring.peers;
   }
 
   /** Agents' reverse tunnels: who is connected, and streams through them. */
@@ -259,9 +258,13 @@ export class GateProxy implements Closable {
     return this.diagnostics.address;
   }
 
-  /** The listeners with the ports they are bound to. */
-  get plan(): ListenerPlan {
+  private get plan(): ListenerPlan {
     return this.listeners.plan(this.proxyState.config.listenerMode);
+  }
+
+  /** Each listener's name and the address it is bound to (the port the system chose, for port 0). */
+  get listening(): Array<{ name: string; host: string; port: number }> {
+    return this.plan.listeners.map(({ name, host, port }) => ({ name, host, port }));
   }
 
   /** True from `drain()` on. */
@@ -271,11 +274,6 @@ export class GateProxy implements Closable {
 
   stats(): Record<string, StatsSnapshot> {
     return this.listeners.stats();
-  }
-
-  /** One more thing /readyz must find ready. */
-  addReadiness(source: ReadinessSource): void {
-    this.diagnostics.addReadiness(source);
   }
 
   /**

@@ -8,7 +8,7 @@ export { GateProxy, type GateProxyOptions } from './gate-proxy.js';
 
 // Configuration (YAML)
 export { parseConfig, loadConfig, ConfigError, type ConfigProblem, type ParseConfigOptions } from '../config/load.js';
-export { parseAddress, formatAddress, type HostPort, type ParseAddressResult } from '../config/address.js';
+export { parseAddress, formatAddress, type HostPort, type ParseAddressResult, type ParseAddressOptions } from '../config/address.js';
 export type {
   GateConfig,
   LoadedConfig,
@@ -17,8 +17,14 @@ export type {
   KeyPairFiles,
   UpstreamProtocol,
   ProxyProtocolName,
+  AgentAuthConfig,
+  JoinTokenConfig,
+  Upstream,
+  AgentUpstream,
 } from '../config/types.js';
 export type { ChannelConfig } from '../config/channel.js';
+export type { JoinLimits, RateLimit } from '../vocabulary/join-limits.js';
+export type { JoinTokenRule } from '../vocabulary/join-token-rule.js';
 
 // Web endpoints
 export {
@@ -28,5 +34,13 @@ export {
   type FetchText,
   type FetchTextResult as ChannelFetchResult,
 } from '../web/version-channels.js';
-export { createWebRoutes, WebErrorCodes, type WebRequestHandler, type WebRoutesOptions } from '../web/routes.js';
+export {
+  createWebRoutes,
+  WebErrorCodes,
+  type WebRequestHandler,
+  type WebRequest,
+  type WebResponse,
+  type WebRoutesOptions,
+} from '../web/routes.js';
+export type { FindAutoUpdate } from '../web/find.js';
 export type { PingResponse } from '../web/ping.js';

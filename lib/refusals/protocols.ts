@@ -7,8 +7,11 @@ import { sshRefusal } from './ssh.js';
 import type { RefusalStep } from './step.js';
 
 /** The protocols a failed route can be answered in. */
-export const REFUSAL_PROTOCOLS = ['postgres', 'mysql', 'redis', 'mongodb', 'ssh', 'http'] as const;
-export type RefusalProtocol = (typeof REFUSAL_PROTOCOLS)[number];
+// The union is spelled out rather than derived with `typeof`, so the public type does not name
+// this list (internal only, issue 39); `satisfies` and the statement below keep the two the same.
+export type RefusalProtocol = 'postgres' | 'mysql' | 'redis' | 'mongodb' | 'ssh' | 'http';
+export const REFUSAL_PROTOCOLS = ['postgres', 'mysql', 'redis', 'mongodb', 'ssh', 'http'] as const satisfies readonly RefusalProtocol[];
+true satisfies [RefusalProtocol] extends [(typeof REFUSAL_PROTOCOLS)[number]] ? true : never;
 
 const STEPS: Record<Exclude<RefusalProtocol, 'mongodb'>, RefusalStep> = {
   postgres: postgresRefusal,

@@ -1,10 +1,13 @@
-import type { AgentLink } from './agent-link.js';
-
-/** One connected agent as the proxy holds it. */
+/**
+ * One connected agent as a sessions store holds it. A store reads `name` and whether the tunnel is
+ * still usable, and hands back the entry it was given: the registry's own entry carries the whole
+ * tunnel (tunnel/agent-link.ts), which stays internal, so the public shape names only what a store
+ * needs of it (issue 39).
+ */
 export interface AgentSessionEntry {
   name: string;
-  /** Its tunnel. */
-  link: AgentLink;
+  /** Its tunnel: `usable` while new streams may be opened (a claim may take a name whose holder's is not). */
+  link: { readonly usable: boolean };
   /** `address:port` the agent connected from, for logs. */
   remote: string;
   /** Epoch milliseconds the tunnel came up. */

@@ -10,37 +10,13 @@ import { readBody } from './request-body.js';
 import { SourceRateLimiter } from './source-rate-limit.js';
 import { verifyErrorCode, type AgentTlsFacts } from './admission.js';
 import type { AgentAuthority } from './agent-authority.js';
+import { httpStatusForCode } from './http-error-status.js';
 
 /** A join request is a name, a token and a CSR: a few KiB. Anything larger is refused unread. */
 export const MAX_BODY_BYTES = 64 * 1024;
 
 /** How long a connection whose request was refused part-way may keep sending before it is closed. */
 const REFUSED_DRAIN_MS = 2000;
-
-/** HTTP status for each refusal (the body carries the GATE_ERR_* code). */
-function statusOf(code: string): number {
-  switch (code) {
-    case ErrorCodes.JOIN_TOKEN_INVALID:
-    case ErrorCodes.JOIN_TOKEN_EXPIRED:
-    case ErrorCodes.JOIN_TOKEN_EXHAUSTED:
-    case ErrorCodes.JOIN_RENEW_REFUSED:
-      return 401;
-    case ErrorCodes.JOIN_NAME_NOT_ALLOWED:
-      return 403;
-    case ErrorCodes.JOIN_CSR_INVALID:
-    case ErrorCodes.JOIN_CSR_NAME_MISMATCH:
-    case ErrorCodes.INVALID_ARGUMENT:
-      return 400;
-    case ErrorCodes.REQUEST_BODY_TIMEOUT:
-      return 408;
-    case ErrorCodes.REQUEST_TOO_LARGE:
-      return 413;
-    case ErrorCodes.RATE_LIMITED:
-      return 429;
-    default:
-      return 500;
-  }
-}
 
 function sendJson(res: ServerResponse, status: number, value: unknown): void {
   const body = JSON.stringify(value);
@@ -157,7 +133,7 @@ export function createJoinRoutes(
       `agent ${where.path === AGENT_JOIN_PATH ? 'join' : 'renewal'} refused: ${error.message}`,
     );
     if (res.headersSent || res.destroyed) return;
-    sendJson(res, statusOf(error.code), { error: { code: error.code, message: error.message } });
+    sendJson(res, httpStatusForCode(error.code), { error: { code: error.code, message: error.message } });
     // A request refused before its body was read whole: node:http discards the rest as it comes
     // (closing at once would reset the connection under a client still sending, and with it the
     // answer it has not read yet); an HTTP/1 connection gets REFUSED_DRAIN_MS for that, then goes.

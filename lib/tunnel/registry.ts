@@ -20,6 +20,8 @@ export type { DescribedAgent, OpenStreamOptions, TunnelRegistryOptions } from '.
 import type { DescribedAgent, OpenStreamOptions, TunnelRegistryOptions } from './registry-options.js';
 
 interface AgentSession extends AgentSessionEntry, DialogueEntry {
+  // The whole tunnel: a sessions store sees only `usable` of it (AgentSessionEntry).
+  link: AgentLink;
   socket: TLSSocket;
   /** The client certificate's serial (normalised), checked again by `revalidate`. */
   serial: string;

@@ -62,18 +62,15 @@ function failClient(client: Duplex, error: GateError, protocol?: RefusalProtocol
  * When the agent dies mid-stream the tunnel's streams are reset and each client is closed at once
  * with GATE_ERR_AGENT_STREAM_FAILED (never left hanging).
  */
-export function viaTunnel(
-  registry: TunnelRegistry,
-  agent: string,
-  target: string,
-  options: ViaTunnelOptions = {},
-): CustomHandler & { [BARE_CLIENT]: BareClientHook } {
+export function viaTunnel(registry: TunnelRegistry, agent: string, target: string, options: ViaTunnelOptions = {}): CustomHandler {
   const open = options.open ?? ((name: string, to: string, o: OpenStreamOptions) => registry.open(name, to, o));
   const openFor: StreamOpen = (remote, cancel, firstBytes) =>
     open(agent, target, new ClientStreamOptions(cancel, formatHostPort(remote.address, remote.port), options.openTimeoutMs, firstBytes));
   const { refusal } = options;
   const explain = options.explain ?? ((error: GateError) => error);
-  return {
+  // The bare-client hook is internal plumbing (handlers/bare-client.ts), so the public return type is
+  // the plain CustomHandler (issue 39); the multiplexer finds the hook by its symbol.
+  const handler: CustomHandler & { [BARE_CLIENT]: BareClientHook } = {
     kind: 'custom',
     // A passthrough client still on its bare handle is relayed to the stream by a FramedRelay.
     [BARE_CLIENT]: (client, rest, conn, watch) =>
@@ -95,6 +92,7 @@ export function viaTunnel(
       });
     },
   };
+  return handler;
 }
 
 /**

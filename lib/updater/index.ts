@@ -9,5 +9,5 @@ export { maintenanceWindow, type WindowState } from './maintenance-window.js';
 export { shouldUpgrade, type UpgradeQuestion, type UpgradeDecision, type UpgradeReason } from './should-upgrade.js';
 export { fetchTargetVersion, fetchCritical, type FetchTargetVersionOptions, type ProxyRequestOptions } from './target-version.js';
 export { fetchSchedule, readSchedule, type ScheduleRead } from './schedule.js';
-export { writeFileAtomic, type AtomicWriteResult } from './atomic-write.js';
+export { writeFileAtomic, type AtomicWriteResult, type AtomicWriteOptions } from './atomic-write.js';
 export { acquireLock, type UpgradeLock } from './lock.js';

@@ -10,6 +10,7 @@ import { MAINTENANCE_SCHEDULE_PATH } from '../../lib/wire/names.js';
 import { startClusterInProcess } from '../helpers/cluster.js';
 import type { RunningGateProxy } from '../helpers/gate-proxy.js';
 import { until } from '../helpers/net.js';
+import { proxyParts } from '../../lib/proxy/proxy-parts.js';
 
 function served(p: RunningGateProxy): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -33,9 +34,9 @@ t.test("gate.yaml's window until the store has one; the store's on every proxy a
   const without = await cluster.start();
   const store = cluster.store as unknown as ResourceStore;
 
-  t.same(withFile.proxy.maintenanceSource, { from: 'config' }, "gate.yaml's key is the initial value");
+  t.same(proxyParts(withFile.proxy).maintenanceSource, { from: 'config' }, "gate.yaml's key is the initial value");
   t.match((await served(withFile)).body, /utc_start_hour: 4/);
-  t.same(without.proxy.maintenanceSource, { from: 'none' });
+  t.same(proxyParts(without.proxy).maintenanceSource, { from: 'none' });
   t.equal((await served(without)).status, 404, 'no window anywhere: none served');
 
   const [manifest] = readManifests(
@@ -43,13 +44,13 @@ t.test("gate.yaml's window until the store has one; the store's on every proxy a
   ).manifests;
   const stored = await store.putResource({ ...manifest!, updatedBy: 'test', updatedAt: Date.now() }, 'create');
   for (const p of [withFile, without]) {
-    await until(() => p.proxy.maintenanceSource.from === 'store', 'the stored window in force');
-    t.same(p.proxy.maintenanceSource, { from: 'store', revision: stored!.revision });
+    await until(() => proxyParts(p.proxy).maintenanceSource.from === 'store', 'the stored window in force');
+    t.same(proxyParts(p.proxy).maintenanceSource, { from: 'store', revision: stored!.revision });
     t.match((await served(p)).body, /utc_start_hour: 9\n\s+weekdays: \[Tuesday\]/, 'served from the store');
   }
 
   await store.deleteResource(manifest!.kind, manifest!.name);
-  await until(() => withFile.proxy.maintenanceSource.from === 'config', "back to gate.yaml's");
+  await until(() => proxyParts(withFile.proxy).maintenanceSource.from === 'config', "back to gate.yaml's");
   t.match((await served(withFile)).body, /utc_start_hour: 4/);
-  await until(() => without.proxy.maintenanceSource.from === 'none', 'none again');
+  await until(() => proxyParts(without.proxy).maintenanceSource.from === 'none', 'none again');
 });

@@ -16,6 +16,7 @@ import { echoOnce, run, until } from '../helpers/net.js';
 import { requirePeer } from '../helpers/peers.js';
 import { startPostgres } from '../helpers/postgres.js';
 import { tunnelDuplex } from '../../lib/tunnel/tunnel-stream.js';
+import { proxyParts } from '../../lib/proxy/proxy-parts.js';
 
 /** A MemoryRouteStore that can be made to fail every call, as an unreachable Redis does. */
 class SwitchableStore implements RouteStore {
@@ -89,7 +90,7 @@ t.test('a client on any proxy reaches the agent wherever its tunnel is', async (
   const viaB = await client(b, c.ca.cert, 'gate-mongodb');
   t.equal(await echoOnce(viaB, 'client on B'), 'client on B', 'B uses its own tunnel');
   t.equal(b.stats('peer').accepted, 2, 'one peering session from A and one from C');
-  t.same(a.proxy.peers.connected(), [b.proxy.proxyId]);
+  t.same(proxyParts(a.proxy).peers.connected(), [b.proxy.proxyId]);
   for (const s of [viaA, viaB, viaC]) s.destroy();
 
   // Offline everywhere: the same prompt failure as one proxy.
@@ -114,8 +115,8 @@ t.test('a client on any proxy reaches the agent wherever its tunnel is', async (
   store.down = false;
   // A refresh of each now: an outage near the TTL may have let B's records expire while B still
   // counts as registered (its last announce is recent), and B re-asserts them only at its next tick.
-  await Promise.all([a.proxy.cluster.refresh(), b.proxy.cluster.refresh()]);
-  t.ok(a.proxy.cluster.registered && b.proxy.cluster.registered, 'both registered again');
+  await Promise.all([proxyParts(a.proxy).cluster.refresh(), proxyParts(b.proxy).cluster.refresh()]);
+  t.ok(proxyParts(a.proxy).cluster.registered && proxyParts(b.proxy).cluster.registered, 'both registered again');
   const back = await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.23', port: 3 });
   t.equal(await echoOnce(back, 'store back'), 'store back', 'remote dials work again once the store is back');
   back.destroy();
@@ -132,7 +133,7 @@ t.test('a client on any proxy reaches the agent wherever its tunnel is', async (
     () => (a.stats('multiplex').failures[ErrorCodes.AGENT_STREAM_FAILED] ?? 0) === streamFailures + 1,
     'the client of the dead path closed with GATE_ERR_AGENT_STREAM_FAILED',
   );
-  await until(() => a.proxy.peers.connected().length === 0, "A closed B's session when B left the store", 5_000);
+  await until(() => proxyParts(a.proxy).peers.connected().length === 0, "A closed B's session when B left the store", 5_000);
   t.match(
     await saidBeforeClose(await client(a, c.ca.cert, 'gate-mongodb', { address: '198.51.100.24', port: 4 }), mongoHello()),
     `(${ErrorCodes.AGENT_OFFLINE})`,
@@ -162,7 +163,7 @@ t.test('a holder that died without leaving the store: the next holder is tried',
   const bFirst = (await store.holders('edge'))[0]?.proxyId === deadB.id ? 0.99 : 0;
   const dialer = new ClusterDialer({
     registry: a.proxy.tunnels,
-    cluster: { store, member: a.proxy.cluster, peers: a.proxy.peers },
+    cluster: { store, member: proxyParts(a.proxy).cluster, peers: proxyParts(a.proxy).peers },
     random: () => bFirst,
     logger: logs.logger,
   });

@@ -16,6 +16,7 @@ import { requirePeer } from '../helpers/peers.js';
 import { freePort } from '../helpers/daemon.js';
 import { startHaproxy } from '../helpers/haproxy.js';
 import { httpGet, scrape } from '../helpers/prometheus.js';
+import { proxyParts } from '../../lib/proxy/proxy-parts.js';
 
 /**
  * The diagnostics listener (`diag_addr`): /healthz, /readyz and /metrics on a plain-HTTP
@@ -112,11 +113,11 @@ t.test('/metrics counts exactly the connections driven through the public port',
 
 t.test('peering, store and channel figures reported through GateMetrics', async (t) => {
   const { gate, diag } = await startWithDiag(t);
-  gate.proxy.metrics.peerDial('ok');
-  gate.proxy.metrics.peerDial('failed', 'GATE_ERR_DIAL_REFUSED');
-  gate.proxy.metrics.peerDial('failed', 'GATE_ERR_DIAL_REFUSED');
-  gate.proxy.metrics.storeError('announce');
-  gate.proxy.metrics.channelMismatch(2);
+  proxyParts(gate.proxy).metrics.peerDial('ok');
+  proxyParts(gate.proxy).metrics.peerDial('failed', 'GATE_ERR_DIAL_REFUSED');
+  proxyParts(gate.proxy).metrics.peerDial('failed', 'GATE_ERR_DIAL_REFUSED');
+  proxyParts(gate.proxy).metrics.storeError('announce');
+  proxyParts(gate.proxy).metrics.channelMismatch(2);
   const m = await scrape(diag);
   t.equal(m.value('gate_mux_peer_dials_total{outcome="ok"}'), 1);
   t.equal(m.value('gate_mux_peer_dials_total{outcome="failed"}'), 2);
@@ -249,7 +250,7 @@ t.test('cluster readiness: registered and not draining; mismatches shown, not fa
     },
   };
   const { gate, diag } = await startWithDiag(t);
-  gate.proxy.addReadiness(clusterReadiness(member, 'redis://:s3cret-pass@127.0.0.1:6379/0'));
+  proxyParts(gate.proxy).addReadiness(clusterReadiness(member, 'redis://:s3cret-pass@127.0.0.1:6379/0'));
   const readyz = async (): Promise<{ status: number; cluster: Record<string, unknown> }> => {
     const res = await httpGet(diag, '/readyz');
     return {
@@ -308,7 +309,7 @@ t.test('HAProxy health-checks /readyz: a proxy that is not ready gets no clients
     top: { diag_addr: '127.0.0.1:0' },
   });
   const member = { proxyId: 'p-1', registered: true };
-  gate.proxy.addReadiness(clusterReadiness(member, 'memory'));
+  proxyParts(gate.proxy).addReadiness(clusterReadiness(member, 'memory'));
   const front = await freePort('127.0.0.2');
   // docs/metrics.md's example: the check goes to the diagnostics port, the traffic (with a PROXY v2
   // header) to the public one.
@@ -367,7 +368,7 @@ t.test('a listener dropped by a reload keeps its counts in /metrics', async (t) 
   const { config } = parseConfig(stringify({ ...doc, auth_service: { proxy_listener_mode: 'multiplex' } }), { source: 'reload' });
   await gate.proxy.reload(config);
   t.notOk(
-    gate.proxy.plan.listeners.some((l) => l.name === 'ssh'),
+    proxyParts(gate.proxy).plan.listeners.some((l) => l.name === 'ssh'),
     'the ssh port is gone',
   );
   // Whether the dropped listener is still closing (counted live) or gone (counted as retired),

@@ -8,6 +8,7 @@ import { MemoryRouteStore } from '../../lib/cluster/memory-route-store.js';
 import { ErrorCodes, type GateError } from '../../lib/errors.js';
 import { clusterClient as client, startPeeringCluster } from '../helpers/cluster.js';
 import { echoOnce, until } from '../helpers/net.js';
+import { proxyParts } from '../../lib/proxy/proxy-parts.js';
 
 t.test('drain: presence marked, new tunnels and forwarded dials refused, open streams finish', async (t) => {
   const store = new MemoryRouteStore();
@@ -39,8 +40,8 @@ t.test('drain: presence marked, new tunnels and forwarded dials refused, open st
   t.equal((local as GateError).code, ErrorCodes.AGENT_OFFLINE, "B's own tunnel takes no new stream after its GOAWAY");
   await until(() => b.stats('multiplex').failures[ErrorCodes.DRAINING] !== undefined, 'the refusal recorded on B');
 
-  const forwarded = await a.proxy.peers
-    .open({ id: b.proxy.proxyId, peerAddr: b.address('peer') }, 'edge', c.echo)
+  const forwarded = await proxyParts(a.proxy)
+    .peers.open({ id: b.proxy.proxyId, peerAddr: b.address('peer') }, 'edge', c.echo)
     .catch((err: GateError) => err);
   t.equal((forwarded as GateError).code, ErrorCodes.DRAINING, "B's peering server refuses new forwarded dials");
 

@@ -9,6 +9,7 @@ import { parseConfig } from '../../lib/config/load.js';
 import { joinedAgent } from '../helpers/cluster.js';
 import { PROXY_VERSION, startGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, startTaggedTcpServer, until } from '../helpers/net.js';
+import { proxyParts } from '../../lib/proxy/proxy-parts.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -36,7 +37,7 @@ t.test("two proxies on one store: presence, an agent's tunnel and its generation
   t.match(a.proxy.proxyId, UUID, 'a random UUID');
   t.not(a.proxy.proxyId, b.proxy.proxyId);
   t.equal(a.proxy.routeStore, store, 'the store given is the one used');
-  t.ok(a.proxy.cluster.registered && b.proxy.cluster.registered, 'both registered once started');
+  t.ok(proxyParts(a.proxy).cluster.registered && proxyParts(b.proxy).cluster.registered, 'both registered once started');
   const presence = new Map((await store.proxies()).map((p) => [p.id, p]));
   t.same(
     presence.get(a.proxy.proxyId),
@@ -51,17 +52,19 @@ t.test("two proxies on one store: presence, an agent's tunnel and its generation
   );
   t.equal(presence.get(b.proxy.proxyId)?.peerAddr, 'proxy-b.internal:3021', 'b announces its peer_public_addr');
   t.same(
-    b.proxy.cluster.peers().map((p) => p.id),
+    proxyParts(b.proxy)
+      .cluster.peers()
+      .map((p) => p.id),
     [a.proxy.proxyId],
     'b saw a at its first refresh',
   );
-  await until(() => a.proxy.cluster.peers().length === 1, 'a seeing b at its next refresh');
+  await until(() => proxyParts(a.proxy).cluster.peers().length === 1, 'a seeing b at its next refresh');
 
   // A real agent joins a and holds its tunnel there.
   const edge = await joinedAgent(t, a, 'edge', [target]);
   let agent = await edge.connect();
   t.same(await store.holders('edge'), [{ agent: 'edge', proxyId: a.proxy.proxyId, generation: 1 }], 'the tunnel is in the store');
-  t.equal(a.proxy.cluster.generationOf('edge'), 1);
+  t.equal(proxyParts(a.proxy).cluster.generationOf('edge'), 1);
 
   await agent.close();
   await until(async () => (await store.holders('edge')).length === 0, 'the tunnel record dropped when the agent left');
@@ -75,8 +78,8 @@ t.test("two proxies on one store: presence, an agent's tunnel and its generation
   await a.proxy.reload(config);
   const changed = channelFingerprint(config.proxy.automaticUpgradesChannels);
   t.equal((await store.proxies()).find((p) => p.id === a.proxy.proxyId)?.channelFingerprint, changed, 'announced at the reload');
-  await until(() => b.proxy.cluster.channelMismatches().length === 1, 'b noticing the mismatch');
-  t.same(b.proxy.cluster.channelMismatches(), [{ proxyId: a.proxy.proxyId, theirs: changed, ours: channelFingerprint({}) }]);
+  await until(() => proxyParts(b.proxy).cluster.channelMismatches().length === 1, 'b noticing the mismatch');
+  t.same(proxyParts(b.proxy).cluster.channelMismatches(), [{ proxyId: a.proxy.proxyId, theirs: changed, ours: channelFingerprint({}) }]);
 
   // Close: a leaves the store at once, and its agent is no longer a candidate anywhere.
   await agent.close();
@@ -87,7 +90,7 @@ t.test("two proxies on one store: presence, an agent's tunnel and its generation
     'a withdrew',
   );
   t.same(await store.holders('edge'), []);
-  t.notOk(a.proxy.cluster.registered);
+  t.notOk(proxyParts(a.proxy).cluster.registered);
 });
 
 t.test('without a store given, cluster.store (memory by default) is used and closed with the proxy', async (t) => {

@@ -21,6 +21,7 @@ import { startGateProxy, type RunningGateProxy } from '../helpers/gate-proxy.js'
 import { closeServer, echoOnce, listening, until } from '../helpers/net.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { type TunnelStream, tunnelDuplex } from '../../lib/tunnel/tunnel-stream.js';
+import { proxyParts } from '../../lib/proxy/proxy-parts.js';
 
 /**
  * A forwarded stream as a Duplex. A stream still open when the proxies stop at teardown is reset
@@ -87,32 +88,36 @@ t.test('two proxies on one data_dir: one CA, mutual TLS peering, forwarded dials
   await agent.waitConnected(10_000);
 
   const peerB = { id: 'proxy-b', peerAddr: b.address('peer') };
-  const stream = duplexOf(await a.proxy.peers.open(peerB, 'edge', echo.address, { client: '203.0.113.7:4242' }));
+  const stream = duplexOf(await proxyParts(a.proxy).peers.open(peerB, 'edge', echo.address, { client: '203.0.113.7:4242' }));
   t.equal(await echoOnce(stream, 'through the peer'), 'through the peer', 'bytes go A -> B -> agent -> target and back');
   await until(
     () => agentLogs.lines.some((l) => l.msg === 'stream opened' && l.client === '203.0.113.7:4242'),
     'the agent saw the client address',
   );
   t.pass('the client address reached the agent side');
-  const second = duplexOf(await a.proxy.peers.open(peerB, 'edge', echo.address));
+  const second = duplexOf(await proxyParts(a.proxy).peers.open(peerB, 'edge', echo.address));
   t.equal(await echoOnce(second, 'again'), 'again');
   t.equal(b.stats('peer').accepted, 1, 'one peering session carries both streams');
-  t.same(a.proxy.peers.connected(), ['proxy-b']);
+  t.same(proxyParts(a.proxy).peers.connected(), ['proxy-b']);
   stream.end();
   second.end();
 
-  const offline = await a.proxy.peers.open(peerB, 'nobody', echo.address).then(
-    () => undefined,
-    (err: GateError) => err,
-  );
+  const offline = await proxyParts(a.proxy)
+    .peers.open(peerB, 'nobody', echo.address)
+    .then(
+      () => undefined,
+      (err: GateError) => err,
+    );
   t.equal(offline?.code, ErrorCodes.AGENT_OFFLINE, 'an agent B does not hold: B says offline, promptly');
-  const denied = await a.proxy.peers.open(peerB, 'edge', '127.0.0.1:9').catch((err: GateError) => err);
+  const denied = await proxyParts(a.proxy)
+    .peers.open(peerB, 'edge', '127.0.0.1:9')
+    .catch((err: GateError) => err);
   t.equal((denied as GateError).code, ErrorCodes.AGENT_TARGET_DENIED, "the agent's refusal keeps its code");
 
-  a.proxy.peers.retain([]);
-  t.same(a.proxy.peers.connected(), [], 'a peer that left the store: its session is closed');
+  proxyParts(a.proxy).peers.retain([]);
+  t.same(proxyParts(a.proxy).peers.connected(), [], 'a peer that left the store: its session is closed');
   await until(() => b.stats('peer').open === 0, 'B saw the session end');
-  const reopened = duplexOf(await a.proxy.peers.open(peerB, 'edge', echo.address));
+  const reopened = duplexOf(await proxyParts(a.proxy).peers.open(peerB, 'edge', echo.address));
   t.equal(await echoOnce(reopened, 'reconnected'), 'reconnected', 'the next dial opens a new session');
   reopened.end();
   t.equal(b.stats('peer').accepted, 2);
@@ -195,7 +200,11 @@ t.test("one peering session carries more than a tunnel's 1,000 streams (two agen
   }
   const peerB = { id: 'proxy-b', peerAddr: b.address('peer') };
   const streams = await Promise.all(
-    Array.from({ length: 1100 }, (_, i) => a.proxy.peers.open(peerB, i % 2 === 0 ? 'edge-1' : 'edge-2', echo.address).then(duplexOf)),
+    Array.from({ length: 1100 }, (_, i) =>
+      proxyParts(a.proxy)
+        .peers.open(peerB, i % 2 === 0 ? 'edge-1' : 'edge-2', echo.address)
+        .then(duplexOf),
+    ),
   );
   const answers = await Promise.all(streams.map((s, i) => echoOnce(s, `s${i};`)));
   t.equal(answers.filter((text, i) => text === `s${i};`).length, 1100, 'all 1,100 streams open at once, each echoing its own bytes');

@@ -17,6 +17,7 @@ import { startGateProxy } from '../helpers/gate-proxy.js';
 import { closeServer, tlsClient, readUntil, startTaggedTcpServer, until } from '../helpers/net.js';
 import { startRedis } from '../helpers/redis.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { proxyParts } from '../../lib/proxy/proxy-parts.js';
 
 /** Whether `operation` failed with GATE_ERR_STORE_UNAVAILABLE rather than hanging; `limitMs` only catches a hang. */
 async function failsFast(operation: Promise<unknown>, limitMs = 10_000): Promise<{ code: string | undefined; ms: number }> {
@@ -46,7 +47,7 @@ t.test('Redis stopped and restarted: fast failures, local tunnels unaffected, ev
     cluster: { store: `redis://${redis.host}:${redis.port}/3`, presence_ttl: '1500ms' },
   });
   t.ok(gate.proxy.routeStore instanceof RedisRouteStore, 'cluster.store chose the Redis store');
-  t.ok(gate.proxy.cluster.registered, 'registered at start');
+  t.ok(proxyParts(gate.proxy).cluster.registered, 'registered at start');
   const observer = new RedisRouteStore({ host: redis.host, port: redis.port, db: 3 });
   t.teardown(() => observer.close());
   t.ok(await observer.ready(5000));
@@ -67,7 +68,7 @@ t.test('Redis stopped and restarted: fast failures, local tunnels unaffected, ev
   t.comment(`holders failed after ${silent.ms} ms with Redis stopped (SIGSTOP)`);
 
   const errors: GateError[] = [];
-  gate.proxy.cluster.on('store-error', (err: GateError) => errors.push(err));
+  proxyParts(gate.proxy).cluster.on('store-error', (err: GateError) => errors.push(err));
   await redis.stop();
 
   for (const [what, operation] of [
@@ -81,7 +82,7 @@ t.test('Redis stopped and restarted: fast failures, local tunnels unaffected, ev
   }
   await until(() => errors.length > 0, 'the member reporting the outage');
   t.ok(errors.every((e) => e.code === ErrorCodes.STORE_UNAVAILABLE));
-  await until(() => !gate.proxy.cluster.registered, 'registered turning false once a TTL passed without an announce');
+  await until(() => !proxyParts(gate.proxy).cluster.registered, 'registered turning false once a TTL passed without an announce');
 
   // The local tunnel does not need the store.
   const client = await tlsClient(gate.port('multiplex'), { servername: 'localhost', ca: gate.ca, ALPNProtocols: ['gate-redis'] });
@@ -101,7 +102,7 @@ t.test('Redis stopped and restarted: fast failures, local tunnels unaffected, ev
     [{ agent: 'edge', proxyId: gate.proxy.proxyId, generation: 1 }],
     'the same tunnel, the same generation',
   );
-  await until(() => gate.proxy.cluster.registered, 'registered again');
+  await until(() => proxyParts(gate.proxy).cluster.registered, 'registered again');
   t.pass('re-registered without a restart');
 
   // Closing while Redis is down never hangs: the withdrawal fails fast and is left to the TTL.
@@ -142,7 +143,7 @@ t.test('a password in the URL; a wrong one fails with the code and never shows i
     cluster: { store: `redis://:wrong-staple-secret@${redis.host}:${redis.port}` },
     logger: logs.logger,
   });
-  t.notOk(proxy.proxy.cluster.registered, 'not registered with the wrong password');
+  t.notOk(proxyParts(proxy.proxy).cluster.registered, 'not registered with the wrong password');
   await proxy.proxy.close({ graceMs: 0 });
   const nobody = await startGateProxy(t, {
     mode: 'multiplex',

@@ -9,6 +9,7 @@ import type { Logger } from '../../lib/log.js';
 import type { RouteStore } from '../../lib/cluster/route-store.js';
 import type { Teardownable } from './daemon.js';
 import { tempDir } from './temp-dir.js';
+import { proxyParts } from '../../lib/proxy/proxy-parts.js';
 
 export const PROXY_VERSION = '1.2.3-interop';
 
@@ -98,8 +99,13 @@ export async function startGateProxy(t: Teardownable, options: StartGateProxyOpt
   if (!caFile) throw new Error('the proxy made no development CA');
   const ca = await readFile(caFile, 'utf8');
   const port = (listener: string): number => {
-    const found = proxy.plan.listeners.find((l) => l.name === listener);
-    if (!found) throw new Error(`no listener ${listener} in ${proxy.plan.listeners.map((l) => l.name).join(', ')}`);
+    const found = proxyParts(proxy).plan.listeners.find((l) => l.name === listener);
+    if (!found)
+      throw new Error(
+        `no listener ${listener} in ${proxyParts(proxy)
+          .plan.listeners.map((l) => l.name)
+          .join(', ')}`,
+      );
     return found.port;
   };
   const stats = (listener: string): StatsSnapshot => {

@@ -11,6 +11,7 @@ import { lengthPrefix } from '../../lib/length-prefix/ping-frames.js';
 import { freePort } from '../helpers/daemon.js';
 import { closeServer, listening, readUntil, startTaggedTcpServer, startTaggedTlsServer, tcpClient } from '../helpers/net.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { proxyParts } from '../../lib/proxy/proxy-parts.js';
 
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
 
@@ -112,9 +113,11 @@ async function tlsTo(port: number, ca: string, options: { servername?: string; A
 t.test('multiplex mode: one port serves web, SSH, Postgres, Redis-ping, MySQL ALPN and kube passthrough', async (t) => {
   const proxy = await GateProxy.start({ config: parseConfig(yaml('multiplex')).config, version: '0.1.0' });
   t.teardown(() => proxy.close({ graceMs: 100 }));
-  const [listener] = proxy.plan.listeners;
+  const [listener] = proxyParts(proxy).plan.listeners;
   const port = listener!.port;
-  t.equal(proxy.plan.listeners.length, 1, 'one listener');
+  t.equal(proxyParts(proxy).plan.listeners.length, 1, 'one listener');
+  t.same(proxy.listening, [{ name: 'multiplex', host: '127.0.0.1', port }], 'listening: the bound port, plain types');
+  t.not(port, 0, 'the port the system chose');
   const ca = readFileSync(proxy.caFile!, 'utf8');
 
   const ping = await get(port, '/webapi/ping', ca);
@@ -196,7 +199,7 @@ t.test('multiplex mode: one port serves web, SSH, Postgres, Redis-ping, MySQL AL
 t.test('separate mode: each protocol on its own port; MySQL forwarded without waiting for the client', async (t) => {
   const proxy = await GateProxy.start({ config: parseConfig(yaml('separate')).config, version: '0.1.0' });
   t.teardown(() => proxy.close({ graceMs: 100 }));
-  const byName = Object.fromEntries(proxy.plan.listeners.map((l) => [l.name, l.port]));
+  const byName = Object.fromEntries(proxyParts(proxy).plan.listeners.map((l) => [l.name, l.port]));
   t.ok(byName.web && byName.ssh && byName.mysql && byName.postgres, 'web, ssh, mysql and postgres ports');
   const ca = readFileSync(proxy.caFile!, 'utf8');
   const body = JSON.parse((await get(byName.web!, '/webapi/ping', ca)).body);
@@ -221,13 +224,13 @@ t.test('separate mode: each protocol on its own port; MySQL forwarded without wa
 t.test('reload: established connections keep their upstream, new ones follow the new routes', async (t) => {
   const proxy = await GateProxy.start({ config: parseConfig(yaml('multiplex')).config, version: '0.1.0' });
   t.teardown(() => proxy.close({ graceMs: 100 }));
-  const port = proxy.plan.listeners[0]!.port;
+  const port = proxyParts(proxy).plan.listeners[0]!.port;
   const before = await tcpClient(port);
   before.write('SSH-2.0-before\r\n');
   t.match(await readUntil(before, (s) => s.includes('before')), /upstream-one/);
 
   await proxy.reload(parseConfig(yaml('multiplex', ssh2.port)).config);
-  t.equal(proxy.plan.listeners[0]!.port, port, 'same listener, same port');
+  t.equal(proxyParts(proxy).plan.listeners[0]!.port, port, 'same listener, same port');
 
   const after = await tcpClient(port);
   after.write('SSH-2.0-after\r\n');
@@ -241,7 +244,7 @@ t.test('reload: established connections keep their upstream, new ones follow the
 t.test('a reload with a broken configuration leaves the running proxy untouched', async (t) => {
   const proxy = await GateProxy.start({ config: parseConfig(yaml('multiplex')).config, version: '0.1.0' });
   t.teardown(() => proxy.close({ graceMs: 100 }));
-  const port = proxy.plan.listeners[0]!.port;
+  const port = proxyParts(proxy).plan.listeners[0]!.port;
   const broken = parseConfig(
     yaml('multiplex').replace('https_keypairs', 'x') +
       '  https_keypairs:\n    - cert_file: /nonexistent/cert.pem\n      key_file: /nonexistent/key.pem\n',
@@ -256,7 +259,7 @@ t.test('a reload with a broken configuration leaves the running proxy untouched'
 t.test('reload is all or nothing: a new port that is taken leaves the old configuration running and nothing new open', async (t) => {
   const proxy = await GateProxy.start({ config: parseConfig(yaml('multiplex')).config, version: '0.1.0' });
   t.teardown(() => proxy.close({ graceMs: 100 }));
-  const port = proxy.plan.listeners[0]!.port;
+  const port = proxyParts(proxy).plan.listeners[0]!.port;
   const ca = readFileSync(proxy.caFile!, 'utf8');
   const taken = createServer();
   const takenPort = await listening(taken);
@@ -274,7 +277,7 @@ t.test('reload is all or nothing: a new port that is taken leaves the old config
   });
 
   t.same(
-    proxy.plan.listeners.map((l) => [l.name, l.port]),
+    proxyParts(proxy).plan.listeners.map((l) => [l.name, l.port]),
     [['multiplex', port]],
     'the plan is the old one',
   );
@@ -297,8 +300,8 @@ t.test('reload is all or nothing: a new port that is taken leaves the old config
   // The same reload once the port is free goes through, on the same web socket.
   await closeServer(taken);
   await proxy.reload(parseConfig(next.replace(`mysql_listen_addr: 127.0.0.1:${takenPort}`, 'mysql_listen_addr: 127.0.0.1:0')).config);
-  t.same(proxy.plan.listeners.find((l) => l.name === 'web')?.port, port, 'the shared port stayed bound under its new name');
-  t.equal(proxy.plan.listeners.find((l) => l.name === 'ssh')?.port, wouldOpen);
+  t.same(proxyParts(proxy).plan.listeners.find((l) => l.name === 'web')?.port, port, 'the shared port stayed bound under its new name');
+  t.equal(proxyParts(proxy).plan.listeners.find((l) => l.name === 'ssh')?.port, wouldOpen);
 });
 
 t.test('a start whose second listener cannot bind closes the first and fails', async (t) => {
@@ -372,7 +375,7 @@ t.test('reload: changed timeouts, limits and PROXY protocol apply to new connect
   // A long first deadline: the undecided connection from before must outlive every step below.
   const proxy = await GateProxy.start({ config: parseConfig(tuned(['detect_timeout: 120s'])).config, version: '0.1.0', logger });
   t.teardown(() => proxy.close({ graceMs: 100 }));
-  const port = proxy.plan.listeners[0]!.port;
+  const port = proxyParts(proxy).plan.listeners[0]!.port;
   t.match(
     lines.find((l) => l.msg.startsWith('connection cap')),
     { maxConnections: proxy.connectionCap.cap, capFrom: /open-file limit \d+/ },
@@ -390,7 +393,7 @@ t.test('reload: changed timeouts, limits and PROXY protocol apply to new connect
   await proxy.reload(
     parseConfig(tuned(['detect_timeout: 200ms', 'idle_timeout: 300ms', 'max_connections: 50', 'max_connections_per_source: 3'])).config,
   );
-  t.equal(proxy.plan.listeners[0]!.port, port, 'the same listener');
+  t.equal(proxyParts(proxy).plan.listeners[0]!.port, port, 'the same listener');
   t.same(proxy.connectionCap, { cap: 50, from: 'proxy_service.max_connections' }, 'the new cap');
 
   const undecidedAfter = await tcpClient(port);
