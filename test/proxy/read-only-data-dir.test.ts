@@ -28,7 +28,7 @@ function startReadOnly(dataDir: string, auth: Record<string, unknown> = {}): { s
     const { config } = parseConfig(${JSON.stringify(yaml)});
     try {
       const proxy = await GateProxy.start({ config, version: '0.0.1', env: {} });
-      console.log('started on', proxy.plan.listeners[0].port);
+      console.log('started on', proxy.listening[0].port);
       await proxy.close({ graceMs: 0 });
     } catch (err) {
       console.log('refused:', err.code, err.message);
