@@ -178,6 +178,22 @@ t.test(
     };
     await until(async () => (await inventory()).length === 6, 'six agents in the inventory', 40_000);
 
+    /** `gate-upgrade VERB` for agent `name` of `group`, asking the cluster through its balancer. */
+    const updaterArgs = (verb: 'run' | 'dry-run', name: string, group: string): string[] => [
+      GATE_UPGRADE,
+      verb,
+      '--proxy',
+      `https://127.0.0.1:${cluster.balancerPort}`,
+      '--server-name',
+      'localhost',
+      '--ca',
+      cluster.caFile,
+      '--name',
+      name,
+      '--group',
+      group,
+    ];
+
     // Each agent's updater: `gate-upgrade run` every second, as its timer would (bounded: stops at the end).
     let updating = true;
     const runs: Record<string, Array<{ code: number | null; stdout: string; stderr: string }>> = {};
@@ -188,18 +204,7 @@ t.test(
         const r = await run(
           process.execPath,
           [
-            GATE_UPGRADE,
-            'run',
-            '--proxy',
-            `https://127.0.0.1:${cluster.balancerPort}`,
-            '--server-name',
-            'localhost',
-            '--ca',
-            cluster.caFile,
-            '--name',
-            name,
-            '--group',
-            groupOf(name),
+            ...updaterArgs('run', name, groupOf(name)),
             '--state-dir',
             join(d, 'state'),
             '--install-command',
@@ -376,22 +381,7 @@ t.test(
     await until(async () => (await group('dev')).state === 'rolledback', 'dev rolled back', 20_000);
     const dry = await run(
       process.execPath,
-      [
-        GATE_UPGRADE,
-        'dry-run',
-        '--proxy',
-        `https://127.0.0.1:${cluster.balancerPort}`,
-        '--server-name',
-        'localhost',
-        '--ca',
-        cluster.caFile,
-        '--name',
-        badCanary,
-        '--group',
-        'dev',
-        '--current',
-        (await readFile(join(agentDir(badCanary), 'installed'), 'utf8')).trim(),
-      ],
+      [...updaterArgs('dry-run', badCanary, 'dev'), '--current', (await readFile(join(agentDir(badCanary), 'installed'), 'utf8')).trim()],
       { env },
     );
     t.equal(dry.code, 0, dry.stderr);
